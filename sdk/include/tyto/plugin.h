@@ -1,0 +1,531 @@
+/*
+ * tyto plugin ABI — the whole contract between libtyto (the host) and a
+ * device plugin. A plugin is one shared object built against this header and
+ * nothing else from tyto. See sdk/docs/plugin-abi.md for the versioning policy
+ * and a walkthrough of writing a plugin.
+ *
+ * Conventions that hold for every declaration below:
+ *
+ *  - Versioning. TYTO_PLUGIN_ABI_MAJOR changes only when an existing struct or
+ *    function changes meaning; the host refuses a plugin of another major.
+ *    TYTO_PLUGIN_ABI_MINOR grows when something is appended; the host accepts
+ *    any plugin whose minor is not newer than its own, and a newer-minor
+ *    plugin as long as the structs it hands over begin with what the host
+ *    knows (they always do: tables are append-only). The first three fields
+ *    of tyto_plugin_info (struct_size, abi_major, abi_minor) keep their
+ *    offsets in every major, so any host can read them and say why it
+ *    refuses a plugin.
+ *
+ *  - struct_size. Every struct that crosses the boundary begins with
+ *    `size_t struct_size`, set by whoever fills the struct to sizeof() as that
+ *    party compiled it. A reader uses a field only if it lies wholly inside
+ *    struct_size (TYTO_PLUGIN_HAS_FIELD); fields past it read as absent (NULL
+ *    or 0). Fields are only ever appended.
+ *
+ *  - Arrays. An array of boundary structs (the hardware offer, op layouts,
+ *    launch bindings) is an array of the writer's type: step through it by
+ *    the first element's struct_size, not by your own sizeof.
+ *
+ *  - Optional functions. Every function pointer in a table may be NULL unless
+ *    its comment says "required". The host never treats a NULL optional
+ *    function as fatal: it falls back (see each comment) or reports the
+ *    capability as missing.
+ *
+ *  - Errors are values. A function that can fail returns a tyto_plugin_error*,
+ *    NULL on success. Plugins create errors only through the host's
+ *    error_new(); ownership of a returned error passes to the host, which
+ *    frees it. A plugin never calls abort(), exit() or assert() on anything a
+ *    caller can influence, and never lets a C++ exception cross this boundary.
+ *
+ *  - Strings. Every const char* a plugin hands the host is NUL-terminated
+ *    UTF-8 and stays valid until the plugin is shut down, unless the comment
+ *    says otherwise. Strings the host hands the plugin are valid only for the
+ *    duration of the call unless the comment says otherwise.
+ *
+ *  - Threading. Unless a comment says otherwise, the host may call device,
+ *    buffer, stream and event functions from any thread, concurrently for
+ *    distinct streams; a plugin protects its own shared state. Calls that
+ *    take the same stream are never made concurrently by the host.
+ *
+ * This header includes only <stddef.h> and <stdint.h> on purpose.
+ */
+#ifndef TYTO_PLUGIN_H
+#define TYTO_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TYTO_PLUGIN_ABI_MAJOR 1
+#define TYTO_PLUGIN_ABI_MINOR 0
+
+/* True when `field` of *ptr lies wholly inside ptr->struct_size. */
+#define TYTO_PLUGIN_HAS_FIELD(ptr, type, field)                                \
+  ((ptr) != NULL &&                                                            \
+   (ptr)->struct_size >= offsetof(type, field) + sizeof(((type *)0)->field))
+
+#define TYTO_PLUGIN_MAX_RANK 8
+
+/* Symbol visibility for the entry point. */
+#if defined(_WIN32)
+#define TYTO_PLUGIN_EXPORT __declspec(dllexport)
+#elif defined(__GNUC__)
+#define TYTO_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define TYTO_PLUGIN_EXPORT
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Error codes. Append-only. */
+typedef enum tyto_plugin_code {
+  TYTO_PLUGIN_OK = 0,
+  TYTO_PLUGIN_ERR_INVALID_ARGUMENT = 1, /* the caller passed something wrong */
+  TYTO_PLUGIN_ERR_OUT_OF_MEMORY = 2,    /* host or device memory exhausted */
+  TYTO_PLUGIN_ERR_UNSUPPORTED = 3,      /* op, dtype or feature not provided */
+  TYTO_PLUGIN_ERR_NOT_FOUND = 4,        /* device, library or file missing */
+  TYTO_PLUGIN_ERR_UNAVAILABLE = 5,      /* no driver, device busy or lost */
+  TYTO_PLUGIN_ERR_DEVICE = 6,           /* the device or driver reported failure */
+  TYTO_PLUGIN_ERR_INTERNAL = 7          /* a bug in the plugin */
+} tyto_plugin_code;
+
+/* Opaque error value. Created with tyto_plugin_host.error_new(); owned by the
+ * host once returned from any plugin function. */
+typedef struct tyto_plugin_error tyto_plugin_error;
+
+/* ------------------------------------------------------------------------ */
+/* Host services, handed to the plugin at init                               */
+/* ------------------------------------------------------------------------ */
+
+typedef enum tyto_plugin_log_level {
+  TYTO_PLUGIN_LOG_ERROR = 0,
+  TYTO_PLUGIN_LOG_WARN = 1,
+  TYTO_PLUGIN_LOG_INFO = 2,
+  TYTO_PLUGIN_LOG_DEBUG = 3
+} tyto_plugin_log_level;
+
+typedef struct tyto_plugin_host {
+  size_t struct_size;
+  uint32_t abi_major; /* the host's TYTO_PLUGIN_ABI_MAJOR */
+  uint32_t abi_minor; /* the host's TYTO_PLUGIN_ABI_MINOR */
+  const char *host_version; /* tyto's version string, e.g. "0.1.0" */
+
+  /* Opaque to the plugin: pass it back as the first argument of the
+   * functions below. Valid until the plugin's shutdown() returns. */
+  void *ctx;
+
+  /* Required. printf-style log line, attributed to this plugin. Lines above
+   * the configured log level are dropped by the host. Thread-safe. */
+  void (*log)(void *ctx, tyto_plugin_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+      __attribute__((format(printf, 3, 4)))
+#endif
+      ;
+
+  /* Required. Looks up `key` in this plugin's section of the configuration
+   * (the INI section named after the plugin, e.g. [cuda]). Returns NULL when
+   * the key is not set. The string is owned by the host and stays valid until
+   * shutdown() returns. Thread-safe. */
+  const char *(*option)(void *ctx, const char *key);
+
+  /* Required. Creates an error with a code and a printf-style message. The
+   * message should say what was expected, what was found, and what to do.
+   * Never returns NULL (on allocation failure it returns a static
+   * out-of-memory error). Thread-safe. */
+  tyto_plugin_error *(*error_new)(tyto_plugin_code code, const char *fmt, ...)
+#if defined(__GNUC__)
+      __attribute__((format(printf, 2, 3)))
+#endif
+      ;
+
+  /* Required. Frees an error the plugin created but will not return (say,
+   * a second failure while cleaning up after a first). Errors that are
+   * returned to the host must not be freed. NULL is a no-op. Thread-safe. */
+  void (*error_free)(tyto_plugin_error *err);
+} tyto_plugin_host;
+
+/* ------------------------------------------------------------------------ */
+/* Hardware offer and claim                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef enum tyto_plugin_hw_kind {
+  TYTO_PLUGIN_HW_CPU = 0, /* the machine's processors, one entry per machine */
+  TYTO_PLUGIN_HW_PCI = 1  /* a PCI GPU, 3D controller or coprocessor */
+} tyto_plugin_hw_kind;
+
+/* One piece of hardware found by the host in the hwloc topology. Owned by
+ * the host; valid for the duration of probe(). */
+typedef struct tyto_plugin_hw_device {
+  size_t struct_size;
+  uint32_t index;      /* position in the offer; pass it to claim()/refuse() */
+  uint32_t kind;       /* tyto_plugin_hw_kind */
+  const char *name;    /* model name as hwloc reports it; may be "" */
+  int32_t numa_node;   /* OS index of the nearest NUMA node, -1 if unknown */
+  const char *cpuset;  /* CPUs near it, hwloc list syntax ("0-15,32-47") */
+  const char *nodeset; /* NUMA nodes near it, hwloc list syntax */
+
+  /* TYTO_PLUGIN_HW_PCI only (0 / "" otherwise). */
+  uint16_t pci_vendor_id; /* e.g. 0x10de NVIDIA, 0x1002 AMD, 0x8086 Intel */
+  uint16_t pci_device_id;
+  uint32_t pci_class_id;  /* e.g. 0x0300 VGA, 0x0302 3D, 0x1200 accelerator */
+  const char *pci_bus_id; /* "dddd:bb:dd.f", lower-case hex */
+
+  /* TYTO_PLUGIN_HW_CPU only (0 otherwise). */
+  uint32_t packages;   /* sockets */
+  uint32_t cores;      /* physical cores usable by this process */
+  uint32_t pus;        /* hardware threads usable by this process */
+  uint32_t numa_nodes; /* NUMA nodes */
+} tyto_plugin_hw_device;
+
+/* Where a plugin reports what it takes. Owned by the host; valid for the
+ * duration of probe(). Both functions copy their string arguments. */
+typedef struct tyto_plugin_claims {
+  size_t struct_size;
+  void *ctx; /* pass back as first argument */
+
+  /* Required. Declares device number `ordinal` of this plugin (0, 1, ... in
+   * the order the plugin wants them named: "<plugin>:<ordinal>"). hw_index
+   * is the offered hardware it drives, or -1 when it drives nothing offered
+   * (a software device, a device whose bus id the driver does not report). */
+  void (*claim)(void *ctx, int32_t hw_index, uint32_t ordinal,
+                const char *name);
+
+  /* Required. Says why the plugin will not drive something. hw_index is an
+   * offered device, or -1 for a device the plugin found on its own (say, an
+   * OpenCL device of a version too old). `name` may be NULL for an offered
+   * device. The reason is shown to users by tyto-info: make it actionable. */
+  void (*refuse)(void *ctx, int32_t hw_index, const char *name,
+                 const char *reason);
+} tyto_plugin_claims;
+
+/* ------------------------------------------------------------------------ */
+/* Devices                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum tyto_plugin_dtype {
+  TYTO_PLUGIN_DTYPE_F32 = 0,
+  TYTO_PLUGIN_DTYPE_F64 = 1,
+  TYTO_PLUGIN_DTYPE_F16 = 2,
+  TYTO_PLUGIN_DTYPE_BF16 = 3,
+  TYTO_PLUGIN_DTYPE_I32 = 4,
+  TYTO_PLUGIN_DTYPE_I64 = 5,
+  TYTO_PLUGIN_DTYPE_U8 = 6
+} tyto_plugin_dtype;
+
+#define TYTO_PLUGIN_DTYPE_BIT(d) (UINT32_C(1) << (d))
+
+/* Device capability flags. */
+enum {
+  /* Buffers are ordinary host memory: buffer_host_ptr() returns a pointer the
+   * host may read and write directly once the device is idle. */
+  TYTO_PLUGIN_CAP_UNIFIED_MEMORY = 1u << 0,
+  /* host_alloc_pinned() gives page-locked memory for fast async copies. */
+  TYTO_PLUGIN_CAP_PINNED_HOST = 1u << 1,
+  /* copy_peer() moves data directly between two devices of this plugin. */
+  TYTO_PLUGIN_CAP_PEER_COPY = 1u << 2,
+  /* Streams run work asynchronously to the calling thread. */
+  TYTO_PLUGIN_CAP_ASYNC = 1u << 3
+};
+
+/* What a device is and can do. Filled by device_query(). */
+typedef struct tyto_plugin_device_info {
+  size_t struct_size;
+  const char *name;           /* "NVIDIA H100 80GB HBM3", "AMD EPYC 9R14" */
+  const char *vendor;         /* "NVIDIA", "AMD", "Intel", "PoCL", ... */
+  const char *driver_version; /* "" when not meaningful */
+  uint32_t dtypes;            /* TYTO_PLUGIN_DTYPE_BIT() of each dtype */
+  uint32_t flags;             /* TYTO_PLUGIN_CAP_* */
+  uint64_t memory_bytes;      /* memory the device can allocate from */
+  uint64_t alignment;         /* every buffer is aligned to this, a power of 2 */
+  uint64_t max_alloc_bytes;   /* largest single buffer, 0 = memory_bytes */
+  uint32_t compute_units;     /* cores, SMs, CUs ... */
+  int32_t numa_node;          /* nearest NUMA node, -1 if unknown */
+  const char *pci_bus_id;     /* "dddd:bb:dd.f" or "" */
+} tyto_plugin_device_info;
+
+/* Opaque handles, defined by each plugin. */
+typedef struct tyto_plugin_state tyto_plugin_state;
+typedef struct tyto_plugin_device tyto_plugin_device;
+typedef struct tyto_plugin_buffer tyto_plugin_buffer;
+typedef struct tyto_plugin_stream tyto_plugin_stream;
+typedef struct tyto_plugin_event tyto_plugin_event;
+typedef struct tyto_plugin_kernel tyto_plugin_kernel;
+
+/* ------------------------------------------------------------------------ */
+/* Op descriptors                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Op codes. Append-only: a value never changes meaning. Attribute layouts
+ * (iattrs/fattrs/blob) are documented per op in sdk/docs/ops.md. */
+typedef enum tyto_plugin_op {
+  TYTO_PLUGIN_OP_INVALID = 0,
+  TYTO_PLUGIN_OP_COPY = 1, /* strided copy: output = input (layouts differ) */
+  TYTO_PLUGIN_OP_FILL = 2  /* output = fattrs[0] */
+  /* The op set of the graph layer is appended here as it lands. */
+} tyto_plugin_op;
+
+/* A tensor as a kernel sees it: dtype, shape, strides in elements (may be 0
+ * for broadcast dimensions, negative for flipped ones) and an offset in
+ * elements from the bound buffer position. */
+typedef struct tyto_plugin_layout {
+  size_t struct_size;
+  uint32_t dtype; /* tyto_plugin_dtype */
+  uint32_t rank;  /* 0 .. TYTO_PLUGIN_MAX_RANK */
+  int64_t shape[TYTO_PLUGIN_MAX_RANK];
+  int64_t strides[TYTO_PLUGIN_MAX_RANK];
+  int64_t offset;
+} tyto_plugin_layout;
+
+/* Everything a plugin needs to prepare one kernel. Owned by the host and
+ * valid only during supports_op()/prepare(): copy what you keep. */
+typedef struct tyto_plugin_op_desc {
+  size_t struct_size;
+  uint32_t op;          /* tyto_plugin_op */
+  uint32_t n_inputs;
+  uint32_t n_outputs;
+  const tyto_plugin_layout *inputs;  /* n_inputs entries */
+  const tyto_plugin_layout *outputs; /* n_outputs entries */
+  uint32_t n_iattrs;                 /* integer attributes, per-op meaning */
+  const int64_t *iattrs;
+  uint32_t n_fattrs;                 /* real attributes, per-op meaning */
+  const double *fattrs;
+  size_t blob_size;                  /* opaque payload, e.g. a fused program */
+  const void *blob;
+} tyto_plugin_op_desc;
+
+/* Filled by prepare(). */
+typedef struct tyto_plugin_kernel_info {
+  size_t struct_size;
+  uint64_t workspace_bytes; /* scratch the host must bind at launch, or 0 */
+} tyto_plugin_kernel_info;
+
+/* A buffer position bound to a kernel argument at launch. */
+typedef struct tyto_plugin_binding {
+  size_t struct_size;
+  tyto_plugin_buffer *buffer;
+  uint64_t offset; /* bytes from the buffer's start, aligned as the layout's dtype */
+} tyto_plugin_binding;
+
+/* ------------------------------------------------------------------------ */
+/* The device table                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Functions on open devices. One table per plugin, shared by its devices.
+ * `stream` arguments may be NULL where noted: the operation then runs
+ * synchronously on the calling thread, ordered with no stream. */
+typedef struct tyto_plugin_device_fns {
+  size_t struct_size;
+
+  /* Required. Closes a device opened by tyto_plugin_fns.device_open. The host
+   * has destroyed every buffer, stream, event and kernel of it first. */
+  void (*device_close)(tyto_plugin_device *dev);
+
+  /* Required. Allocates `size` bytes (size may be 0) of device memory,
+   * aligned to device_info.alignment. Contents are undefined. The buffer is
+   * freed with buffer_free(). */
+  tyto_plugin_error *(*buffer_alloc)(tyto_plugin_device *dev, uint64_t size,
+                                     tyto_plugin_buffer **out);
+
+  /* Required. Frees a buffer; no stream may still be using it. NULL is a
+   * no-op. */
+  void (*buffer_free)(tyto_plugin_device *dev, tyto_plugin_buffer *buf);
+
+  /* Optional. For TYTO_PLUGIN_CAP_UNIFIED_MEMORY devices: the host address
+   * of the buffer's first byte, valid until buffer_free(). NULL otherwise. */
+  void *(*buffer_host_ptr)(tyto_plugin_device *dev, tyto_plugin_buffer *buf);
+
+  /* Required. Creates an in-order stream: work enqueued on one stream runs in
+   * the order enqueued. Destroyed with stream_destroy(), which waits for the
+   * stream's queued work first. */
+  tyto_plugin_error *(*stream_create)(tyto_plugin_device *dev,
+                                      tyto_plugin_stream **out);
+  void (*stream_destroy)(tyto_plugin_device *dev, tyto_plugin_stream *s);
+
+  /* Required. Blocks until all work enqueued on `s` so far has completed.
+   * Returns the first error any of that work raised, if one did. */
+  tyto_plugin_error *(*stream_synchronize)(tyto_plugin_device *dev,
+                                           tyto_plugin_stream *s);
+
+  /* Required. Events mark a point in a stream. A new event counts as
+   * already complete. event_record() captures the work enqueued on `s` so
+   * far; event_wait() makes later work on `s` wait until the event's
+   * captured work completes (s may belong to another device of the same
+   * plugin, not of another plugin); event_synchronize() blocks the caller
+   * until then; event_query() sets *complete to 1 or 0 without blocking and
+   * returns an error only when the captured work failed. Recording again
+   * replaces the captured point. In event_record() and event_wait(), `dev`
+   * is the device of the stream. */
+  tyto_plugin_error *(*event_create)(tyto_plugin_device *dev,
+                                     tyto_plugin_event **out);
+  void (*event_destroy)(tyto_plugin_device *dev, tyto_plugin_event *e);
+  tyto_plugin_error *(*event_record)(tyto_plugin_device *dev,
+                                     tyto_plugin_event *e,
+                                     tyto_plugin_stream *s);
+  tyto_plugin_error *(*event_wait)(tyto_plugin_device *dev,
+                                   tyto_plugin_stream *s,
+                                   tyto_plugin_event *e);
+  tyto_plugin_error *(*event_synchronize)(tyto_plugin_device *dev,
+                                          tyto_plugin_event *e);
+  tyto_plugin_error *(*event_query)(tyto_plugin_device *dev,
+                                    tyto_plugin_event *e, int *complete);
+
+  /* Required. Copies between host memory and a buffer, and within a device.
+   * With a stream the copy is enqueued and the host memory must stay valid
+   * and untouched until the stream passes it; with stream NULL the copy is
+   * complete on return. Ranges are checked against the buffer's size. */
+  tyto_plugin_error *(*copy_h2d)(tyto_plugin_device *dev,
+                                 tyto_plugin_stream *s,
+                                 tyto_plugin_buffer *dst, uint64_t dst_offset,
+                                 const void *src, uint64_t size);
+  tyto_plugin_error *(*copy_d2h)(tyto_plugin_device *dev,
+                                 tyto_plugin_stream *s, void *dst,
+                                 tyto_plugin_buffer *src, uint64_t src_offset,
+                                 uint64_t size);
+  tyto_plugin_error *(*copy_d2d)(tyto_plugin_device *dev,
+                                 tyto_plugin_stream *s,
+                                 tyto_plugin_buffer *dst, uint64_t dst_offset,
+                                 tyto_plugin_buffer *src, uint64_t src_offset,
+                                 uint64_t size);
+
+  /* Optional (TYTO_PLUGIN_CAP_PEER_COPY). Copies from a buffer of device
+   * `src_dev` to one of `dst_dev`, both of this plugin, enqueued on `s`,
+   * a stream of dst_dev. When NULL or failing with UNSUPPORTED, the host
+   * stages the copy through host memory. */
+  tyto_plugin_error *(*copy_peer)(tyto_plugin_device *dst_dev,
+                                  tyto_plugin_stream *s,
+                                  tyto_plugin_buffer *dst, uint64_t dst_offset,
+                                  tyto_plugin_device *src_dev,
+                                  tyto_plugin_buffer *src, uint64_t src_offset,
+                                  uint64_t size);
+
+  /* Optional (TYTO_PLUGIN_CAP_PINNED_HOST). Page-locked host memory for
+   * staging; freed with host_free_pinned(). When NULL the host uses
+   * ordinary aligned memory. */
+  tyto_plugin_error *(*host_alloc_pinned)(tyto_plugin_device *dev,
+                                          uint64_t size, void **out);
+  void (*host_free_pinned)(tyto_plugin_device *dev, void *ptr);
+
+  /* Optional. NULL when the device can run the described op; otherwise an
+   * error (usually UNSUPPORTED) whose message says why ("conv2d: f64 not
+   * supported by this device"). When the function is NULL the host calls
+   * prepare() and treats UNSUPPORTED from it the same way. */
+  tyto_plugin_error *(*supports_op)(tyto_plugin_device *dev,
+                                    const tyto_plugin_op_desc *desc);
+
+  /* Optional (a device without it is a memory-only device). Builds a kernel
+   * for one op descriptor: this is where code is generated and compiled.
+   * May be slow; never called concurrently for the same device. The kernel
+   * lives until kernel_release(). */
+  tyto_plugin_error *(*prepare)(tyto_plugin_device *dev,
+                                const tyto_plugin_op_desc *desc,
+                                tyto_plugin_kernel **out,
+                                tyto_plugin_kernel_info *info);
+  void (*kernel_release)(tyto_plugin_device *dev, tyto_plugin_kernel *k);
+
+  /* Required with prepare(). Enqueues a kernel on `s` (never NULL) with
+   * n_inputs then n_outputs bindings, in descriptor order, and the workspace
+   * binding when info.workspace_bytes was non-zero (NULL otherwise). Errors
+   * found while enqueuing are returned; errors raised while running surface
+   * from stream_synchronize(). */
+  tyto_plugin_error *(*launch)(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                               tyto_plugin_kernel *k,
+                               const tyto_plugin_binding *inputs,
+                               uint32_t n_inputs,
+                               const tyto_plugin_binding *outputs,
+                               uint32_t n_outputs,
+                               const tyto_plugin_binding *workspace);
+} tyto_plugin_device_fns;
+
+/* ------------------------------------------------------------------------ */
+/* The plugin table and info                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* One configuration key a plugin understands, shown by tyto-info and used to
+ * report unknown keys in the plugin's config section. */
+typedef struct tyto_plugin_option_doc {
+  const char *key;
+  const char *description;
+} tyto_plugin_option_doc;
+
+typedef struct tyto_plugin_fns {
+  size_t struct_size;
+
+  /* Required. Looks at the hardware offer and reports, through `claims`,
+   * every device the plugin will drive and every offered device it will not
+   * (with a reason). Devices the plugin does not recognise at all need not
+   * be refused. Called once, after init(), on the host's thread. An error
+   * means the plugin could not look at all (say, its driver is missing);
+   * the host then reports the plugin as loaded with no devices and shows
+   * the error's message. */
+  tyto_plugin_error *(*probe)(tyto_plugin_state *state,
+                              const tyto_plugin_hw_device *offer,
+                              uint32_t n_offer,
+                              const tyto_plugin_claims *claims);
+
+  /* Required. Describes claimed device `ordinal` without opening it. The
+   * host zeroes *info and sets info->struct_size to its own size; the
+   * plugin writes only the fields inside that size (TYTO_PLUGIN_HAS_FIELD).
+   * Strings stay valid until shutdown(). */
+  tyto_plugin_error *(*device_query)(tyto_plugin_state *state,
+                                     uint32_t ordinal,
+                                     tyto_plugin_device_info *info);
+
+  /* Required. Opens claimed device `ordinal` for use. Each open gives a new
+   * handle; closing it is device_fns.device_close. */
+  tyto_plugin_error *(*device_open)(tyto_plugin_state *state,
+                                    uint32_t ordinal,
+                                    tyto_plugin_device **out);
+
+  /* Required. Releases everything the plugin holds. Called once, after every
+   * device is closed, before the shared object is unloaded. */
+  void (*shutdown)(tyto_plugin_state *state);
+} tyto_plugin_fns;
+
+/* What the plugin says about itself. The plugin owns this struct (usually a
+ * static const object) and everything it points to; all of it stays valid
+ * until shutdown() returns. */
+typedef struct tyto_plugin_info {
+  size_t struct_size;
+  uint32_t abi_major; /* TYTO_PLUGIN_ABI_MAJOR the plugin was built with */
+  uint32_t abi_minor; /* TYTO_PLUGIN_ABI_MINOR the plugin was built with */
+  const char *name;    /* short, [a-z0-9_]+, used in device ids: "cuda" */
+  const char *vendor;  /* who ships it */
+  const char *version; /* the plugin's own version */
+  const char *license; /* SPDX identifier, e.g. "MIT" */
+  const char *description; /* one line for tyto-info */
+  const tyto_plugin_fns *fns;               /* required */
+  const tyto_plugin_device_fns *device_fns; /* required */
+  const tyto_plugin_option_doc *options;    /* n_options entries, may be NULL */
+  uint32_t n_options;
+} tyto_plugin_info;
+
+/* The entry point. A plugin in the file tyto_plugin_NAME.so exports exactly
+ * one symbol, named after its module as libtool's -dlpreopen requires:
+ *
+ *   TYTO_PLUGIN_EXPORT tyto_plugin_error *
+ *   tyto_plugin_NAME_LTX_init(const tyto_plugin_host *host,
+ *                             const tyto_plugin_info **info,
+ *                             tyto_plugin_state **state);
+ *
+ * It sets *info to the plugin's description and *state to its private state
+ * (which may be NULL), or returns an error and leaves the plugin unusable
+ * (the host then unloads it without calling shutdown()). The host table and
+ * everything it points to stay valid until shutdown() returns; the plugin
+ * may keep the pointer. Called once, on the host's thread. It should be
+ * cheap: heavy work (driver initialisation) belongs in probe(). */
+typedef tyto_plugin_error *(*tyto_plugin_init_fn)(
+    const tyto_plugin_host *host, const tyto_plugin_info **info,
+    tyto_plugin_state **state);
+
+#define TYTO_PLUGIN_ENTRY_SUFFIX "_LTX_init"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TYTO_PLUGIN_H */
