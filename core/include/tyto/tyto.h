@@ -1,0 +1,13 @@
+/*
+ * tyto — differentiable array programs and neural-network training in C.
+ * Include this header for the whole public API.
+ */
+#ifndef TYTO_H
+#define TYTO_H
+
+#include <tyto/status.h>
+#include <tyto/version.h>
+#include <tyto/context.h>
+#include <tyto/device.h>
+
+#endif /* TYTO_H */

@@ -1,0 +1,251 @@
+/*
+ * tyto.conf: INI, parsed by inih. Global keys go before any section or in
+ * [tyto]; every other section belongs to the plugin of that name, and its
+ * keys are handed to the plugin through the host's option() lookup.
+ *
+ * inih reports only the first syntax error and does not give handlers line
+ * numbers, so lines reach inih through our own reader: it counts lines,
+ * reports every malformed line with its number and hands inih a blank line
+ * instead, and strips leading blanks so that inih's multi-line continuation
+ * never glues an indented key onto the previous value.
+ */
+#include "config.h"
+
+#include "conf.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devspec.h"
+#include "log.h"
+
+typedef struct parse_state {
+  conf *cfg;
+  FILE *f;
+  const char *name;
+  int line;
+  int section_line; /* of the last [section] header */
+  int devices_line, plugin_path_line, log_level_line;
+} parse_state;
+
+static void record(strlist *where, const parse_state *ps, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void record(strlist *where, const parse_state *ps, const char *fmt,
+                   ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  strlist_pushf(where, "%s:%d: %s", ps->name, ps->line, msg);
+}
+
+static int is_blank_or_comment(const char *s) {
+  return *s == '\0' || *s == ';' || *s == '#';
+}
+
+/* Checks one line (leading blanks already stripped, newline removed). */
+static int line_ok(parse_state *ps, const char *s) {
+  if (is_blank_or_comment(s))
+    return 1;
+  if (*s == '[') {
+    const char *close = strchr(s, ']');
+    if (!close) {
+      record(&ps->cfg->errors, ps, "section header is missing ']': '%s'", s);
+      return 0;
+    }
+    const char *p = s + 1;
+    while (p < close && isspace((unsigned char)*p))
+      p++;
+    if (p == close) {
+      record(&ps->cfg->errors, ps, "empty section name");
+      return 0;
+    }
+    ps->section_line = ps->line;
+    return 1;
+  }
+  const char *eq = strpbrk(s, "=:");
+  if (!eq) {
+    record(&ps->cfg->errors, ps,
+           "expected 'key = value' or '[section]', found '%s'", s);
+    return 0;
+  }
+  if (eq == s) {
+    record(&ps->cfg->errors, ps, "missing key before '%c'", *eq);
+    return 0;
+  }
+  return 1;
+}
+
+static char *reader(char *str, int num, void *stream) {
+  parse_state *ps = stream;
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t len = getline(&line, &cap, ps->f);
+  if (len < 0) {
+    free(line);
+    return NULL;
+  }
+  ps->line++;
+  while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+    line[--len] = '\0';
+  const char *s = line;
+  while (isspace((unsigned char)*s))
+    s++;
+  if (strlen(s) + 2 > (size_t)num) {
+    record(&ps->cfg->errors, ps, "line too long (at most %d characters)",
+           num - 2);
+    s = "";
+  } else if (!line_ok(ps, s)) {
+    s = "";
+  }
+  snprintf(str, (size_t)num, "%s\n", s);
+  free(line);
+  return str;
+}
+
+static int set_once(parse_state *ps, int *seen_line, const char *key) {
+  if (*seen_line) {
+    record(&ps->cfg->errors, ps, "'%s' is already set at line %d", key,
+           *seen_line);
+    return 0;
+  }
+  *seen_line = ps->line;
+  return 1;
+}
+
+static void global_key(parse_state *ps, const char *key, const char *value) {
+  conf *cfg = ps->cfg;
+  if (strcmp(key, "devices") == 0) {
+    if (!set_once(ps, &ps->devices_line, key))
+      return;
+    devspec spec;
+    char err[512];
+    if (devspec_parse(value, &spec, err, sizeof err) != 0) {
+      record(&cfg->errors, ps, "devices: %s", err);
+      return;
+    }
+    devspec_free(&spec);
+    cfg->devices = rt_strdup(value);
+  } else if (strcmp(key, "plugin_path") == 0) {
+    if (set_once(ps, &ps->plugin_path_line, key))
+      cfg->plugin_path = rt_strdup(value);
+  } else if (strcmp(key, "log_level") == 0) {
+    if (!set_once(ps, &ps->log_level_line, key))
+      return;
+    int lv = rt_log_level_parse(value);
+    if (lv < 0)
+      record(&cfg->errors, ps,
+             "log_level: expected error, warn, info or debug, found '%s'",
+             value);
+    else
+      cfg->log_level = lv;
+  } else {
+    record(&cfg->errors, ps,
+           "unknown key '%s' (expected devices, plugin_path or log_level)",
+           key);
+  }
+}
+
+static int plugin_key(parse_state *ps, const char *section, const char *key,
+                      const char *value) {
+  conf *cfg = ps->cfg;
+  for (size_t i = 0; i < cfg->n_entries; i++) {
+    conf_entry *e = &cfg->entries[i];
+    if (strcmp(e->section, section) == 0 && strcmp(e->key, key) == 0) {
+      record(&cfg->errors, ps, "'%s' is already set at line %d", key, e->line);
+      return 1;
+    }
+  }
+  if (cfg->n_entries == cfg->cap_entries) {
+    size_t cap = cfg->cap_entries ? 2 * cfg->cap_entries : 8;
+    conf_entry *ne = realloc(cfg->entries, cap * sizeof *ne);
+    if (!ne)
+      return 0;
+    cfg->entries = ne;
+    cfg->cap_entries = cap;
+  }
+  conf_entry *e = &cfg->entries[cfg->n_entries];
+  e->section = rt_strdup(section);
+  e->key = rt_strdup(key);
+  e->value = rt_strdup(value);
+  e->line = ps->line;
+  e->section_line = ps->section_line;
+  if (!e->section || !e->key || !e->value) {
+    free(e->section), free(e->key), free(e->value);
+    return 0;
+  }
+  cfg->n_entries++;
+  return 1;
+}
+
+static int handler(void *user, const char *section, const char *key,
+                   const char *value) {
+  parse_state *ps = user;
+  if (!key) /* inih >= 50 calls with key NULL for a new section */
+    return 1;
+  if (section[0] == '\0' || strcmp(section, "tyto") == 0) {
+    global_key(ps, key, value);
+    return 1;
+  }
+  return plugin_key(ps, section, key, value);
+}
+
+int conf_parse_stream(conf *cfg, FILE *f, const char *name) {
+  parse_state ps = {cfg, f, name, 0, 0, 0, 0, 0};
+  size_t errors_before = cfg->errors.n;
+  int rc = ini_parse_stream(reader, &ps, handler, &ps);
+  if (rc == -2)
+    strlist_pushf(&cfg->errors, "%s: out of memory while parsing", name);
+  else if (rc > 0 && cfg->errors.n == errors_before)
+    /* Only reached if inih rejects a line our reader accepted. */
+    strlist_pushf(&cfg->errors, "%s:%d: syntax error", name, rc);
+  return cfg->errors.n == errors_before ? 0 : -1;
+}
+
+int conf_parse_file(conf *cfg, const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    strlist_pushf(&cfg->errors, "%s: cannot open: %s", path, strerror(errno));
+    return -1;
+  }
+  free(cfg->path);
+  cfg->path = rt_strdup(path);
+  int rc = conf_parse_stream(cfg, f, path);
+  fclose(f);
+  return rc;
+}
+
+const char *conf_lookup(const conf *cfg, const char *section, const char *key) {
+  for (size_t i = 0; i < cfg->n_entries; i++)
+    if (strcmp(cfg->entries[i].section, section) == 0 &&
+        strcmp(cfg->entries[i].key, key) == 0)
+      return cfg->entries[i].value;
+  return NULL;
+}
+
+void conf_init(conf *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->log_level = -1;
+}
+
+void conf_free(conf *cfg) {
+  free(cfg->path);
+  free(cfg->devices);
+  free(cfg->plugin_path);
+  for (size_t i = 0; i < cfg->n_entries; i++) {
+    free(cfg->entries[i].section);
+    free(cfg->entries[i].key);
+    free(cfg->entries[i].value);
+  }
+  free(cfg->entries);
+  strlist_free(&cfg->errors);
+  strlist_free(&cfg->warnings);
+  memset(cfg, 0, sizeof *cfg);
+  cfg->log_level = -1;
+}

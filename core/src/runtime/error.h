@@ -1,0 +1,35 @@
+/* Error values of the plugin ABI and the thread's last error message. */
+#ifndef TYTO_RUNTIME_ERROR_H
+#define TYTO_RUNTIME_ERROR_H
+
+#include <stdarg.h>
+
+#include <tyto/plugin.h>
+#include <tyto/status.h>
+
+/* The host's definition of the ABI's opaque error. */
+struct tyto_plugin_error {
+  tyto_plugin_code code;
+  char *message;
+};
+
+/* host->error_new: never returns NULL. */
+tyto_plugin_error *rt_error_new(tyto_plugin_code code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void rt_error_free(tyto_plugin_error *err);
+const char *rt_error_message(const tyto_plugin_error *err);
+tyto_status rt_status_of(const tyto_plugin_error *err);
+
+/* Sets the calling thread's message and returns `status`. */
+tyto_status rt_fail(tyto_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+tyto_status rt_failv(tyto_status status, const char *fmt, va_list ap);
+
+/* Fails with a plugin error's status and "prefix: message", then frees it. */
+tyto_status rt_fail_plugin(tyto_plugin_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Clears the calling thread's message. */
+void rt_clear_error(void);
+
+#endif

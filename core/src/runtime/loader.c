@@ -1,0 +1,534 @@
+/*
+ * Plugin loading with libltdl.
+ *
+ * Each directory of the search path is scanned for tyto_plugin_NAME.so (or
+ * .la when no .so sits beside it), in name order. A plugin is opened with
+ * local symbols, its entry point tyto_plugin_NAME_LTX_init is called with
+ * the host table, its info is checked against this host's ABI, and it is
+ * offered the hardware. Whatever goes wrong is recorded on that plugin's
+ * record, with the path and the reason, and the next plugin is tried: one
+ * broken plugin never stops the others.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "runtime.h"
+
+#define PREFIX "tyto_plugin_"
+
+/* ---------------------------------------------------------------------- */
+/* The host table handed to plugins                                       */
+
+static void host_log(void *hctx, tyto_plugin_log_level level, const char *fmt,
+                     ...) {
+  plugin_rec *p = hctx;
+  va_list ap;
+  va_start(ap, fmt);
+  rt_logv(&p->ctx->log, (tyto_log_level)level, p->pub.name, fmt, ap);
+  va_end(ap);
+}
+
+static const char *host_option(void *hctx, const char *key) {
+  plugin_rec *p = hctx;
+  return key ? conf_lookup(&p->ctx->cfg, p->pub.name, key) : NULL;
+}
+
+static void host_init(plugin_rec *p) {
+  p->host.struct_size = sizeof p->host;
+  p->host.abi_major = TYTO_PLUGIN_ABI_MAJOR;
+  p->host.abi_minor = TYTO_PLUGIN_ABI_MINOR;
+  p->host.host_version = PACKAGE_VERSION;
+  p->host.ctx = p;
+  p->host.log = host_log;
+  p->host.option = host_option;
+  p->host.error_new = rt_error_new;
+  p->host.error_free = rt_error_free;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Records                                                                 */
+
+static const char *own(plugin_rec *p, const char *s) {
+  if (!s)
+    return "";
+  if (strlist_push(&p->owned, s) != 0)
+    return "";
+  return p->owned.items[p->owned.n - 1];
+}
+
+static const char *ownf(plugin_rec *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static const char *ownf(plugin_rec *p, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *s = rt_vasprintf(fmt, ap);
+  va_end(ap);
+  const char *kept = own(p, s ? s : "out of memory");
+  free(s);
+  return kept;
+}
+
+static plugin_rec *record_new(tyto_context *ctx, const char *name,
+                              const char *path) {
+  plugin_rec *p = calloc(1, sizeof *p);
+  if (!p)
+    return NULL;
+  size_t n = ctx->n_plugins + 1;
+  plugin_rec **np = realloc(ctx->plugins, n * sizeof *np);
+  if (!np) {
+    free(p);
+    return NULL;
+  }
+  ctx->plugins = np;
+  ctx->plugins[ctx->n_plugins++] = p;
+  p->ctx = ctx;
+  p->pub.name = own(p, name);
+  p->pub.path = own(p, path);
+  p->pub.vendor = p->pub.version = p->pub.license = p->pub.description = "";
+  host_init(p);
+  return p;
+}
+
+static void give_up(plugin_rec *p, tyto_found_status status,
+                    int call_shutdown) {
+  p->pub.status = status;
+  if (call_shutdown && p->fns.shutdown)
+    p->fns.shutdown(p->state);
+  if (p->handle)
+    lt_dlclose(p->handle);
+  p->handle = NULL;
+  p->info = NULL;
+  p->state = NULL;
+  rt_log(&p->ctx->log, TYTO_LOG_INFO, "tyto", "plugin %s (%s): %s", p->pub.name,
+         p->pub.path, p->pub.reason);
+}
+
+/* Copies a table of the plugin's size into one of ours, zero-filling past
+ * what the plugin knows (a newer plugin's extra fields are ignored). */
+static void copy_table(void *dst, size_t dst_size, const void *src) {
+  memset(dst, 0, dst_size);
+  if (!src)
+    return;
+  size_t n = *(const size_t *)src;
+  memcpy(dst, src, n < dst_size ? n : dst_size);
+  *(size_t *)dst = dst_size;
+}
+
+/* Names the first required function the plugin lacks, or NULL. */
+static const char *missing_required(const plugin_rec *p) {
+#define REQ(fn)                                                                \
+  if (!p->fns.fn)                                                              \
+    return "fns." #fn;
+#define REQD(fn)                                                               \
+  if (!p->dfns.fn)                                                             \
+    return "device_fns." #fn;
+  REQ(probe)
+  REQ(device_query) REQ(device_open) REQ(shutdown) REQD(device_close)
+      REQD(buffer_alloc) REQD(buffer_free) REQD(stream_create)
+          REQD(stream_destroy) REQD(stream_synchronize) REQD(event_create)
+              REQD(event_destroy) REQD(event_record) REQD(event_wait)
+                  REQD(event_synchronize) REQD(event_query) REQD(copy_h2d)
+                      REQD(copy_d2h) REQD(copy_d2d)
+#undef REQ
+#undef REQD
+                          if (p->dfns.prepare &&
+                              !p->dfns.launch) return "device_fns.launch "
+                                                      "(required with prepare)";
+  return NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Probing: the plugin claims and refuses hardware                         */
+
+typedef struct probe_sink {
+  plugin_rec *p;
+  int oom;
+} probe_sink;
+
+static int offer_pci_index(const tyto_context *ctx, int32_t hw_index) {
+  if (hw_index < 0 || (size_t)hw_index >= ctx->topo.n_offer)
+    return -1;
+  if (ctx->topo.offer[hw_index].kind != TYTO_PLUGIN_HW_PCI)
+    return -1;
+  return hw_index - 1; /* the offer is the CPU entry, then pub.pci in order */
+}
+
+static tyto_device *sink_device(probe_sink *sink, int32_t hw_index) {
+  plugin_rec *p = sink->p;
+  tyto_context *ctx = p->ctx;
+  if (hw_index >= 0 && (size_t)hw_index >= ctx->topo.n_offer) {
+    rt_log(&ctx->log, TYTO_LOG_WARN, "tyto",
+           "plugin %s named hardware #%d, but only %zu were offered; ignored",
+           p->pub.name, (int)hw_index, ctx->topo.n_offer);
+    hw_index = -1;
+  }
+  tyto_device *dev = device_new(ctx, p);
+  if (!dev) {
+    sink->oom = 1;
+    return NULL;
+  }
+  dev->info.pci_index = offer_pci_index(ctx, hw_index);
+  if (dev->info.pci_index >= 0)
+    dev->info.pci_bus_id = ctx->topo.pci[dev->info.pci_index].bus_id;
+  if (hw_index >= 0)
+    dev->info.numa_node = ctx->topo.offer[hw_index].numa_node;
+  return dev;
+}
+
+static void sink_claim(void *sctx, int32_t hw_index, uint32_t ordinal,
+                       const char *name) {
+  probe_sink *sink = sctx;
+  plugin_rec *p = sink->p;
+  tyto_context *ctx = p->ctx;
+  for (size_t i = 0; i < ctx->n_devices; i++) {
+    tyto_device *d = ctx->devices[i];
+    if (d->plugin == p && d->info.claimed && d->info.ordinal == ordinal) {
+      rt_log(&ctx->log, TYTO_LOG_WARN, "tyto",
+             "plugin %s claimed device number %u twice; the second claim is "
+             "ignored",
+             p->pub.name, ordinal);
+      return;
+    }
+  }
+  tyto_device *dev = sink_device(sink, hw_index);
+  if (!dev)
+    return;
+  dev->info.claimed = 1;
+  dev->info.ordinal = ordinal;
+  char *id = rt_asprintf("%s:%u", p->pub.name, ordinal);
+  if (id && strlist_push(&dev->owned, id) == 0)
+    dev->info.id = dev->owned.items[dev->owned.n - 1];
+  free(id);
+  if (name && strlist_push(&dev->owned, name) == 0)
+    dev->info.name = dev->owned.items[dev->owned.n - 1];
+  p->pub.n_devices++;
+}
+
+static void sink_refuse(void *sctx, int32_t hw_index, const char *name,
+                        const char *reason) {
+  probe_sink *sink = sctx;
+  tyto_context *ctx = sink->p->ctx;
+  tyto_device *dev = sink_device(sink, hw_index);
+  if (!dev)
+    return;
+  dev->info.claimed = 0;
+  if (!name && hw_index >= 0 && (size_t)hw_index < ctx->topo.n_offer)
+    name = ctx->topo.offer[hw_index].name;
+  if (name && strlist_push(&dev->owned, name) == 0)
+    dev->info.name = dev->owned.items[dev->owned.n - 1];
+  if (strlist_push(&dev->owned, reason ? reason : "no reason given") == 0)
+    dev->info.reason = dev->owned.items[dev->owned.n - 1];
+}
+
+/* Fills a claimed device's capabilities from device_query(). */
+static void query_device(plugin_rec *p, tyto_device *dev) {
+  tyto_plugin_device_info qi;
+  memset(&qi, 0, sizeof qi);
+  qi.struct_size = sizeof qi;
+  qi.numa_node = -1;
+  tyto_plugin_error *err =
+      p->fns.device_query(p->state, dev->info.ordinal, &qi);
+  if (err) {
+    char *r = rt_asprintf("cannot query the device: %s", rt_error_message(err));
+    rt_error_free(err);
+    if (r && strlist_push(&dev->owned, r) == 0)
+      dev->info.reason = dev->owned.items[dev->owned.n - 1];
+    free(r);
+    return;
+  }
+#define KEEP(field, value)                                                     \
+  if ((value) && strlist_push(&dev->owned, (value)) == 0)                      \
+    dev->info.field = dev->owned.items[dev->owned.n - 1];
+  if (!dev->info.name[0])
+    KEEP(name, qi.name)
+  KEEP(vendor, qi.vendor)
+  KEEP(driver_version, qi.driver_version)
+  if (dev->info.pci_index < 0 && qi.pci_bus_id && qi.pci_bus_id[0]) {
+    /* The plugin knows the bus id even if it did not tie the device to an
+     * offered entry: tie it here, so one card is one card in tyto-info. */
+    int idx = topology_find_pci(&p->ctx->topo, qi.pci_bus_id);
+    if (idx >= 0) {
+      dev->info.pci_index = idx;
+      dev->info.pci_bus_id = p->ctx->topo.pci[idx].bus_id;
+    } else {
+      KEEP(pci_bus_id, qi.pci_bus_id)
+    }
+  }
+#undef KEEP
+  dev->info.dtypes = qi.dtypes;
+  dev->info.flags = qi.flags;
+  dev->info.memory_bytes = qi.memory_bytes;
+  dev->info.alignment = qi.alignment;
+  dev->info.max_alloc_bytes =
+      qi.max_alloc_bytes ? qi.max_alloc_bytes : qi.memory_bytes;
+  dev->info.compute_units = qi.compute_units;
+  if (qi.numa_node >= 0)
+    dev->info.numa_node = qi.numa_node;
+}
+
+static void probe(plugin_rec *p) {
+  tyto_context *ctx = p->ctx;
+  probe_sink sink = {p, 0};
+  tyto_plugin_claims claims = {sizeof claims, &sink, sink_claim, sink_refuse};
+  size_t first = ctx->n_devices;
+  tyto_plugin_error *err = p->fns.probe(p->state, ctx->topo.offer,
+                                        (uint32_t)ctx->topo.n_offer, &claims);
+  if (err) {
+    p->pub.reason = ownf(p, "probe failed: %s", rt_error_message(err));
+    rt_error_free(err);
+    rt_log(&ctx->log, TYTO_LOG_INFO, "tyto", "plugin %s: %s", p->pub.name,
+           p->pub.reason);
+  }
+  if (sink.oom)
+    rt_log(&ctx->log, TYTO_LOG_ERROR, "tyto",
+           "out of memory recording the devices of plugin %s", p->pub.name);
+  for (size_t i = first; i < ctx->n_devices; i++)
+    if (ctx->devices[i]->info.claimed)
+      query_device(p, ctx->devices[i]);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Loading one plugin                                                      */
+
+static void load_one(tyto_context *ctx, const char *name, const char *path) {
+  plugin_rec *p = record_new(ctx, name, path);
+  if (!p) {
+    rt_log(&ctx->log, TYTO_LOG_ERROR, "tyto", "out of memory loading %s", path);
+    return;
+  }
+  plugin_rec *earlier = loader_find(ctx, name);
+  if (earlier && earlier != p) {
+    p->pub.status = TYTO_FOUND_SHADOWED;
+    p->pub.reason = ownf(p, "shadowed by %s, found earlier on the search path",
+                         earlier->pub.path);
+    return;
+  }
+
+  lt_dladvise advise;
+  lt_dladvise_init(&advise);
+  lt_dladvise_local(&advise);
+  p->handle = lt_dlopenadvise(path, advise);
+  lt_dladvise_destroy(&advise);
+  if (!p->handle) {
+    const char *why = lt_dlerror();
+    /* libltdl reports "file not found" for every failure of a shared
+     * object it did find; ask the dynamic linker itself for the reason
+     * (a missing dependency, a bad ELF header, an unresolved symbol). */
+    const char *ext = strrchr(path, '.');
+    if (ext && strcmp(ext, ".so") == 0) {
+      void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+      if (!h)
+        why = dlerror();
+      else
+        dlclose(h);
+    }
+    p->pub.reason =
+        ownf(p, "cannot be loaded: %s", why ? why : "unknown error");
+    give_up(p, TYTO_FOUND_FAILED, 0);
+    return;
+  }
+
+  char symbol[256];
+  snprintf(symbol, sizeof symbol, PREFIX "%s" TYTO_PLUGIN_ENTRY_SUFFIX, name);
+  /* lt_dlsym returns a data pointer; POSIX guarantees the conversion. */
+  void *sym = lt_dlsym(p->handle, symbol);
+  if (!sym) {
+    p->pub.reason = ownf(p,
+                         "entry point %s not found (a plugin in " PREFIX
+                         "%s.so must export it; see "
+                         "sdk/docs/plugin-abi.md)",
+                         symbol, name);
+    give_up(p, TYTO_FOUND_REFUSED, 0);
+    return;
+  }
+  tyto_plugin_init_fn init;
+  memcpy(&init, &sym, sizeof init);
+
+  const tyto_plugin_info *info = NULL;
+  tyto_plugin_state *state = NULL;
+  tyto_plugin_error *err = init(&p->host, &info, &state);
+  if (err) {
+    p->pub.reason = ownf(p, "init failed: %s", rt_error_message(err));
+    rt_error_free(err);
+    give_up(p, TYTO_FOUND_FAILED, 0);
+    return;
+  }
+  if (!info || info->struct_size < offsetof(tyto_plugin_info, abi_minor) +
+                                       sizeof info->abi_minor) {
+    p->pub.reason = own(p, "init succeeded but returned no plugin info");
+    give_up(p, TYTO_FOUND_FAILED, 0);
+    return;
+  }
+  p->pub.abi_major = info->abi_major;
+  p->pub.abi_minor = info->abi_minor;
+  /* struct_size, abi_major and abi_minor sit at the same offsets in every
+   * ABI major; nothing else may be read from a plugin of another major. */
+  if (info->abi_major != TYTO_PLUGIN_ABI_MAJOR) {
+    p->pub.reason = ownf(
+        p,
+        "built for plugin ABI %u.%u, but this tyto (%s) speaks plugin ABI "
+        "%d.%d; rebuild the plugin against tyto-plugin %d.x",
+        info->abi_major, info->abi_minor, PACKAGE_VERSION,
+        TYTO_PLUGIN_ABI_MAJOR, TYTO_PLUGIN_ABI_MINOR, TYTO_PLUGIN_ABI_MAJOR);
+    give_up(p, TYTO_FOUND_REFUSED, 0);
+    return;
+  }
+  if (!TYTO_PLUGIN_HAS_FIELD(info, tyto_plugin_info, device_fns) ||
+      !info->fns || !info->device_fns) {
+    p->pub.reason = own(p, "plugin info lacks its function tables");
+    give_up(p, TYTO_FOUND_REFUSED, 0);
+    return;
+  }
+  p->info = info;
+  p->state = state;
+  copy_table(&p->fns, sizeof p->fns, info->fns);
+  copy_table(&p->dfns, sizeof p->dfns, info->device_fns);
+  p->pub.vendor = own(p, info->vendor);
+  p->pub.version = own(p, info->version);
+  p->pub.license = own(p, info->license);
+  p->pub.description = own(p, info->description);
+
+  if (!info->name || strcmp(info->name, name) != 0) {
+    p->pub.reason = ownf(p,
+                         "calls itself '%s' but its file is named for '%s'; "
+                         "rename the file " PREFIX "%s.so",
+                         info->name ? info->name : "(null)", name,
+                         info->name ? info->name : "NAME");
+    give_up(p, TYTO_FOUND_REFUSED, p->fns.shutdown != NULL);
+    return;
+  }
+  const char *missing = missing_required(p);
+  if (missing) {
+    p->pub.reason = ownf(p, "required function %s is missing (NULL)", missing);
+    give_up(p, TYTO_FOUND_REFUSED, p->fns.shutdown != NULL);
+    return;
+  }
+  if (info->abi_minor > TYTO_PLUGIN_ABI_MINOR)
+    rt_log(&ctx->log, TYTO_LOG_INFO, "tyto",
+           "plugin %s uses plugin ABI %u.%u, newer than this tyto's %d.%d; "
+           "its newer functions are not used",
+           name, info->abi_major, info->abi_minor, TYTO_PLUGIN_ABI_MAJOR,
+           TYTO_PLUGIN_ABI_MINOR);
+
+  p->pub.status = TYTO_FOUND_LOADED;
+  rt_log(&ctx->log, TYTO_LOG_DEBUG, "tyto", "plugin %s %s loaded from %s", name,
+         p->pub.version, path);
+  probe(p);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Scanning the search path                                                */
+
+/* "tyto_plugin_NAME.so" → NAME, when NAME is [a-z0-9_]+ and ext matches. */
+static int plugin_name_of(const char *file, const char *ext, char *name,
+                          size_t cap) {
+  size_t pl = strlen(PREFIX), fl = strlen(file), el = strlen(ext);
+  if (fl <= pl + el || strncmp(file, PREFIX, pl) != 0 ||
+      strcmp(file + fl - el, ext) != 0)
+    return 0;
+  size_t nl = fl - pl - el;
+  if (nl + 1 > cap)
+    return 0;
+  for (size_t i = 0; i < nl; i++) {
+    unsigned char c = (unsigned char)file[pl + i];
+    if (!(islower(c) || isdigit(c) || c == '_'))
+      return 0;
+  }
+  memcpy(name, file + pl, nl);
+  name[nl] = '\0';
+  return 1;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void scan_dir(tyto_context *ctx, const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) {
+    rt_log(&ctx->log, TYTO_LOG_DEBUG, "tyto",
+           "plugin directory %s cannot be read; skipped", dir);
+    return;
+  }
+  strlist so = {0}, la = {0};
+  char name[128];
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (plugin_name_of(e->d_name, ".so", name, sizeof name))
+      strlist_push(&so, name);
+    else if (plugin_name_of(e->d_name, ".la", name, sizeof name))
+      strlist_push(&la, name);
+  }
+  closedir(d);
+  /* A libtool archive is used only when no shared object sits beside it
+   * (uninstalled builds keep the .so under .libs/). */
+  strlist all = {0};
+  for (size_t i = 0; i < so.n; i++)
+    strlist_pushf(&all, "%s\t.so", so.items[i]);
+  for (size_t i = 0; i < la.n; i++)
+    if (!strlist_contains(&so, la.items[i]))
+      strlist_pushf(&all, "%s\t.la", la.items[i]);
+  if (all.n > 1)
+    qsort(all.items, all.n, sizeof *all.items, cmp_str);
+  for (size_t i = 0; i < all.n; i++) {
+    char *tab = strchr(all.items[i], '\t');
+    *tab = '\0';
+    char *path = rt_asprintf("%s/" PREFIX "%s%s", dir, all.items[i], tab + 1);
+    if (path)
+      load_one(ctx, all.items[i], path);
+    free(path);
+  }
+  strlist_free(&all);
+  strlist_free(&so);
+  strlist_free(&la);
+}
+
+tyto_status loader_load_all(tyto_context *ctx) {
+  if (lt_dlinit() != 0)
+    return rt_fail(TYTO_ERR_PLUGIN, "libltdl could not be initialised: %s",
+                   lt_dlerror());
+  ctx->ltdl_ready = 1;
+  for (size_t i = 0; i < ctx->dirs.n; i++)
+    scan_dir(ctx, ctx->dirs.items[i]);
+  return TYTO_OK;
+}
+
+void loader_unload_all(tyto_context *ctx) {
+  for (size_t i = ctx->n_plugins; i-- > 0;) {
+    plugin_rec *p = ctx->plugins[i];
+    if (p->pub.status == TYTO_FOUND_LOADED && p->fns.shutdown)
+      p->fns.shutdown(p->state);
+    if (p->handle)
+      lt_dlclose(p->handle);
+    strlist_free(&p->owned);
+    free(p);
+  }
+  free(ctx->plugins);
+  ctx->plugins = NULL;
+  ctx->n_plugins = 0;
+  if (ctx->ltdl_ready)
+    lt_dlexit();
+  ctx->ltdl_ready = 0;
+}
+
+plugin_rec *loader_find(const tyto_context *ctx, const char *name) {
+  for (size_t i = 0; i < ctx->n_plugins; i++)
+    if (ctx->plugins[i]->pub.status == TYTO_FOUND_LOADED &&
+        strcmp(ctx->plugins[i]->pub.name, name) == 0)
+      return ctx->plugins[i];
+  return NULL;
+}
+
+plugin_rec *loader_find_any(const tyto_context *ctx, const char *name) {
+  for (size_t i = 0; i < ctx->n_plugins; i++)
+    if (strcmp(ctx->plugins[i]->pub.name, name) == 0)
+      return ctx->plugins[i];
+  return NULL;
+}

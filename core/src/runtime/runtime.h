@@ -1,0 +1,83 @@
+/*
+ * The runtime context's internals, shared by context.c (set-up and
+ * selection), loader.c (plugins) and device.c (devices and buffers).
+ */
+#ifndef TYTO_RUNTIME_RUNTIME_H
+#define TYTO_RUNTIME_RUNTIME_H
+
+#include <ltdl.h>
+#include <stddef.h>
+
+#include <tyto/context.h>
+#include <tyto/device.h>
+#include <tyto/plugin.h>
+
+#include "conf.h"
+#include "log.h"
+#include "strlist.h"
+#include "topology.h"
+
+typedef struct plugin_rec {
+  tyto_found_plugin pub;
+  struct tyto_context *ctx;
+  lt_dlhandle handle;
+  const tyto_plugin_info *info;
+  tyto_plugin_state *state;
+  /* The plugin's tables copied into structs of the host's size, zero past
+   * the plugin's struct_size: a field the plugin lacks reads as NULL. */
+  tyto_plugin_fns fns;
+  tyto_plugin_device_fns dfns;
+  tyto_plugin_host host; /* handed to the plugin; ctx points to this rec */
+  strlist owned;         /* strings pub points into */
+} plugin_rec;
+
+struct tyto_device {
+  tyto_device_info info;
+  struct tyto_context *ctx;
+  plugin_rec *plugin;
+  tyto_plugin_device *handle;      /* NULL until opened */
+  tyto_plugin_stream *copy_stream; /* for staged and peer copies */
+  strlist owned;
+};
+
+struct tyto_buffer {
+  tyto_device *dev;
+  tyto_plugin_buffer *handle;
+  size_t size;
+};
+
+struct tyto_context {
+  rt_logger log;
+  conf cfg;
+  topology topo;
+  strlist dirs;
+  plugin_rec **plugins;
+  size_t n_plugins;
+  tyto_device **devices; /* claimed and refused, in discovery order */
+  size_t n_devices;
+  tyto_device **selected; /* opened, in priority order */
+  size_t n_selected;
+  char *selection, *selection_source, *selection_error;
+  int ltdl_ready;
+};
+
+/* loader.c: scans ctx->dirs, loads every plugin, probes each with the
+ * topology's offer and records their devices. Fails only when out of
+ * memory; every per-plugin problem is recorded in that plugin's record. */
+tyto_status loader_load_all(struct tyto_context *ctx);
+/* Closes nothing; shuts every loaded plugin down and unloads it. */
+void loader_unload_all(struct tyto_context *ctx);
+/* The loaded plugin with this name, or NULL. */
+plugin_rec *loader_find(const struct tyto_context *ctx, const char *name);
+/* The first record (of any status) with this name, or NULL. */
+plugin_rec *loader_find_any(const struct tyto_context *ctx, const char *name);
+
+/* device.c */
+tyto_device *device_new(struct tyto_context *ctx, plugin_rec *p);
+void device_free(tyto_device *dev);
+/* Opens dev through its plugin; on failure returns a status with the
+ * message set and leaves dev closed. */
+tyto_status device_open(tyto_device *dev);
+void device_close(tyto_device *dev);
+
+#endif
