@@ -1,0 +1,248 @@
+/*
+ * Streams and events on the CPU. A stream is a worker thread that runs its
+ * FIFO of commands in order; an event is a marker queued on a stream that
+ * becomes done when the worker reaches it. Waiting on an event from another
+ * stream queues a command that blocks that stream's worker until then, so
+ * cross-stream dependencies behave as on a GPU.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+
+static cpu_marker *marker_new(void) {
+  cpu_marker *m = calloc(1, sizeof *m);
+  if (m)
+    m->refs = 1;
+  return m;
+}
+
+/* Caller holds st->marker_mu. */
+static void marker_unref_locked(cpu_marker *m) {
+  if (m && --m->refs == 0)
+    free(m);
+}
+
+static void marker_unref(tyto_plugin_state *st, cpu_marker *m) {
+  pthread_mutex_lock(&st->marker_mu);
+  marker_unref_locked(m);
+  pthread_mutex_unlock(&st->marker_mu);
+}
+
+static tyto_plugin_error *run_cmd(tyto_plugin_stream *s, cpu_cmd *c) {
+  tyto_plugin_state *st = s->dev->st;
+  tyto_plugin_error *err = NULL;
+  switch (c->kind) {
+  case CPU_CMD_COPY:
+    memmove(c->u.copy.dst, c->u.copy.src, (size_t)c->u.copy.size);
+    break;
+  case CPU_CMD_LAUNCH:
+    err = cpu_kernel_run(st->host, c->u.launch.kernel, c->u.launch.args);
+    free(c->u.launch.args);
+    break;
+  case CPU_CMD_SIGNAL:
+    pthread_mutex_lock(&st->marker_mu);
+    c->u.marker->done = 1;
+    marker_unref_locked(c->u.marker);
+    pthread_cond_broadcast(&st->marker_cv);
+    pthread_mutex_unlock(&st->marker_mu);
+    break;
+  case CPU_CMD_WAIT:
+    pthread_mutex_lock(&st->marker_mu);
+    while (!c->u.marker->done)
+      pthread_cond_wait(&st->marker_cv, &st->marker_mu);
+    marker_unref_locked(c->u.marker);
+    pthread_mutex_unlock(&st->marker_mu);
+    break;
+  }
+  return err;
+}
+
+static void *worker(void *arg) {
+  tyto_plugin_stream *s = arg;
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    while (!s->head && !s->quit)
+      pthread_cond_wait(&s->cv, &s->mu);
+    if (!s->head)
+      break; /* quit, and nothing left to run */
+    cpu_cmd *c = s->head;
+    s->head = c->next;
+    if (!s->head)
+      s->tail = NULL;
+    pthread_mutex_unlock(&s->mu);
+    tyto_plugin_error *err = run_cmd(s, c);
+    free(c);
+    pthread_mutex_lock(&s->mu);
+    if (err && !s->error)
+      s->error = err;
+    else if (err) /* only the first error is reported */
+      s->dev->st->host->error_free(err);
+    s->completed++;
+    pthread_cond_broadcast(&s->cv);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+tyto_plugin_error *cpu_stream_create(tyto_plugin_device *dev,
+                                     tyto_plugin_stream **out) {
+  const tyto_plugin_host *h = dev->st->host;
+  tyto_plugin_stream *s = calloc(1, sizeof *s);
+  if (!s)
+    return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                        "out of memory creating a stream");
+  s->dev = dev;
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cv, NULL);
+  int rc = pthread_create(&s->thread, NULL, worker, s);
+  if (rc != 0) {
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+    return h->error_new(TYTO_PLUGIN_ERR_UNAVAILABLE,
+                        "cannot start a stream thread: %s", strerror(rc));
+  }
+  *out = s;
+  return NULL;
+}
+
+void cpu_stream_destroy(tyto_plugin_device *dev, tyto_plugin_stream *s) {
+  (void)dev;
+  if (!s)
+    return;
+  pthread_mutex_lock(&s->mu);
+  s->quit = 1;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  pthread_join(s->thread, NULL); /* the worker drains the queue first */
+  const tyto_plugin_host *h = s->dev->st->host;
+  if (s->error) {
+    h->log(h->ctx, TYTO_PLUGIN_LOG_WARN,
+           "a stream was destroyed with an unreported error: %s",
+           "see the previous launch");
+    h->error_free(s->error);
+  }
+  pthread_cond_destroy(&s->cv);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
+
+tyto_plugin_error *cpu_stream_enqueue(tyto_plugin_stream *s, cpu_cmd *cmd) {
+  cmd->next = NULL;
+  pthread_mutex_lock(&s->mu);
+  if (s->tail)
+    s->tail->next = cmd;
+  else
+    s->head = cmd;
+  s->tail = cmd;
+  s->enqueued++;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+tyto_plugin_error *cpu_stream_synchronize(tyto_plugin_device *dev,
+                                          tyto_plugin_stream *s) {
+  (void)dev;
+  pthread_mutex_lock(&s->mu);
+  uint64_t target = s->enqueued;
+  while (s->completed < target)
+    pthread_cond_wait(&s->cv, &s->mu);
+  tyto_plugin_error *err = s->error;
+  s->error = NULL;
+  pthread_mutex_unlock(&s->mu);
+  return err;
+}
+
+tyto_plugin_error *cpu_event_create(tyto_plugin_device *dev,
+                                    tyto_plugin_event **out) {
+  tyto_plugin_event *e = calloc(1, sizeof *e);
+  if (!e)
+    return dev->st->host->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                                    "out of memory creating an event");
+  e->dev = dev;
+  *out = e;
+  return NULL;
+}
+
+void cpu_event_destroy(tyto_plugin_device *dev, tyto_plugin_event *e) {
+  if (!e)
+    return;
+  marker_unref(dev->st, e->marker);
+  free(e);
+}
+
+static tyto_plugin_error *queue_marker(tyto_plugin_stream *s, cpu_cmd_kind kind,
+                                       cpu_marker *m) {
+  cpu_cmd *c = calloc(1, sizeof *c);
+  if (!c)
+    return s->dev->st->host->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                                       "out of memory queueing an event");
+  c->kind = kind;
+  c->u.marker = m;
+  return cpu_stream_enqueue(s, c);
+}
+
+tyto_plugin_error *cpu_event_record(tyto_plugin_device *dev,
+                                    tyto_plugin_event *e,
+                                    tyto_plugin_stream *s) {
+  const tyto_plugin_host *h = dev->st->host;
+  if (!e || !s)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "event_record needs an event and a stream");
+  cpu_marker *m = marker_new();
+  if (!m)
+    return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                        "out of memory recording an event");
+  m->refs = 2; /* the event and the queued signal */
+  tyto_plugin_error *err = queue_marker(s, CPU_CMD_SIGNAL, m);
+  if (err) {
+    free(m);
+    return err;
+  }
+  marker_unref(dev->st, e->marker);
+  e->marker = m;
+  return NULL;
+}
+
+tyto_plugin_error *cpu_event_wait(tyto_plugin_device *dev,
+                                  tyto_plugin_stream *s, tyto_plugin_event *e) {
+  tyto_plugin_state *st = dev->st;
+  if (!e || !s)
+    return st->host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                               "event_wait needs a stream and an event");
+  pthread_mutex_lock(&st->marker_mu);
+  cpu_marker *m = e->marker;
+  int pending = m && !m->done;
+  if (pending)
+    m->refs++;
+  pthread_mutex_unlock(&st->marker_mu);
+  if (!pending)
+    return NULL;
+  tyto_plugin_error *err = queue_marker(s, CPU_CMD_WAIT, m);
+  if (err)
+    marker_unref(st, m);
+  return err;
+}
+
+tyto_plugin_error *cpu_event_synchronize(tyto_plugin_device *dev,
+                                         tyto_plugin_event *e) {
+  tyto_plugin_state *st = dev->st;
+  pthread_mutex_lock(&st->marker_mu);
+  while (e->marker && !e->marker->done)
+    pthread_cond_wait(&st->marker_cv, &st->marker_mu);
+  pthread_mutex_unlock(&st->marker_mu);
+  return NULL;
+}
+
+tyto_plugin_error *cpu_event_query(tyto_plugin_device *dev,
+                                   tyto_plugin_event *e, int *complete) {
+  tyto_plugin_state *st = dev->st;
+  pthread_mutex_lock(&st->marker_mu);
+  *complete = !e->marker || e->marker->done;
+  pthread_mutex_unlock(&st->marker_mu);
+  return NULL;
+}
