@@ -1,0 +1,138 @@
+/*
+ * Layout planning for the copy and fill kernels (see layout.h).
+ */
+#include "layout.h"
+
+#include <stdio.h>
+
+int ocl_add_ok(int64_t a, int64_t b, int64_t *r) {
+  if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b))
+    return 0;
+  *r = a + b;
+  return 1;
+}
+
+/* *r = a * b, or 0 when it would overflow (CERT INT32-C). */
+static int mul_ok(int64_t a, int64_t b, int64_t *r) {
+  if (a > 0) {
+    if (b > 0 ? a > INT64_MAX / b : b < INT64_MIN / a)
+      return 0;
+  } else if (b > 0) {
+    if (a < INT64_MIN / b)
+      return 0;
+  } else if (a != 0 && b < INT64_MAX / a) {
+    return 0;
+  }
+  *r = a * b;
+  return 1;
+}
+
+void ocl_format_shape(const tyto_plugin_layout *l, char *buf, size_t size) {
+  size_t used = 0;
+  uint32_t rank = l->rank <= TYTO_PLUGIN_MAX_RANK ? l->rank : 0;
+  buf[0] = '\0';
+  int w = snprintf(buf, size, "[");
+  for (uint32_t k = 0; w >= 0 && k < rank; k++) {
+    used += (size_t)w;
+    if (used >= size)
+      return;
+    w = snprintf(buf + used, size - used, "%s%lld", k ? ", " : "",
+                 (long long)l->shape[k]);
+  }
+  if (w >= 0 && (used += (size_t)w) < size)
+    snprintf(buf + used, size - used, "]");
+}
+
+/* Element count and the touched range [lo, hi] of one layout, offset
+ * included. */
+static int extent(const tyto_plugin_layout *l, const char *which, int64_t *n,
+                  int64_t *lo, int64_t *hi, char *why, size_t why_size) {
+  int64_t count = 1, low = l->offset, high = l->offset;
+  if (l->rank > TYTO_PLUGIN_MAX_RANK) {
+    snprintf(why, why_size, "%s rank %u exceeds the maximum of %d", which,
+             (unsigned)l->rank, TYTO_PLUGIN_MAX_RANK);
+    return 0;
+  }
+  for (uint32_t k = 0; k < l->rank; k++)
+    if (l->shape[k] < 0) {
+      snprintf(why, why_size, "%s dimension %u has negative size %lld", which,
+               (unsigned)k, (long long)l->shape[k]);
+      return 0;
+    } else if (l->shape[k] == 0) {
+      count = 0;
+    }
+  for (uint32_t k = 0; k < l->rank && count > 0; k++) {
+    int64_t span;
+    if (!mul_ok(count, l->shape[k], &count) ||
+        !mul_ok(l->shape[k] - 1, l->strides[k], &span) ||
+        !ocl_add_ok(span < 0 ? low : high, span, span < 0 ? &low : &high)) {
+      snprintf(why, why_size,
+               "%s layout overflows 64-bit element arithmetic at dimension "
+               "%u (size %lld, stride %lld, offset %lld)",
+               which, (unsigned)k, (long long)l->shape[k],
+               (long long)l->strides[k], (long long)l->offset);
+      return 0;
+    }
+  }
+  *n = count;
+  *lo = low;
+  *hi = high;
+  return 1;
+}
+
+int ocl_plan_make(const tyto_plugin_layout *in, const tyto_plugin_layout *out,
+                  ocl_plan *plan, char *why, size_t why_size) {
+  int64_t n_in = 0;
+  *plan = (ocl_plan){0};
+  if (!extent(out, "output", &plan->n, &plan->out_lo, &plan->out_hi, why,
+              why_size))
+    return 0;
+  if (in != NULL &&
+      !extent(in, "input", &n_in, &plan->in_lo, &plan->in_hi, why, why_size))
+    return 0;
+  plan->in_offset = in != NULL ? in->offset : 0;
+  plan->out_offset = out->offset;
+
+  /* Two writes to one output element would race, and a copy could then
+   * leave either value; a fill writes one value, so there it is harmless. */
+  for (uint32_t k = 0; in != NULL && k < out->rank; k++)
+    if (out->shape[k] > 1 && out->strides[k] == 0) {
+      snprintf(why, why_size,
+               "output dimension %u (size %lld) has stride 0, so several "
+               "input elements would be written to one output element",
+               (unsigned)k, (long long)out->shape[k]);
+      return 0;
+    }
+  if (plan->n == 0)
+    return 1;
+
+  /* Walk from the innermost dimension out, dropping size-1 dimensions and
+   * merging a dimension into the previous one when its strides continue it
+   * (stride == inner stride * inner size) in both layouts. */
+  uint32_t r = 0;
+  for (uint32_t k = out->rank; k-- > 0;) {
+    int64_t size = out->shape[k];
+    int64_t os = out->strides[k];
+    int64_t is = in != NULL ? in->strides[k] : 0;
+    if (size == 1)
+      continue;
+    if (r > 0) {
+      int64_t prev = plan->shape[r - 1], o_next, i_next;
+      /* The products are bounded by the extents checked above. */
+      if (mul_ok(plan->out_strides[r - 1], prev, &o_next) && o_next == os &&
+          mul_ok(plan->in_strides[r - 1], prev, &i_next) && i_next == is) {
+        plan->shape[r - 1] = prev * size;
+        continue;
+      }
+    }
+    plan->shape[r] = size;
+    plan->out_strides[r] = os;
+    plan->in_strides[r] = is;
+    r++;
+  }
+  plan->rank = r;
+  plan->out_dense = r == 0 || (r == 1 && plan->out_strides[0] == 1);
+  plan->in_dense =
+      in != NULL && (r == 0 || (r == 1 && plan->in_strides[0] == 1));
+  return 1;
+}

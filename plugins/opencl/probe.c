@@ -1,0 +1,682 @@
+/*
+ * Discovery: enumerate OpenCL platforms and devices, describe each usable
+ * device once (ocl_devinfo), match it to the hardware the host offered by
+ * PCI address, and claim or refuse it.
+ *
+ * PCI addresses come from whichever query the driver answers:
+ * cl_khr_pci_bus_info (domain included), NVIDIA's attribute query (domain
+ * only on newer drivers) or AMD's topology query (no domain). Without a
+ * domain a device matches an offered entry only when bus, device and
+ * function single out one entry.
+ */
+#include "ocl.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+
+/* Vendor queries, defined here because not every <CL/cl_ext.h> has them;
+ * the values are fixed by each extension's registry entry. */
+#define OCL_DEVICE_PCI_BUS_INFO_KHR 0x410F
+#define OCL_DEVICE_PCI_BUS_ID_NV 0x4008
+#define OCL_DEVICE_PCI_SLOT_ID_NV 0x4009
+#define OCL_DEVICE_PCI_DOMAIN_ID_NV 0x400A
+#define OCL_DEVICE_TOPOLOGY_AMD 0x4037
+#define OCL_DEVICE_TOPOLOGY_TYPE_PCIE_AMD 1
+#define OCL_PLATFORM_NOT_FOUND_KHR (-1001)
+
+/* Layout of cl_device_pci_bus_info_khr. */
+typedef struct {
+  cl_uint pci_domain, pci_bus, pci_device, pci_function;
+} ocl_pci_bus_info_khr;
+
+/* Layout of cl_device_topology_amd (24 bytes): a type word, 17 bytes of
+ * padding, then bus, device and function as single bytes. */
+typedef union {
+  struct {
+    cl_uint type;
+    cl_uint data[5];
+  } raw;
+  struct {
+    cl_uint type;
+    cl_char unused[17];
+    cl_char bus, device, function;
+  } pcie;
+} ocl_topology_amd;
+
+typedef struct {
+  int known;        /* the driver reported an address */
+  int domain_known; /* ... including the PCI domain */
+  unsigned domain, bus, device, function;
+} pci_addr;
+
+/* A device found during enumeration, before the claim/refuse decision. */
+typedef struct {
+  ocl_devinfo info;
+  cl_device_type type;
+  pci_addr pci;
+  char reason[384]; /* "" when usable */
+  int moved;        /* info's strings now belong to the state */
+} candidate;
+
+typedef struct {
+  const tyto_plugin_host *host;
+  candidate *c;
+  size_t n, cap;
+} candidates;
+
+/* ---- small string helpers --------------------------------------------- */
+
+/* Case-insensitive substring test (strcasestr is a GNU extension). */
+static int contains_nocase(const char *hay, const char *needle) {
+  size_t n = strlen(needle);
+  if (n == 0)
+    return 1;
+  for (; *hay != '\0'; hay++) {
+    size_t i = 0;
+    while (i < n && hay[i] != '\0' &&
+           tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+      i++;
+    if (i == n)
+      return 1;
+  }
+  return 0;
+}
+
+static int equal_nocase(const char *a, const char *b) {
+  for (; *a != '\0' && *b != '\0'; a++, b++)
+    if (tolower((unsigned char)*a) != tolower((unsigned char)*b))
+      return 0;
+  return *a == *b;
+}
+
+/* Whether the space-separated list `exts` contains `name` as a whole word:
+ * a plain substring test would let "cl_khr_fp64" match a longer name. */
+static int has_extension(const char *exts, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = exts; (p = strstr(p, name)) != NULL; p += n) {
+    int starts = p == exts || p[-1] == ' ';
+    int ends = p[n] == '\0' || p[n] == ' ';
+    if (starts && ends)
+      return 1;
+  }
+  return 0;
+}
+
+/* Drivers pad some strings with spaces; users should not see them. */
+static void trim(char *s) {
+  size_t n = strlen(s);
+  while (n > 0 && isspace((unsigned char)s[n - 1]))
+    s[--n] = '\0';
+  size_t lead = 0;
+  while (isspace((unsigned char)s[lead]))
+    lead++;
+  if (lead > 0)
+    memmove(s, s + lead, n - lead + 1);
+}
+
+/* A device or platform string as a malloc'd, trimmed copy; "" when the
+ * query fails (these strings are descriptive only). NULL when out of
+ * memory. */
+static char *device_string(cl_device_id dev, cl_device_info param) {
+  size_t size = 0;
+  char *s;
+  if (clGetDeviceInfo(dev, param, 0, NULL, &size) != CL_SUCCESS || size == 0)
+    return ocl_strdup("");
+  if ((s = malloc(size + 1)) == NULL)
+    return NULL;
+  if (clGetDeviceInfo(dev, param, size, s, NULL) != CL_SUCCESS)
+    s[0] = '\0';
+  s[size] = '\0';
+  trim(s);
+  return s;
+}
+
+static char *platform_string(cl_platform_id p, cl_platform_info param) {
+  size_t size = 0;
+  char *s;
+  if (clGetPlatformInfo(p, param, 0, NULL, &size) != CL_SUCCESS || size == 0)
+    return ocl_strdup("");
+  if ((s = malloc(size + 1)) == NULL)
+    return NULL;
+  if (clGetPlatformInfo(p, param, size, s, NULL) != CL_SUCCESS)
+    s[0] = '\0';
+  s[size] = '\0';
+  trim(s);
+  return s;
+}
+
+static cl_ulong device_ulong(cl_device_id dev, cl_device_info param) {
+  cl_ulong v = 0;
+  if (clGetDeviceInfo(dev, param, sizeof v, &v, NULL) != CL_SUCCESS)
+    return 0;
+  return v;
+}
+
+static cl_uint device_uint(cl_device_id dev, cl_device_info param) {
+  cl_uint v = 0;
+  if (clGetDeviceInfo(dev, param, sizeof v, &v, NULL) != CL_SUCCESS)
+    return 0;
+  return v;
+}
+
+/* ---- PCI addresses ----------------------------------------------------- */
+
+static pci_addr query_pci(cl_device_id dev, const char *exts) {
+  pci_addr a = {0, 0, 0, 0, 0, 0};
+  if (has_extension(exts, "cl_khr_pci_bus_info")) {
+    ocl_pci_bus_info_khr k;
+    if (clGetDeviceInfo(dev, OCL_DEVICE_PCI_BUS_INFO_KHR, sizeof k, &k, NULL) ==
+        CL_SUCCESS) {
+      a = (pci_addr){
+          1, 1, k.pci_domain, k.pci_bus, k.pci_device, k.pci_function};
+      return a;
+    }
+  }
+  if (has_extension(exts, "cl_nv_device_attribute_query")) {
+    cl_uint bus, slot, domain;
+    if (clGetDeviceInfo(dev, OCL_DEVICE_PCI_BUS_ID_NV, sizeof bus, &bus,
+                        NULL) == CL_SUCCESS &&
+        clGetDeviceInfo(dev, OCL_DEVICE_PCI_SLOT_ID_NV, sizeof slot, &slot,
+                        NULL) == CL_SUCCESS) {
+      /* The slot id packs device (bits 3..7) and function (bits 0..2). */
+      a = (pci_addr){1, 0, 0, bus & 0xff, (slot >> 3) & 0x1f, slot & 7};
+      /* The domain query exists only on newer drivers; older ones answer
+       * CL_INVALID_VALUE. */
+      if (clGetDeviceInfo(dev, OCL_DEVICE_PCI_DOMAIN_ID_NV, sizeof domain,
+                          &domain, NULL) == CL_SUCCESS) {
+        a.domain_known = 1;
+        a.domain = domain;
+      }
+      return a;
+    }
+  }
+  if (has_extension(exts, "cl_amd_device_attribute_query")) {
+    ocl_topology_amd t;
+    memset(&t, 0, sizeof t);
+    if (clGetDeviceInfo(dev, OCL_DEVICE_TOPOLOGY_AMD, sizeof t, &t, NULL) ==
+            CL_SUCCESS &&
+        t.raw.type == OCL_DEVICE_TOPOLOGY_TYPE_PCIE_AMD) {
+      /* cl_char is signed: a bus above 127 would come out negative. */
+      a = (pci_addr){1,
+                     0,
+                     0,
+                     (unsigned char)t.pcie.bus,
+                     (unsigned char)t.pcie.device,
+                     (unsigned char)t.pcie.function};
+    }
+  }
+  return a;
+}
+
+/* Offered entries are strided by the host's struct_size, which is larger
+ * than ours when the host is newer. */
+static const tyto_plugin_hw_device *offer_at(const tyto_plugin_hw_device *offer,
+                                             uint32_t i) {
+  return (const tyto_plugin_hw_device *)(const void *)((const char *)offer +
+                                                       (size_t)i *
+                                                           offer->struct_size);
+}
+
+/* Parses an offered entry's PCI address; 0 when it is not a PCI entry or
+ * carries no parseable "dddd:bb:dd.f". */
+static int offer_pci(const tyto_plugin_hw_device *o, pci_addr *out) {
+  if (!TYTO_PLUGIN_HAS_FIELD(o, tyto_plugin_hw_device, pci_bus_id) ||
+      o->kind != TYTO_PLUGIN_HW_PCI || o->pci_bus_id == NULL)
+    return 0;
+  unsigned d, b, s, f;
+  if (sscanf(o->pci_bus_id, "%x:%x:%x.%x", &d, &b, &s, &f) != 4)
+    return 0;
+  *out = (pci_addr){1, 1, d, b, s, f};
+  return 1;
+}
+
+static int same_pci(const pci_addr *dev, const pci_addr *offered) {
+  return dev->bus == offered->bus && dev->device == offered->device &&
+         dev->function == offered->function &&
+         (!dev->domain_known || dev->domain == offered->domain);
+}
+
+/* The offered entry at the device's address, or -1. Without a domain the
+ * match must be unique: guessing on a multi-domain server would attach the
+ * device to the wrong NUMA node. */
+static int32_t match_offer(const pci_addr *a,
+                           const tyto_plugin_hw_device *offer, uint32_t n_offer,
+                           int32_t *numa, char *bus_id, size_t bus_id_size) {
+  int32_t found = -1;
+  int hits = 0;
+  if (!a->known)
+    return -1;
+  for (uint32_t i = 0; i < n_offer; i++) {
+    const tyto_plugin_hw_device *o = offer_at(offer, i);
+    pci_addr oa;
+    if (!offer_pci(o, &oa) || !same_pci(a, &oa))
+      continue;
+    hits++;
+    found = (int32_t)o->index;
+    *numa = TYTO_PLUGIN_HAS_FIELD(o, tyto_plugin_hw_device, numa_node)
+                ? o->numa_node
+                : -1;
+    snprintf(bus_id, bus_id_size, "%04x:%02x:%02x.%x", oa.domain, oa.bus,
+             oa.device, oa.function);
+  }
+  if (hits == 1)
+    return found;
+  *numa = -1;
+  return -1;
+}
+
+/* ---- one device -------------------------------------------------------- */
+
+static void devinfo_free(ocl_devinfo *d) {
+  free(d->name);
+  free(d->vendor);
+  free(d->driver_version);
+  free(d->platform_name);
+  d->name = d->vendor = d->driver_version = d->platform_name = NULL;
+}
+
+static uint64_t round_pow2(uint64_t v) {
+  uint64_t p = 1;
+  while (p < v && p < (UINT64_C(1) << 62))
+    p <<= 1;
+  return p;
+}
+
+/* Describes one device into `c`; a device tyto cannot use gets a reason.
+ * Returns 0 when out of host memory. */
+static int describe(candidate *c, cl_platform_id platform,
+                    const char *platform_name, cl_device_id id) {
+  ocl_devinfo *d = &c->info;
+  memset(c, 0, sizeof *c);
+  d->platform = platform;
+  d->id = id;
+  d->hw_index = -1;
+  d->numa_node = -1;
+  d->name = device_string(id, CL_DEVICE_NAME);
+  d->vendor = device_string(id, CL_DEVICE_VENDOR);
+  d->driver_version = device_string(id, CL_DRIVER_VERSION);
+  d->platform_name = ocl_strdup(platform_name);
+  char *version = device_string(id, CL_DEVICE_VERSION);
+  char *exts = device_string(id, CL_DEVICE_EXTENSIONS);
+  char *profile = device_string(id, CL_DEVICE_PROFILE);
+  int ok = d->name && d->vendor && d->driver_version && d->platform_name &&
+           version && exts && profile;
+  if (!ok)
+    goto done;
+
+  if (clGetDeviceInfo(id, CL_DEVICE_TYPE, sizeof c->type, &c->type, NULL) !=
+      CL_SUCCESS)
+    c->type = CL_DEVICE_TYPE_DEFAULT;
+  c->pci = query_pci(id, exts);
+
+  /* CL_DEVICE_VERSION reads "OpenCL <major>.<minor> <vendor text>". */
+  if (sscanf(version, "OpenCL %d.%d", &d->cl_major, &d->cl_minor) != 2) {
+    snprintf(c->reason, sizeof c->reason,
+             "its CL_DEVICE_VERSION \"%.100s\" is not of the form \"OpenCL "
+             "<major>.<minor>\"; the driver is broken, reinstall or update it",
+             version);
+    goto done;
+  }
+  if (d->cl_major < 1 || (d->cl_major == 1 && d->cl_minor < 2)) {
+    snprintf(c->reason, sizeof c->reason,
+             "it supports OpenCL %d.%d and tyto needs OpenCL 1.2 or newer; "
+             "update the driver (%.60s %.40s) or use another device",
+             d->cl_major, d->cl_minor, platform_name, d->driver_version);
+    goto done;
+  }
+  cl_bool available = CL_FALSE;
+  if (clGetDeviceInfo(id, CL_DEVICE_AVAILABLE, sizeof available, &available,
+                      NULL) != CL_SUCCESS ||
+      !available) {
+    snprintf(c->reason, sizeof c->reason,
+             "the driver reports it unavailable (CL_DEVICE_AVAILABLE is "
+             "false): it may be in exclusive use by another process, in a "
+             "bad state, or lost; check the vendor's tools (e.g. nvidia-smi, "
+             "rocm-smi) and retry");
+    goto done;
+  }
+
+  d->dtypes = TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F32);
+  if (has_extension(exts, "cl_khr_fp64") ||
+      device_ulong(id, CL_DEVICE_DOUBLE_FP_CONFIG) != 0)
+    d->dtypes |= TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F64);
+  if (has_extension(exts, "cl_khr_fp16"))
+    d->dtypes |= TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F16);
+  d->memory_bytes = device_ulong(id, CL_DEVICE_GLOBAL_MEM_SIZE);
+  d->max_alloc_bytes = device_ulong(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+  /* CL_DEVICE_MEM_BASE_ADDR_ALIGN is in bits. */
+  uint64_t align = device_uint(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8;
+  d->alignment = round_pow2(align < 64 ? 64 : align);
+  d->compute_units = device_uint(id, CL_DEVICE_MAX_COMPUTE_UNITS);
+  cl_bool compiler = CL_FALSE;
+  if (clGetDeviceInfo(id, CL_DEVICE_COMPILER_AVAILABLE, sizeof compiler,
+                      &compiler, NULL) == CL_SUCCESS)
+    d->has_compiler = compiler != CL_FALSE;
+  /* The embedded profile makes 64-bit integers optional; the kernels index
+   * with them. */
+  d->has_int64 = strcmp(profile, "EMBEDDED_PROFILE") != 0 ||
+                 has_extension(exts, "cles_khr_int64");
+
+done:
+  free(version);
+  free(exts);
+  free(profile);
+  return ok;
+}
+
+static int candidates_push(candidates *cs, cl_platform_id platform,
+                           const char *platform_name, cl_device_id id) {
+  if (cs->n == cs->cap) {
+    size_t cap = cs->cap ? cs->cap * 2 : 8;
+    candidate *c = realloc(cs->c, cap * sizeof *c);
+    if (c == NULL)
+      return 0;
+    cs->c = c;
+    cs->cap = cap;
+  }
+  if (!describe(&cs->c[cs->n], platform, platform_name, id)) {
+    devinfo_free(&cs->c[cs->n].info);
+    return 0;
+  }
+  cs->n++;
+  return 1;
+}
+
+static void candidates_free(candidates *cs) {
+  for (size_t i = 0; i < cs->n; i++)
+    if (!cs->c[i].moved)
+      devinfo_free(&cs->c[i].info);
+  free(cs->c);
+}
+
+/* ---- options ----------------------------------------------------------- */
+
+static tyto_plugin_error *parse_device_type(const tyto_plugin_host *host,
+                                            const char *v,
+                                            cl_device_type *out) {
+  static const struct {
+    const char *name;
+    cl_device_type type;
+  } types[] = {{"all", CL_DEVICE_TYPE_ALL},
+               {"gpu", CL_DEVICE_TYPE_GPU},
+               {"cpu", CL_DEVICE_TYPE_CPU},
+               {"accelerator", CL_DEVICE_TYPE_ACCELERATOR}};
+  *out = CL_DEVICE_TYPE_ALL;
+  if (v == NULL)
+    return NULL;
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+    if (equal_nocase(v, types[i].name)) {
+      *out = types[i].type;
+      return NULL;
+    }
+  return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                   "option device_type=\"%.100s\" is not valid; allowed "
+                   "values: all, gpu, cpu, accelerator (default all)",
+                   v);
+}
+
+/* ---- probe ------------------------------------------------------------- */
+
+/* The platforms, and their names joined for messages ("A", "B"). */
+static tyto_plugin_error *list_platforms(const tyto_plugin_host *host,
+                                         cl_platform_id **out, cl_uint *n,
+                                         char ***names) {
+  cl_uint count = 0;
+  cl_int err = clGetPlatformIDs(0, NULL, &count);
+  if (err == OCL_PLATFORM_NOT_FOUND_KHR || (err == CL_SUCCESS && count == 0))
+    return ocl_error(host, TYTO_PLUGIN_ERR_UNAVAILABLE,
+                     "no OpenCL platform found (the ICD loader found no "
+                     "vendor .icd file under /etc/OpenCL/vendors, or "
+                     "OCL_ICD_VENDORS points elsewhere); install your "
+                     "vendor's OpenCL driver, e.g. pocl-opencl-icd for CPUs, "
+                     "nvidia-opencl-icd, mesa-opencl-icd or "
+                     "intel-opencl-icd");
+  if (err != CL_SUCCESS)
+    return ocl_error_cl(host, "clGetPlatformIDs", err,
+                        "listing OpenCL platforms; check the OpenCL ICD "
+                        "loader (libOpenCL.so.1) and the files under "
+                        "/etc/OpenCL/vendors");
+  cl_platform_id *ids = calloc(count, sizeof *ids);
+  char **nm = calloc(count, sizeof *nm);
+  if (ids == NULL || nm == NULL) {
+    free(ids);
+    free(nm);
+    return ocl_error(host, TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                     "probe: out of host memory");
+  }
+  err = clGetPlatformIDs(count, ids, &count);
+  if (err != CL_SUCCESS) {
+    free(ids);
+    free(nm);
+    return ocl_error_cl(host, "clGetPlatformIDs", err,
+                        "listing %u OpenCL platforms", (unsigned)count);
+  }
+  for (cl_uint i = 0; i < count; i++) {
+    if ((nm[i] = platform_string(ids[i], CL_PLATFORM_NAME)) == NULL) {
+      for (cl_uint j = 0; j < i; j++)
+        free(nm[j]);
+      free(ids);
+      free(nm);
+      return ocl_error(host, TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                       "probe: out of host memory");
+    }
+  }
+  *out = ids;
+  *n = count;
+  *names = nm;
+  return NULL;
+}
+
+static void join_names(char *buf, size_t size, char **names, cl_uint n) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (cl_uint i = 0; i < n && used + 1 < size; i++) {
+    int w =
+        snprintf(buf + used, size - used, "%s\"%s\"", i ? ", " : "", names[i]);
+    if (w < 0)
+      break;
+    used += (size_t)w;
+  }
+}
+
+static int gpu_like_class(uint32_t class_id) {
+  uint32_t base = class_id >> 8;
+  /* Display controllers, processing accelerators, co-processors. */
+  return base == 0x03 || base == 0x12 || class_id == 0x0b40;
+}
+
+/* Refuses offered GPUs that no enumerated OpenCL device sits at, so that
+ * tyto-info says why a card goes unused. Skipped when some device did not
+ * report its address: it might be that card. */
+static void refuse_unmatched(const tyto_plugin_hw_device *offer,
+                             uint32_t n_offer, const candidates *cs,
+                             const tyto_plugin_claims *claims,
+                             const char *platform_opt, cl_device_type type,
+                             const char *platform_list) {
+  for (size_t i = 0; i < cs->n; i++)
+    if (!(cs->c[i].type & CL_DEVICE_TYPE_CPU) && !cs->c[i].pci.known)
+      return;
+  for (uint32_t i = 0; i < n_offer; i++) {
+    const tyto_plugin_hw_device *o = offer_at(offer, i);
+    pci_addr oa;
+    if (!offer_pci(o, &oa) ||
+        !TYTO_PLUGIN_HAS_FIELD(o, tyto_plugin_hw_device, pci_class_id) ||
+        !gpu_like_class(o->pci_class_id))
+      continue;
+    int matched = 0;
+    for (size_t j = 0; j < cs->n && !matched; j++)
+      matched = cs->c[j].info.hw_index == (int32_t)o->index;
+    if (matched)
+      continue;
+    char reason[512];
+    if (type == CL_DEVICE_TYPE_CPU)
+      snprintf(reason, sizeof reason,
+               "not examined: the opencl option device_type=cpu excludes "
+               "GPUs and accelerators");
+    else if (platform_opt != NULL)
+      snprintf(reason, sizeof reason,
+               "no OpenCL device of the platforms matching option "
+               "platform=\"%.80s\" is at PCI %s; remove the option or "
+               "install this device's OpenCL driver",
+               platform_opt, o->pci_bus_id);
+    else
+      snprintf(reason, sizeof reason,
+               "no OpenCL device is at PCI %s (platforms found: %.200s); "
+               "install this device's vendor OpenCL driver (an .icd file "
+               "under /etc/OpenCL/vendors)",
+               o->pci_bus_id, platform_list);
+    claims->refuse(claims->ctx, (int32_t)o->index, NULL, reason);
+  }
+}
+
+tyto_plugin_error *ocl_probe(tyto_plugin_state *state,
+                             const tyto_plugin_hw_device *offer,
+                             uint32_t n_offer,
+                             const tyto_plugin_claims *claims) {
+  const tyto_plugin_host *host = state->host;
+  if (claims == NULL || claims->claim == NULL || claims->refuse == NULL)
+    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "probe: the claims table is NULL or incomplete");
+  if (state->probed)
+    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "probe: called a second time; the plugin probes once "
+                     "per load");
+  if (offer == NULL || n_offer == 0 ||
+      offer->struct_size <
+          offsetof(tyto_plugin_hw_device, kind) + sizeof offer->kind)
+    n_offer = 0;
+
+  const char *platform_opt = host->option(host->ctx, "platform");
+  if (platform_opt != NULL && platform_opt[0] == '\0')
+    platform_opt = NULL;
+  cl_device_type type;
+  tyto_plugin_error *e =
+      parse_device_type(host, host->option(host->ctx, "device_type"), &type);
+  if (e != NULL)
+    return e;
+
+  cl_platform_id *platforms = NULL;
+  char **names = NULL;
+  cl_uint n_platforms = 0;
+  if ((e = list_platforms(host, &platforms, &n_platforms, &names)) != NULL)
+    return e;
+  char platform_list[512];
+  join_names(platform_list, sizeof platform_list, names, n_platforms);
+
+  candidates cs = {host, NULL, 0, 0};
+  cl_uint n_selected = 0;
+  for (cl_uint p = 0; p < n_platforms && e == NULL; p++) {
+    if (platform_opt != NULL && !contains_nocase(names[p], platform_opt))
+      continue;
+    n_selected++;
+    cl_uint nd = 0;
+    cl_int err = clGetDeviceIDs(platforms[p], type, 0, NULL, &nd);
+    if (err == CL_DEVICE_NOT_FOUND || (err == CL_SUCCESS && nd == 0))
+      continue;
+    cl_device_id *ids = err == CL_SUCCESS ? calloc(nd, sizeof *ids) : NULL;
+    if (err == CL_SUCCESS && ids == NULL) {
+      e = ocl_error(host, TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                    "probe: out of host memory");
+      break;
+    }
+    if (err == CL_SUCCESS)
+      err = clGetDeviceIDs(platforms[p], type, nd, ids, NULL);
+    if (err != CL_SUCCESS) {
+      /* One broken driver must not hide the others' devices. */
+      char reason[256];
+      snprintf(reason, sizeof reason,
+               "clGetDeviceIDs failed with %s (%d) on this platform; its "
+               "driver is broken or misconfigured, reinstall or update it",
+               ocl_code_name(err), (int)err);
+      claims->refuse(claims->ctx, -1, names[p], reason);
+      free(ids);
+      continue;
+    }
+    for (cl_uint i = 0; i < nd; i++)
+      if (!candidates_push(&cs, platforms[p], names[p], ids[i])) {
+        e = ocl_error(host, TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                      "probe: out of host memory");
+        break;
+      }
+    free(ids);
+  }
+  if (e == NULL && platform_opt != NULL && n_selected == 0)
+    e = ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                  "option platform=\"%.100s\" matches none of the OpenCL "
+                  "platforms: %s; set it to part of one of these names or "
+                  "remove it",
+                  platform_opt, platform_list);
+  if (e == NULL)
+    state->devs = calloc(cs.n ? cs.n : 1, sizeof *state->devs);
+  if (e == NULL && state->devs == NULL)
+    e = ocl_error(host, TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                  "probe: out of host memory");
+  if (e != NULL) {
+    candidates_free(&cs);
+    for (cl_uint p = 0; p < n_platforms; p++)
+      free(names[p]);
+    free(names);
+    free(platforms);
+    return e;
+  }
+
+  /* Decide and report, in enumeration order. */
+  for (size_t i = 0; i < cs.n; i++) {
+    candidate *c = &cs.c[i];
+    ocl_devinfo *d = &c->info;
+    d->hw_index = match_offer(&c->pci, offer, n_offer, &d->numa_node,
+                              d->pci_bus_id, sizeof d->pci_bus_id);
+    /* Unmatched, the driver's own address is shown; without a reported
+     * domain 0 is assumed, as clinfo does (wrong only on multi-domain
+     * machines, where matching has already declined to guess). */
+    if (d->hw_index < 0 && c->pci.known)
+      snprintf(d->pci_bus_id, sizeof d->pci_bus_id, "%04x:%02x:%02x.%x",
+               c->pci.domain, c->pci.bus, c->pci.device, c->pci.function);
+    /* Two platforms (say, a vendor driver and Mesa's rusticl) can expose
+     * one card; driving it twice would double-count it. */
+    for (size_t j = 0; j < i && c->reason[0] == '\0' && d->hw_index >= 0; j++)
+      if (cs.c[j].reason[0] == '\0' && cs.c[j].info.hw_index == d->hw_index)
+        snprintf(c->reason, sizeof c->reason,
+                 "PCI device %s is already driven through platform "
+                 "\"%.80s\"; set the opencl option platform=... to choose "
+                 "the other driver",
+                 d->pci_bus_id, cs.c[j].info.platform_name);
+    if (c->reason[0] != '\0') {
+      char name[256];
+      snprintf(name, sizeof name, "%.150s (%.90s)", d->name, d->platform_name);
+      claims->refuse(claims->ctx, d->hw_index, name, c->reason);
+      continue;
+    }
+    uint32_t ordinal = state->n_devs;
+    claims->claim(claims->ctx, d->hw_index, ordinal, d->name);
+    host->log(host->ctx, TYTO_PLUGIN_LOG_INFO,
+              "opencl:%u is \"%s\" (platform \"%s\", OpenCL %d.%d, %s%s)",
+              (unsigned)ordinal, d->name, d->platform_name, d->cl_major,
+              d->cl_minor, d->pci_bus_id[0] ? "PCI " : "no PCI address",
+              d->pci_bus_id);
+    state->devs[state->n_devs++] = *d;
+    c->moved = 1;
+  }
+  refuse_unmatched(offer, n_offer, &cs, claims, platform_opt, type,
+                   platform_list);
+
+  state->probed = 1;
+  candidates_free(&cs);
+  for (cl_uint p = 0; p < n_platforms; p++)
+    free(names[p]);
+  free(names);
+  free(platforms);
+  return NULL;
+}
+
+void ocl_probe_release(tyto_plugin_state *state) {
+  for (uint32_t i = 0; i < state->n_devs; i++)
+    devinfo_free(&state->devs[i]);
+  free(state->devs);
+  state->devs = NULL;
+  state->n_devs = 0;
+}
