@@ -1,0 +1,250 @@
+/*
+ * Internal declarations of the CUDA plugin: the handle structs behind the
+ * opaque tyto_plugin_* types and the functions the plugin's files share.
+ * Nothing here is exported: the shared object is built with
+ * -fvisibility=hidden and exports only tyto_plugin_cuda_LTX_init.
+ * Internal names carry the prefix tcu_ (tyto cuda).
+ */
+#ifndef TYTO_PLUGINS_CUDA_PLUGIN_H
+#define TYTO_PLUGINS_CUDA_PLUGIN_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include <tyto/plugin.h>
+
+/* Oldest GPU generation the plugin drives (Pascal). */
+#define TCU_MIN_CC_MAJOR 6
+#define TCU_MIN_CC_MINOR 0
+
+/* Threads per block of every generated kernel (grid-stride loops). */
+#define TCU_BLOCK 256
+
+/* What probe() learned about one CUDA device; indexed by CUDA device
+ * index, which is also the device's ordinal ("cuda:<index>"). */
+typedef struct tcu_hw {
+  int claimed; /* 0 when refused (too old, properties unreadable) */
+  int cc_major, cc_minor;
+  char name[256];
+  char pci_bus_id[24]; /* normalised "dddd:bb:dd.f", "" when unknown */
+  int32_t numa_node;   /* from the matched hwloc offer, -1 when none */
+  uint64_t memory_bytes;
+  uint32_t sm_count;
+} tcu_hw;
+
+struct tyto_plugin_state {
+  const tyto_plugin_host *host;
+  int allow_tf32; /* option allow_tf32; stored for matmul/conv kernels */
+  int probed;
+  int n_hw;                    /* cudaGetDeviceCount(), 0 when probing failed */
+  tcu_hw *hw;                  /* n_hw entries */
+  unsigned char *can_peer;     /* n_hw * n_hw, [dst * n_hw + src] */
+  unsigned char *peer_enabled; /* same shape; guarded by peer_lock */
+  pthread_mutex_t peer_lock;
+  int any_peer;            /* some claimed pair can access each other */
+  char driver_version[16]; /* "13.0", "" when unknown */
+};
+
+/* One compiled kernel module, cached per open device and keyed by its
+ * source text. Immutable once inserted; freed at device_close(). */
+typedef struct tcu_module {
+  struct tcu_module *next;
+  char *source;
+  cudaLibrary_t library;
+  cudaKernel_t kernel;
+} tcu_module;
+
+struct tyto_plugin_device {
+  tyto_plugin_state *state;
+  int index; /* CUDA device index == ordinal */
+  uint32_t sm_count;
+  /* NVRTC target chosen at open: "sm_90" (cubin) or "compute_120" (PTX
+   * for a GPU newer than this NVRTC). Empty when NVRTC cannot target the
+   * GPU; arch_error then says why, and prepare() reports it. */
+  char arch[32];
+  int arch_is_ptx;
+  char arch_error[256];
+  pthread_mutex_t cache_lock;
+  tcu_module *cache;
+};
+
+struct tyto_plugin_buffer {
+  void *ptr; /* NULL when size is 0 */
+  uint64_t size;
+  int device; /* CUDA device index that owns it */
+};
+
+struct tyto_plugin_stream {
+  cudaStream_t stream;
+  int device;
+};
+
+struct tyto_plugin_event {
+  cudaEvent_t event;
+  int device;
+};
+
+/* Kernel parameters passed by value to every generated kernel. The
+ * generated source declares the same struct (codegen.c); both sides are
+ * all 8-byte fields, so the layouts agree without packing games. */
+typedef struct tcu_args {
+  int64_t n; /* elements to write */
+  int64_t shape[TYTO_PLUGIN_MAX_RANK];
+  int64_t in_stride[TYTO_PLUGIN_MAX_RANK]; /* elements */
+  int64_t out_stride[TYTO_PLUGIN_MAX_RANK];
+  int64_t in_offset;
+  int64_t out_offset;
+  double value; /* FILL's value */
+} tcu_args;
+
+struct tyto_plugin_kernel {
+  uint32_t op;       /* tyto_plugin_op */
+  uint32_t n_inputs; /* bindings launch() expects */
+  uint32_t n_outputs;
+  size_t in_elem, out_elem; /* element sizes in bytes */
+  tcu_module *module;       /* owned by the device's cache */
+  tcu_args args;
+  /* Element range each tensor touches, relative to its binding, inclusive;
+   * launch() checks it against the bound buffer. */
+  int64_t in_lo, in_hi, out_lo, out_hi;
+  unsigned grid;
+};
+
+/* Element i of an array of ABI structs the host filled. The host lays the
+ * array out with its own sizeof, which it records in each struct_size; a
+ * newer host's struct is larger than ours (an older one's smaller), so
+ * stride by what it says. A nonsensical struct_size falls back to ours.
+ * Fields past struct_size are read only through TYTO_PLUGIN_HAS_FIELD. */
+static inline const void *tcu_abi_at(const void *base, size_t our_size,
+                                     uint32_t i) {
+  size_t stride = *(const size_t *)base;
+  if (stride <= sizeof(size_t))
+    stride = our_size;
+  return (const char *)base + (size_t)i * stride;
+}
+
+/* errors.c ------------------------------------------------------------- */
+
+/* Maps a CUDA runtime error to the ABI's error codes. */
+tyto_plugin_code tcu_code_of(cudaError_t e);
+
+/* Error value for a failed CUDA call: "<call> failed: <name>: <string>",
+ * plus a hint for sticky errors. `call` is printf-style. Owned by the
+ * caller (returned to the host). Clears the runtime's last-error slot. */
+tyto_plugin_error *tcu_cuda_error(const tyto_plugin_host *host, cudaError_t e,
+                                  const char *call, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Writes "<name>: <string>" for `e` into buf. */
+void tcu_describe(cudaError_t e, char *buf, size_t size);
+
+/* Lower-case dtype name for messages ("f32"); "dtype <n>" for unknown. */
+const char *tcu_dtype_name(uint32_t dtype);
+
+/* plugin.c ------------------------------------------------------------- */
+
+/* Makes `device` current on the calling thread; the host may call from any
+ * thread and the runtime's current device is per thread. */
+tyto_plugin_error *tcu_use(const tyto_plugin_host *host, int device);
+
+/* probe.c -------------------------------------------------------------- */
+
+/* tyto_plugin_fns.probe: finds the CUDA devices, claims those it drives
+ * and refuses the rest (and every offered NVIDIA GPU when there is no
+ * usable driver, returning the same reason as its error). */
+tyto_plugin_error *tcu_probe(tyto_plugin_state *st,
+                             const tyto_plugin_hw_device *offer,
+                             uint32_t n_offer,
+                             const tyto_plugin_claims *claims);
+
+/* memory.c ------------------------------------------------------------- */
+
+tyto_plugin_error *tcu_buffer_alloc(tyto_plugin_device *dev, uint64_t size,
+                                    tyto_plugin_buffer **out);
+void tcu_buffer_free(tyto_plugin_device *dev, tyto_plugin_buffer *buf);
+tyto_plugin_error *tcu_copy_h2d(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                                tyto_plugin_buffer *dst, uint64_t dst_offset,
+                                const void *src, uint64_t size);
+tyto_plugin_error *tcu_copy_d2h(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                                void *dst, tyto_plugin_buffer *src,
+                                uint64_t src_offset, uint64_t size);
+tyto_plugin_error *tcu_copy_d2d(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                                tyto_plugin_buffer *dst, uint64_t dst_offset,
+                                tyto_plugin_buffer *src, uint64_t src_offset,
+                                uint64_t size);
+tyto_plugin_error *tcu_copy_peer(tyto_plugin_device *dst_dev,
+                                 tyto_plugin_stream *s, tyto_plugin_buffer *dst,
+                                 uint64_t dst_offset,
+                                 tyto_plugin_device *src_dev,
+                                 tyto_plugin_buffer *src, uint64_t src_offset,
+                                 uint64_t size);
+tyto_plugin_error *tcu_host_alloc_pinned(tyto_plugin_device *dev, uint64_t size,
+                                         void **out);
+void tcu_host_free_pinned(tyto_plugin_device *dev, void *ptr);
+
+/* stream.c ------------------------------------------------------------- */
+
+tyto_plugin_error *tcu_stream_create(tyto_plugin_device *dev,
+                                     tyto_plugin_stream **out);
+void tcu_stream_destroy(tyto_plugin_device *dev, tyto_plugin_stream *s);
+tyto_plugin_error *tcu_stream_synchronize(tyto_plugin_device *dev,
+                                          tyto_plugin_stream *s);
+tyto_plugin_error *tcu_event_create(tyto_plugin_device *dev,
+                                    tyto_plugin_event **out);
+void tcu_event_destroy(tyto_plugin_device *dev, tyto_plugin_event *e);
+tyto_plugin_error *tcu_event_record(tyto_plugin_device *dev,
+                                    tyto_plugin_event *e,
+                                    tyto_plugin_stream *s);
+tyto_plugin_error *tcu_event_wait(tyto_plugin_device *dev,
+                                  tyto_plugin_stream *s, tyto_plugin_event *e);
+tyto_plugin_error *tcu_event_synchronize(tyto_plugin_device *dev,
+                                         tyto_plugin_event *e);
+tyto_plugin_error *tcu_event_query(tyto_plugin_device *dev,
+                                   tyto_plugin_event *e, int *complete);
+
+/* kernels.c ------------------------------------------------------------ */
+
+tyto_plugin_error *tcu_supports_op(tyto_plugin_device *dev,
+                                   const tyto_plugin_op_desc *desc);
+tyto_plugin_error *tcu_prepare(tyto_plugin_device *dev,
+                               const tyto_plugin_op_desc *desc,
+                               tyto_plugin_kernel **out,
+                               tyto_plugin_kernel_info *info);
+void tcu_kernel_release(tyto_plugin_device *dev, tyto_plugin_kernel *k);
+tyto_plugin_error *
+tcu_launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
+           tyto_plugin_kernel *k, const tyto_plugin_binding *inputs,
+           uint32_t n_inputs, const tyto_plugin_binding *outputs,
+           uint32_t n_outputs, const tyto_plugin_binding *workspace);
+
+/* codegen.c ------------------------------------------------------------ */
+
+/* CUDA C++ source of one kernel named "tyto_kernel": a strided COPY of
+ * elements of `elem_size` bytes, or a FILL of `dtype` (f32/f64), over
+ * `rank` dimensions, with 32-bit index arithmetic when idx32 is set.
+ * Returns a malloc'd string the caller frees, or NULL when out of memory
+ * or asked for something it cannot generate. */
+char *tcu_codegen(uint32_t op, uint32_t dtype, size_t elem_size, uint32_t rank,
+                  int idx32);
+
+/* compile.c ------------------------------------------------------------ */
+
+/* Picks the NVRTC target for a device of compute capability major.minor,
+ * filling dev->arch / arch_is_ptx, or dev->arch_error when none fits. */
+void tcu_arch_select(tyto_plugin_device *dev, int major, int minor);
+
+/* Returns the cached module for `source`, compiling and loading it on
+ * first use. The module stays owned by the device's cache. */
+tyto_plugin_error *tcu_module_get(tyto_plugin_device *dev, const char *source,
+                                  tcu_module **out);
+
+/* Unloads and frees every cached module of the device. */
+void tcu_cache_clear(tyto_plugin_device *dev);
+
+#endif /* TYTO_PLUGINS_CUDA_PLUGIN_H */
