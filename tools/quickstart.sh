@@ -1,0 +1,79 @@
+#!/bin/sh
+# Sets tyto up on Debian 12 and runs it. Idempotent: steps already done are
+# skipped quietly.
+#
+#   sh tools/quickstart.sh         install what is missing, build, install
+#                                  into build/prefix, run the main job
+#   sh tools/quickstart.sh check   install what is missing, build, run the
+#                                  test suite (make check)
+#
+# TYTO_BUILD_DIR chooses the build folder (default: build/ in the tree).
+set -eu
+
+mode=${1:-run}
+case $mode in
+  run|check) ;;
+  *) echo "usage: sh tools/quickstart.sh [run|check]" >&2; exit 2 ;;
+esac
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${TYTO_BUILD_DIR:-$top/build}
+prefix=$build/prefix
+jobs=$(nproc 2>/dev/null || echo 2)
+
+# Debian packages: the toolchain, the libraries configure looks for, PoCL
+# so that the OpenCL plugin has a real device, and valgrind for the suite.
+packages="gcc make autoconf automake libtool libltdl-dev pkg-config
+  libhwloc-dev libopenblas-dev libdnnl-dev check libsubunit-dev
+  libinih-dev libjansson-dev ocl-icd-opencl-dev opencl-c-headers
+  pocl-opencl-icd libclblast-dev zlib1g-dev valgrind"
+
+missing=""
+for p in $packages; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+    missing="$missing $p"
+  fi
+done
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "quickstart: these Debian packages are missing:$missing" >&2
+    echo "quickstart: run as root, or install them with apt-get first" >&2
+    exit 1
+  fi
+  echo "quickstart: installing$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+if [ ! -x "$top/configure" ] || [ "$top/configure.ac" -nt "$top/configure" ]; then
+  echo "quickstart: generating configure"
+  (cd "$top" && autoreconf -fi >/dev/null 2>&1) || (cd "$top" && autoreconf -fi)
+fi
+
+mkdir -p "$build"
+if [ ! -f "$build/Makefile" ]; then
+  echo "quickstart: configuring in $build"
+  (cd "$build" && "$top/configure" --prefix="$prefix" --enable-werror -q)
+fi
+
+make -C "$build" -s -j"$jobs" >/dev/null
+
+if [ "$mode" = check ]; then
+  if ! make -C "$build" -s -j"$jobs" check; then
+    for log in "$build"/tests/*/*.log; do
+      case $log in *valgrind.log) continue ;; esac
+      grep -q "^FAIL\|^ERROR" "${log%.log}.trs" 2>/dev/null && cat "$log"
+    done
+    exit 1
+  fi
+  exit 0
+fi
+
+make -C "$build" -s install >/dev/null
+echo
+"$prefix/bin/tyto-info"
+echo
+echo "Demo: data through every selected device (examples/devices.c)"
+"$build/examples/devices"

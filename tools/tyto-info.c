@@ -1,0 +1,390 @@
+/*
+ * tyto-info: what tyto sees on this machine — the hwloc topology, every
+ * plugin on the search path (loaded, or refused and why), every device
+ * (claimed, or refused and why, with its capabilities) and the devices
+ * selected, in priority order. `--json` prints the same as one object.
+ *
+ * Exit status: 0 when the selection is satisfied, 1 when it is not,
+ * 2 for a usage or configuration error.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tyto/plugin.h>
+#include <tyto/tyto.h>
+
+static const char *const dtype_names[] = {"f32", "f64", "f16", "bf16",
+                                          "i32", "i64", "u8"};
+#define N_DTYPES (sizeof dtype_names / sizeof dtype_names[0])
+
+static const char *found_status_name(tyto_found_status s) {
+  switch (s) {
+  case TYTO_FOUND_LOADED: return "loaded";
+  case TYTO_FOUND_REFUSED: return "refused";
+  case TYTO_FOUND_FAILED: return "failed";
+  case TYTO_FOUND_SHADOWED: return "shadowed";
+  }
+  return "unknown";
+}
+
+static void human_bytes(uint64_t b, char *out, size_t cap) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)b;
+  int u = 0;
+  while (v >= 1024 && u < 4)
+    v /= 1024, u++;
+  snprintf(out, cap, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
+static void dtypes_text(uint32_t mask, char *out, size_t cap) {
+  out[0] = '\0';
+  for (size_t i = 0; i < N_DTYPES; i++)
+    if (mask & (1u << i)) {
+      size_t n = strlen(out);
+      snprintf(out + n, cap - n, "%s%s", n ? " " : "", dtype_names[i]);
+    }
+}
+
+static void flags_text(uint32_t flags, char *out, size_t cap) {
+  static const struct {
+    uint32_t bit;
+    const char *name;
+  } names[] = {{TYTO_DEVICE_UNIFIED_MEMORY, "unified"},
+               {TYTO_DEVICE_PINNED_HOST, "pinned"},
+               {TYTO_DEVICE_PEER_COPY, "peer-copy"},
+               {TYTO_DEVICE_ASYNC, "async"}};
+  out[0] = '\0';
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (flags & names[i].bit) {
+      size_t n = strlen(out);
+      snprintf(out + n, cap - n, "%s%s", n ? " " : "", names[i].name);
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Text                                                                    */
+
+static void print_text(const tyto_context *ctx) {
+  const tyto_topology *t = tyto_context_topology(ctx);
+  char mem[32], buf[128];
+  printf("tyto %s (plugin ABI %d.%d)\n", tyto_version(), TYTO_PLUGIN_ABI_MAJOR,
+         TYTO_PLUGIN_ABI_MINOR);
+  const char *cfg = tyto_context_config_path(ctx);
+  printf("config file: %s\n", cfg ? cfg : "(none)");
+
+  human_bytes(t->memory_bytes, mem, sizeof mem);
+  printf("\nTopology\n");
+  printf("  CPU: %s\n", t->cpu_model[0] ? t->cpu_model : "(model unknown)");
+  printf("       %u package%s, %u core%s, %u hardware thread%s, %u NUMA "
+         "node%s, %s; usable CPUs %s\n",
+         t->packages, t->packages == 1 ? "" : "s", t->cores,
+         t->cores == 1 ? "" : "s", t->pus, t->pus == 1 ? "" : "s",
+         t->numa_nodes, t->numa_nodes == 1 ? "" : "s", mem, t->cpuset);
+  if (t->n_pci == 0)
+    printf("  PCI GPUs and accelerators: none\n");
+  for (size_t i = 0; i < t->n_pci; i++) {
+    const tyto_pci_device *p = &t->pci[i];
+    printf("  PCI %s [%04x:%04x] %s %s, NUMA node %d", p->bus_id, p->vendor_id,
+           p->device_id, p->vendor, p->name, (int)p->numa_node);
+    /* One card may be driven by several plugins: list them together. */
+    const char *sep = "; seen as ";
+    for (size_t d = 0; d < tyto_context_device_info_count(ctx); d++) {
+      const tyto_device_info *di = tyto_context_device_info(ctx, d);
+      if (di->pci_index == (int32_t)i && di->claimed) {
+        printf("%s%s", sep, di->id);
+        sep = ", ";
+      }
+    }
+    printf("\n");
+  }
+
+  printf("\nPlugin search path\n");
+  for (size_t i = 0; i < tyto_context_plugin_dir_count(ctx); i++)
+    printf("  %zu. %s\n", i + 1, tyto_context_plugin_dir(ctx, i));
+
+  printf("\nPlugins\n");
+  if (tyto_context_found_plugin_count(ctx) == 0)
+    printf("  none found\n");
+  for (size_t i = 0; i < tyto_context_found_plugin_count(ctx); i++) {
+    const tyto_found_plugin *p = tyto_context_found_plugin(ctx, i);
+    printf("  %-10s %-8s", p->name, found_status_name(p->status));
+    if (p->abi_major || p->abi_minor)
+      printf(" ABI %u.%u", p->abi_major, p->abi_minor);
+    if (p->version[0])
+      printf("  version %s", p->version);
+    if (p->vendor[0])
+      printf("  %s", p->vendor);
+    if (p->license[0])
+      printf("  %s", p->license);
+    printf("\n             %s\n", p->path);
+    if (p->description[0])
+      printf("             %s\n", p->description);
+    if (p->reason)
+      printf("             %s\n", p->reason);
+  }
+
+  printf("\nDevices\n");
+  if (tyto_context_device_info_count(ctx) == 0)
+    printf("  none\n");
+  for (size_t i = 0; i < tyto_context_device_info_count(ctx); i++) {
+    const tyto_device_info *d = tyto_context_device_info(ctx, i);
+    if (!d->claimed) {
+      printf("  %-10s refused by %s: %s%s%s%s\n             %s\n", "-",
+             d->plugin, d->name, d->pci_bus_id[0] ? " (" : "", d->pci_bus_id,
+             d->pci_bus_id[0] ? ")" : "", d->reason);
+      continue;
+    }
+    if (d->selected)
+      snprintf(buf, sizeof buf, "selected #%d", (int)d->priority);
+    else
+      snprintf(buf, sizeof buf, d->reason ? "unusable" : "available");
+    printf("  %-10s %-12s %s\n", d->id, buf, d->name);
+    if (d->reason) {
+      printf("             %s\n", d->reason);
+      continue;
+    }
+    char dt[64], fl[64];
+    human_bytes(d->memory_bytes, mem, sizeof mem);
+    dtypes_text(d->dtypes, dt, sizeof dt);
+    flags_text(d->flags, fl, sizeof fl);
+    printf("             %s%s%s, %s, %u compute units, dtypes %s, %s\n",
+           d->vendor, d->driver_version[0] ? " " : "", d->driver_version, mem,
+           d->compute_units, dt, fl);
+    if (d->pci_bus_id[0] || d->numa_node >= 0)
+      printf("             PCI %s, NUMA node %d\n",
+             d->pci_bus_id[0] ? d->pci_bus_id : "-", (int)d->numa_node);
+  }
+
+  printf("\nSelection (%s): %s\n", tyto_context_selection_source(ctx),
+         tyto_context_selection(ctx)[0] ? tyto_context_selection(ctx)
+                                        : "(nothing)");
+  const char *err = tyto_context_selection_error(ctx);
+  if (err)
+    printf("\nerror: %s\n", err);
+}
+
+/* ---------------------------------------------------------------------- */
+/* JSON                                                                    */
+
+static json_t *str_or_null(const char *s) {
+  return s ? json_string(s) : json_null();
+}
+
+static json_t *json_report(const tyto_context *ctx) {
+  const tyto_topology *t = tyto_context_topology(ctx);
+  json_t *root = json_object();
+  json_object_set_new(root, "version", json_string(tyto_version()));
+  json_object_set_new(root, "abi_major", json_integer(TYTO_PLUGIN_ABI_MAJOR));
+  json_object_set_new(root, "abi_minor", json_integer(TYTO_PLUGIN_ABI_MINOR));
+  json_object_set_new(root, "config",
+                      str_or_null(tyto_context_config_path(ctx)));
+
+  json_t *path = json_array();
+  for (size_t i = 0; i < tyto_context_plugin_dir_count(ctx); i++)
+    json_array_append_new(path, json_string(tyto_context_plugin_dir(ctx, i)));
+  json_object_set_new(root, "plugin_path", path);
+
+  json_t *topo = json_object();
+  json_object_set_new(topo, "cpu_model", json_string(t->cpu_model));
+  json_object_set_new(topo, "packages", json_integer(t->packages));
+  json_object_set_new(topo, "cores", json_integer(t->cores));
+  json_object_set_new(topo, "pus", json_integer(t->pus));
+  json_object_set_new(topo, "numa_nodes", json_integer(t->numa_nodes));
+  json_object_set_new(topo, "cpuset", json_string(t->cpuset));
+  json_object_set_new(topo, "memory_bytes",
+                      json_integer((json_int_t)t->memory_bytes));
+  json_t *pci = json_array();
+  for (size_t i = 0; i < t->n_pci; i++) {
+    const tyto_pci_device *p = &t->pci[i];
+    json_t *o = json_object();
+    json_object_set_new(o, "bus_id", json_string(p->bus_id));
+    json_object_set_new(o, "vendor_id", json_integer(p->vendor_id));
+    json_object_set_new(o, "device_id", json_integer(p->device_id));
+    json_object_set_new(o, "class_id", json_integer(p->class_id));
+    json_object_set_new(o, "vendor", json_string(p->vendor));
+    json_object_set_new(o, "name", json_string(p->name));
+    json_object_set_new(o, "numa_node", json_integer(p->numa_node));
+    json_object_set_new(o, "cpuset", json_string(p->cpuset));
+    json_t *seen = json_array();
+    for (size_t d = 0; d < tyto_context_device_info_count(ctx); d++) {
+      const tyto_device_info *di = tyto_context_device_info(ctx, d);
+      if (di->pci_index == (int32_t)i && di->claimed)
+        json_array_append_new(seen, json_string(di->id));
+    }
+    json_object_set_new(o, "devices", seen);
+    json_array_append_new(pci, o);
+  }
+  json_object_set_new(topo, "pci", pci);
+  json_object_set_new(root, "topology", topo);
+
+  json_t *plugins = json_array();
+  for (size_t i = 0; i < tyto_context_found_plugin_count(ctx); i++) {
+    const tyto_found_plugin *p = tyto_context_found_plugin(ctx, i);
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(p->name));
+    json_object_set_new(o, "path", json_string(p->path));
+    json_object_set_new(o, "abi_major", json_integer(p->abi_major));
+    json_object_set_new(o, "abi_minor", json_integer(p->abi_minor));
+    json_object_set_new(o, "status", json_string(found_status_name(p->status)));
+    json_object_set_new(o, "reason", str_or_null(p->reason));
+    json_object_set_new(o, "version", json_string(p->version));
+    json_object_set_new(o, "vendor", json_string(p->vendor));
+    json_object_set_new(o, "license", json_string(p->license));
+    json_object_set_new(o, "description", json_string(p->description));
+    json_object_set_new(o, "devices", json_integer((json_int_t)p->n_devices));
+    json_array_append_new(plugins, o);
+  }
+  json_object_set_new(root, "plugins", plugins);
+
+  json_t *devices = json_array();
+  for (size_t i = 0; i < tyto_context_device_info_count(ctx); i++) {
+    const tyto_device_info *d = tyto_context_device_info(ctx, i);
+    json_t *o = json_object();
+    json_object_set_new(o, "id", str_or_null(d->id));
+    json_object_set_new(o, "plugin", json_string(d->plugin));
+    json_object_set_new(o, "status",
+                        json_string(d->claimed ? "claimed" : "refused"));
+    json_object_set_new(o, "reason", str_or_null(d->reason));
+    json_object_set_new(o, "name", json_string(d->name));
+    json_object_set_new(o, "vendor", json_string(d->vendor));
+    json_object_set_new(o, "driver_version", json_string(d->driver_version));
+    json_object_set_new(o, "selected", json_boolean(d->selected));
+    json_object_set_new(o, "priority",
+                        d->selected ? json_integer(d->priority) : json_null());
+    json_object_set_new(o, "memory_bytes",
+                        json_integer((json_int_t)d->memory_bytes));
+    json_object_set_new(o, "alignment", json_integer((json_int_t)d->alignment));
+    json_object_set_new(o, "max_alloc_bytes",
+                        json_integer((json_int_t)d->max_alloc_bytes));
+    json_object_set_new(o, "compute_units", json_integer(d->compute_units));
+    json_t *dt = json_array();
+    for (size_t k = 0; k < N_DTYPES; k++)
+      if (d->dtypes & (1u << k))
+        json_array_append_new(dt, json_string(dtype_names[k]));
+    json_object_set_new(o, "dtypes", dt);
+    json_object_set_new(o, "unified_memory",
+                        json_boolean(d->flags & TYTO_DEVICE_UNIFIED_MEMORY));
+    json_object_set_new(o, "pinned_host",
+                        json_boolean(d->flags & TYTO_DEVICE_PINNED_HOST));
+    json_object_set_new(o, "peer_copy",
+                        json_boolean(d->flags & TYTO_DEVICE_PEER_COPY));
+    json_object_set_new(o, "async", json_boolean(d->flags & TYTO_DEVICE_ASYNC));
+    json_object_set_new(o, "numa_node", json_integer(d->numa_node));
+    json_object_set_new(o, "pci_bus_id",
+                        d->pci_bus_id[0] ? json_string(d->pci_bus_id)
+                                         : json_null());
+    json_array_append_new(devices, o);
+  }
+  json_object_set_new(root, "devices", devices);
+
+  json_t *sel = json_object();
+  json_t *ids = json_array();
+  for (size_t i = 0; i < tyto_context_device_count(ctx); i++)
+    json_array_append_new(
+        ids,
+        json_string(tyto_device_get_info(tyto_context_device(ctx, i))->id));
+  json_object_set_new(sel, "devices", ids);
+  json_object_set_new(sel, "source",
+                      json_string(tyto_context_selection_source(ctx)));
+  json_object_set_new(sel, "error",
+                      str_or_null(tyto_context_selection_error(ctx)));
+  json_object_set_new(root, "selection", sel);
+  return root;
+}
+
+/* ---------------------------------------------------------------------- */
+
+static void usage(FILE *f) {
+  fprintf(
+      f,
+      "usage: tyto-info [--json] [--devices LIST] [--config FILE]\n"
+      "                 [--topology FILE.xml] [--log-level LEVEL]\n"
+      "\n"
+      "Shows the hardware tyto sees, every plugin found on the search path\n"
+      "(loaded or refused, and why), every device, and the selection.\n"
+      "\n"
+      "  --json             one JSON object instead of text\n"
+      "  --devices LIST     select devices, as TYTO_DEVICES does\n"
+      "                     (e.g. 'cuda:0,opencl:*,cpu')\n"
+      "  --config FILE      read this config file ('' for none)\n"
+      "  --topology FILE    use an hwloc XML topology instead of the machine\n"
+      "  --log-level LEVEL  error, warn, info or debug\n"
+      "  --version          print the version and exit\n"
+      "\n"
+      "Exit status: 0 selection satisfied, 1 not satisfied, 2 usage or\n"
+      "configuration error.\n");
+}
+
+int main(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"json", no_argument, NULL, 'j'},
+      {"devices", required_argument, NULL, 'd'},
+      {"config", required_argument, NULL, 'c'},
+      {"topology", required_argument, NULL, 't'},
+      {"log-level", required_argument, NULL, 'l'},
+      {"version", no_argument, NULL, 'V'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  tyto_context_options opts;
+  tyto_context_options_init(&opts);
+  int json = 0;
+  for (int c;
+       (c = getopt_long(argc, argv, "jd:c:t:l:Vh", longopts, NULL)) != -1;) {
+    switch (c) {
+    case 'j': json = 1; break;
+    case 'd': opts.devices = optarg; break;
+    case 'c': opts.config_path = optarg; break;
+    case 't': opts.topology_xml = optarg; break;
+    case 'l':
+      if (strcmp(optarg, "error") == 0)
+        opts.log_level = TYTO_LOG_ERROR;
+      else if (strcmp(optarg, "warn") == 0)
+        opts.log_level = TYTO_LOG_WARN;
+      else if (strcmp(optarg, "info") == 0)
+        opts.log_level = TYTO_LOG_INFO;
+      else if (strcmp(optarg, "debug") == 0)
+        opts.log_level = TYTO_LOG_DEBUG;
+      else {
+        fprintf(stderr,
+                "tyto-info: --log-level: expected error, warn, info "
+                "or debug, found '%s'\n",
+                optarg);
+        return 2;
+      }
+      break;
+    case 'V': printf("tyto-info %s\n", tyto_version()); return 0;
+    case 'h': usage(stdout); return 0;
+    default: usage(stderr); return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "tyto-info: unexpected argument '%s'\n", argv[optind]);
+    usage(stderr);
+    return 2;
+  }
+
+  tyto_context *ctx = NULL;
+  tyto_status st = tyto_context_inspect(&opts, &ctx);
+  if (st != TYTO_OK) {
+    fprintf(stderr, "tyto-info: %s\n", tyto_errmsg());
+    return 2;
+  }
+  if (json) {
+    json_t *root = json_report(ctx);
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (text)
+      printf("%s\n", text);
+    free(text);
+    json_decref(root);
+  } else {
+    print_text(ctx);
+  }
+  int rc = tyto_context_selection_error(ctx) ? 1 : 0;
+  tyto_context_free(ctx);
+  return rc;
+}
