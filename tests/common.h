@@ -1,0 +1,56 @@
+/* Shared set-up for the test suites. */
+#ifndef TYTO_TESTS_COMMON_H
+#define TYTO_TESTS_COMMON_H
+
+#include "config.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tyto/tyto.h>
+
+/* Options that see only this build tree's plugins (plus, when `extra`, the
+ * test-only plugins), no config file and no environment: every test starts
+ * from the same, known world. */
+static inline void test_options(tyto_context_options *o, int extra) {
+  static char dirs[4096];
+  tyto_context_options_init(o);
+  snprintf(dirs, sizeof dirs, "%s%s%s", TEST_PLUGIN_DIRS, extra ? ":" : "",
+           extra ? TEST_EXTRA_PLUGIN_DIR : "");
+  o->plugin_path = dirs;
+  o->config_path = "";
+  o->flags = TYTO_CONTEXT_IGNORE_ENV | TYTO_CONTEXT_NO_INSTALLED_PLUGINS;
+  o->log_level = TYTO_LOG_ERROR;
+}
+
+/* Writes `text` to a fresh temporary file and returns its path (static
+ * storage; one at a time). */
+static inline const char *test_write_file(const char *text) {
+  static char path[64];
+  snprintf(path, sizeof path, "/tmp/tyto-test-XXXXXX");
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  FILE *f = fdopen(fd, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+#define ck_assert_msg_contains(haystack, needle)                               \
+  ck_assert_msg(strstr((haystack), (needle)) != NULL,                          \
+                "expected to find\n  \"%s\"\nin\n  \"%s\"", (needle),          \
+                (haystack))
+
+/* Runs one suite and returns the exit status automake expects. */
+static inline int test_run(Suite *s) {
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+#endif

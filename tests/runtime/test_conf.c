@@ -1,0 +1,145 @@
+/* The INI configuration file: good files, and every error with its line. */
+#include "common.h"
+
+#include "runtime/conf.h"
+
+/* Parses `text` as file "t.conf"; returns the errors joined by '\n'. */
+static char *parse(conf *c, const char *text, int expect_ok) {
+  conf_init(c);
+  FILE *f = fmemopen((void *)text, strlen(text), "r");
+  ck_assert_ptr_nonnull(f);
+  int rc = conf_parse_stream(c, f, "t.conf");
+  fclose(f);
+  char *errors = strlist_join(&c->errors, "\n");
+  ck_assert_msg(rc == (expect_ok ? 0 : -1), "rc %d, errors:\n%s", rc, errors);
+  return errors;
+}
+
+static void expect_error(const char *text, const char *message) {
+  conf c;
+  char *errors = parse(&c, text, 0);
+  ck_assert_str_eq(errors, message);
+  free(errors);
+  conf_free(&c);
+}
+
+START_TEST(good_file) {
+  conf c;
+  char *errors = parse(&c,
+                       "; tyto configuration\n"
+                       "# global keys first\n"
+                       "devices = cuda:0, cpu\n"
+                       "plugin_path = /opt/a:/opt/b\n"
+                       "\n"
+                       "log_level = Info ; inline comment\n"
+                       "[cpu]\n"
+                       "threads = 2\n"
+                       "  [opencl]\n"
+                       "platform: Portable Computing Language\n",
+                       1);
+  ck_assert_str_eq(errors, "");
+  ck_assert_str_eq(c.devices, "cuda:0, cpu");
+  ck_assert_str_eq(c.plugin_path, "/opt/a:/opt/b");
+  ck_assert_int_eq(c.log_level, TYTO_LOG_INFO);
+  ck_assert_str_eq(conf_lookup(&c, "cpu", "threads"), "2");
+  ck_assert_str_eq(conf_lookup(&c, "opencl", "platform"),
+                   "Portable Computing Language");
+  ck_assert_ptr_null(conf_lookup(&c, "cpu", "platform"));
+  ck_assert_uint_eq(c.n_entries, 2);
+  ck_assert_int_eq(c.entries[0].line, 8);
+  ck_assert_int_eq(c.entries[1].line, 10);
+  free(errors);
+  conf_free(&c);
+}
+END_TEST
+
+START_TEST(tyto_section_holds_global_keys) {
+  conf c;
+  char *errors = parse(&c, "[tyto]\ndevices = cpu\nlog_level = debug\n", 1);
+  ck_assert_str_eq(c.devices, "cpu");
+  ck_assert_int_eq(c.log_level, TYTO_LOG_DEBUG);
+  ck_assert_uint_eq(c.n_entries, 0);
+  free(errors);
+  conf_free(&c);
+}
+END_TEST
+
+START_TEST(indented_key_is_not_a_continuation) {
+  /* inih would glue an indented line onto the previous value. */
+  conf c;
+  char *errors = parse(&c, "devices = cpu\n  log_level = error\n", 1);
+  ck_assert_str_eq(c.devices, "cpu");
+  ck_assert_int_eq(c.log_level, TYTO_LOG_ERROR);
+  free(errors);
+  conf_free(&c);
+}
+END_TEST
+
+START_TEST(syntax_errors_with_lines) {
+  expect_error("devices = cpu\n[cpu\n",
+               "t.conf:2: section header is missing ']': '[cpu'");
+  expect_error("\n\n[ ]\n", "t.conf:3: empty section name");
+  expect_error("devices cpu\n",
+               "t.conf:1: expected 'key = value' or '[section]', found "
+               "'devices cpu'");
+  expect_error("; ok\n= cpu\n", "t.conf:2: missing key before '='");
+  /* Every bad line is reported, not only the first. */
+  expect_error("oops\nlog_level = info\n[x\nalso bad\n",
+               "t.conf:1: expected 'key = value' or '[section]', found "
+               "'oops'\n"
+               "t.conf:3: section header is missing ']': '[x'\n"
+               "t.conf:4: expected 'key = value' or '[section]', found "
+               "'also bad'");
+}
+END_TEST
+
+START_TEST(unknown_and_bad_values) {
+  expect_error("devics = cpu\n", "t.conf:1: unknown key 'devics' (expected "
+                                 "devices, plugin_path or log_level)");
+  expect_error("log_level = loud\n", "t.conf:1: log_level: expected error, "
+                                     "warn, info or debug, found 'loud'");
+  expect_error("devices = cpu,,cuda\n",
+               "t.conf:1: devices: device entry 2 is empty (stray ',')");
+  expect_error("devices = cpu\ndevices = cuda\n",
+               "t.conf:2: 'devices' is already set at line 1");
+  expect_error("[cpu]\nthreads = 1\n\nthreads = 2\n",
+               "t.conf:4: 'threads' is already set at line 2");
+}
+END_TEST
+
+START_TEST(long_line) {
+  char text[600];
+  memset(text, 'a', 400);
+  memcpy(text + 400, " = 1\n", 6);
+  conf c;
+  char *errors = parse(&c, text, 0);
+  ck_assert_msg_contains(errors, "t.conf:1: line too long (at most");
+  free(errors);
+  conf_free(&c);
+}
+END_TEST
+
+START_TEST(missing_file) {
+  conf c;
+  conf_init(&c);
+  ck_assert_int_eq(conf_parse_file(&c, "/nonexistent/tyto.conf"), -1);
+  ck_assert_str_eq(c.errors.items[0],
+                   "/nonexistent/tyto.conf: cannot open: No such file or "
+                   "directory");
+  conf_free(&c);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("conf");
+  TCase *tc = tcase_create("parse");
+  tcase_add_test(tc, good_file);
+  tcase_add_test(tc, tyto_section_holds_global_keys);
+  tcase_add_test(tc, indented_key_is_not_a_continuation);
+  tcase_add_test(tc, syntax_errors_with_lines);
+  tcase_add_test(tc, unknown_and_bad_values);
+  tcase_add_test(tc, long_line);
+  tcase_add_test(tc, missing_file);
+  suite_add_tcase(s, tc);
+  return test_run(s);
+}
