@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <tyto/plugin.h>
 #include <tyto/tyto.h>
@@ -155,9 +156,11 @@ static void print_text(const tyto_context *ctx) {
     printf("             %s%s%s, %s, %u compute units, dtypes %s, %s\n",
            d->vendor, d->driver_version[0] ? " " : "", d->driver_version, mem,
            d->compute_units, dt, fl);
-    if (d->pci_bus_id[0] || d->numa_node >= 0)
-      printf("             PCI %s, NUMA node %d\n",
-             d->pci_bus_id[0] ? d->pci_bus_id : "-", (int)d->numa_node);
+    if (d->pci_bus_id[0])
+      printf("             PCI %s, NUMA node %d\n", d->pci_bus_id,
+             (int)d->numa_node);
+    else if (d->numa_node >= 0)
+      printf("             NUMA node %d\n", (int)d->numa_node);
   }
 
   printf("\nSelection (%s): %s\n", tyto_context_selection_source(ctx),
@@ -171,14 +174,31 @@ static void print_text(const tyto_context *ctx) {
 /* ---------------------------------------------------------------------- */
 /* JSON                                                                    */
 
+/* A JSON string; bytes that are not UTF-8 (a path from the environment
+ * can be anything) become '?' rather than making the value vanish. */
+static json_t *jstr(const char *s) {
+  json_t *j = json_string(s);
+  if (j)
+    return j;
+  size_t n = strlen(s);
+  char *copy = malloc(n + 1);
+  if (!copy)
+    return json_null();
+  for (size_t i = 0; i <= n; i++)
+    copy[i] = (unsigned char)s[i] < 0x80 ? s[i] : '?';
+  j = json_string(copy);
+  free(copy);
+  return j ? j : json_null();
+}
+
 static json_t *str_or_null(const char *s) {
-  return s ? json_string(s) : json_null();
+  return s ? jstr(s) : json_null();
 }
 
 static json_t *json_report(const tyto_context *ctx) {
   const tyto_topology *t = tyto_context_topology(ctx);
   json_t *root = json_object();
-  json_object_set_new(root, "version", json_string(tyto_version()));
+  json_object_set_new(root, "version", jstr(tyto_version()));
   json_object_set_new(root, "abi_major", json_integer(TYTO_PLUGIN_ABI_MAJOR));
   json_object_set_new(root, "abi_minor", json_integer(TYTO_PLUGIN_ABI_MINOR));
   json_object_set_new(root, "config",
@@ -186,35 +206,35 @@ static json_t *json_report(const tyto_context *ctx) {
 
   json_t *path = json_array();
   for (size_t i = 0; i < tyto_context_plugin_dir_count(ctx); i++)
-    json_array_append_new(path, json_string(tyto_context_plugin_dir(ctx, i)));
+    json_array_append_new(path, jstr(tyto_context_plugin_dir(ctx, i)));
   json_object_set_new(root, "plugin_path", path);
 
   json_t *topo = json_object();
-  json_object_set_new(topo, "cpu_model", json_string(t->cpu_model));
+  json_object_set_new(topo, "cpu_model", jstr(t->cpu_model));
   json_object_set_new(topo, "packages", json_integer(t->packages));
   json_object_set_new(topo, "cores", json_integer(t->cores));
   json_object_set_new(topo, "pus", json_integer(t->pus));
   json_object_set_new(topo, "numa_nodes", json_integer(t->numa_nodes));
-  json_object_set_new(topo, "cpuset", json_string(t->cpuset));
+  json_object_set_new(topo, "cpuset", jstr(t->cpuset));
   json_object_set_new(topo, "memory_bytes",
                       json_integer((json_int_t)t->memory_bytes));
   json_t *pci = json_array();
   for (size_t i = 0; i < t->n_pci; i++) {
     const tyto_pci_device *p = &t->pci[i];
     json_t *o = json_object();
-    json_object_set_new(o, "bus_id", json_string(p->bus_id));
+    json_object_set_new(o, "bus_id", jstr(p->bus_id));
     json_object_set_new(o, "vendor_id", json_integer(p->vendor_id));
     json_object_set_new(o, "device_id", json_integer(p->device_id));
     json_object_set_new(o, "class_id", json_integer(p->class_id));
-    json_object_set_new(o, "vendor", json_string(p->vendor));
-    json_object_set_new(o, "name", json_string(p->name));
+    json_object_set_new(o, "vendor", jstr(p->vendor));
+    json_object_set_new(o, "name", jstr(p->name));
     json_object_set_new(o, "numa_node", json_integer(p->numa_node));
-    json_object_set_new(o, "cpuset", json_string(p->cpuset));
+    json_object_set_new(o, "cpuset", jstr(p->cpuset));
     json_t *seen = json_array();
     for (size_t d = 0; d < tyto_context_device_info_count(ctx); d++) {
       const tyto_device_info *di = tyto_context_device_info(ctx, d);
       if (di->pci_index == (int32_t)i && di->claimed)
-        json_array_append_new(seen, json_string(di->id));
+        json_array_append_new(seen, jstr(di->id));
     }
     json_object_set_new(o, "devices", seen);
     json_array_append_new(pci, o);
@@ -226,16 +246,16 @@ static json_t *json_report(const tyto_context *ctx) {
   for (size_t i = 0; i < tyto_context_found_plugin_count(ctx); i++) {
     const tyto_found_plugin *p = tyto_context_found_plugin(ctx, i);
     json_t *o = json_object();
-    json_object_set_new(o, "name", json_string(p->name));
-    json_object_set_new(o, "path", json_string(p->path));
+    json_object_set_new(o, "name", jstr(p->name));
+    json_object_set_new(o, "path", jstr(p->path));
     json_object_set_new(o, "abi_major", json_integer(p->abi_major));
     json_object_set_new(o, "abi_minor", json_integer(p->abi_minor));
-    json_object_set_new(o, "status", json_string(found_status_name(p->status)));
+    json_object_set_new(o, "status", jstr(found_status_name(p->status)));
     json_object_set_new(o, "reason", str_or_null(p->reason));
-    json_object_set_new(o, "version", json_string(p->version));
-    json_object_set_new(o, "vendor", json_string(p->vendor));
-    json_object_set_new(o, "license", json_string(p->license));
-    json_object_set_new(o, "description", json_string(p->description));
+    json_object_set_new(o, "version", jstr(p->version));
+    json_object_set_new(o, "vendor", jstr(p->vendor));
+    json_object_set_new(o, "license", jstr(p->license));
+    json_object_set_new(o, "description", jstr(p->description));
     json_object_set_new(o, "devices", json_integer((json_int_t)p->n_devices));
     json_array_append_new(plugins, o);
   }
@@ -246,13 +266,12 @@ static json_t *json_report(const tyto_context *ctx) {
     const tyto_device_info *d = tyto_context_device_info(ctx, i);
     json_t *o = json_object();
     json_object_set_new(o, "id", str_or_null(d->id));
-    json_object_set_new(o, "plugin", json_string(d->plugin));
-    json_object_set_new(o, "status",
-                        json_string(d->claimed ? "claimed" : "refused"));
+    json_object_set_new(o, "plugin", jstr(d->plugin));
+    json_object_set_new(o, "status", jstr(d->claimed ? "claimed" : "refused"));
     json_object_set_new(o, "reason", str_or_null(d->reason));
-    json_object_set_new(o, "name", json_string(d->name));
-    json_object_set_new(o, "vendor", json_string(d->vendor));
-    json_object_set_new(o, "driver_version", json_string(d->driver_version));
+    json_object_set_new(o, "name", jstr(d->name));
+    json_object_set_new(o, "vendor", jstr(d->vendor));
+    json_object_set_new(o, "driver_version", jstr(d->driver_version));
     json_object_set_new(o, "selected", json_boolean(d->selected));
     json_object_set_new(o, "priority",
                         d->selected ? json_integer(d->priority) : json_null());
@@ -265,7 +284,7 @@ static json_t *json_report(const tyto_context *ctx) {
     json_t *dt = json_array();
     for (size_t k = 0; k < N_DTYPES; k++)
       if (d->dtypes & (1u << k))
-        json_array_append_new(dt, json_string(dtype_names[k]));
+        json_array_append_new(dt, jstr(dtype_names[k]));
     json_object_set_new(o, "dtypes", dt);
     json_object_set_new(o, "unified_memory",
                         json_boolean(d->flags & TYTO_DEVICE_UNIFIED_MEMORY));
@@ -276,8 +295,7 @@ static json_t *json_report(const tyto_context *ctx) {
     json_object_set_new(o, "async", json_boolean(d->flags & TYTO_DEVICE_ASYNC));
     json_object_set_new(o, "numa_node", json_integer(d->numa_node));
     json_object_set_new(o, "pci_bus_id",
-                        d->pci_bus_id[0] ? json_string(d->pci_bus_id)
-                                         : json_null());
+                        d->pci_bus_id[0] ? jstr(d->pci_bus_id) : json_null());
     json_array_append_new(devices, o);
   }
   json_object_set_new(root, "devices", devices);
@@ -286,11 +304,9 @@ static json_t *json_report(const tyto_context *ctx) {
   json_t *ids = json_array();
   for (size_t i = 0; i < tyto_context_device_count(ctx); i++)
     json_array_append_new(
-        ids,
-        json_string(tyto_device_get_info(tyto_context_device(ctx, i))->id));
+        ids, jstr(tyto_device_get_info(tyto_context_device(ctx, i))->id));
   json_object_set_new(sel, "devices", ids);
-  json_object_set_new(sel, "source",
-                      json_string(tyto_context_selection_source(ctx)));
+  json_object_set_new(sel, "source", jstr(tyto_context_selection_source(ctx)));
   json_object_set_new(sel, "error",
                       str_or_null(tyto_context_selection_error(ctx)));
   json_object_set_new(root, "selection", sel);
@@ -341,13 +357,14 @@ int main(int argc, char **argv) {
     case 'c': opts.config_path = optarg; break;
     case 't': opts.topology_xml = optarg; break;
     case 'l':
-      if (strcmp(optarg, "error") == 0)
+      if (strcasecmp(optarg, "error") == 0)
         opts.log_level = TYTO_LOG_ERROR;
-      else if (strcmp(optarg, "warn") == 0)
+      else if (strcasecmp(optarg, "warn") == 0 ||
+               strcasecmp(optarg, "warning") == 0)
         opts.log_level = TYTO_LOG_WARN;
-      else if (strcmp(optarg, "info") == 0)
+      else if (strcasecmp(optarg, "info") == 0)
         opts.log_level = TYTO_LOG_INFO;
-      else if (strcmp(optarg, "debug") == 0)
+      else if (strcasecmp(optarg, "debug") == 0)
         opts.log_level = TYTO_LOG_DEBUG;
       else {
         fprintf(stderr,

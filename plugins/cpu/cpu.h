@@ -22,6 +22,7 @@
  * them, and are guarded by the plugin's marker lock. */
 typedef struct cpu_marker {
   int done;
+  int failed; /* work before it on its stream raised an error */
   int refs;
 } cpu_marker;
 
@@ -29,10 +30,10 @@ struct tyto_plugin_state {
   const tyto_plugin_host *host;
   hwloc_topology_t topo; /* without I/O devices: for memory binding */
   char name[256];
+  char vendor[64];
   char nodeset[256];
   uint32_t cores, pus, numa_nodes;
   uint64_t memory_bytes;
-  unsigned threads; /* the `threads` option, or cores */
   int32_t numa_node;
   pthread_mutex_t marker_mu;
   pthread_cond_t marker_cv;
@@ -146,7 +147,8 @@ cpu_launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
            tyto_plugin_kernel *k, const tyto_plugin_binding *inputs,
            uint32_t n_inputs, const tyto_plugin_binding *outputs,
            uint32_t n_outputs, const tyto_plugin_binding *workspace);
-/* Runs a launched kernel on the stream's thread. */
+/* Runs a launched kernel on the stream's thread, then drops the launch's
+ * reference to it. */
 tyto_plugin_error *cpu_kernel_run(const tyto_plugin_host *host,
                                   tyto_plugin_kernel *k, unsigned char **args);
 

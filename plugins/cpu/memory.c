@@ -62,11 +62,10 @@ static tyto_plugin_error *check_range(const tyto_plugin_host *h,
                         what);
   if (offset > b->size || size > b->size - offset)
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: bytes [%llu, %llu) lie outside the buffer of "
-                        "%llu bytes",
+                        "%s: offset %llu + size %llu lies outside the buffer "
+                        "of %llu bytes",
                         what, (unsigned long long)offset,
-                        (unsigned long long)(offset + size),
-                        (unsigned long long)b->size);
+                        (unsigned long long)size, (unsigned long long)b->size);
   return NULL;
 }
 

@@ -11,13 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu.h"
-
-static const tyto_plugin_option_doc cpu_options[] = {
-    {"threads", "worker threads for kernels (1 to the number of hardware "
-                "threads; default: one per core)"},
-};
 
 static tyto_plugin_error *cpu_probe(tyto_plugin_state *st,
                                     const tyto_plugin_hw_device *offer,
@@ -25,9 +21,12 @@ static tyto_plugin_error *cpu_probe(tyto_plugin_state *st,
                                     const tyto_plugin_claims *claims) {
   const tyto_plugin_host *h = st->host;
   const tyto_plugin_hw_device *cpu = NULL;
-  for (uint32_t i = 0; i < n_offer && !cpu; i++)
-    if (offer[i].kind == TYTO_PLUGIN_HW_CPU)
-      cpu = &offer[i];
+  for (uint32_t i = 0; i < n_offer && !cpu; i++) {
+    const tyto_plugin_hw_device *o =
+        TYTO_PLUGIN_AT(tyto_plugin_hw_device, offer, i);
+    if (o->kind == TYTO_PLUGIN_HW_CPU)
+      cpu = o;
+  }
   if (!cpu)
     return h->error_new(TYTO_PLUGIN_ERR_NOT_FOUND,
                         "the host offered no CPU entry (hwloc found no "
@@ -41,20 +40,6 @@ static tyto_plugin_error *cpu_probe(tyto_plugin_state *st,
   st->pus = cpu->pus ? cpu->pus : st->cores;
   st->numa_nodes = cpu->numa_nodes ? cpu->numa_nodes : 1;
   st->numa_node = cpu->numa_node;
-  st->threads = st->cores;
-
-  const char *threads = h->option(h->ctx, "threads");
-  if (threads) {
-    char *end;
-    long v = strtol(threads, &end, 10);
-    if (*threads == '\0' || *end != '\0' || v < 1 || v > (long)st->pus)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "option threads: expected a whole number from 1 to "
-                          "%u (the hardware threads of this process), found "
-                          "'%s'",
-                          st->pus, threads);
-    st->threads = (unsigned)v;
-  }
 
   /* A topology of our own, without I/O, to bind memory with. hwloc's GPU
    * components are kept out: they would initialise every GPU runtime on
@@ -72,7 +57,23 @@ static tyto_plugin_error *cpu_probe(tyto_plugin_state *st,
     return h->error_new(TYTO_PLUGIN_ERR_INTERNAL,
                         "hwloc could not load the topology");
   }
+  /* Some kernels (and sandboxes) report less NUMA memory than the machine
+   * has; the larger of hwloc's and the kernel's totals is what can be
+   * allocated. */
   st->memory_bytes = hwloc_get_root_obj(st->topo)->total_memory;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0 &&
+      (uint64_t)pages * (uint64_t)page > st->memory_bytes)
+    st->memory_bytes = (uint64_t)pages * (uint64_t)page;
+  const char *vendor = NULL;
+  hwloc_obj_t pkg = hwloc_get_obj_by_type(st->topo, HWLOC_OBJ_PACKAGE, 0);
+  if (pkg)
+    vendor = hwloc_obj_get_info_by_name(pkg, "CPUVendor");
+  snprintf(st->vendor, sizeof st->vendor, "%s",
+           !vendor                               ? ""
+           : strcmp(vendor, "AuthenticAMD") == 0 ? "AMD"
+           : strcmp(vendor, "GenuineIntel") == 0 ? "Intel"
+                                                 : vendor);
   claims->claim(claims->ctx, (int32_t)cpu->index, 0, st->name);
   return NULL;
 }
@@ -88,7 +89,7 @@ static tyto_plugin_error *cpu_device_query(tyto_plugin_state *st,
   if (TYTO_PLUGIN_HAS_FIELD(info, tyto_plugin_device_info, field))             \
     info->field = (value);
   SET(name, st->name)
-  SET(vendor, "tyto")
+  SET(vendor, st->vendor)
   SET(driver_version, "")
   SET(dtypes, TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F32) |
                   TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F64))
@@ -190,8 +191,6 @@ static const tyto_plugin_info cpu_info = {
     .description = "host processors: NUMA-local memory, worker-thread streams",
     .fns = &cpu_fns,
     .device_fns = &cpu_device_fns,
-    .options = cpu_options,
-    .n_options = sizeof cpu_options / sizeof cpu_options[0],
 };
 
 TYTO_PLUGIN_EXPORT tyto_plugin_error *

@@ -42,13 +42,18 @@ static tyto_plugin_error *run_cmd(tyto_plugin_stream *s, cpu_cmd *c) {
     err = cpu_kernel_run(st->host, c->u.launch.kernel, c->u.launch.args);
     free(c->u.launch.args);
     break;
-  case CPU_CMD_SIGNAL:
+  case CPU_CMD_SIGNAL: {
+    pthread_mutex_lock(&s->mu);
+    int failed = s->error != NULL;
+    pthread_mutex_unlock(&s->mu);
     pthread_mutex_lock(&st->marker_mu);
     c->u.marker->done = 1;
+    c->u.marker->failed = failed;
     marker_unref_locked(c->u.marker);
     pthread_cond_broadcast(&st->marker_cv);
     pthread_mutex_unlock(&st->marker_mu);
     break;
+  }
   case CPU_CMD_WAIT:
     pthread_mutex_lock(&st->marker_mu);
     while (!c->u.marker->done)
@@ -122,7 +127,7 @@ void cpu_stream_destroy(tyto_plugin_device *dev, tyto_plugin_stream *s) {
   if (s->error) {
     h->log(h->ctx, TYTO_PLUGIN_LOG_WARN,
            "a stream was destroyed with an unreported error: %s",
-           "see the previous launch");
+           h->error_message(s->error));
     h->error_free(s->error);
   }
   pthread_cond_destroy(&s->cv);
@@ -198,13 +203,24 @@ tyto_plugin_error *cpu_event_record(tyto_plugin_device *dev,
     return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                         "out of memory recording an event");
   m->refs = 2; /* the event and the queued signal */
+  /* Publish the new marker before queueing its signal, under the lock that
+   * event_wait and event_synchronize read it with. */
+  pthread_mutex_lock(&dev->st->marker_mu);
+  cpu_marker *old = e->marker;
+  e->marker = m;
+  marker_unref_locked(old);
+  pthread_mutex_unlock(&dev->st->marker_mu);
   tyto_plugin_error *err = queue_marker(s, CPU_CMD_SIGNAL, m);
   if (err) {
-    free(m);
+    /* Never queued: nothing will signal it; mark it done so no one waits
+     * for ever, and drop the queue's reference. */
+    pthread_mutex_lock(&dev->st->marker_mu);
+    m->done = m->failed = 1;
+    marker_unref_locked(m);
+    pthread_cond_broadcast(&dev->st->marker_cv);
+    pthread_mutex_unlock(&dev->st->marker_mu);
     return err;
   }
-  marker_unref(dev->st, e->marker);
-  e->marker = m;
   return NULL;
 }
 
@@ -234,8 +250,12 @@ tyto_plugin_error *cpu_event_synchronize(tyto_plugin_device *dev,
   pthread_mutex_lock(&st->marker_mu);
   while (e->marker && !e->marker->done)
     pthread_cond_wait(&st->marker_cv, &st->marker_mu);
+  int failed = e->marker && e->marker->failed;
   pthread_mutex_unlock(&st->marker_mu);
-  return NULL;
+  return failed ? st->host->error_new(TYTO_PLUGIN_ERR_DEVICE,
+                                      "work recorded by the event failed; "
+                                      "the stream's synchronize reports how")
+                : NULL;
 }
 
 tyto_plugin_error *cpu_event_query(tyto_plugin_device *dev,
@@ -243,6 +263,10 @@ tyto_plugin_error *cpu_event_query(tyto_plugin_device *dev,
   tyto_plugin_state *st = dev->st;
   pthread_mutex_lock(&st->marker_mu);
   *complete = !e->marker || e->marker->done;
+  int failed = e->marker && e->marker->failed;
   pthread_mutex_unlock(&st->marker_mu);
-  return NULL;
+  return failed ? st->host->error_new(TYTO_PLUGIN_ERR_DEVICE,
+                                      "work recorded by the event failed; "
+                                      "the stream's synchronize reports how")
+                : NULL;
 }

@@ -171,7 +171,7 @@ static const tyto_plugin_device_fns device_fns = {
 };
 
 static const tyto_plugin_option_doc options[] = {
-    {"allow_tf32",
+    {sizeof(tyto_plugin_option_doc), "allow_tf32",
      "yes or no (default no): let f32 matrix products and convolutions use "
      "TF32 tensor cores (faster, ~10-bit mantissa); read now, used once "
      "those kernels land"},

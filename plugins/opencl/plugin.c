@@ -204,11 +204,11 @@ static const tyto_plugin_device_fns device_fns = {
 };
 
 static const tyto_plugin_option_doc plugin_options[] = {
-    {"platform",
+    {sizeof(tyto_plugin_option_doc), "platform",
      "Use only OpenCL platforms whose name contains this text (case "
      "insensitive), e.g. \"NVIDIA\" or \"Portable Computing Language\". "
      "Default: every platform."},
-    {"device_type",
+    {sizeof(tyto_plugin_option_doc), "device_type",
      "Which OpenCL device types to claim: all, gpu, cpu or accelerator. "
      "Default: all (CPU devices such as PoCL included)."},
 };

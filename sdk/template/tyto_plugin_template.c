@@ -46,7 +46,8 @@ struct tyto_plugin_event {
 };
 
 static const tyto_plugin_option_doc template_options[] = {
-    {"memory_mib", "memory the device reports, in MiB (default 1024)"},
+    {sizeof(tyto_plugin_option_doc), "memory_mib",
+     "memory the device reports, in MiB (default 1024)"},
 };
 
 /* ---- discovery -------------------------------------------------------- */

@@ -11,6 +11,8 @@
  *   TP_FAKE_GPU      claims every offered PCI device of vendor 0x10de as a
  *                    memory-only device (host memory behind it), refuses
  *                    the rest, and fails to open ordinal 1 if TP_OPEN_FAILS
+ *   TP_BAD_OPTIONS   declares an option table with a NULL key
+ *   TP_CLAIM_THEN_FAIL claims a device, then fails its probe
  */
 #include <stdlib.h>
 #include <string.h>
@@ -51,19 +53,27 @@ static tyto_plugin_error *tp_probe(tyto_plugin_state *st,
                                    const tyto_plugin_hw_device *offer,
                                    uint32_t n, const tyto_plugin_claims *c) {
   for (uint32_t i = 0; i < n; i++) {
+    const tyto_plugin_hw_device *o =
+        TYTO_PLUGIN_AT(tyto_plugin_hw_device, offer, i);
 #if defined(TP_CLAIM_NOTHING)
-    if (offer[i].kind == TYTO_PLUGIN_HW_CPU)
+    if (o->kind == TYTO_PLUGIN_HW_CPU)
       c->refuse(c->ctx, (int32_t)i, NULL,
                 "this test plugin claims nothing, on purpose");
 #elif defined(TP_FAKE_GPU)
-    if (offer[i].kind != TYTO_PLUGIN_HW_PCI)
+    if (o->kind != TYTO_PLUGIN_HW_PCI)
       continue;
-    if (offer[i].pci_vendor_id == 0x10de)
-      c->claim(c->ctx, (int32_t)i, st->n_claimed++, offer[i].name);
+    if (o->pci_vendor_id == 0x10de)
+      c->claim(c->ctx, (int32_t)i, st->n_claimed++, o->name);
     else
       c->refuse(c->ctx, (int32_t)i, NULL, "not an NVIDIA card");
+#elif defined(TP_CLAIM_THEN_FAIL)
+    if (o->kind == TYTO_PLUGIN_HW_CPU) {
+      c->claim(c->ctx, (int32_t)i, st->n_claimed++, "half-probed");
+      return st->host->error_new(TYTO_PLUGIN_ERR_UNAVAILABLE,
+                                 "the device vanished during the probe");
+    }
 #else
-    (void)offer, (void)c, (void)st;
+    (void)o, (void)c, (void)st;
 #endif
   }
   return NULL;
@@ -232,6 +242,13 @@ static const tyto_plugin_device_fns tp_dfns = {
     .copy_d2d = tp_d2d,
 };
 
+#ifdef TP_BAD_OPTIONS
+static const tyto_plugin_option_doc tp_options[] = {
+    {sizeof(tyto_plugin_option_doc), "good_key", "fine"},
+    {sizeof(tyto_plugin_option_doc), NULL, "a key missing"},
+};
+#endif
+
 static const tyto_plugin_info tp_info = {
     .struct_size = sizeof(tyto_plugin_info),
     .abi_major = TP_ABI_MAJOR,
@@ -243,6 +260,10 @@ static const tyto_plugin_info tp_info = {
     .description = "a test plugin",
     .fns = &tp_fns,
     .device_fns = &tp_dfns,
+#ifdef TP_BAD_OPTIONS
+    .options = tp_options,
+    .n_options = 2,
+#endif
 };
 
 #ifdef TP_NO_ENTRY

@@ -130,6 +130,21 @@ START_TEST(missing_file) {
 }
 END_TEST
 
+START_TEST(byte_order_mark) {
+  conf c;
+  char *errors = parse(&c, "\xEF\xBB\xBF[tyto]\ndevices = cpu\n", 1);
+  ck_assert_str_eq(c.devices, "cpu");
+  free(errors);
+  conf_free(&c);
+}
+END_TEST
+
+START_TEST(keys_under_a_broken_header_are_not_reported_again) {
+  expect_error("[cpu\nthreads = 2\nflavour = x\n[opencl]\nplatform = y\n",
+               "t.conf:1: section header is missing ']': '[cpu'");
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("conf");
   TCase *tc = tcase_create("parse");
@@ -140,6 +155,8 @@ int main(void) {
   tcase_add_test(tc, unknown_and_bad_values);
   tcase_add_test(tc, long_line);
   tcase_add_test(tc, missing_file);
+  tcase_add_test(tc, byte_order_mark);
+  tcase_add_test(tc, keys_under_a_broken_header_are_not_reported_again);
   suite_add_tcase(s, tc);
   return test_run(s);
 }

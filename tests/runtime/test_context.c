@@ -2,6 +2,7 @@
 #include "common.h"
 
 #include <sched.h>
+#include <stddef.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -114,15 +115,19 @@ START_TEST(config_errors_fail_the_context) {
 END_TEST
 
 START_TEST(plugin_section_keys_are_checked) {
-  const char *path = test_write_file("[cpu]\nthreads = 1\ntreads = 2\n");
+  const char *path = test_write_file("[template]\nmemory_mib = 4\n"
+                                     "memory_gib = 1\n[cpu]\ntreads = 2\n");
   tyto_context_options o;
-  test_options(&o, 0);
+  test_options(&o, 1);
   o.config_path = path;
   tyto_context *ctx;
   ck_assert_int_eq(tyto_context_new(&o, &ctx), TYTO_ERR_CONFIG);
   char expected[512];
   snprintf(expected, sizeof expected,
-           "%s:3: unknown key 'treads' in [cpu] (cpu accepts: threads)", path);
+           "%s:3: unknown key 'memory_gib' in [template] (template accepts: "
+           "memory_mib)\n%s:5: unknown key 'treads' in [cpu] (cpu takes no "
+           "options)",
+           path, path);
   ck_assert_str_eq(tyto_errmsg(), expected);
   unlink(path);
 }
@@ -159,20 +164,20 @@ START_TEST(unknown_section_is_a_warning) {
 END_TEST
 
 START_TEST(plugin_option_reaches_the_plugin) {
-  /* threads = 0 is refused by the cpu plugin's probe, which sees the value
-   * only through the host's option() lookup. */
-  const char *path = test_write_file("[cpu]\nthreads = 0\n");
+  /* memory_mib = 0 is refused by the template plugin's probe, which sees
+   * the value only through the host's option() lookup. */
+  const char *path = test_write_file("[template]\nmemory_mib = 0\n");
   tyto_context_options o;
-  test_options(&o, 0);
+  test_options(&o, 1);
   o.config_path = path;
-  o.devices = "cpu";
+  o.devices = "template";
   tyto_context *ctx;
   ck_assert_int_eq(tyto_context_new(&o, &ctx), TYTO_ERR_NOT_FOUND);
-  ck_assert_msg_contains(tyto_errmsg(),
-                         "device cpu:*: no usable device: plugin cpu: probe "
-                         "failed: option threads: expected a whole number "
-                         "from 1 to ");
-  ck_assert_msg_contains(tyto_errmsg(), "found '0'");
+  ck_assert_str_eq(tyto_errmsg(),
+                   "device selection 'template' (from options) cannot be "
+                   "satisfied:\ndevice template:*: no usable device: plugin "
+                   "template: probe failed: option memory_mib: expected a "
+                   "positive whole number of MiB, found '0'");
   unlink(path);
 }
 END_TEST
@@ -337,6 +342,54 @@ START_TEST(topology_from_xml) {
 }
 END_TEST
 
+START_TEST(relative_plugin_path_follows_the_config_file) {
+  make_tmpdir();
+  char conf[128];
+  snprintf(conf, sizeof conf, "%s/tyto.conf", tmpdir);
+  write_at(conf, "plugin_path = vendor/plugins:/abs\n");
+  tyto_context_options o;
+  test_options(&o, 0);
+  o.config_path = conf;
+  tyto_context *ctx;
+  ck_assert_int_eq(tyto_context_new(&o, &ctx), TYTO_OK);
+  char want[160];
+  snprintf(want, sizeof want, "%s/vendor/plugins", tmpdir);
+  size_t n = tyto_context_plugin_dir_count(ctx);
+  ck_assert_str_eq(tyto_context_plugin_dir(ctx, n - 2), want);
+  ck_assert_str_eq(tyto_context_plugin_dir(ctx, n - 1), "/abs");
+  tyto_context_free(ctx);
+  unlink(conf);
+  rmdir(tmpdir);
+}
+END_TEST
+
+START_TEST(older_options_struct_is_accepted) {
+  /* A program built when the options ended at plugin_path. */
+  tyto_context_options o;
+  test_options(&o, 0);
+  o.struct_size = offsetof(tyto_context_options, topology_xml);
+  o.topology_xml = "/nonexistent.xml"; /* past struct_size: ignored */
+  tyto_context *ctx;
+  ck_assert_msg(tyto_context_new(&o, &ctx) == TYTO_OK, "%s", tyto_errmsg());
+  tyto_context_free(ctx);
+  o.struct_size = 0;
+  ck_assert_int_eq(tyto_context_new(&o, &ctx), TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(tyto_errmsg(),
+                   "tyto_context_options.struct_size is 0; initialise the "
+                   "options with tyto_context_options_init()");
+}
+END_TEST
+
+START_TEST(config_that_is_a_directory) {
+  tyto_context_options o;
+  test_options(&o, 0);
+  o.config_path = "/tmp";
+  tyto_context *ctx;
+  ck_assert_int_eq(tyto_context_new(&o, &ctx), TYTO_ERR_CONFIG);
+  ck_assert_str_eq(tyto_errmsg(), "/tmp: not a regular file");
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("context");
   TCase *tc = tcase_create("context");
@@ -352,6 +405,9 @@ int main(void) {
   tcase_add_test(tc, default_selection_is_the_cpu);
   tcase_add_test(tc, topology_matches_this_machine);
   tcase_add_test(tc, topology_from_xml);
+  tcase_add_test(tc, relative_plugin_path_follows_the_config_file);
+  tcase_add_test(tc, older_options_struct_is_accepted);
+  tcase_add_test(tc, config_that_is_a_directory);
   suite_add_tcase(s, tc);
   return test_run(s);
 }

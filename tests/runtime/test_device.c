@@ -6,6 +6,8 @@
  */
 #include "common.h"
 
+#include <math.h>
+
 #include "runtime/error.h"
 #include "runtime/runtime.h"
 
@@ -355,6 +357,69 @@ START_TEST(copies_between_devices) {
 }
 END_TEST
 
+START_TEST(cpu_kernel_checks_and_lifetime) {
+  tyto_context *ctx = open_all();
+  tyto_device *dev = tyto_context_find_device(ctx, "cpu:0");
+  const tyto_plugin_device_fns *f = &dev->plugin->dfns;
+  tyto_plugin_device *h = dev->handle;
+  double v = 3;
+  /* A layout whose reach overflows 64 bits is refused at prepare. */
+  int64_t huge_shape[1] = {((int64_t)1 << 61) + 1}, huge_stride[1] = {8};
+  tyto_plugin_layout huge =
+      layout(TYTO_PLUGIN_DTYPE_F32, 1, huge_shape, huge_stride, 0);
+  tyto_plugin_op_desc d = {
+      sizeof d, TYTO_PLUGIN_OP_FILL, 0, 1, NULL, &huge, 0, NULL, 1, &v, 0,
+      NULL};
+  tyto_plugin_kernel *k;
+  tyto_plugin_kernel_info ki = {sizeof ki, 0};
+  tyto_plugin_error *err = f->prepare(h, &d, &k, &ki);
+  ck_assert_ptr_nonnull(err);
+  ck_assert_str_eq(rt_error_message(err), "fill: the output layout spans more "
+                                          "bytes than 64 bits can count");
+  rt_error_free(err);
+
+  /* A misaligned binding is refused at launch. */
+  int64_t shape[1] = {8}, stride[1] = {1};
+  tyto_plugin_layout out = layout(TYTO_PLUGIN_DTYPE_F32, 1, shape, stride, 0);
+  d.outputs = &out;
+  ok(f->prepare(h, &d, &k, &ki), "prepare", dev);
+  tyto_plugin_buffer *b;
+  tyto_plugin_stream *s;
+  ok(f->buffer_alloc(h, 64, &b), "alloc", dev);
+  ok(f->stream_create(h, &s), "stream", dev);
+  tyto_plugin_binding bo = {sizeof bo, b, 2};
+  err = f->launch(h, s, k, NULL, 0, &bo, 1, NULL);
+  ck_assert_ptr_nonnull(err);
+  ck_assert_str_eq(rt_error_message(err),
+                   "fill: the output binding's offset 2 is not a multiple of "
+                   "the element size 4");
+  rt_error_free(err);
+
+  /* Releasing a kernel with launches still queued is safe: they run. */
+  bo.offset = 0;
+  for (int i = 0; i < 8; i++)
+    ok(f->launch(h, s, k, NULL, 0, &bo, 1, NULL), "launch", dev);
+  f->kernel_release(h, k);
+  float back[8];
+  ok(f->copy_d2h(h, s, back, b, 0, sizeof back), "copy_d2h", dev);
+  ok(f->stream_synchronize(h, s), "sync", dev);
+  for (int i = 0; i < 8; i++)
+    ck_assert_msg(back[i] == 3.0f, "element %d is %g", i, back[i]);
+
+  /* f32 fill of a value beyond f32's range gives infinity. */
+  v = 1e300;
+  ok(f->prepare(h, &d, &k, &ki), "prepare", dev);
+  ok(f->launch(h, s, k, NULL, 0, &bo, 1, NULL), "launch", dev);
+  f->kernel_release(h, k);
+  ok(f->copy_d2h(h, s, back, b, 0, sizeof back), "copy_d2h", dev);
+  ok(f->stream_synchronize(h, s), "sync", dev);
+  ck_assert(isinf(back[0]) && back[0] > 0);
+  f->stream_destroy(h, s);
+  f->buffer_free(h, b);
+  tyto_context_free(ctx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("device");
   TCase *tc = tcase_create("contract");
@@ -364,6 +429,7 @@ int main(void) {
   tcase_add_test(tc, copy_and_fill_kernels);
   tcase_add_test(tc, launch_outside_the_buffer_is_refused);
   tcase_add_test(tc, copies_between_devices);
+  tcase_add_test(tc, cpu_kernel_checks_and_lifetime);
   suite_add_tcase(s, tc);
   return test_run(s);
 }

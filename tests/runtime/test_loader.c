@@ -315,6 +315,53 @@ START_TEST(sdk_template_plugin_works) {
 }
 END_TEST
 
+START_TEST(hostile_plugins_are_contained) {
+  tyto_context *ctx = inspect(NULL);
+  const tyto_found_plugin *bad = find(ctx, "badopts");
+  ck_assert_int_eq(bad->status, TYTO_FOUND_REFUSED);
+  ck_assert_str_eq(bad->reason,
+                   "option 1 has an invalid key (expected [a-z0-9_]+)");
+  /* Devices claimed before a probe fails are not usable. */
+  const tyto_found_plugin *cf = find(ctx, "claimfail");
+  ck_assert_int_eq(cf->status, TYTO_FOUND_LOADED);
+  ck_assert_uint_eq(cf->n_devices, 0);
+  ck_assert_str_eq(cf->reason,
+                   "probe failed: the device vanished during the probe");
+  for (size_t i = 0; i < tyto_context_device_info_count(ctx); i++) {
+    const tyto_device_info *d = tyto_context_device_info(ctx, i);
+    if (strcmp(d->plugin, "claimfail") == 0) {
+      ck_assert_int_eq(d->selected, 0);
+      ck_assert_str_eq(d->reason,
+                       "probe failed: the device vanished during the probe");
+    }
+  }
+  ck_assert_ptr_null(tyto_context_find_device(ctx, "claimfail:0"));
+  tyto_context_free(ctx);
+}
+END_TEST
+
+START_TEST(buffers_outliving_their_context) {
+  tyto_context_options o;
+  test_options(&o, 0);
+  o.devices = "cpu";
+  tyto_context *ctx;
+  ck_assert_int_eq(tyto_context_new(&o, &ctx), TYTO_OK);
+  tyto_buffer *b;
+  ck_assert_int_eq(tyto_buffer_new(tyto_context_device(ctx, 0), 64, &b),
+                   TYTO_OK);
+  ck_assert_int_eq(tyto_buffer_copy(b, 0, b, 16, 32),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(tyto_errmsg(), "tyto_buffer_copy: source [16, +32) and "
+                                  "destination [0, +32) overlap in one buffer");
+  ck_assert_int_eq(tyto_buffer_copy(b, 0, b, 32, 32), TYTO_OK);
+  tyto_context_free(ctx); /* warns and releases the buffer's memory */
+  ck_assert_int_eq(tyto_buffer_write(b, 0, "x", 1), TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(tyto_errmsg(),
+                   "tyto_buffer_write: the buffer's context was freed");
+  tyto_buffer_free(b);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("loader");
   TCase *tc = tcase_create("loader");
@@ -330,6 +377,8 @@ int main(void) {
   tcase_add_test(tc, optional_entries_are_skipped_not_fatal);
   tcase_add_test(tc, one_card_many_plugins_and_open_failures);
   tcase_add_test(tc, sdk_template_plugin_works);
+  tcase_add_test(tc, hostile_plugins_are_contained);
+  tcase_add_test(tc, buffers_outliving_their_context);
   suite_add_tcase(s, tc);
   return test_run(s);
 }

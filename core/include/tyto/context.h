@@ -36,7 +36,9 @@ typedef void (*tyto_log_fn)(void *user, tyto_log_level level,
 
 /* Flags for tyto_context_options.flags. */
 enum {
-  /* Ignore TYTO_CONFIG, TYTO_DEVICES, TYTO_PLUGIN_PATH and TYTO_LOG_LEVEL. */
+  /* Read no environment variable: TYTO_CONFIG, TYTO_DEVICES,
+   * TYTO_PLUGIN_PATH, TYTO_LOG_LEVEL, and XDG_CONFIG_HOME/HOME for the
+   * config search (which then tries ./tyto.conf and SYSCONFDIR only). */
   TYTO_CONTEXT_IGNORE_ENV = 1u << 0,
   /* Do not search the installed plugin directory. */
   TYTO_CONTEXT_NO_INSTALLED_PLUGINS = 1u << 1
@@ -45,6 +47,10 @@ enum {
 /* How to build a context. Initialise with tyto_context_options_init(); every
  * field then holds "decide as documented" and may be overridden. */
 typedef struct tyto_context_options {
+  /* sizeof(tyto_context_options) as the caller compiled it; set by
+   * tyto_context_options_init(). Fields past it are taken as defaults, so
+   * a program built against an older tyto keeps working with a newer one. */
+  size_t struct_size;
   /* Config file to read. NULL: $TYTO_CONFIG, ./tyto.conf,
    * $XDG_CONFIG_HOME/tyto/tyto.conf, then SYSCONFDIR/tyto/tyto.conf, the
    * first that exists. "": read no config file. */
@@ -67,11 +73,13 @@ typedef struct tyto_context_options {
 
 TYTO_API void tyto_context_options_init(tyto_context_options *opts);
 
-/* Creates a context. opts may be NULL for the defaults. On success *out is a
- * context to free with tyto_context_free(). On failure *out is NULL, the
- * status says what kind of failure, and tyto_errmsg() tells the whole story
- * (every config error as file:line: message; every device that could not be
- * opened with the reason). */
+/* Creates a context. opts may be NULL for the defaults. Contexts are
+ * independent; one context and its devices and buffers may be used from
+ * several threads, but calls that take the same buffer must not overlap. On
+ * success *out is a context to free with tyto_context_free(). On failure *out
+ * is NULL, the status says what kind of failure, and tyto_errmsg() tells the
+ * whole story (every config error as file:line: message; every device that
+ * could not be opened with the reason). */
 TYTO_API tyto_status tyto_context_new(const tyto_context_options *opts,
                                       tyto_context **out);
 

@@ -26,8 +26,10 @@ typedef struct tyto_buffer tyto_buffer;
 /* The device's description. Owned by the context. */
 TYTO_API const tyto_device_info *tyto_device_get_info(const tyto_device *dev);
 
-/* Allocates `size` bytes on dev. Free with tyto_buffer_free() before the
- * context. Fails with TYTO_ERR_OUT_OF_MEMORY when the device is full. */
+/* Allocates `size` bytes on dev. Free with tyto_buffer_free(); buffers
+ * still alive when their context is freed are released then (with a
+ * warning), and only tyto_buffer_free() may be called on them afterwards. Fails
+ * with TYTO_ERR_OUT_OF_MEMORY when the device is full. */
 TYTO_API tyto_status tyto_buffer_new(tyto_device *dev, size_t size,
                                      tyto_buffer **out);
 /* NULL ok. */
@@ -41,7 +43,8 @@ TYTO_API tyto_status tyto_buffer_write(tyto_buffer *dst, size_t offset,
 TYTO_API tyto_status tyto_buffer_read(tyto_buffer *src, size_t offset,
                                       void *dst, size_t size);
 
-/* Buffer → buffer on any two devices: on one device a device copy, between
+/* Buffer → buffer on any two devices (two ranges of one buffer must not
+ * overlap): on one device a device copy, between
  * devices of one plugin a peer copy where the plugin offers it, otherwise
  * staged through host memory. */
 TYTO_API tyto_status tyto_buffer_copy(tyto_buffer *dst, size_t dst_offset,

@@ -19,6 +19,7 @@
 #include <ini.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "devspec.h"
 #include "log.h"
@@ -29,6 +30,8 @@ typedef struct parse_state {
   const char *name;
   int line;
   int section_line; /* of the last [section] header */
+  int bad_section;  /* the last section header was malformed */
+  int oom;
   int devices_line, plugin_path_line, log_level_line;
 } parse_state;
 
@@ -57,6 +60,7 @@ static int line_ok(parse_state *ps, const char *s) {
     const char *close = strchr(s, ']');
     if (!close) {
       record(&ps->cfg->errors, ps, "section header is missing ']': '%s'", s);
+      ps->bad_section = 1;
       return 0;
     }
     const char *p = s + 1;
@@ -64,9 +68,11 @@ static int line_ok(parse_state *ps, const char *s) {
       p++;
     if (p == close) {
       record(&ps->cfg->errors, ps, "empty section name");
+      ps->bad_section = 1;
       return 0;
     }
     ps->section_line = ps->line;
+    ps->bad_section = 0;
     return 1;
   }
   const char *eq = strpbrk(s, "=:");
@@ -89,12 +95,16 @@ static char *reader(char *str, int num, void *stream) {
   ssize_t len = getline(&line, &cap, ps->f);
   if (len < 0) {
     free(line);
+    if (ferror(ps->f))
+      record(&ps->cfg->errors, ps, "read error: %s", strerror(errno));
     return NULL;
   }
   ps->line++;
   while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
     line[--len] = '\0';
   const char *s = line;
+  if (ps->line == 1 && strncmp(s, "\xEF\xBB\xBF", 3) == 0)
+    s += 3; /* a UTF-8 byte-order mark */
   while (isspace((unsigned char)*s))
     s++;
   if (strlen(s) + 2 > (size_t)num) {
@@ -102,6 +112,10 @@ static char *reader(char *str, int num, void *stream) {
            num - 2);
     s = "";
   } else if (!line_ok(ps, s)) {
+    s = "";
+  } else if (ps->bad_section && *s != '[' && !is_blank_or_comment(s)) {
+    /* Keys under a malformed header belong to no known section: the header
+     * was reported; do not report each key as a misplaced global one. */
     s = "";
   }
   snprintf(str, (size_t)num, "%s\n", s);
@@ -165,8 +179,10 @@ static int plugin_key(parse_state *ps, const char *section, const char *key,
   if (cfg->n_entries == cfg->cap_entries) {
     size_t cap = cfg->cap_entries ? 2 * cfg->cap_entries : 8;
     conf_entry *ne = realloc(cfg->entries, cap * sizeof *ne);
-    if (!ne)
-      return 0;
+    if (!ne) {
+      ps->oom = 1;
+      return 1;
+    }
     cfg->entries = ne;
     cfg->cap_entries = cap;
   }
@@ -178,7 +194,8 @@ static int plugin_key(parse_state *ps, const char *section, const char *key,
   e->section_line = ps->section_line;
   if (!e->section || !e->key || !e->value) {
     free(e->section), free(e->key), free(e->value);
-    return 0;
+    ps->oom = 1;
+    return 1;
   }
   cfg->n_entries++;
   return 1;
@@ -197,10 +214,14 @@ static int handler(void *user, const char *section, const char *key,
 }
 
 int conf_parse_stream(conf *cfg, FILE *f, const char *name) {
-  parse_state ps = {cfg, f, name, 0, 0, 0, 0, 0};
+  parse_state ps;
+  memset(&ps, 0, sizeof ps);
+  ps.cfg = cfg;
+  ps.f = f;
+  ps.name = name;
   size_t errors_before = cfg->errors.n;
   int rc = ini_parse_stream(reader, &ps, handler, &ps);
-  if (rc == -2)
+  if (rc == -2 || ps.oom)
     strlist_pushf(&cfg->errors, "%s: out of memory while parsing", name);
   else if (rc > 0 && cfg->errors.n == errors_before)
     /* Only reached if inih rejects a line our reader accepted. */
@@ -212,6 +233,12 @@ int conf_parse_file(conf *cfg, const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) {
     strlist_pushf(&cfg->errors, "%s: cannot open: %s", path, strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && !S_ISREG(st.st_mode)) {
+    fclose(f);
+    strlist_pushf(&cfg->errors, "%s: not a regular file", path);
     return -1;
   }
   free(cfg->path);

@@ -26,6 +26,7 @@ void tyto_context_options_init(tyto_context_options *opts) {
   if (!opts)
     return;
   memset(opts, 0, sizeof *opts);
+  opts->struct_size = sizeof *opts;
   opts->log_level = -1;
 }
 
@@ -65,7 +66,7 @@ static int find_config(const tyto_context_options *o, char **path) {
     return 0;
   }
   char *candidates[3] = {rt_strdup("tyto.conf"), NULL, NULL};
-  const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+  const char *xdg = env(o, "XDG_CONFIG_HOME"), *home = env(o, "HOME");
   if (xdg && *xdg)
     candidates[1] = rt_asprintf("%s/tyto/tyto.conf", xdg);
   else if (home && *home)
@@ -87,6 +88,8 @@ static tyto_status read_config(tyto_context *ctx,
     return TYTO_ERR_CONFIG;
   if (!path)
     return TYTO_OK;
+  rt_log(&ctx->log, TYTO_LOG_INFO, "tyto", "reading configuration from %s",
+         path);
   int rc = conf_parse_file(&ctx->cfg, path);
   free(path);
   if (rc == 0)
@@ -117,9 +120,11 @@ static tyto_status check_plugin_sections(tyto_context *ctx) {
     }
     int known = 0;
     strlist keys = {0};
-    for (uint32_t k = 0; p->info->options && k < p->info->n_options; k++) {
-      known |= strcmp(p->info->options[k].key, e->key) == 0;
-      strlist_push(&keys, p->info->options[k].key);
+    for (uint32_t k = 0; k < p->n_options; k++) {
+      const tyto_plugin_option_doc *opt =
+          TYTO_PLUGIN_AT(tyto_plugin_option_doc, p->info->options, k);
+      known |= strcmp(opt->key, e->key) == 0;
+      strlist_push(&keys, opt->key);
     }
     if (!known) {
       char *accepted = strlist_join(&keys, ", ");
@@ -307,6 +312,7 @@ static tyto_status select_devices(tyto_context *ctx,
     tyto_device *d = ctx->selected[i];
     if (device_open(d) != TYTO_OK) {
       const char *msg = tyto_errmsg();
+      d->info.reason = device_keep(d, msg, "cannot be opened");
       if (!text) {
         /* Default selection: report and go on without it. */
         rt_log(&ctx->log, TYTO_LOG_WARN, "tyto", "%s; not selected", msg);
@@ -357,12 +363,33 @@ static tyto_status select_devices(tyto_context *ctx,
 /* ---------------------------------------------------------------------- */
 /* Construction                                                            */
 
+/* The config's plugin_path, relative entries taken from the config file's
+ * own directory (not from wherever the program happens to run). */
+static int push_config_dirs(tyto_context *ctx) {
+  strlist raw = {0};
+  int rc = strlist_push_split_unique(&raw, ctx->cfg.plugin_path, ':');
+  const char *cfg = ctx->cfg.path;
+  const char *slash = cfg ? strrchr(cfg, '/') : NULL;
+  for (size_t i = 0; rc == 0 && i < raw.n; i++) {
+    const char *d = raw.items[i];
+    char *abs = d[0] == '/' ? rt_strdup(d)
+                : slash     ? rt_asprintf("%.*s/%s", (int)(slash - cfg), cfg, d)
+                            : rt_strdup(d);
+    if (!abs || (!strlist_contains(&ctx->dirs, abs) &&
+                 strlist_push(&ctx->dirs, abs) != 0))
+      rc = -1;
+    free(abs);
+  }
+  strlist_free(&raw);
+  return rc;
+}
+
 static tyto_status build_search_path(tyto_context *ctx,
                                      const tyto_context_options *o) {
   int rc = 0;
   rc |= strlist_push_split_unique(&ctx->dirs, o->plugin_path, ':');
   rc |= strlist_push_split_unique(&ctx->dirs, env(o, "TYTO_PLUGIN_PATH"), ':');
-  rc |= strlist_push_split_unique(&ctx->dirs, ctx->cfg.plugin_path, ':');
+  rc |= push_config_dirs(ctx);
   if (!(o->flags & TYTO_CONTEXT_NO_INSTALLED_PLUGINS))
     rc |= strlist_push_split_unique(&ctx->dirs, TYTO_PLUGIN_DIR, ':');
   return rc ? rt_fail(TYTO_ERR_OUT_OF_MEMORY, "out of memory") : TYTO_OK;
@@ -373,7 +400,7 @@ static tyto_status set_log_level(tyto_context *ctx,
   ctx->log.level = TYTO_LOG_WARN;
   if (ctx->cfg.log_level >= 0)
     ctx->log.level = (tyto_log_level)ctx->cfg.log_level;
-  const char *e = env(o, "TYTO_LOG_LEVEL");
+  const char *e = o->log_level >= 0 ? NULL : env(o, "TYTO_LOG_LEVEL");
   if (e) {
     int lv = rt_log_level_parse(e);
     if (lv < 0)
@@ -395,9 +422,22 @@ static tyto_status context_create(const tyto_context_options *opts,
   if (!out)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "tyto_context_new: out is NULL");
   *out = NULL;
-  tyto_context_options defaults;
-  tyto_context_options_init(&defaults);
-  const tyto_context_options *o = opts ? opts : &defaults;
+  /* Take what the caller's (possibly older, smaller) struct holds; the
+   * rest keeps its default. */
+  tyto_context_options merged;
+  tyto_context_options_init(&merged);
+  if (opts) {
+    if (opts->struct_size < sizeof(size_t))
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "tyto_context_options.struct_size is %zu; initialise "
+                     "the options with tyto_context_options_init()",
+                     opts->struct_size);
+    size_t n =
+        opts->struct_size < sizeof merged ? opts->struct_size : sizeof merged;
+    memcpy(&merged, opts, n);
+    merged.struct_size = sizeof merged;
+  }
+  const tyto_context_options *o = &merged;
 
   tyto_context *ctx = calloc(1, sizeof *ctx);
   if (!ctx)

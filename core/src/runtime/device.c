@@ -28,6 +28,7 @@ tyto_device *device_new(tyto_context *ctx, plugin_rec *p) {
   ctx->devices[ctx->n_devices++] = dev;
   dev->ctx = ctx;
   dev->plugin = p;
+  pthread_mutex_init(&dev->mu, NULL);
   dev->info.plugin = p->pub.name;
   dev->info.name = dev->info.vendor = dev->info.driver_version = "";
   dev->info.pci_bus_id = "";
@@ -37,10 +38,19 @@ tyto_device *device_new(tyto_context *ctx, plugin_rec *p) {
   return dev;
 }
 
+const char *device_keep(tyto_device *dev, const char *s, const char *fallback) {
+  if (strlist_push(&dev->owned, s) != 0)
+    return fallback;
+  char *kept = dev->owned.items[dev->owned.n - 1];
+  rt_sanitize_utf8(kept);
+  return kept;
+}
+
 void device_free(tyto_device *dev) {
   if (!dev)
     return;
   device_close(dev);
+  pthread_mutex_destroy(&dev->mu);
   strlist_free(&dev->owned);
   free(dev);
 }
@@ -65,6 +75,21 @@ void device_close(tyto_device *dev) {
   if (!dev->handle)
     return;
   const tyto_plugin_device_fns *f = &dev->plugin->dfns;
+  /* The plugin may assume every buffer is gone before its device closes:
+   * release what the program left, and keep the structs so that a late
+   * tyto_buffer_free() stays harmless. */
+  for (tyto_buffer *b = dev->buffers, *next; b; b = next) {
+    next = b->next;
+    rt_log(&dev->ctx->log, TYTO_LOG_WARN, "tyto",
+           "a buffer of %zu bytes on %s was still allocated when its context "
+           "was freed; its memory is released now",
+           b->size, dev->info.id);
+    f->buffer_free(dev->handle, b->handle);
+    b->handle = NULL;
+    b->dev = NULL;
+    b->prev = b->next = NULL;
+  }
+  dev->buffers = NULL;
   if (dev->copy_stream)
     f->stream_destroy(dev->handle, dev->copy_stream);
   dev->copy_stream = NULL;
@@ -103,8 +128,21 @@ tyto_status tyto_buffer_new(tyto_device *dev, size_t size, tyto_buffer **out) {
     return rt_fail_plugin(err, "device %s: cannot allocate %zu bytes",
                           dev->info.id, size);
   }
+  if (!b->handle) {
+    free(b);
+    return rt_fail(TYTO_ERR_PLUGIN,
+                   "device %s: plugin %s allocated %zu bytes but returned no "
+                   "buffer",
+                   dev->info.id, dev->plugin->pub.name, size);
+  }
   b->dev = dev;
   b->size = size;
+  pthread_mutex_lock(&dev->mu);
+  b->next = dev->buffers;
+  if (dev->buffers)
+    dev->buffers->prev = b;
+  dev->buffers = b;
+  pthread_mutex_unlock(&dev->mu);
   *out = b;
   return TYTO_OK;
 }
@@ -112,7 +150,18 @@ tyto_status tyto_buffer_new(tyto_device *dev, size_t size, tyto_buffer **out) {
 void tyto_buffer_free(tyto_buffer *buf) {
   if (!buf)
     return;
-  buf->dev->plugin->dfns.buffer_free(buf->dev->handle, buf->handle);
+  tyto_device *dev = buf->dev;
+  if (dev) {
+    pthread_mutex_lock(&dev->mu);
+    if (buf->prev)
+      buf->prev->next = buf->next;
+    else
+      dev->buffers = buf->next;
+    if (buf->next)
+      buf->next->prev = buf->prev;
+    pthread_mutex_unlock(&dev->mu);
+    dev->plugin->dfns.buffer_free(dev->handle, buf->handle);
+  }
   free(buf);
 }
 
@@ -128,6 +177,9 @@ static tyto_status check_range(const char *fn, const tyto_buffer *b,
                                size_t offset, size_t size) {
   if (!b)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: buffer is NULL", fn);
+  if (!b->dev)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: the buffer's context was freed", fn);
   if (offset > b->size || size > b->size - offset)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "%s: range [%zu, %zu + %zu) lies outside the buffer of %zu "
@@ -175,19 +227,26 @@ static tyto_status try_peer(tyto_buffer *dst, size_t doff, tyto_buffer *src,
   if (dd->plugin != sd->plugin || !f->copy_peer ||
       !(dd->info.flags & TYTO_DEVICE_PEER_COPY))
     return TYTO_OK;
-  tyto_plugin_error *err;
+  tyto_plugin_error *err = NULL;
+  /* One copy stream per device, used by one caller at a time: the ABI
+   * never lets two threads use a stream at once. */
+  pthread_mutex_lock(&dd->mu);
   if (!dd->copy_stream &&
-      (err = f->stream_create(dd->handle, &dd->copy_stream)) != NULL)
+      (err = f->stream_create(dd->handle, &dd->copy_stream)) != NULL) {
+    pthread_mutex_unlock(&dd->mu);
     return rt_fail_plugin(err, "device %s: cannot create a copy stream",
                           dd->info.id);
+  }
   err = f->copy_peer(dd->handle, dd->copy_stream, dst->handle, doff, sd->handle,
                      src->handle, soff, size);
   if (err && err->code == TYTO_PLUGIN_ERR_UNSUPPORTED) {
+    pthread_mutex_unlock(&dd->mu);
     rt_error_free(err);
     return TYTO_OK;
   }
   if (!err)
     err = f->stream_synchronize(dd->handle, dd->copy_stream);
+  pthread_mutex_unlock(&dd->mu);
   if (err)
     return rt_fail_plugin(err, "peer copy %s -> %s failed", sd->info.id,
                           dd->info.id);
@@ -221,6 +280,12 @@ tyto_status tyto_buffer_copy(tyto_buffer *dst, size_t dst_offset,
     st = check_range("tyto_buffer_copy (source)", src, src_offset, size);
   if (st != TYTO_OK || size == 0)
     return st;
+  if (dst == src && dst_offset < src_offset + size &&
+      src_offset < dst_offset + size)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "tyto_buffer_copy: source [%zu, +%zu) and destination "
+                   "[%zu, +%zu) overlap in one buffer",
+                   src_offset, size, dst_offset, size);
   if (dst->dev == src->dev) {
     tyto_device *d = dst->dev;
     tyto_plugin_error *err =

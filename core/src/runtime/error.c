@@ -49,11 +49,16 @@ const char *rt_error_message(const tyto_plugin_error *err) {
   return err ? err->message : "";
 }
 
+tyto_plugin_code rt_error_code(const tyto_plugin_error *err) {
+  return err ? err->code : TYTO_PLUGIN_OK;
+}
+
 tyto_status rt_status_of(const tyto_plugin_error *err) {
   if (!err)
     return TYTO_OK;
   switch (err->code) {
-  case TYTO_PLUGIN_OK: return TYTO_OK;
+  case TYTO_PLUGIN_OK: /* an error value always means failure */
+    return TYTO_ERR_PLUGIN;
   case TYTO_PLUGIN_ERR_INVALID_ARGUMENT: return TYTO_ERR_INVALID_ARGUMENT;
   case TYTO_PLUGIN_ERR_OUT_OF_MEMORY: return TYTO_ERR_OUT_OF_MEMORY;
   case TYTO_PLUGIN_ERR_UNSUPPORTED: return TYTO_ERR_UNSUPPORTED;

@@ -18,6 +18,7 @@ tyto_plugin_error *rt_error_new(tyto_plugin_code code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void rt_error_free(tyto_plugin_error *err);
 const char *rt_error_message(const tyto_plugin_error *err);
+tyto_plugin_code rt_error_code(const tyto_plugin_error *err);
 tyto_status rt_status_of(const tyto_plugin_error *err);
 
 /* Sets the calling thread's message and returns `status`. */

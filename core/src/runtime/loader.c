@@ -51,17 +51,24 @@ static void host_init(plugin_rec *p) {
   p->host.option = host_option;
   p->host.error_new = rt_error_new;
   p->host.error_free = rt_error_free;
+  p->host.error_message = rt_error_message;
+  p->host.error_code = rt_error_code;
 }
 
 /* ---------------------------------------------------------------------- */
 /* Records                                                                 */
 
+/* Keeps a copy of a string for as long as the record lives. Text from a
+ * plugin may be anything: invalid UTF-8 and control characters become '?',
+ * so that what tools print (and put in JSON) stays well formed. */
 static const char *own(plugin_rec *p, const char *s) {
   if (!s)
     return "";
   if (strlist_push(&p->owned, s) != 0)
     return "";
-  return p->owned.items[p->owned.n - 1];
+  char *kept = p->owned.items[p->owned.n - 1];
+  rt_sanitize_utf8(kept);
+  return kept;
 }
 
 static const char *ownf(plugin_rec *p, const char *fmt, ...)
@@ -104,7 +111,10 @@ static void give_up(plugin_rec *p, tyto_found_status status,
     p->fns.shutdown(p->state);
   if (p->handle)
     lt_dlclose(p->handle);
+  if (p->pin)
+    dlclose(p->pin);
   p->handle = NULL;
+  p->pin = NULL;
   p->info = NULL;
   p->state = NULL;
   rt_log(&p->ctx->log, TYTO_LOG_INFO, "tyto", "plugin %s (%s): %s", p->pub.name,
@@ -118,30 +128,69 @@ static void copy_table(void *dst, size_t dst_size, const void *src) {
   if (!src)
     return;
   size_t n = *(const size_t *)src;
-  memcpy(dst, src, n < dst_size ? n : dst_size);
+  if (n > dst_size)
+    n = dst_size;
+  /* Tables are a size_t then function pointers: a struct_size that ends
+   * inside a pointer must not leave half a pointer behind. */
+  const size_t fp = sizeof(void (*)(void)), head = sizeof(size_t);
+  n = n < head ? 0 : head + (n - head) / fp * fp;
+  memcpy(dst, src, n);
   *(size_t *)dst = dst_size;
 }
 
 /* Names the first required function the plugin lacks, or NULL. */
 static const char *missing_required(const plugin_rec *p) {
-#define REQ(fn)                                                                \
-  if (!p->fns.fn)                                                              \
-    return "fns." #fn;
-#define REQD(fn)                                                               \
-  if (!p->dfns.fn)                                                             \
-    return "device_fns." #fn;
-  REQ(probe)
-  REQ(device_query) REQ(device_open) REQ(shutdown) REQD(device_close)
-      REQD(buffer_alloc) REQD(buffer_free) REQD(stream_create)
-          REQD(stream_destroy) REQD(stream_synchronize) REQD(event_create)
-              REQD(event_destroy) REQD(event_record) REQD(event_wait)
-                  REQD(event_synchronize) REQD(event_query) REQD(copy_h2d)
-                      REQD(copy_d2h) REQD(copy_d2d)
+#define REQ(table, name, fn)                                                   \
+  if (!p->table.fn)                                                            \
+    return name "." #fn;
+  /* clang-format off */
+  REQ(fns, "fns", probe)
+  REQ(fns, "fns", device_query)
+  REQ(fns, "fns", device_open)
+  REQ(fns, "fns", shutdown)
+  REQ(dfns, "device_fns", device_close)
+  REQ(dfns, "device_fns", buffer_alloc)
+  REQ(dfns, "device_fns", buffer_free)
+  REQ(dfns, "device_fns", stream_create)
+  REQ(dfns, "device_fns", stream_destroy)
+  REQ(dfns, "device_fns", stream_synchronize)
+  REQ(dfns, "device_fns", event_create)
+  REQ(dfns, "device_fns", event_destroy)
+  REQ(dfns, "device_fns", event_record)
+  REQ(dfns, "device_fns", event_wait)
+  REQ(dfns, "device_fns", event_synchronize)
+  REQ(dfns, "device_fns", event_query)
+  REQ(dfns, "device_fns", copy_h2d)
+  REQ(dfns, "device_fns", copy_d2h)
+  REQ(dfns, "device_fns", copy_d2d)
+  /* clang-format on */
 #undef REQ
-#undef REQD
-                          if (p->dfns.prepare &&
-                              !p->dfns.launch) return "device_fns.launch "
-                                                      "(required with prepare)";
+  if (p->dfns.prepare && !p->dfns.launch)
+    return "device_fns.launch (required with prepare)";
+  return NULL;
+}
+
+/* The option table must be readable: every key [a-z0-9_]+. Returns a
+ * reason to refuse the plugin, or NULL. */
+static const char *bad_options(plugin_rec *p, const tyto_plugin_info *info) {
+  if (!TYTO_PLUGIN_HAS_FIELD(info, tyto_plugin_info, n_options) ||
+      info->n_options == 0)
+    return NULL;
+  if (!info->options)
+    return ownf(p, "declares %u options but no option table", info->n_options);
+  if (info->n_options > 1024)
+    return ownf(p, "declares %u options (at most 1024)", info->n_options);
+  if (info->options[0].struct_size <
+      offsetof(tyto_plugin_option_doc, description) + sizeof(const char *))
+    return own(p, "option table entries are smaller than struct_size allows");
+  for (uint32_t k = 0; k < info->n_options; k++) {
+    const tyto_plugin_option_doc *o =
+        TYTO_PLUGIN_AT(tyto_plugin_option_doc, info->options, k);
+    if (!o->key || !*o->key ||
+        strspn(o->key, "abcdefghijklmnopqrstuvwxyz"
+                       "0123456789_") != strlen(o->key))
+      return ownf(p, "option %u has an invalid key (expected [a-z0-9_]+)", k);
+  }
   return NULL;
 }
 
@@ -164,10 +213,12 @@ static int offer_pci_index(const tyto_context *ctx, int32_t hw_index) {
 static tyto_device *sink_device(probe_sink *sink, int32_t hw_index) {
   plugin_rec *p = sink->p;
   tyto_context *ctx = p->ctx;
-  if (hw_index >= 0 && (size_t)hw_index >= ctx->topo.n_offer) {
+  if (hw_index < -1 ||
+      (hw_index >= 0 && (size_t)hw_index >= ctx->topo.n_offer)) {
     rt_log(&ctx->log, TYTO_LOG_WARN, "tyto",
-           "plugin %s named hardware #%d, but only %zu were offered; ignored",
-           p->pub.name, (int)hw_index, ctx->topo.n_offer);
+           "plugin %s named hardware #%d, but only #0 to #%zu were offered; "
+           "taken as none",
+           p->pub.name, (int)hw_index, ctx->topo.n_offer - 1);
     hw_index = -1;
   }
   tyto_device *dev = device_new(ctx, p);
@@ -183,11 +234,20 @@ static tyto_device *sink_device(probe_sink *sink, int32_t hw_index) {
   return dev;
 }
 
+/* Device numbers must be writable in a selection ("cuda:N", 9 digits). */
+#define MAX_ORDINAL 999999999u
+
 static void sink_claim(void *sctx, int32_t hw_index, uint32_t ordinal,
                        const char *name) {
   probe_sink *sink = sctx;
   plugin_rec *p = sink->p;
   tyto_context *ctx = p->ctx;
+  if (ordinal > MAX_ORDINAL) {
+    rt_log(&ctx->log, TYTO_LOG_WARN, "tyto",
+           "plugin %s claimed device number %u, above %u; ignored", p->pub.name,
+           ordinal, MAX_ORDINAL);
+    return;
+  }
   for (size_t i = 0; i < ctx->n_devices; i++) {
     tyto_device *d = ctx->devices[i];
     if (d->plugin == p && d->info.claimed && d->info.ordinal == ordinal) {
@@ -204,11 +264,10 @@ static void sink_claim(void *sctx, int32_t hw_index, uint32_t ordinal,
   dev->info.claimed = 1;
   dev->info.ordinal = ordinal;
   char *id = rt_asprintf("%s:%u", p->pub.name, ordinal);
-  if (id && strlist_push(&dev->owned, id) == 0)
-    dev->info.id = dev->owned.items[dev->owned.n - 1];
+  dev->info.id = device_keep(dev, id ? id : "?", "?");
   free(id);
-  if (name && strlist_push(&dev->owned, name) == 0)
-    dev->info.name = dev->owned.items[dev->owned.n - 1];
+  if (name)
+    dev->info.name = device_keep(dev, name, "");
   p->pub.n_devices++;
 }
 
@@ -222,10 +281,10 @@ static void sink_refuse(void *sctx, int32_t hw_index, const char *name,
   dev->info.claimed = 0;
   if (!name && hw_index >= 0 && (size_t)hw_index < ctx->topo.n_offer)
     name = ctx->topo.offer[hw_index].name;
-  if (name && strlist_push(&dev->owned, name) == 0)
-    dev->info.name = dev->owned.items[dev->owned.n - 1];
-  if (strlist_push(&dev->owned, reason ? reason : "no reason given") == 0)
-    dev->info.reason = dev->owned.items[dev->owned.n - 1];
+  if (name)
+    dev->info.name = device_keep(dev, name, "");
+  dev->info.reason = device_keep(
+      dev, reason && *reason ? reason : "no reason given", "no reason given");
 }
 
 /* Fills a claimed device's capabilities from device_query(). */
@@ -239,18 +298,17 @@ static void query_device(plugin_rec *p, tyto_device *dev) {
   if (err) {
     char *r = rt_asprintf("cannot query the device: %s", rt_error_message(err));
     rt_error_free(err);
-    if (r && strlist_push(&dev->owned, r) == 0)
-      dev->info.reason = dev->owned.items[dev->owned.n - 1];
+    dev->info.reason = device_keep(dev, r ? r : "cannot query the device",
+                                   "cannot query the device");
     free(r);
     return;
   }
-#define KEEP(field, value)                                                     \
-  if ((value) && strlist_push(&dev->owned, (value)) == 0)                      \
-    dev->info.field = dev->owned.items[dev->owned.n - 1];
-  if (!dev->info.name[0])
-    KEEP(name, qi.name)
-  KEEP(vendor, qi.vendor)
-  KEEP(driver_version, qi.driver_version)
+  if (!dev->info.name[0] && qi.name)
+    dev->info.name = device_keep(dev, qi.name, "");
+  if (qi.vendor)
+    dev->info.vendor = device_keep(dev, qi.vendor, "");
+  if (qi.driver_version)
+    dev->info.driver_version = device_keep(dev, qi.driver_version, "");
   if (dev->info.pci_index < 0 && qi.pci_bus_id && qi.pci_bus_id[0]) {
     /* The plugin knows the bus id even if it did not tie the device to an
      * offered entry: tie it here, so one card is one card in tyto-info. */
@@ -259,10 +317,9 @@ static void query_device(plugin_rec *p, tyto_device *dev) {
       dev->info.pci_index = idx;
       dev->info.pci_bus_id = p->ctx->topo.pci[idx].bus_id;
     } else {
-      KEEP(pci_bus_id, qi.pci_bus_id)
+      dev->info.pci_bus_id = device_keep(dev, qi.pci_bus_id, "");
     }
   }
-#undef KEEP
   dev->info.dtypes = qi.dtypes;
   dev->info.flags = qi.flags;
   dev->info.memory_bytes = qi.memory_bytes;
@@ -286,6 +343,13 @@ static void probe(plugin_rec *p) {
     rt_error_free(err);
     rt_log(&ctx->log, TYTO_LOG_INFO, "tyto", "plugin %s: %s", p->pub.name,
            p->pub.reason);
+    /* A failed probe leaves the plugin with no devices, whatever it
+     * claimed before failing. */
+    for (size_t i = first; i < ctx->n_devices; i++)
+      if (ctx->devices[i]->info.claimed && !ctx->devices[i]->info.reason)
+        ctx->devices[i]->info.reason = p->pub.reason;
+    p->pub.n_devices = 0;
+    return;
   }
   if (sink.oom)
     rt_log(&ctx->log, TYTO_LOG_ERROR, "tyto",
@@ -297,6 +361,33 @@ static void probe(plugin_rec *p) {
 
 /* ---------------------------------------------------------------------- */
 /* Loading one plugin                                                      */
+
+/* The shared object behind a plugin file: the file itself for a .so; for a
+ * libtool archive, its dlname, under .libs/ when it is not installed (what
+ * libltdl itself would open). A new string, or NULL. */
+static char *shared_object_of(const char *path) {
+  size_t len = strlen(path);
+  if (len < 3 || strcmp(path + len - 3, ".la") != 0)
+    return rt_strdup(path);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return NULL;
+  char line[1024], dlname[512] = "";
+  int installed = 1;
+  while (fgets(line, sizeof line, f)) {
+    if (sscanf(line, "dlname='%511[^']'", dlname) == 1)
+      continue;
+    if (strncmp(line, "installed=no", 12) == 0)
+      installed = 0;
+  }
+  fclose(f);
+  if (!dlname[0])
+    return NULL;
+  const char *slash = strrchr(path, '/');
+  int dir_len = slash ? (int)(slash - path) : 1;
+  return rt_asprintf("%.*s/%s%s", dir_len, slash ? path : ".",
+                     installed ? "" : ".libs/", dlname);
+}
 
 static void load_one(tyto_context *ctx, const char *name, const char *path) {
   plugin_rec *p = record_new(ctx, name, path);
@@ -312,6 +403,23 @@ static void load_one(tyto_context *ctx, const char *name, const char *path) {
     return;
   }
 
+  /* Bind every symbol now, through the dynamic linker itself: libltdl
+   * opens lazily, so a plugin missing a symbol of its driver library would
+   * otherwise be loaded and then end the process with "symbol lookup error"
+   * at its first call; and libltdl reports any failure as "file not
+   * found", where dlerror() names the missing library or symbol. libltdl
+   * then finds the object already loaded. */
+  char *so = shared_object_of(path);
+  p->pin = so ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
+  if (!p->pin) {
+    const char *why = so ? dlerror() : "cannot find the shared object it names";
+    p->pub.reason =
+        ownf(p, "cannot be loaded: %s", why ? why : "unknown error");
+    free(so);
+    give_up(p, TYTO_FOUND_FAILED, 0);
+    return;
+  }
+  free(so);
   lt_dladvise advise;
   lt_dladvise_init(&advise);
   lt_dladvise_local(&advise);
@@ -319,17 +427,6 @@ static void load_one(tyto_context *ctx, const char *name, const char *path) {
   lt_dladvise_destroy(&advise);
   if (!p->handle) {
     const char *why = lt_dlerror();
-    /* libltdl reports "file not found" for every failure of a shared
-     * object it did find; ask the dynamic linker itself for the reason
-     * (a missing dependency, a bad ELF header, an unresolved symbol). */
-    const char *ext = strrchr(path, '.');
-    if (ext && strcmp(ext, ".so") == 0) {
-      void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-      if (!h)
-        why = dlerror();
-      else
-        dlclose(h);
-    }
     p->pub.reason =
         ownf(p, "cannot be loaded: %s", why ? why : "unknown error");
     give_up(p, TYTO_FOUND_FAILED, 0);
@@ -363,7 +460,9 @@ static void load_one(tyto_context *ctx, const char *name, const char *path) {
   }
   if (!info || info->struct_size < offsetof(tyto_plugin_info, abi_minor) +
                                        sizeof info->abi_minor) {
-    p->pub.reason = own(p, "init succeeded but returned no plugin info");
+    p->pub.reason = own(p, info ? "init returned plugin info whose "
+                                  "struct_size is too small to hold a version"
+                                : "init succeeded but returned no plugin info");
     give_up(p, TYTO_FOUND_FAILED, 0);
     return;
   }
@@ -405,6 +504,14 @@ static void load_one(tyto_context *ctx, const char *name, const char *path) {
     give_up(p, TYTO_FOUND_REFUSED, p->fns.shutdown != NULL);
     return;
   }
+  const char *bad = bad_options(p, info);
+  if (bad) {
+    p->pub.reason = bad;
+    give_up(p, TYTO_FOUND_REFUSED, p->fns.shutdown != NULL);
+    return;
+  }
+  if (TYTO_PLUGIN_HAS_FIELD(info, tyto_plugin_info, n_options))
+    p->n_options = info->n_options;
   const char *missing = missing_required(p);
   if (missing) {
     p->pub.reason = ownf(p, "required function %s is missing (NULL)", missing);
@@ -507,6 +614,8 @@ void loader_unload_all(tyto_context *ctx) {
       p->fns.shutdown(p->state);
     if (p->handle)
       lt_dlclose(p->handle);
+    if (p->pin)
+      dlclose(p->pin);
     strlist_free(&p->owned);
     free(p);
   }

@@ -6,6 +6,7 @@
 #define TYTO_RUNTIME_RUNTIME_H
 
 #include <ltdl.h>
+#include <pthread.h>
 #include <stddef.h>
 
 #include <tyto/context.h>
@@ -21,7 +22,9 @@ typedef struct plugin_rec {
   tyto_found_plugin pub;
   struct tyto_context *ctx;
   lt_dlhandle handle;
+  void *pin; /* our own RTLD_NOW handle on the same object */
   const tyto_plugin_info *info;
+  uint32_t n_options; /* validated entries of info->options */
   tyto_plugin_state *state;
   /* The plugin's tables copied into structs of the host's size, zero past
    * the plugin's struct_size: a field the plugin lacks reads as NULL. */
@@ -36,14 +39,17 @@ struct tyto_device {
   struct tyto_context *ctx;
   plugin_rec *plugin;
   tyto_plugin_device *handle;      /* NULL until opened */
-  tyto_plugin_stream *copy_stream; /* for staged and peer copies */
+  pthread_mutex_t mu;              /* guards copy_stream and buffers */
+  tyto_plugin_stream *copy_stream; /* for peer copies */
+  struct tyto_buffer *buffers;     /* live buffers, released at close */
   strlist owned;
 };
 
 struct tyto_buffer {
-  tyto_device *dev;
+  tyto_device *dev; /* NULL once the context was freed under it */
   tyto_plugin_buffer *handle;
   size_t size;
+  struct tyto_buffer *prev, *next;
 };
 
 struct tyto_context {
@@ -74,6 +80,9 @@ plugin_rec *loader_find_any(const struct tyto_context *ctx, const char *name);
 
 /* device.c */
 tyto_device *device_new(struct tyto_context *ctx, plugin_rec *p);
+/* Keeps a sanitised copy of `s` with the device; returns it, or `fallback`
+ * when out of memory. */
+const char *device_keep(tyto_device *dev, const char *s, const char *fallback);
 void device_free(tyto_device *dev);
 /* Opens dev through its plugin; on failure returns a status with the
  * message set and leaves dev closed. */

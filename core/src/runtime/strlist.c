@@ -126,3 +126,26 @@ void strlist_free(strlist *l) {
   l->items = NULL;
   l->n = l->cap = 0;
 }
+
+void rt_sanitize_utf8(char *s) {
+  unsigned char *p = (unsigned char *)s;
+  while (*p) {
+    size_t len = *p < 0x80           ? 1
+                 : (*p >> 5) == 0x6  ? 2
+                 : (*p >> 4) == 0xe  ? 3
+                 : (*p >> 3) == 0x1e ? 4
+                                     : 0;
+    int ok = len > 0;
+    for (size_t k = 1; ok && k < len; k++)
+      ok = (p[k] & 0xc0) == 0x80;
+    /* Overlong and surrogate forms are rare enough in names to accept;
+     * what matters is that every sequence is complete. */
+    if (!ok) {
+      *p++ = '?';
+      continue;
+    }
+    if (len == 1 && *p < 0x20 && *p != '\t')
+      *p = '?';
+    p += len;
+  }
+}

@@ -28,4 +28,8 @@ char *rt_strdup(const char *s);
 char *rt_vasprintf(const char *fmt, va_list ap);
 char *rt_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Replaces, in place, every byte that is not part of a complete UTF-8
+ * sequence, and every control character but tab, with '?'. */
+void rt_sanitize_utf8(char *s);
+
 #endif

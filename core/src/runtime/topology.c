@@ -49,9 +49,13 @@ static int is_compute_class(unsigned class_id) {
          class_id == 0x0b40;
 }
 
-static int first_numa(hwloc_const_nodeset_t nodeset) {
-  return nodeset && !hwloc_bitmap_iszero(nodeset) ? hwloc_bitmap_first(nodeset)
-                                                  : -1;
+/* The NUMA node of a nodeset when it is exactly one node; -1 when it is
+ * unknown or spans several (a device hanging off the machine, not off one
+ * package): claiming locality there would mislead placement. */
+static int single_numa(hwloc_const_nodeset_t nodeset) {
+  return nodeset && hwloc_bitmap_weight(nodeset) == 1
+             ? hwloc_bitmap_first(nodeset)
+             : -1;
 }
 
 static void fill_cpu(topology *t, hwloc_topology_t topo) {
@@ -104,7 +108,8 @@ static void fill_pci(topology *t, hwloc_topology_t topo) {
     d->name = keep(t, rt_strdup(m ? m : ""));
     hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(topo, o);
     d->cpuset = keep_bitmap(t, anc ? anc->cpuset : NULL);
-    d->numa_node = first_numa(anc ? anc->nodeset : NULL);
+    t->pci_nodeset[i - 1] = keep_bitmap(t, anc ? anc->nodeset : NULL);
+    d->numa_node = single_numa(anc ? anc->nodeset : NULL);
   }
   t->pub.n_pci = i;
   t->pub.pci = t->pci;
@@ -117,7 +122,7 @@ static void fill_offer(topology *t, hwloc_topology_t topo) {
   cpu->index = 0;
   cpu->kind = TYTO_PLUGIN_HW_CPU;
   cpu->name = t->pub.cpu_model;
-  cpu->numa_node = first_numa(root->nodeset);
+  cpu->numa_node = single_numa(root->nodeset);
   cpu->cpuset = t->pub.cpuset;
   cpu->nodeset = keep_bitmap(t, root->nodeset);
   cpu->pci_bus_id = "";
@@ -134,9 +139,7 @@ static void fill_offer(topology *t, hwloc_topology_t topo) {
     o->name = d->name;
     o->numa_node = d->numa_node;
     o->cpuset = d->cpuset;
-    o->nodeset = "";
-    if (d->numa_node >= 0)
-      o->nodeset = keep(t, rt_asprintf("%d", d->numa_node));
+    o->nodeset = t->pci_nodeset[i];
     o->pci_vendor_id = d->vendor_id;
     o->pci_device_id = d->device_id;
     o->pci_class_id = d->class_id;
@@ -175,8 +178,9 @@ tyto_status topology_load(topology *t, const char *xml) {
   }
   size_t n_pci = count_pci(topo);
   t->pci = calloc(n_pci ? n_pci : 1, sizeof *t->pci);
+  t->pci_nodeset = calloc(n_pci ? n_pci : 1, sizeof *t->pci_nodeset);
   t->offer = calloc(n_pci + 1, sizeof *t->offer);
-  if (!t->pci || !t->offer) {
+  if (!t->pci || !t->pci_nodeset || !t->offer) {
     hwloc_topology_destroy(topo);
     topology_free(t);
     return rt_fail(TYTO_ERR_OUT_OF_MEMORY,
@@ -194,6 +198,7 @@ void topology_free(topology *t) {
     free(t->strings[i]);
   free(t->strings);
   free(t->pci);
+  free(t->pci_nodeset);
   free(t->offer);
   memset(t, 0, sizeof *t);
 }

@@ -10,6 +10,7 @@
 typedef struct topology {
   tyto_topology pub;
   tyto_pci_device *pci;         /* pub.n_pci entries */
+  const char **pci_nodeset;     /* NUMA nodes near each PCI device */
   tyto_plugin_hw_device *offer; /* n_offer: the CPU entry, then each PCI */
   size_t n_offer;
   char **strings; /* everything the structs above point into */

@@ -67,6 +67,13 @@ extern "C" {
   ((ptr) != NULL &&                                                            \
    (ptr)->struct_size >= offsetof(type, field) + sizeof(((type *)0)->field))
 
+/* Element i of a const array of boundary structs of `type`, stepped by the
+ * first element's struct_size (see "Arrays" above):
+ *   const tyto_plugin_hw_device *o = TYTO_PLUGIN_AT(tyto_plugin_hw_device, offer, i); */
+#define TYTO_PLUGIN_AT(type, array, i)                                         \
+  ((const type *)(const void *)((const char *)(array) +                        \
+                                (size_t)(i) * (array)[0].struct_size))
+
 #define TYTO_PLUGIN_MAX_RANK 8
 
 /* Symbol visibility for the entry point. */
@@ -147,6 +154,12 @@ typedef struct tyto_plugin_host {
    * a second failure while cleaning up after a first). Errors that are
    * returned to the host must not be freed. NULL is a no-op. Thread-safe. */
   void (*error_free)(tyto_plugin_error *err);
+
+  /* Required. The message and code of an error made by error_new (for a
+   * plugin that keeps an asynchronous error and reports it later). The
+   * string lives as long as the error. Thread-safe. */
+  const char *(*error_message)(const tyto_plugin_error *err);
+  tyto_plugin_code (*error_code)(const tyto_plugin_error *err);
 } tyto_plugin_host;
 
 /* ------------------------------------------------------------------------ */
@@ -425,6 +438,8 @@ typedef struct tyto_plugin_device_fns {
                                 const tyto_plugin_op_desc *desc,
                                 tyto_plugin_kernel **out,
                                 tyto_plugin_kernel_info *info);
+  /* Releases a kernel. Launches of it still queued on a stream must still
+   * run correctly: the plugin keeps whatever they need alive. */
   void (*kernel_release)(tyto_plugin_device *dev, tyto_plugin_kernel *k);
 
   /* Required with prepare(). Enqueues a kernel on `s` (never NULL) with
@@ -448,8 +463,9 @@ typedef struct tyto_plugin_device_fns {
 /* One configuration key a plugin understands, shown by tyto-info and used to
  * report unknown keys in the plugin's config section. */
 typedef struct tyto_plugin_option_doc {
-  const char *key;
-  const char *description;
+  size_t struct_size;
+  const char *key;         /* [a-z0-9_]+ */
+  const char *description; /* one line */
 } tyto_plugin_option_doc;
 
 typedef struct tyto_plugin_fns {
