@@ -51,18 +51,27 @@ int main(void) {
       failures++;
       continue;
     }
-    double t0 = now();
-    int ok = check(tyto_buffer_write(a, 0, src, size), "write");
-    double t1 = now();
-    ok = ok && check(tyto_buffer_copy(b, 0, a, 0, size), "copy");
-    double t2 = now();
-    memset(back, 0, size);
-    ok = ok && check(tyto_buffer_read(b, 0, back, size), "read");
-    double t3 = now();
+    /* Best of three: the first pass also pays for the pages' first touch. */
+    double tw = 1e30, tc = 1e30, tr = 1e30;
+    int ok = 1;
+    for (int rep = 0; rep < 3 && ok; rep++) {
+      double t0 = now();
+      ok = check(tyto_buffer_write(a, 0, src, size), "write");
+      double t1 = now();
+      ok = ok && check(tyto_buffer_copy(b, 0, a, 0, size), "copy");
+      double t2 = now();
+      memset(back, 0, size);
+      double t3 = now();
+      ok = ok && check(tyto_buffer_read(b, 0, back, size), "read");
+      double t4 = now();
+      tw = t1 - t0 < tw ? t1 - t0 : tw;
+      tc = t2 - t1 < tc ? t2 - t1 : tc;
+      tr = t4 - t3 < tr ? t4 - t3 : tr;
+    }
     ok = ok && memcmp(src, back, size) == 0;
     printf("%-10s %-36.36s %12.2f %12.2f %12.2f  %s\n", info->id, info->name,
-           size / (t1 - t0) / 1e9, size / (t2 - t1) / 1e9,
-           size / (t3 - t2) / 1e9, ok ? "ok" : "MISMATCH");
+           size / tw / 1e9, size / tc / 1e9, size / tr / 1e9,
+           ok ? "ok" : "MISMATCH");
     failures += !ok;
     tyto_buffer_free(a);
     tyto_buffer_free(b);
