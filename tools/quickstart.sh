@@ -24,7 +24,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # Debian packages: the toolchain, the libraries configure looks for, PoCL
 # so that the OpenCL plugin has a real device, and valgrind for the suite.
 packages="gcc make autoconf automake libtool libltdl-dev pkg-config
-  libhwloc-dev libopenblas-dev libdnnl-dev check libsubunit-dev
+  libhwloc-dev libopenblas-dev liblapacke-dev libdnnl-dev check libsubunit-dev
   libinih-dev libjansson-dev ocl-icd-opencl-dev opencl-c-headers
   pocl-opencl-icd libclblast-dev zlib1g-dev valgrind"
 

@@ -32,6 +32,7 @@ struct tyto_plugin_state {
   char name[256];
   char vendor[64];
   char nodeset[256];
+  char cpuset[256];
   uint32_t cores, pus, numa_nodes;
   uint64_t memory_bytes;
   int32_t numa_node;
@@ -42,6 +43,7 @@ struct tyto_plugin_state {
 struct tyto_plugin_device {
   tyto_plugin_state *st;
   hwloc_bitmap_t nodeset;
+  struct cpu_pool *pool; /* kernels' worker threads */
 };
 
 struct tyto_plugin_buffer {

@@ -1,38 +1,30 @@
 /*
- * CPU kernels reached through prepare/launch. So far the ABI defines two
- * ops: COPY (a strided copy between any two layouts of one shape) and FILL.
- * The graph layer's op set arrives with its own kernels.
- *
- * Every layout is checked once, at prepare: the bytes it reaches are
- * computed with overflow checks, so that launch only compares byte ranges
- * with the bound buffers.
+ * The generic half of the CPU plugin's prepare/launch (see ops.h): every
+ * layout is read into our struct size and measured once, at prepare, with
+ * overflow checks, so that launch only compares byte ranges with the bound
+ * buffers. Op families build the cpu_op that runs; kernels are refcounted
+ * so that a release with launches still queued is safe.
  */
 #include "config.h"
 
-#include <float.h>
-#include <math.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu.h"
-
-/* A layout and the bytes it reaches relative to its binding. */
-typedef struct reach {
-  tyto_plugin_layout l;
-  int64_t lo_bytes, end_bytes; /* first byte (may be negative), one past last */
-  int empty;
-} reach;
+#include "ops.h"
 
 struct tyto_plugin_kernel {
   atomic_int refs; /* the owner's, plus one per queued launch */
-  uint32_t op;
-  reach in, out;
-  double value;
-  size_t elem; /* bytes per element */
+  uint32_t code;   /* the op */
+  cpu_desc desc;   /* desc.d is NULL after prepare */
+  cpu_op *op;
+  cpu_pool *pool;
+  size_t in_elem[CPU_MAX_IO], out_elem[CPU_MAX_IO];
 };
 
-static size_t dtype_size(uint32_t dtype) {
+size_t cpu_dtype_size(uint32_t dtype) {
   switch (dtype) {
   case TYTO_PLUGIN_DTYPE_F32: return 4;
   case TYTO_PLUGIN_DTYPE_F64: return 8;
@@ -40,38 +32,68 @@ static size_t dtype_size(uint32_t dtype) {
   }
 }
 
-static const char *dtype_name(uint32_t dtype) {
+const char *cpu_dtype_name(uint32_t dtype) {
   static const char *const names[] = {"f32", "f64", "f16", "bf16",
                                       "i32", "i64", "u8"};
   return dtype < sizeof names / sizeof names[0] ? names[dtype] : "unknown";
 }
 
-static const char *op_name(uint32_t op) {
+const char *cpu_op_name(uint32_t op) {
   switch (op) {
-  case TYTO_PLUGIN_OP_COPY: return "copy";
-  case TYTO_PLUGIN_OP_FILL: return "fill";
-  default: return "op";
+#define NAME(code, name)                                                       \
+  case TYTO_PLUGIN_OP_##code: return name;
+    /* clang-format off */
+  NAME(COPY, "copy") NAME(FILL, "fill")
+  NAME(NEG, "neg") NAME(ABS, "abs") NAME(SIGN, "sign") NAME(EXP, "exp")
+  NAME(LOG, "log") NAME(LOG1P, "log1p") NAME(EXPM1, "expm1")
+  NAME(SQRT, "sqrt") NAME(RSQRT, "rsqrt") NAME(SQUARE, "square")
+  NAME(RECIPROCAL, "reciprocal") NAME(SIN, "sin") NAME(COS, "cos")
+  NAME(TAN, "tan") NAME(ASIN, "asin") NAME(ACOS, "acos") NAME(ATAN, "atan")
+  NAME(SINH, "sinh") NAME(COSH, "cosh") NAME(TANH, "tanh")
+  NAME(ASINH, "asinh") NAME(ACOSH, "acosh") NAME(ATANH, "atanh")
+  NAME(SIGMOID, "sigmoid") NAME(RELU, "relu") NAME(LEAKY_RELU, "leaky_relu")
+  NAME(ELU, "elu") NAME(SOFTPLUS, "softplus") NAME(ERF, "erf")
+  NAME(FLOOR, "floor") NAME(CEIL, "ceil") NAME(ROUND, "round")
+  NAME(ADD, "add") NAME(SUB, "sub") NAME(MUL, "mul") NAME(DIV, "div")
+  NAME(POW, "pow") NAME(MAX, "max") NAME(MIN, "min") NAME(ATAN2, "atan2")
+  NAME(EQ, "eq") NAME(NE, "ne") NAME(LT, "lt") NAME(LE, "le") NAME(GT, "gt")
+  NAME(GE, "ge") NAME(WHERE, "where") NAME(FMA, "fma")
+  NAME(SUM, "sum") NAME(MEAN, "mean") NAME(MAX_REDUCE, "max_reduce")
+  NAME(MIN_REDUCE, "min_reduce") NAME(PROD, "prod") NAME(ARGMAX, "argmax")
+  NAME(ARGMIN, "argmin") NAME(LOG_SUM_EXP, "log_sum_exp")
+  NAME(NORM_L1, "norm_l1") NAME(NORM_L2, "norm_l2")
+  NAME(MATMUL, "matmul") NAME(PAD, "pad") NAME(GATHER, "gather")
+  NAME(SCATTER_ADD, "scatter_add") NAME(ONE_HOT, "one_hot")
+  NAME(SOFTMAX, "softmax") NAME(LOG_SOFTMAX, "log_softmax")
+  NAME(CONV2D, "conv2d") NAME(MAX_POOL2D, "max_pool2d")
+  NAME(AVG_POOL2D, "avg_pool2d") NAME(RANDOM_UNIFORM, "random_uniform")
+  NAME(RANDOM_NORMAL, "random_normal")
+  NAME(RANDOM_BERNOULLI, "random_bernoulli") NAME(INV, "inv")
+  NAME(DET, "det") NAME(LOGDET, "logdet") NAME(SOLVE, "solve")
+  NAME(CHOLESKY, "cholesky") NAME(QR, "qr")
+    /* clang-format on */
+#undef NAME
+                                                                                case TYTO_PLUGIN_OP_INVALID
+        : break;
   }
+  return "op";
 }
 
-static tyto_plugin_error *check_layout(const tyto_plugin_host *h, uint32_t op,
-                                       const tyto_plugin_layout *l,
-                                       const char *which) {
-  if (l->rank > TYTO_PLUGIN_MAX_RANK)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: %s has rank %u, more than %d", op_name(op), which,
-                        l->rank, TYTO_PLUGIN_MAX_RANK);
-  if (!dtype_size(l->dtype))
-    return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
-                        "%s: dtype %s is not supported by the cpu device "
-                        "(f32 and f64 are)",
-                        op_name(op), dtype_name(l->dtype));
+int64_t cpu_numel(const tyto_plugin_layout *l) {
+  int64_t n = 1;
   for (uint32_t i = 0; i < l->rank; i++)
-    if (l->shape[i] < 0)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: %s has a negative dimension %lld", op_name(op),
-                          which, (long long)l->shape[i]);
-  return NULL;
+    n *= l->shape[i];
+  return n;
+}
+
+int cpu_contiguous(const tyto_plugin_layout *l) {
+  int64_t want = 1;
+  for (uint32_t i = l->rank; i-- > 0;) {
+    if (l->shape[i] != 1 && l->strides[i] != want)
+      return 0;
+    want *= l->shape[i];
+  }
+  return 1;
 }
 
 /* Copies a layout of the caller's struct_size into one of ours. */
@@ -84,26 +106,38 @@ static tyto_plugin_layout read_layout(const tyto_plugin_layout *src) {
   return l;
 }
 
-/* Computes the bytes a layout reaches, refusing any overflow. */
+/* Reads and measures one layout, refusing any overflow. */
 static tyto_plugin_error *measure(const tyto_plugin_host *h, uint32_t op,
                                   const tyto_plugin_layout *src,
-                                  const char *which, reach *r) {
+                                  const char *which, uint32_t index,
+                                  cpu_reach *r) {
   r->l = read_layout(src);
-  tyto_plugin_error *e = check_layout(h, op, &r->l, which);
-  if (e)
-    return e;
-  int64_t elem = (int64_t)dtype_size(r->l.dtype), lo = r->l.offset,
-          hi = r->l.offset, n = 1;
+  const tyto_plugin_layout *l = &r->l;
+  if (l->rank > TYTO_PLUGIN_MAX_RANK)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: %s %u has rank %u, more than %d", cpu_op_name(op),
+                        which, index, l->rank, TYTO_PLUGIN_MAX_RANK);
+  if (!cpu_dtype_size(l->dtype))
+    return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
+                        "%s: dtype %s is not supported by the cpu device "
+                        "(f32 and f64 are)",
+                        cpu_op_name(op), cpu_dtype_name(l->dtype));
+  int64_t elem = (int64_t)cpu_dtype_size(l->dtype), lo = l->offset,
+          hi = l->offset, n = 1;
   int overflow = 0;
   r->empty = 0;
-  for (uint32_t i = 0; i < r->l.rank; i++) {
-    r->empty |= r->l.shape[i] == 0;
-    overflow |= __builtin_mul_overflow(n, r->l.shape[i], &n);
+  for (uint32_t i = 0; i < l->rank; i++) {
+    if (l->shape[i] < 0)
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "%s: %s %u has a negative dimension %lld",
+                          cpu_op_name(op), which, index,
+                          (long long)l->shape[i]);
+    r->empty |= l->shape[i] == 0;
+    overflow |= __builtin_mul_overflow(n, l->shape[i], &n);
   }
-  for (uint32_t i = 0; i < r->l.rank && !r->empty; i++) {
+  for (uint32_t i = 0; i < l->rank && !r->empty; i++) {
     int64_t span;
-    overflow |=
-        __builtin_mul_overflow(r->l.shape[i] - 1, r->l.strides[i], &span);
+    overflow |= __builtin_mul_overflow(l->shape[i] - 1, l->strides[i], &span);
     if (span < 0)
       overflow |= __builtin_add_overflow(lo, span, &lo);
     else
@@ -116,53 +150,80 @@ static tyto_plugin_error *measure(const tyto_plugin_host *h, uint32_t op,
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                         "%s: the %s layout spans more bytes than 64 bits "
                         "can count",
-                        op_name(op), which);
+                        cpu_op_name(op), which);
   return NULL;
 }
 
-/* Checks a descriptor and measures its layouts into k. */
-static tyto_plugin_error *check_desc(const tyto_plugin_host *h,
-                                     const tyto_plugin_op_desc *d,
-                                     tyto_plugin_kernel *k) {
-  tyto_plugin_error *e;
-  if (d->op != TYTO_PLUGIN_OP_COPY && d->op != TYTO_PLUGIN_OP_FILL)
-    return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
-                        "op %u is not supported by the cpu device", d->op);
-  uint32_t want_in = d->op == TYTO_PLUGIN_OP_COPY ? 1 : 0;
-  if (d->n_inputs != want_in || d->n_outputs != 1 || !d->outputs ||
-      (want_in && !d->inputs))
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: expected %u input and 1 output, got %u and %u",
-                        op_name(d->op), want_in, d->n_inputs, d->n_outputs);
-  if ((e = measure(h, d->op, d->outputs, "output", &k->out)) != NULL)
-    return e;
-  if (d->op == TYTO_PLUGIN_OP_FILL) {
-    if (d->n_fattrs < 1 || !d->fattrs)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "fill: expected the value as real attribute 0, got "
-                          "%u real attributes",
-                          d->n_fattrs);
-    k->value = d->fattrs[0];
-    return NULL;
-  }
-  if ((e = measure(h, d->op, d->inputs, "input", &k->in)) != NULL)
-    return e;
-  const tyto_plugin_layout *in = &k->in.l, *out = &k->out.l;
-  if (in->dtype != out->dtype)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "copy: input is %s but output is %s",
-                        dtype_name(in->dtype), dtype_name(out->dtype));
-  if (in->rank != out->rank ||
-      memcmp(in->shape, out->shape, in->rank * sizeof(int64_t)) != 0)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "copy: input and output shapes differ");
+/* The family that runs each op code. */
+static cpu_family_fn family_of(uint32_t op) {
+  if (op == TYTO_PLUGIN_OP_COPY || op == TYTO_PLUGIN_OP_FILL)
+    return cpu_copy_prepare;
+  if (op >= TYTO_PLUGIN_OP_NEG && op <= TYTO_PLUGIN_OP_FMA)
+    return cpu_eltwise_prepare;
+  if ((op >= TYTO_PLUGIN_OP_SUM && op <= TYTO_PLUGIN_OP_NORM_L2) ||
+      op == TYTO_PLUGIN_OP_SOFTMAX || op == TYTO_PLUGIN_OP_LOG_SOFTMAX)
+    return cpu_reduce_prepare;
+  if (op == TYTO_PLUGIN_OP_MATMUL)
+    return cpu_matmul_prepare;
+  if (op >= TYTO_PLUGIN_OP_CONV2D && op <= TYTO_PLUGIN_OP_AVG_POOL2D)
+    return cpu_conv_prepare;
+  if (op >= TYTO_PLUGIN_OP_PAD && op <= TYTO_PLUGIN_OP_ONE_HOT)
+    return cpu_layout_prepare;
+  if (op >= TYTO_PLUGIN_OP_RANDOM_UNIFORM &&
+      op <= TYTO_PLUGIN_OP_RANDOM_BERNOULLI)
+    return cpu_random_prepare;
+  if (op >= TYTO_PLUGIN_OP_INV && op <= TYTO_PLUGIN_OP_QR)
+    return cpu_linalg_prepare;
   return NULL;
+}
+
+/* Reads a descriptor, measures its layouts and asks the op's family for a
+ * cpu_op. */
+static tyto_plugin_error *build(const tyto_plugin_host *h,
+                                const tyto_plugin_op_desc *d, cpu_desc *desc,
+                                cpu_op **op) {
+  cpu_family_fn family = family_of(d->op);
+  if (!family)
+    return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
+                        "op %u (%s) is not supported by the cpu device", d->op,
+                        cpu_op_name(d->op));
+  if (d->n_inputs > CPU_MAX_IO || d->n_outputs > CPU_MAX_IO ||
+      (d->n_inputs && !d->inputs) || (d->n_outputs && !d->outputs))
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: %u inputs and %u outputs described (at most %d "
+                        "of each, with their layouts)",
+                        cpu_op_name(d->op), d->n_inputs, d->n_outputs,
+                        CPU_MAX_IO);
+  memset(desc, 0, sizeof *desc);
+  desc->d = d;
+  desc->n_in = d->n_inputs;
+  desc->n_out = d->n_outputs;
+  tyto_plugin_error *e = NULL;
+  for (uint32_t i = 0; !e && i < d->n_inputs; i++)
+    e = measure(h, d->op, TYTO_PLUGIN_AT(tyto_plugin_layout, d->inputs, i),
+                "input", i, &desc->in[i]);
+  for (uint32_t i = 0; !e && i < d->n_outputs; i++)
+    e = measure(h, d->op, TYTO_PLUGIN_AT(tyto_plugin_layout, d->outputs, i),
+                "output", i, &desc->out[i]);
+  if (!e && (d->n_iattrs && !d->iattrs))
+    e = h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "%s: %u integer attributes but no array",
+                     cpu_op_name(d->op), d->n_iattrs);
+  if (!e && (d->n_fattrs && !d->fattrs))
+    e = h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "%s: %u real attributes but no array", cpu_op_name(d->op),
+                     d->n_fattrs);
+  return e ? e : family(h, desc, op);
 }
 
 tyto_plugin_error *cpu_supports_op(tyto_plugin_device *dev,
                                    const tyto_plugin_op_desc *d) {
-  tyto_plugin_kernel scratch;
-  return check_desc(dev->st->host, d, &scratch);
+  cpu_desc desc;
+  cpu_op *op = NULL;
+  tyto_plugin_error *e = build(dev->st->host, d, &desc, &op);
+  if (op)
+    op->destroy(op);
+  return e;
 }
 
 tyto_plugin_error *cpu_prepare(tyto_plugin_device *dev,
@@ -174,23 +235,30 @@ tyto_plugin_error *cpu_prepare(tyto_plugin_device *dev,
   if (!k)
     return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                         "out of memory preparing a kernel");
-  tyto_plugin_error *e = check_desc(h, d, k);
+  tyto_plugin_error *e = build(h, d, &k->desc, &k->op);
   if (e) {
     free(k);
     return e;
   }
+  k->desc.d = NULL; /* the descriptor is the caller's, valid only now */
+  k->code = d->op;
+  for (uint32_t i = 0; i < k->desc.n_in; i++)
+    k->in_elem[i] = cpu_dtype_size(k->desc.in[i].l.dtype);
+  for (uint32_t i = 0; i < k->desc.n_out; i++)
+    k->out_elem[i] = cpu_dtype_size(k->desc.out[i].l.dtype);
+  k->pool = dev->pool;
   atomic_init(&k->refs, 1);
-  k->op = d->op;
-  k->elem = dtype_size(k->out.l.dtype);
   if (TYTO_PLUGIN_HAS_FIELD(info, tyto_plugin_kernel_info, workspace_bytes))
-    info->workspace_bytes = 0;
+    info->workspace_bytes = k->op->workspace_bytes;
   *out = k;
   return NULL;
 }
 
 static void kernel_unref(tyto_plugin_kernel *k) {
-  if (atomic_fetch_sub(&k->refs, 1) == 1)
+  if (atomic_fetch_sub(&k->refs, 1) == 1) {
+    k->op->destroy(k->op);
     free(k);
+  }
 }
 
 /* Queued launches hold their own reference: the kernel lives until the
@@ -201,78 +269,16 @@ void cpu_kernel_release(tyto_plugin_device *dev, tyto_plugin_kernel *k) {
     kernel_unref(k);
 }
 
-static int64_t numel(const tyto_plugin_layout *l) {
-  int64_t n = 1;
-  for (uint32_t i = 0; i < l->rank; i++)
-    n *= l->shape[i];
-  return n;
-}
-
-/* Walks the index space in row-major order, the last axis innermost. */
-static void strided_copy(const tyto_plugin_kernel *k, unsigned char *src,
-                         unsigned char *dst) {
-  const tyto_plugin_layout *in = &k->in.l, *out = &k->out.l;
-  int64_t n = numel(out);
-  if (n == 0)
-    return;
-  uint32_t r = out->rank;
-  int64_t idx[TYTO_PLUGIN_MAX_RANK] = {0};
-  int64_t inner = r ? out->shape[r - 1] : 1;
-  int64_t is = r ? in->strides[r - 1] : 0, os = r ? out->strides[r - 1] : 0;
-  size_t e = k->elem;
-  for (int64_t done = 0; done < n; done += inner) {
-    int64_t ioff = in->offset, ooff = out->offset;
-    for (uint32_t a = 0; a + 1 < r; a++) {
-      ioff += idx[a] * in->strides[a];
-      ooff += idx[a] * out->strides[a];
-    }
-    if (e == 4) {
-      float *s = (float *)src + ioff, *d = (float *)dst + ooff;
-      for (int64_t i = 0; i < inner; i++)
-        d[i * os] = s[i * is];
-    } else {
-      double *s = (double *)src + ioff, *d = (double *)dst + ooff;
-      for (int64_t i = 0; i < inner; i++)
-        d[i * os] = s[i * is];
-    }
-    for (int64_t a = (int64_t)r - 2; a >= 0; a--) {
-      if (++idx[a] < out->shape[a])
-        break;
-      idx[a] = 0;
-    }
-  }
-}
-
-static void fill(const tyto_plugin_kernel *k, unsigned char *dst) {
-  tyto_plugin_kernel src = *k;
-  /* A fill is a copy from one element broadcast everywhere. Values beyond
-   * f32's range become infinities, as IEEE rounding would make them (a
-   * plain conversion would be undefined behaviour in C). */
-  double v = k->value;
-  float f = v > FLT_MAX ? INFINITY : v < -FLT_MAX ? -INFINITY : (float)v;
-  memset(src.in.l.strides, 0, sizeof src.in.l.strides);
-  src.in.l.offset = 0;
-  src.in.l.rank = k->out.l.rank;
-  strided_copy(&src, k->elem == 4 ? (unsigned char *)&f : (unsigned char *)&v,
-               dst);
-}
-
 tyto_plugin_error *cpu_kernel_run(const tyto_plugin_host *h,
                                   tyto_plugin_kernel *k, unsigned char **args) {
-  tyto_plugin_error *e = NULL;
-  switch (k->op) {
-  case TYTO_PLUGIN_OP_COPY: strided_copy(k, args[0], args[1]); break;
-  case TYTO_PLUGIN_OP_FILL: fill(k, args[0]); break;
-  default:
-    e = h->error_new(TYTO_PLUGIN_ERR_INTERNAL, "kernel for op %u is missing",
-                     k->op);
-  }
+  (void)h;
+  tyto_plugin_error *e = k->op->run(k->op, &k->desc, args, k->pool);
   kernel_unref(k); /* the launch's reference */
   return e;
 }
 
 /* Whether every byte the layout reaches lies inside the binding. */
-static int layout_fits(const reach *r, const tyto_plugin_binding *b) {
+static int layout_fits(const cpu_reach *r, const tyto_plugin_binding *b) {
   if (r->empty)
     return 1;
   int64_t first, end;
@@ -283,59 +289,90 @@ static int layout_fits(const reach *r, const tyto_plugin_binding *b) {
   return first >= 0 && (uint64_t)end <= b->buffer->size;
 }
 
+static tyto_plugin_error *
+check_binding(const tyto_plugin_host *h, const tyto_plugin_kernel *k,
+              const tyto_plugin_binding *b, const char *kind, uint32_t i,
+              uint32_t n, const cpu_reach *r, size_t elem) {
+  char which[32];
+  if (n > 1)
+    snprintf(which, sizeof which, "%s %u", kind, i);
+  else
+    snprintf(which, sizeof which, "%s", kind);
+  const char *op = cpu_op_name(k->code);
+  if (!b->buffer)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: the %s binding has no buffer", op, which);
+  if (b->offset % elem != 0)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: the %s binding's offset %llu is not a multiple "
+                        "of the element size %zu",
+                        op, which, (unsigned long long)b->offset, elem);
+  if (!layout_fits(r, b))
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: the %s layout reaches outside its buffer of %llu "
+                        "bytes (bound at offset %llu)",
+                        op, which, (unsigned long long)b->buffer->size,
+                        (unsigned long long)b->offset);
+  return NULL;
+}
+
 tyto_plugin_error *
 cpu_launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
            tyto_plugin_kernel *k, const tyto_plugin_binding *inputs,
            uint32_t n_inputs, const tyto_plugin_binding *outputs,
            uint32_t n_outputs, const tyto_plugin_binding *workspace) {
-  (void)workspace;
   const tyto_plugin_host *h = dev->st->host;
-  uint32_t want_in = k->op == TYTO_PLUGIN_OP_COPY ? 1 : 0;
-  if (!s || n_inputs != want_in || n_outputs != 1 || !outputs ||
-      (want_in && !inputs))
+  const cpu_desc *d = &k->desc;
+  if (!s || n_inputs != d->n_in || n_outputs != d->n_out ||
+      (n_inputs && !inputs) || (n_outputs && !outputs))
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: launch expected a stream, %u input and 1 output "
-                        "binding; got %u and %u",
-                        op_name(k->op), want_in, n_inputs, n_outputs);
-  unsigned char *args[2];
-  for (uint32_t i = 0; i < n_inputs + n_outputs; i++) {
+                        "launch: expected a stream, %u input and %u output "
+                        "bindings; got %u and %u",
+                        d->n_in, d->n_out, n_inputs, n_outputs);
+  unsigned char *args[2 * CPU_MAX_IO + 1];
+  uint32_t n = 0;
+  tyto_plugin_error *e = NULL;
+  for (uint32_t i = 0; !e && i < n_inputs; i++) {
     const tyto_plugin_binding *b =
-        i < n_inputs
-            ? TYTO_PLUGIN_AT(tyto_plugin_binding, inputs, i)
-            : TYTO_PLUGIN_AT(tyto_plugin_binding, outputs, i - n_inputs);
-    const char *which = i < n_inputs ? "input" : "output";
-    if (!b->buffer)
+        TYTO_PLUGIN_AT(tyto_plugin_binding, inputs, i);
+    e = check_binding(h, k, b, "input", i, n_inputs, &d->in[i], k->in_elem[i]);
+    if (!e)
+      args[n++] = b->buffer->ptr + b->offset;
+  }
+  for (uint32_t i = 0; !e && i < n_outputs; i++) {
+    const tyto_plugin_binding *b =
+        TYTO_PLUGIN_AT(tyto_plugin_binding, outputs, i);
+    e = check_binding(h, k, b, "output", i, n_outputs, &d->out[i],
+                      k->out_elem[i]);
+    if (!e)
+      args[n++] = b->buffer->ptr + b->offset;
+  }
+  if (e)
+    return e;
+  args[n] = NULL;
+  if (k->op->workspace_bytes) {
+    if (!workspace || !workspace->buffer ||
+        workspace->offset > workspace->buffer->size ||
+        workspace->buffer->size - workspace->offset < k->op->workspace_bytes)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: the %s binding has no buffer", op_name(k->op),
-                          which);
-    if (b->offset % k->elem != 0)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: the %s binding's offset %llu is not a multiple "
-                          "of the element size %zu",
-                          op_name(k->op), which, (unsigned long long)b->offset,
-                          k->elem);
-    if (!layout_fits(i < n_inputs ? &k->in : &k->out, b))
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: the %s layout reaches outside its buffer of "
-                          "%llu bytes (bound at offset %llu)",
-                          op_name(k->op), which,
-                          (unsigned long long)b->buffer->size,
-                          (unsigned long long)b->offset);
-    args[i] = b->buffer->ptr + b->offset;
+                          "launch: the kernel needs a workspace of %llu "
+                          "bytes",
+                          (unsigned long long)k->op->workspace_bytes);
+    args[n] = workspace->buffer->ptr + workspace->offset;
   }
   cpu_cmd *c = calloc(1, sizeof *c);
-  unsigned char **kept = calloc(n_inputs + n_outputs, sizeof *kept);
+  unsigned char **kept = calloc(n + 1, sizeof *kept);
   if (!c || !kept) {
     free(c);
     free(kept);
     return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                         "out of memory queueing a launch");
   }
-  memcpy(kept, args, (n_inputs + n_outputs) * sizeof *kept);
+  memcpy(kept, args, (n + 1) * sizeof *kept);
   atomic_fetch_add(&k->refs, 1);
   c->kind = CPU_CMD_LAUNCH;
   c->u.launch.kernel = k;
   c->u.launch.args = kept;
-  c->u.launch.n_args = n_inputs + n_outputs;
+  c->u.launch.n_args = n;
   return cpu_stream_enqueue(s, c);
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cpu.h"
+#include "pool.h"
 
 static tyto_plugin_error *cpu_probe(tyto_plugin_state *st,
                                     const tyto_plugin_hw_device *offer,
@@ -36,6 +37,7 @@ static tyto_plugin_error *cpu_probe(tyto_plugin_state *st,
            cpu->name && cpu->name[0] ? cpu->name : "CPU");
   snprintf(st->nodeset, sizeof st->nodeset, "%s",
            cpu->nodeset ? cpu->nodeset : "");
+  snprintf(st->cpuset, sizeof st->cpuset, "%s", cpu->cpuset ? cpu->cpuset : "");
   st->cores = cpu->cores ? cpu->cores : 1;
   st->pus = cpu->pus ? cpu->pus : st->cores;
   st->numa_nodes = cpu->numa_nodes ? cpu->numa_nodes : 1;
@@ -126,6 +128,13 @@ static tyto_plugin_error *cpu_device_open(tyto_plugin_state *st,
                                "cannot read the NUMA node set '%s'",
                                st->nodeset);
   }
+  dev->pool = cpu_pool_new(st->cores, st->cpuset);
+  if (!dev->pool) {
+    hwloc_bitmap_free(dev->nodeset);
+    free(dev);
+    return st->host->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                               "cannot start the worker pool of cpu:0");
+  }
   *out = dev;
   return NULL;
 }
@@ -133,6 +142,7 @@ static tyto_plugin_error *cpu_device_open(tyto_plugin_state *st,
 static void cpu_device_close(tyto_plugin_device *dev) {
   if (!dev)
     return;
+  cpu_pool_free(dev->pool);
   hwloc_bitmap_free(dev->nodeset);
   free(dev);
 }

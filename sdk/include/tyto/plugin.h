@@ -273,13 +273,130 @@ typedef struct tyto_plugin_kernel tyto_plugin_kernel;
 /* Op descriptors                                                            */
 /* ------------------------------------------------------------------------ */
 
-/* Op codes. Append-only: a value never changes meaning. Attribute layouts
- * (iattrs/fattrs/blob) are documented per op in sdk/docs/ops.md. */
+/* Op codes. Append-only: a value never changes meaning. Inputs, outputs
+ * and attributes (iattrs/fattrs/blob) are specified per op in
+ * sdk/docs/ops.md; the groups below summarise them. Unless said otherwise
+ * every input and output has the same dtype, and an elementwise op's
+ * inputs arrive already broadcast to the output's shape (stride 0 on
+ * broadcast dimensions). */
 typedef enum tyto_plugin_op {
   TYTO_PLUGIN_OP_INVALID = 0,
   TYTO_PLUGIN_OP_COPY = 1, /* strided copy: output = input (layouts differ) */
-  TYTO_PLUGIN_OP_FILL = 2  /* output = fattrs[0] */
-  /* The op set of the graph layer is appended here as it lands. */
+  TYTO_PLUGIN_OP_FILL = 2, /* output = fattrs[0] */
+
+  /* Elementwise unary, 1 input. LEAKY_RELU: fattrs[0] = negative slope;
+   * ELU: fattrs[0] = alpha. */
+  TYTO_PLUGIN_OP_NEG = 16,
+  TYTO_PLUGIN_OP_ABS = 17,
+  TYTO_PLUGIN_OP_SIGN = 18,
+  TYTO_PLUGIN_OP_EXP = 19,
+  TYTO_PLUGIN_OP_LOG = 20,
+  TYTO_PLUGIN_OP_LOG1P = 21,
+  TYTO_PLUGIN_OP_EXPM1 = 22,
+  TYTO_PLUGIN_OP_SQRT = 23,
+  TYTO_PLUGIN_OP_RSQRT = 24,
+  TYTO_PLUGIN_OP_SQUARE = 25,
+  TYTO_PLUGIN_OP_RECIPROCAL = 26,
+  TYTO_PLUGIN_OP_SIN = 27,
+  TYTO_PLUGIN_OP_COS = 28,
+  TYTO_PLUGIN_OP_TAN = 29,
+  TYTO_PLUGIN_OP_ASIN = 30,
+  TYTO_PLUGIN_OP_ACOS = 31,
+  TYTO_PLUGIN_OP_ATAN = 32,
+  TYTO_PLUGIN_OP_SINH = 33,
+  TYTO_PLUGIN_OP_COSH = 34,
+  TYTO_PLUGIN_OP_TANH = 35,
+  TYTO_PLUGIN_OP_ASINH = 36,
+  TYTO_PLUGIN_OP_ACOSH = 37,
+  TYTO_PLUGIN_OP_ATANH = 38,
+  TYTO_PLUGIN_OP_SIGMOID = 39,
+  TYTO_PLUGIN_OP_RELU = 40,
+  TYTO_PLUGIN_OP_LEAKY_RELU = 41,
+  TYTO_PLUGIN_OP_ELU = 42,
+  TYTO_PLUGIN_OP_SOFTPLUS = 43,
+  TYTO_PLUGIN_OP_ERF = 44,
+  TYTO_PLUGIN_OP_FLOOR = 45,
+  TYTO_PLUGIN_OP_CEIL = 46,
+  TYTO_PLUGIN_OP_ROUND = 47, /* halves away from zero, as C's round() */
+
+  /* Elementwise binary, 2 inputs. Comparisons give 1 or 0 in the dtype. */
+  TYTO_PLUGIN_OP_ADD = 64,
+  TYTO_PLUGIN_OP_SUB = 65,
+  TYTO_PLUGIN_OP_MUL = 66,
+  TYTO_PLUGIN_OP_DIV = 67,
+  TYTO_PLUGIN_OP_POW = 68,
+  TYTO_PLUGIN_OP_MAX = 69,
+  TYTO_PLUGIN_OP_MIN = 70,
+  TYTO_PLUGIN_OP_ATAN2 = 71,
+  TYTO_PLUGIN_OP_EQ = 72,
+  TYTO_PLUGIN_OP_NE = 73,
+  TYTO_PLUGIN_OP_LT = 74,
+  TYTO_PLUGIN_OP_LE = 75,
+  TYTO_PLUGIN_OP_GT = 76,
+  TYTO_PLUGIN_OP_GE = 77,
+
+  /* Elementwise ternary, 3 inputs. WHERE: cond != 0 ? a : b. FMA: a*b + c. */
+  TYTO_PLUGIN_OP_WHERE = 96,
+  TYTO_PLUGIN_OP_FMA = 97,
+
+  /* Reductions, 1 input. iattrs: the reduced axes, ascending. The output
+   * keeps every axis (reduced ones with extent 1). ARG*: one axis; the
+   * index is stored in the output's (floating) dtype. */
+  TYTO_PLUGIN_OP_SUM = 128,
+  TYTO_PLUGIN_OP_MEAN = 129,
+  TYTO_PLUGIN_OP_MAX_REDUCE = 130,
+  TYTO_PLUGIN_OP_MIN_REDUCE = 131,
+  TYTO_PLUGIN_OP_PROD = 132,
+  TYTO_PLUGIN_OP_ARGMAX = 133,
+  TYTO_PLUGIN_OP_ARGMIN = 134,
+  TYTO_PLUGIN_OP_LOG_SUM_EXP = 135,
+  TYTO_PLUGIN_OP_NORM_L1 = 136,
+  TYTO_PLUGIN_OP_NORM_L2 = 137,
+
+  /* Matrix product, 2 inputs [..., m, k] and [..., k, n] (batch axes
+   * broadcast), output [..., m, n]. iattrs[0], iattrs[1]: transpose the
+   * last two axes of input 0, input 1 before multiplying. */
+  TYTO_PLUGIN_OP_MATMUL = 160,
+
+  /* Layout ops that are not a strided COPY. PAD: iattrs = mode (0 constant,
+   * 1 reflect) then (before, after) per axis; fattrs[0] = constant.
+   * GATHER: inputs data, indices (whole numbers in the dtype); iattrs[0] =
+   * axis. SCATTER_ADD: inputs base, indices, updates; iattrs[0] = axis.
+   * ONE_HOT: input indices; output [..., depth]. */
+  TYTO_PLUGIN_OP_PAD = 192,
+  TYTO_PLUGIN_OP_GATHER = 193,
+  TYTO_PLUGIN_OP_SCATTER_ADD = 194,
+  TYTO_PLUGIN_OP_ONE_HOT = 195,
+
+  /* Neural ops. SOFTMAX, LOG_SOFTMAX: iattrs[0] = axis. CONV2D: inputs x
+   * [N, C, H, W], w [O, C/groups, KH, KW], optional bias [O]; iattrs =
+   * stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups.
+   * MAX_POOL2D, AVG_POOL2D: iattrs = kernel_h, kernel_w, stride_h,
+   * stride_w, pad_h, pad_w (AVG: padding not counted). */
+  TYTO_PLUGIN_OP_SOFTMAX = 224,
+  TYTO_PLUGIN_OP_LOG_SOFTMAX = 225,
+  TYTO_PLUGIN_OP_CONV2D = 226,
+  TYTO_PLUGIN_OP_MAX_POOL2D = 227,
+  TYTO_PLUGIN_OP_AVG_POOL2D = 228,
+
+  /* Random numbers from Philox-4x32-10: no inputs; iattrs[0] = seed (64
+   * bits), iattrs[1] = stream offset. Element i of the row-major output
+   * takes counter (offset + i/4) and lane i%4, identically on every
+   * device. UNIFORM: fattrs low, high. NORMAL: fattrs mean, stddev
+   * (Box-Muller on lanes pairs). BERNOULLI: fattrs[0] = p. */
+  TYTO_PLUGIN_OP_RANDOM_UNIFORM = 256,
+  TYTO_PLUGIN_OP_RANDOM_NORMAL = 257,
+  TYTO_PLUGIN_OP_RANDOM_BERNOULLI = 258,
+
+  /* Linear algebra on the last two axes, batched over the rest: INV,
+   * DET, LOGDET (log |det|), SOLVE (A, B) -> X with A X = B, CHOLESKY
+   * (lower), QR (two outputs Q, R; reduced). */
+  TYTO_PLUGIN_OP_INV = 288,
+  TYTO_PLUGIN_OP_DET = 289,
+  TYTO_PLUGIN_OP_LOGDET = 290,
+  TYTO_PLUGIN_OP_SOLVE = 291,
+  TYTO_PLUGIN_OP_CHOLESKY = 292,
+  TYTO_PLUGIN_OP_QR = 293
 } tyto_plugin_op;
 
 /* A tensor as a kernel sees it: dtype, shape, strides in elements (may be 0
