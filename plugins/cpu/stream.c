@@ -244,12 +244,15 @@ tyto_plugin_error *cpu_event_wait(tyto_plugin_device *dev,
   return err;
 }
 
-tyto_plugin_error *cpu_event_synchronize(tyto_plugin_device *dev,
-                                         tyto_plugin_event *e) {
-  tyto_plugin_state *st = dev->st;
+/* Reads the event's state under the marker lock; waits first when asked.
+ * The error reports work before the event that failed. */
+static tyto_plugin_error *event_state(tyto_plugin_state *st,
+                                      tyto_plugin_event *e, int wait,
+                                      int *complete) {
   pthread_mutex_lock(&st->marker_mu);
-  while (e->marker && !e->marker->done)
+  while (wait && e->marker && !e->marker->done)
     pthread_cond_wait(&st->marker_cv, &st->marker_mu);
+  *complete = !e->marker || e->marker->done;
   int failed = e->marker && e->marker->failed;
   pthread_mutex_unlock(&st->marker_mu);
   return failed ? st->host->error_new(TYTO_PLUGIN_ERR_DEVICE,
@@ -258,15 +261,13 @@ tyto_plugin_error *cpu_event_synchronize(tyto_plugin_device *dev,
                 : NULL;
 }
 
+tyto_plugin_error *cpu_event_synchronize(tyto_plugin_device *dev,
+                                         tyto_plugin_event *e) {
+  int complete;
+  return event_state(dev->st, e, 1, &complete);
+}
+
 tyto_plugin_error *cpu_event_query(tyto_plugin_device *dev,
                                    tyto_plugin_event *e, int *complete) {
-  tyto_plugin_state *st = dev->st;
-  pthread_mutex_lock(&st->marker_mu);
-  *complete = !e->marker || e->marker->done;
-  int failed = e->marker && e->marker->failed;
-  pthread_mutex_unlock(&st->marker_mu);
-  return failed ? st->host->error_new(TYTO_PLUGIN_ERR_DEVICE,
-                                      "work recorded by the event failed; "
-                                      "the stream's synchronize reports how")
-                : NULL;
+  return event_state(dev->st, e, 0, complete);
 }
