@@ -19,29 +19,51 @@ typedef struct copy_op {
 } copy_op;
 
 /* Walks the index space in row-major order, the last axis innermost. */
-static void strided_copy(const tyto_plugin_layout *in,
-                         const tyto_plugin_layout *out, size_t e,
-                         unsigned char *src, unsigned char *dst) {
-  int64_t n = cpu_numel(out);
-  if (n == 0)
-    return;
+/* A copy split into blocks of rows (a row: the innermost axis) for the
+ * pool. Rows of both sides with unit stride are memcpy'd. */
+typedef struct copy_job {
+  const tyto_plugin_layout *in, *out;
+  size_t e;
+  unsigned char *src, *dst;
+  int64_t rows, inner, rows_per_block;
+} copy_job;
+
+/* Target bytes per block: big enough to amortise the hand-off, small
+ * enough to spread work over the cores. */
+#define COPY_BLOCK_BYTES ((int64_t)64 << 10)
+
+static void copy_block(void *ctx, size_t block) {
+  const copy_job *j = ctx;
+  const tyto_plugin_layout *in = j->in, *out = j->out;
   uint32_t r = out->rank;
-  int64_t idx[TYTO_PLUGIN_MAX_RANK] = {0};
-  int64_t inner = r ? out->shape[r - 1] : 1;
+  int64_t first = (int64_t)block * j->rows_per_block;
+  int64_t last = first + j->rows_per_block;
+  if (last > j->rows)
+    last = j->rows;
+  /* The multi-index of the first row of the block. */
+  int64_t idx[TYTO_PLUGIN_MAX_RANK] = {0}, rem = first;
+  for (int64_t a = (int64_t)r - 2; a >= 0; a--) {
+    idx[a] = rem % out->shape[a];
+    rem /= out->shape[a];
+  }
   int64_t is = r ? in->strides[r - 1] : 0, os = r ? out->strides[r - 1] : 0;
-  for (int64_t done = 0; done < n; done += inner) {
+  size_t e = j->e;
+  for (int64_t row = first; row < last; row++) {
     int64_t ioff = in->offset, ooff = out->offset;
     for (uint32_t a = 0; a + 1 < r; a++) {
       ioff += idx[a] * in->strides[a];
       ooff += idx[a] * out->strides[a];
     }
-    if (e == 4) {
-      float *s = (float *)src + ioff, *d = (float *)dst + ooff;
-      for (int64_t i = 0; i < inner; i++)
+    if (is == 1 && os == 1) {
+      memcpy(j->dst + ooff * (int64_t)e, j->src + ioff * (int64_t)e,
+             (size_t)j->inner * e);
+    } else if (e == 4) {
+      float *s = (float *)j->src + ioff, *d = (float *)j->dst + ooff;
+      for (int64_t i = 0; i < j->inner; i++)
         d[i * os] = s[i * is];
     } else {
-      double *s = (double *)src + ioff, *d = (double *)dst + ooff;
-      for (int64_t i = 0; i < inner; i++)
+      double *s = (double *)j->src + ioff, *d = (double *)j->dst + ooff;
+      for (int64_t i = 0; i < j->inner; i++)
         d[i * os] = s[i * is];
     }
     for (int64_t a = (int64_t)r - 2; a >= 0; a--) {
@@ -52,14 +74,70 @@ static void strided_copy(const tyto_plugin_layout *in,
   }
 }
 
+static void strided_copy(const tyto_plugin_layout *in,
+                         const tyto_plugin_layout *out, size_t e,
+                         unsigned char *src, unsigned char *dst,
+                         cpu_pool *pool) {
+  int64_t n = cpu_numel(out);
+  if (n == 0)
+    return;
+  copy_job j = {in, out, e, src, dst, 0, 0, 0};
+  /* Both sides packed row-major: one row of n elements. */
+  if (cpu_contiguous(in) && cpu_contiguous(out)) {
+    tyto_plugin_layout flat_in = *in, flat_out = *out;
+    flat_in.rank = flat_out.rank = 1;
+    flat_in.shape[0] = flat_out.shape[0] = n;
+    flat_in.strides[0] = flat_out.strides[0] = 1;
+    /* Split the single row into blocks through a [blocks, block] view. */
+    int64_t block = COPY_BLOCK_BYTES / (int64_t)e * 4;
+    if (n > block) {
+      int64_t rows = n / block;
+      flat_in.rank = flat_out.rank = 2;
+      flat_in.shape[0] = flat_out.shape[0] = rows;
+      flat_in.shape[1] = flat_out.shape[1] = block;
+      flat_in.strides[0] = flat_out.strides[0] = block;
+      flat_in.strides[1] = flat_out.strides[1] = 1;
+      int64_t tail = n - rows * block;
+      j.in = &flat_in;
+      j.out = &flat_out;
+      j.rows = rows;
+      j.inner = block;
+      j.rows_per_block = 1;
+      cpu_pool_for(pool, (size_t)rows, copy_block, &j);
+      if (tail)
+        memcpy(dst + (out->offset + rows * block) * (int64_t)e,
+               src + (in->offset + rows * block) * (int64_t)e,
+               (size_t)tail * e);
+      return;
+    }
+    j.in = &flat_in;
+    j.out = &flat_out;
+    j.rows = 1;
+    j.inner = n;
+    j.rows_per_block = 1;
+    copy_block(&j, 0);
+    return;
+  }
+  uint32_t r = out->rank;
+  j.inner = r ? out->shape[r - 1] : 1;
+  j.rows = n / j.inner;
+  int64_t row_bytes = j.inner * (int64_t)e;
+  j.rows_per_block =
+      row_bytes >= COPY_BLOCK_BYTES ? 1 : COPY_BLOCK_BYTES / row_bytes;
+  int64_t blocks = (j.rows + j.rows_per_block - 1) / j.rows_per_block;
+  if (blocks == 1)
+    copy_block(&j, 0);
+  else
+    cpu_pool_for(pool, (size_t)blocks, copy_block, &j);
+}
+
 static tyto_plugin_error *copy_run(const cpu_op *base, const cpu_desc *d,
                                    unsigned char *const *args, cpu_pool *pool) {
-  (void)pool;
   const copy_op *op = (const copy_op *)base;
   const tyto_plugin_layout *out = &d->out[0].l;
   size_t e = cpu_dtype_size(out->dtype);
   if (op->op == TYTO_PLUGIN_OP_COPY) {
-    strided_copy(&d->in[0].l, out, e, args[0], args[1]);
+    strided_copy(&d->in[0].l, out, e, args[0], args[1], pool);
     return NULL;
   }
   /* A fill is a copy from one element broadcast everywhere. Values beyond
@@ -71,7 +149,7 @@ static tyto_plugin_error *copy_run(const cpu_op *base, const cpu_desc *d,
   memset(one.strides, 0, sizeof one.strides);
   one.offset = 0;
   strided_copy(&one, out, e, e == 4 ? (unsigned char *)&f : (unsigned char *)&v,
-               args[0]);
+               args[0], pool);
   return NULL;
 }
 
