@@ -1,15 +1,193 @@
 /*
- * Random numbers on the CPU: not written yet. Until they land the
- * device says so for each such op, and the host places it elsewhere.
+ * RANDOM_UNIFORM, RANDOM_NORMAL, RANDOM_BERNOULLI: counter-based Philox
+ * streams, so any slice of the output can be computed on its own (the pool
+ * splits the output into chunks of whole counters) and every device can
+ * reproduce the stream. The definition is sdk/docs/random.md; philox.h
+ * holds the generator and the conversions.
  */
 #include "config.h"
 
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+
 #include "ops.h"
+#include "philox.h"
+
+#define CHUNK_COUNTERS 1024 /* 4096 elements per pool task */
+
+typedef struct random_op {
+  cpu_op base;
+  uint32_t op;
+  uint64_t seed, offset;
+  double a, b; /* low, high / mean, stddev / p */
+} random_op;
+
+typedef struct random_job {
+  const random_op *op;
+  const tyto_plugin_layout *l;
+  unsigned char *dst;
+  int64_t n;
+} random_job;
+
+/* The element offset of row-major index i in layout l. */
+static int64_t offset_of(const tyto_plugin_layout *l, int64_t i) {
+  int64_t off = l->offset;
+  for (uint32_t a = l->rank; a-- > 0;) {
+    off += (i % l->shape[a]) * l->strides[a];
+    i /= l->shape[a];
+  }
+  return off;
+}
+
+/* Values of the 4 lanes of counter block `n` (philox.h, random.md). */
+static void block_f32(const random_op *op, uint64_t n, float v[4]) {
+  uint32_t r[4];
+  tyto_philox_block(op->seed, op->offset + n, r);
+  if (op->op == TYTO_PLUGIN_OP_RANDOM_UNIFORM) {
+    float lo = (float)op->a, span = (float)op->b - lo;
+    for (int j = 0; j < 4; j++)
+      v[j] = fmaf(span, tyto_philox_u01_f32(r[j]), lo);
+  } else if (op->op == TYTO_PLUGIN_OP_RANDOM_NORMAL) {
+    float mean = (float)op->a, sd = (float)op->b;
+    for (int j = 0; j < 4; j += 2) {
+      /* Box-Muller (Box and Muller, 1958). */
+      float u1 = tyto_philox_u01_f32(r[j]), u2 = tyto_philox_u01_f32(r[j + 1]);
+      float rad = sqrtf(-2.0f * logf(u1)), t = 6.28318530717958647692f * u2;
+      v[j] = fmaf(sd, rad * cosf(t), mean);
+      v[j + 1] = fmaf(sd, rad * sinf(t), mean);
+    }
+  } else {
+    for (int j = 0; j < 4; j++)
+      v[j] = tyto_philox_u01_f64(r[j]) < op->a ? 1.0f : 0.0f;
+  }
+}
+
+static void block_f64(const random_op *op, uint64_t n, double v[4]) {
+  uint32_t r[4];
+  tyto_philox_block(op->seed, op->offset + n, r);
+  if (op->op == TYTO_PLUGIN_OP_RANDOM_UNIFORM) {
+    double span = op->b - op->a;
+    for (int j = 0; j < 4; j++)
+      v[j] = fma(span, tyto_philox_u01_f64(r[j]), op->a);
+  } else if (op->op == TYTO_PLUGIN_OP_RANDOM_NORMAL) {
+    for (int j = 0; j < 4; j += 2) {
+      double u1 = tyto_philox_u01_f64(r[j]), u2 = tyto_philox_u01_f64(r[j + 1]);
+      double rad = sqrt(-2.0 * log(u1)), t = 6.28318530717958647692 * u2;
+      v[j] = fma(op->b, rad * cos(t), op->a);
+      v[j + 1] = fma(op->b, rad * sin(t), op->a);
+    }
+  } else {
+    for (int j = 0; j < 4; j++)
+      v[j] = tyto_philox_u01_f64(r[j]) < op->a ? 1.0 : 0.0;
+  }
+}
+
+static void random_chunk(void *ctx, size_t c) {
+  const random_job *job = ctx;
+  const tyto_plugin_layout *l = job->l;
+  int64_t first = (int64_t)c * CHUNK_COUNTERS * 4;
+  int64_t end =
+      first + CHUNK_COUNTERS * 4 < job->n ? first + CHUNK_COUNTERS * 4 : job->n;
+  int f32 = l->dtype == TYTO_PLUGIN_DTYPE_F32;
+  /* Walk the output's multi-index alongside i. */
+  int64_t idx[TYTO_PLUGIN_MAX_RANK] = {0}, rest = first;
+  for (uint32_t a = l->rank; a-- > 0;) {
+    idx[a] = rest % l->shape[a];
+    rest /= l->shape[a];
+  }
+  int64_t off = offset_of(l, first);
+  for (int64_t i = first; i < end; i += 4) {
+    float vf[4];
+    double vd[4];
+    if (f32)
+      block_f32(job->op, (uint64_t)(i / 4), vf);
+    else
+      block_f64(job->op, (uint64_t)(i / 4), vd);
+    for (int j = 0; j < 4 && i + j < end; j++) {
+      if (f32)
+        ((float *)job->dst)[off] = vf[j];
+      else
+        ((double *)job->dst)[off] = vd[j];
+      for (uint32_t a = l->rank; a-- > 0;) {
+        off += l->strides[a];
+        if (++idx[a] < l->shape[a])
+          break;
+        off -= idx[a] * l->strides[a];
+        idx[a] = 0;
+      }
+    }
+  }
+}
+
+static tyto_plugin_error *random_run(const cpu_op *base, const cpu_desc *d,
+                                     unsigned char *const *args,
+                                     cpu_pool *pool) {
+  random_job job = {(const random_op *)base, &d->out[0].l, args[0],
+                    cpu_numel(&d->out[0].l)};
+  if (job.n > 0) {
+    size_t chunks =
+        (size_t)((job.n + CHUNK_COUNTERS * 4 - 1) / (CHUNK_COUNTERS * 4));
+    cpu_pool_for(pool, chunks, random_chunk, &job);
+  }
+  return NULL;
+}
+
+static void random_destroy(cpu_op *op) {
+  free(op);
+}
 
 tyto_plugin_error *cpu_random_prepare(const tyto_plugin_host *h,
                                       const cpu_desc *desc, cpu_op **out) {
-  (void)out;
-  return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
-                      "%s is not yet supported by the cpu device",
-                      cpu_op_name(desc->d->op));
+  const tyto_plugin_op_desc *d = desc->d;
+  const char *name = cpu_op_name(d->op);
+  uint32_t want_f = d->op == TYTO_PLUGIN_OP_RANDOM_BERNOULLI ? 1 : 2;
+  if (desc->n_in != 0 || desc->n_out != 1)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: expected 0 inputs and 1 output, got %u and %u",
+                        name, desc->n_in, desc->n_out);
+  if (d->n_iattrs != 2)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: expected 2 integer attributes (seed, offset), "
+                        "got %u",
+                        name, d->n_iattrs);
+  if (d->n_fattrs != want_f)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: expected %u real attributes (%s), got %u", name,
+                        want_f,
+                        d->op == TYTO_PLUGIN_OP_RANDOM_UNIFORM  ? "low, high"
+                        : d->op == TYTO_PLUGIN_OP_RANDOM_NORMAL ? "mean, stddev"
+                                                                : "p",
+                        d->n_fattrs);
+  double a = d->fattrs[0], b = want_f > 1 ? d->fattrs[1] : 0;
+  double lim =
+      desc->out[0].l.dtype == TYTO_PLUGIN_DTYPE_F32 ? FLT_MAX : DBL_MAX;
+  if (d->op == TYTO_PLUGIN_OP_RANDOM_UNIFORM &&
+      !(fabs(a) <= lim && fabs(b) <= lim && a <= b))
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: expected finite low <= high in the output's "
+                        "dtype %s, got low %g, high %g",
+                        name, cpu_dtype_name(desc->out[0].l.dtype), a, b);
+  if (d->op == TYTO_PLUGIN_OP_RANDOM_NORMAL &&
+      !(fabs(a) <= lim && b >= 0 && b <= lim))
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: expected a finite mean and a finite stddev >= 0 "
+                        "in the output's dtype %s, got mean %g, stddev %g",
+                        name, cpu_dtype_name(desc->out[0].l.dtype), a, b);
+  if (d->op == TYTO_PLUGIN_OP_RANDOM_BERNOULLI && !(a >= 0 && a <= 1))
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: expected a probability p in [0, 1], got %g", name,
+                        a);
+  random_op *op = calloc(1, sizeof *op);
+  if (!op)
+    return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY, "out of memory");
+  op->base.run = random_run;
+  op->base.destroy = random_destroy;
+  op->op = d->op;
+  op->seed = (uint64_t)d->iattrs[0];
+  op->offset = (uint64_t)d->iattrs[1];
+  op->a = a;
+  op->b = b;
+  *out = &op->base;
+  return NULL;
 }
