@@ -1,15 +1,649 @@
 /*
- * Convolution and pooling on the CPU: not written yet. Until they land the
- * device says so for each such op, and the host places it elsewhere.
+ * CONV2D, MAX_POOL2D and AVG_POOL2D on NCHW tensors.
+ *
+ * f32 with every layout contiguous goes through oneDNN (plain nchw/oihw
+ * formats, forward inference) when the build found it. Everything else (f64,
+ * which oneDNN's CPU engine has no convolution for, strided or offset views,
+ * empty tensors, or TYTO_CPU_NO_DNNL=1 in the environment at prepare) takes
+ * the portable path: convolution as im2col + one cblas GEMM per (image,
+ * group), pooling as a direct loop. Both paths give the same results to
+ * rounding; the tests run both against one reference.
+ *
+ * Output size, as in PyTorch and oneDNN (floor mode):
+ *   OH = (H + 2 pad_h - dilation_h (KH - 1) - 1) / stride_h + 1.
+ * Average pooling divides by the number of window elements inside the input
+ * (padding not counted); max pooling ignores padding. A pooling pad must be
+ * smaller than its kernel, so every window sees at least one element.
  */
 #include "config.h"
 
+#include <cblas.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef TYTO_HAVE_DNNL
+#include <dnnl.h>
+#endif
+
 #include "ops.h"
+
+/* Below this many multiply-adds per (image, group) GEMM the fallback runs
+ * images in parallel on the pool; above it OpenBLAS threads each GEMM. */
+#define CONV_SMALL_GEMM ((int64_t)96 * 96 * 96)
+#define CONV_MAX_SLOTS 64
+/* Workspace bytes the parallel slots may take together (one slot always). */
+#define CONV_SLOT_BUDGET ((int64_t)256 << 20)
+
+typedef struct conv_op {
+  cpu_op base;
+  const tyto_plugin_host *host;
+  uint32_t code;
+  size_t elem;
+  int64_t N, C, H, W, O, KH, KW, OH, OW;
+  int64_t sh, sw, ph, pw, dh, dw, G;
+  int has_bias;
+  /* Fallback: the workspace holds the packed weights, then `slots` slices
+   * of (im2col matrix, GEMM result). */
+  int64_t slots, slot_elems, wpack_elems;
+#ifdef TYTO_HAVE_DNNL
+  dnnl_primitive_t prim;    /* NULL: the fallback runs */
+  dnnl_memory_desc_t md[5]; /* src, weights, bias, dst, scratchpad */
+  uint64_t scratch_bytes;
+#endif
+} conv_op;
+
+/* ------------------------------------------------------------------------ */
+/* Messages                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static const char *shape_str(char *buf, size_t size,
+                             const tyto_plugin_layout *l) {
+  size_t used = (size_t)snprintf(buf, size, "[");
+  for (uint32_t i = 0; i < l->rank && used < size; i++)
+    used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? "," : "",
+                             (long long)l->shape[i]);
+  if (used < size)
+    snprintf(buf + used, size - used, "]");
+  return buf;
+}
+
+/* ------------------------------------------------------------------------ */
+/* oneDNN                                                                    */
+/* ------------------------------------------------------------------------ */
+
+#ifdef TYTO_HAVE_DNNL
+static dnnl_engine_t cpu_engine;
+static pthread_once_t dnnl_once = PTHREAD_ONCE_INIT;
+
+/* One CPU engine for the process (oneDNN engines are cheap to share and
+ * thread-safe); NULL when oneDNN cannot make one. */
+static void dnnl_init(void) {
+  if (dnnl_engine_create(&cpu_engine, dnnl_cpu, 0) != dnnl_success)
+    cpu_engine = NULL;
+}
+
+/* The engine goes when the plugin is unloaded (the plugin ABI has no
+ * per-process hook for it; kernels using it are all released by then). */
+__attribute__((destructor)) static void dnnl_fini(void) {
+  if (cpu_engine)
+    dnnl_engine_destroy(cpu_engine);
+  cpu_engine = NULL;
+}
+
+/* Builds the oneDNN primitive for a validated op; leaves op->prim NULL
+ * when oneDNN has no implementation for it (the fallback then runs). */
+static void dnnl_build(conv_op *op) {
+  pthread_once(&dnnl_once, dnnl_init);
+  if (!cpu_engine)
+    return;
+  dnnl_dims_t x = {op->N, op->C, op->H, op->W},
+              y = {op->N, op->code == TYTO_PLUGIN_OP_CONV2D ? op->O : op->C,
+                   op->OH, op->OW},
+              strides = {op->sh, op->sw}, pad = {op->ph, op->pw};
+  dnnl_memory_desc_t *md = op->md;
+  if (dnnl_memory_desc_init_by_tag(&md[0], 4, x, dnnl_f32, dnnl_nchw) ||
+      dnnl_memory_desc_init_by_tag(&md[3], 4, y, dnnl_f32, dnnl_nchw))
+    return;
+  /* The scratchpad is ours (the kernel's workspace): oneDNN's own lives in
+   * the thread that created the primitive, and ours run on stream
+   * workers. */
+  dnnl_primitive_attr_t attr = NULL;
+  if (dnnl_primitive_attr_create(&attr) != dnnl_success)
+    return;
+  if (dnnl_primitive_attr_set_scratchpad_mode(
+          attr, dnnl_scratchpad_mode_user) != dnnl_success) {
+    dnnl_primitive_attr_destroy(attr);
+    return;
+  }
+  dnnl_primitive_desc_t pd = NULL;
+  int made = 0;
+  if (op->code == TYTO_PLUGIN_OP_CONV2D) {
+    dnnl_dims_t dil = {op->dh - 1, op->dw - 1}, b = {op->O};
+    int ok;
+    if (op->G > 1) {
+      dnnl_dims_t w = {op->G, op->O / op->G, op->C / op->G, op->KH, op->KW};
+      ok = dnnl_memory_desc_init_by_tag(&md[1], 5, w, dnnl_f32, dnnl_goihw) ==
+           dnnl_success;
+    } else {
+      dnnl_dims_t w = {op->O, op->C, op->KH, op->KW};
+      ok = dnnl_memory_desc_init_by_tag(&md[1], 4, w, dnnl_f32, dnnl_oihw) ==
+           dnnl_success;
+    }
+    ok = ok && dnnl_memory_desc_init_by_tag(&md[2], 1, b, dnnl_f32, dnnl_x) ==
+                   dnnl_success;
+    dnnl_convolution_desc_t cd;
+    ok = ok && dnnl_dilated_convolution_forward_desc_init(
+                   &cd, dnnl_forward_inference, dnnl_convolution_direct, &md[0],
+                   &md[1], op->has_bias ? &md[2] : NULL, &md[3], strides, dil,
+                   pad, pad) == dnnl_success;
+    made = ok && dnnl_primitive_desc_create(&pd, &cd, attr, cpu_engine, NULL) ==
+                     dnnl_success;
+  } else {
+    dnnl_dims_t kernel = {op->KH, op->KW}, dil = {0, 0};
+    dnnl_pooling_v2_desc_t pl;
+    made =
+        dnnl_pooling_v2_forward_desc_init(
+            &pl, dnnl_forward_inference,
+            op->code == TYTO_PLUGIN_OP_MAX_POOL2D
+                ? dnnl_pooling_max
+                : dnnl_pooling_avg_exclude_padding,
+            &md[0], &md[3], strides, kernel, dil, pad, pad) == dnnl_success &&
+        dnnl_primitive_desc_create(&pd, &pl, attr, cpu_engine, NULL) ==
+            dnnl_success;
+  }
+  dnnl_primitive_attr_destroy(attr);
+  if (!made)
+    return;
+  const dnnl_memory_desc_t *sp =
+      dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  if (sp)
+    md[4] = *sp;
+  op->scratch_bytes = sp ? dnnl_memory_desc_get_size(sp) : 0;
+  if (dnnl_primitive_create(&op->prim, pd) != dnnl_success)
+    op->prim = NULL;
+  dnnl_primitive_desc_destroy(pd);
+}
+
+/* Runs the primitive on the bound tensors; returns oneDNN's status. */
+static dnnl_status_t dnnl_run(const conv_op *op, const cpu_desc *d,
+                              unsigned char *const *args) {
+  int n_in = (int)d->n_in;
+  dnnl_memory_t mem[5] = {NULL, NULL, NULL, NULL, NULL};
+  dnnl_exec_arg_t ea[5];
+  static const int which_conv[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS,
+                                    DNNL_ARG_BIAS, DNNL_ARG_DST};
+  int n = 0;
+  dnnl_status_t st = dnnl_success;
+  for (int i = 0; i <= n_in && st == dnnl_success; i++) {
+    int slot = i == n_in ? 3 : i; /* the output is md[3] */
+    if (op->code != TYTO_PLUGIN_OP_CONV2D && i > 0 && i < n_in)
+      continue;
+    const tyto_plugin_layout *l = i == n_in ? &d->out[0].l : &d->in[i].l;
+    void *ptr = args[i] + l->offset * (int64_t)op->elem;
+    st = dnnl_memory_create(&mem[n], &op->md[slot], cpu_engine, ptr);
+    if (st == dnnl_success) {
+      ea[n].arg = which_conv[slot];
+      ea[n].memory = mem[n];
+      n++;
+    }
+  }
+  if (st == dnnl_success && op->scratch_bytes) {
+    st = dnnl_memory_create(&mem[n], &op->md[4], cpu_engine, args[n_in + 1]);
+    if (st == dnnl_success) {
+      ea[n].arg = DNNL_ARG_SCRATCHPAD;
+      ea[n].memory = mem[n];
+      n++;
+    }
+  }
+  dnnl_stream_t s = NULL;
+  if (st == dnnl_success)
+    st = dnnl_stream_create(&s, cpu_engine, dnnl_stream_default_flags);
+  if (st == dnnl_success)
+    st = dnnl_primitive_execute(op->prim, s, n, ea);
+  if (st == dnnl_success)
+    st = dnnl_stream_wait(s);
+  if (s)
+    dnnl_stream_destroy(s);
+  for (int i = 0; i < n; i++)
+    dnnl_memory_destroy(mem[i]);
+  return st;
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Portable path                                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef struct conv_run {
+  const conv_op *op;
+  const cpu_desc *d;
+  unsigned char *x, *w, *b, *y; /* layout offsets applied */
+  unsigned char *ws;
+} conv_run;
+
+/* Packs w [O, C/G, KH, KW] (any strides) into a row-major [O, K]. */
+#define DEFINE_KERNELS(T, SUFFIX, GEMM)                                        \
+  static void pack_w_##SUFFIX(const conv_run *r) {                             \
+    const conv_op *op = r->op;                                                 \
+    const int64_t *s = r->d->in[1].l.strides;                                  \
+    const T *w = (const T *)r->w;                                              \
+    T *dst = (T *)r->ws;                                                       \
+    int64_t Cg = op->C / op->G, i = 0;                                         \
+    for (int64_t o = 0; o < op->O; o++)                                        \
+      for (int64_t c = 0; c < Cg; c++)                                         \
+        for (int64_t kh = 0; kh < op->KH; kh++)                                \
+          for (int64_t kw = 0; kw < op->KW; kw++)                              \
+            dst[i++] = w[o * s[0] + c * s[1] + kh * s[2] + kw * s[3]];         \
+  }                                                                            \
+  /* One (image, group): im2col, GEMM, scatter with bias. */                   \
+  static void conv_one_##SUFFIX(const conv_run *r, int64_t t, T *col,          \
+                                T *res) {                                      \
+    const conv_op *op = r->op;                                                 \
+    const int64_t *xs = r->d->in[0].l.strides, *ys = r->d->out[0].l.strides;   \
+    int64_t n = t / op->G, g = t % op->G, Cg = op->C / op->G,                  \
+            Og = op->O / op->G, K = Cg * op->KH * op->KW, P = op->OH * op->OW; \
+    const T *x = (const T *)r->x + n * xs[0] + g * Cg * xs[1];                 \
+    for (int64_t c = 0; c < Cg; c++)                                           \
+      for (int64_t kh = 0; kh < op->KH; kh++)                                  \
+        for (int64_t kw = 0; kw < op->KW; kw++) {                              \
+          T *row = col + ((c * op->KH + kh) * op->KW + kw) * P;                \
+          for (int64_t oh = 0; oh < op->OH; oh++) {                            \
+            int64_t ih = oh * op->sh - op->ph + kh * op->dh;                   \
+            T *dst = row + oh * op->OW;                                        \
+            if (ih < 0 || ih >= op->H) {                                       \
+              for (int64_t ow = 0; ow < op->OW; ow++)                          \
+                dst[ow] = 0;                                                   \
+              continue;                                                        \
+            }                                                                  \
+            const T *src = x + c * xs[1] + ih * xs[2];                         \
+            for (int64_t ow = 0; ow < op->OW; ow++) {                          \
+              int64_t iw = ow * op->sw - op->pw + kw * op->dw;                 \
+              dst[ow] = iw >= 0 && iw < op->W ? src[iw * xs[3]] : (T)0;        \
+            }                                                                  \
+          }                                                                    \
+        }                                                                      \
+    const T *wg = (const T *)r->ws + g * Og * K;                               \
+    if (K > 0)                                                                 \
+      GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Og, (int)P, (int)K, \
+           1, wg, (int)K, col, (int)P, 0, res, (int)P);                        \
+    else                                                                       \
+      memset(res, 0, (size_t)(Og * P) * sizeof(T));                            \
+    const T *bias = (const T *)r->b;                                           \
+    int64_t bst = r->b ? r->d->in[2].l.strides[0] : 0;                         \
+    T *y = (T *)r->y + n * ys[0];                                              \
+    for (int64_t o = 0; o < Og; o++) {                                         \
+      int64_t oc = g * Og + o;                                                 \
+      T add = bias ? bias[oc * bst] : (T)0;                                    \
+      for (int64_t oh = 0; oh < op->OH; oh++) {                                \
+        T *dst = y + oc * ys[1] + oh * ys[2];                                  \
+        const T *src = res + o * P + oh * op->OW;                              \
+        for (int64_t ow = 0; ow < op->OW; ow++)                                \
+          dst[ow * ys[3]] = src[ow] + add;                                     \
+      }                                                                        \
+    }                                                                          \
+  }                                                                            \
+  /* One (image, channel) plane of a pooling. */                               \
+  static void pool_one_##SUFFIX(const conv_run *r, int64_t t) {                \
+    const conv_op *op = r->op;                                                 \
+    const int64_t *xs = r->d->in[0].l.strides, *ys = r->d->out[0].l.strides;   \
+    int64_t n = t / op->C, c = t % op->C;                                      \
+    const T *x = (const T *)r->x + n * xs[0] + c * xs[1];                      \
+    T *y = (T *)r->y + n * ys[0] + c * ys[1];                                  \
+    int is_max = op->code == TYTO_PLUGIN_OP_MAX_POOL2D;                        \
+    for (int64_t oh = 0; oh < op->OH; oh++)                                    \
+      for (int64_t ow = 0; ow < op->OW; ow++) {                                \
+        int64_t h0 = oh * op->sh - op->ph, w0 = ow * op->sw - op->pw;          \
+        int64_t h1 = h0 + op->KH, w1 = w0 + op->KW;                            \
+        h0 = h0 < 0 ? 0 : h0;                                                  \
+        w0 = w0 < 0 ? 0 : w0;                                                  \
+        h1 = h1 > op->H ? op->H : h1;                                          \
+        w1 = w1 > op->W ? op->W : w1;                                          \
+        T acc = is_max ? -(T)INFINITY : (T)0;                                  \
+        for (int64_t ih = h0; ih < h1; ih++)                                   \
+          for (int64_t iw = w0; iw < w1; iw++) {                               \
+            T v = x[ih * xs[2] + iw * xs[3]];                                  \
+            if (is_max)                                                        \
+              acc = v > acc || isnan(v) ? v : acc;                             \
+            else                                                               \
+              acc += v;                                                        \
+          }                                                                    \
+        if (!is_max)                                                           \
+          acc /= (T)((h1 - h0) * (w1 - w0));                                   \
+        y[oh * ys[2] + ow * ys[3]] = acc;                                      \
+      }                                                                        \
+  }
+
+DEFINE_KERNELS(float, f32, cblas_sgemm)
+DEFINE_KERNELS(double, f64, cblas_dgemm)
+
+static void conv_slot(void *ctx, size_t slot) {
+  const conv_run *r = ctx;
+  const conv_op *op = r->op;
+  int64_t tasks = op->N * op->G, lo = tasks * (int64_t)slot / op->slots,
+          hi = tasks * ((int64_t)slot + 1) / op->slots;
+  int64_t K = op->C / op->G * op->KH * op->KW, P = op->OH * op->OW;
+  unsigned char *base =
+      r->ws +
+      (op->wpack_elems + (int64_t)slot * op->slot_elems) * (int64_t)op->elem;
+  for (int64_t t = lo; t < hi; t++) {
+    if (op->elem == 4)
+      conv_one_f32(r, t, (float *)base, (float *)base + K * P);
+    else
+      conv_one_f64(r, t, (double *)base, (double *)base + K * P);
+  }
+}
+
+static void pool_plane(void *ctx, size_t t) {
+  const conv_run *r = ctx;
+  if (r->op->elem == 4)
+    pool_one_f32(r, (int64_t)t);
+  else
+    pool_one_f64(r, (int64_t)t);
+}
+
+static tyto_plugin_error *conv_exec(const cpu_op *base, const cpu_desc *d,
+                                    unsigned char *const *args,
+                                    cpu_pool *pool) {
+  const conv_op *op = (const conv_op *)base;
+#ifdef TYTO_HAVE_DNNL
+  if (op->prim) {
+    dnnl_status_t st = dnnl_run(op, d, args);
+    return st == dnnl_success
+               ? NULL
+               : op->host->error_new(
+                     st == dnnl_out_of_memory ? TYTO_PLUGIN_ERR_OUT_OF_MEMORY
+                                              : TYTO_PLUGIN_ERR_DEVICE,
+                     "%s: oneDNN failed with status %d; set "
+                     "TYTO_CPU_NO_DNNL=1 to use the portable kernels",
+                     cpu_op_name(op->code), (int)st);
+  }
+#endif
+  int64_t e = (int64_t)op->elem;
+  uint32_t n_in = d->n_in;
+  conv_run r = {op,
+                d,
+                args[0] + d->in[0].l.offset * e,
+                n_in > 1 ? args[1] + d->in[1].l.offset * e : NULL,
+                n_in > 2 ? args[2] + d->in[2].l.offset * e : NULL,
+                args[n_in] + d->out[0].l.offset * e,
+                op->base.workspace_bytes ? args[n_in + 1] : NULL};
+  if (op->code != TYTO_PLUGIN_OP_CONV2D) {
+    r.w = NULL;
+    if (op->N * op->C > 0 && op->OH * op->OW > 0)
+      cpu_pool_for(pool, (size_t)(op->N * op->C), pool_plane, &r);
+    return NULL;
+  }
+  if (op->N * op->O * op->OH * op->OW == 0)
+    return NULL;
+  if (e == 4)
+    pack_w_f32(&r);
+  else
+    pack_w_f64(&r);
+  if (op->slots > 1)
+    cpu_pool_for(pool, (size_t)op->slots, conv_slot, &r);
+  else
+    conv_slot(&r, 0);
+  return NULL;
+}
+
+static void conv_destroy(cpu_op *base) {
+#ifdef TYTO_HAVE_DNNL
+  conv_op *op = (conv_op *)base;
+  if (op->prim)
+    dnnl_primitive_destroy(op->prim);
+#endif
+  free(base);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Validation                                                                */
+/* ------------------------------------------------------------------------ */
+
+static tyto_plugin_error *check_attr(const tyto_plugin_host *h,
+                                     const char *opname, const char *name,
+                                     int64_t v, int64_t min) {
+  if (v < min)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: %s must be at least %lld, got %lld", opname, name,
+                        (long long)min, (long long)v);
+  if (v > INT_MAX)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: %s %lld is too large (at most %d)", opname, name,
+                        (long long)v, INT_MAX);
+  return NULL;
+}
+
+static int no_dnnl_env(void) {
+  const char *v = getenv("TYTO_CPU_NO_DNNL");
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+static tyto_plugin_error *conv_check(const tyto_plugin_host *h,
+                                     const cpu_desc *desc, conv_op *op) {
+  const tyto_plugin_op_desc *d = desc->d;
+  const char *name = cpu_op_name(d->op);
+  int is_conv = d->op == TYTO_PLUGIN_OP_CONV2D;
+  if (is_conv ? (desc->n_in != 2 && desc->n_in != 3) || desc->n_out != 1
+              : desc->n_in != 1 || desc->n_out != 1)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        is_conv ? "%s: expected 2 or 3 inputs (x, w, optional "
+                                  "bias) and 1 output, got %u and %u"
+                                : "%s: expected 1 input and 1 output, got %u "
+                                  "and %u",
+                        name, desc->n_in, desc->n_out);
+  uint32_t want_attrs = is_conv ? 7 : 6;
+  if (d->n_iattrs != want_attrs)
+    return h->error_new(
+        TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+        is_conv ? "%s: expected %u integer attributes (stride_h, stride_w, "
+                  "pad_h, pad_w, dilation_h, dilation_w, groups), got %u"
+                : "%s: expected %u integer attributes (kernel_h, kernel_w, "
+                  "stride_h, stride_w, pad_h, pad_w), got %u",
+        name, want_attrs, d->n_iattrs);
+  const tyto_plugin_layout *x = &desc->in[0].l, *y = &desc->out[0].l;
+  char sx[160], sw[160], sy[160], sb[160];
+  shape_str(sx, sizeof sx, x);
+  shape_str(sy, sizeof sy, y);
+  for (uint32_t i = 0; i < desc->n_in; i++)
+    if (desc->in[i].l.dtype != y->dtype)
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "%s: input %u is %s but the output is %s: all must "
+                          "share one dtype",
+                          name, i, cpu_dtype_name(desc->in[i].l.dtype),
+                          cpu_dtype_name(y->dtype));
+  if (x->rank != 4)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: x must be [N, C, H, W], got %s", name, sx);
+  static const char *const conv_names[] = {
+      "stride_h",   "stride_w",   "pad_h", "pad_w",
+      "dilation_h", "dilation_w", "groups"};
+  static const char *const pool_names[] = {"kernel_h", "kernel_w", "stride_h",
+                                           "stride_w", "pad_h",    "pad_w"};
+  static const int64_t conv_min[] = {1, 1, 0, 0, 1, 1, 1},
+                       pool_min[] = {1, 1, 1, 1, 0, 0};
+  for (uint32_t i = 0; i < want_attrs; i++) {
+    tyto_plugin_error *e =
+        check_attr(h, name, is_conv ? conv_names[i] : pool_names[i],
+                   d->iattrs[i], is_conv ? conv_min[i] : pool_min[i]);
+    if (e)
+      return e;
+  }
+  const int64_t *a = d->iattrs;
+  op->code = d->op;
+  op->elem = cpu_dtype_size(y->dtype);
+  op->N = x->shape[0];
+  op->C = x->shape[1];
+  op->H = x->shape[2];
+  op->W = x->shape[3];
+  int64_t O, eff_h, eff_w;
+  if (is_conv) {
+    const tyto_plugin_layout *w = &desc->in[1].l;
+    shape_str(sw, sizeof sw, w);
+    op->sh = a[0], op->sw = a[1], op->ph = a[2], op->pw = a[3];
+    op->dh = a[4], op->dw = a[5], op->G = a[6];
+    if (w->rank != 4)
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "conv2d: w must be [O, C/groups, KH, KW], got %s",
+                          sw);
+    O = w->shape[0];
+    op->KH = w->shape[2];
+    op->KW = w->shape[3];
+    if (op->C % op->G)
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "conv2d: groups %lld does not divide the %lld input "
+                          "channels of x %s",
+                          (long long)op->G, (long long)op->C, sx);
+    if (O % op->G)
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "conv2d: groups %lld does not divide the %lld output "
+                          "channels of w %s",
+                          (long long)op->G, (long long)O, sw);
+    if (w->shape[1] != op->C / op->G)
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "conv2d: w %s takes %lld input channels per group, "
+                          "but x %s with groups %lld has %lld",
+                          sw, (long long)w->shape[1], sx, (long long)op->G,
+                          (long long)(op->C / op->G));
+    if (desc->n_in == 3) {
+      const tyto_plugin_layout *b = &desc->in[2].l;
+      shape_str(sb, sizeof sb, b);
+      if (b->rank != 1 || b->shape[0] != O)
+        return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                            "conv2d: bias must be [%lld] (one per output "
+                            "channel of w %s), got %s",
+                            (long long)O, sw, sb);
+      op->has_bias = 1;
+    }
+    if (op->KH > INT_MAX || op->KW > INT_MAX)
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "conv2d: kernel of w %s is too large", sw);
+    eff_h = op->dh * (op->KH - 1) + 1;
+    eff_w = op->dw * (op->KW - 1) + 1;
+  } else {
+    op->KH = a[0], op->KW = a[1], op->sh = a[2], op->sw = a[3];
+    op->ph = a[4], op->pw = a[5];
+    op->dh = op->dw = op->G = 1;
+    O = op->C;
+    if (op->ph >= op->KH || op->pw >= op->KW)
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "%s: padding %lldx%lld must be smaller than the "
+                          "kernel %lldx%lld",
+                          name, (long long)op->ph, (long long)op->pw,
+                          (long long)op->KH, (long long)op->KW);
+    eff_h = op->KH;
+    eff_w = op->KW;
+  }
+  op->O = O;
+  int64_t ph2 = op->H + 2 * op->ph, pw2 = op->W + 2 * op->pw;
+  if (eff_h > ph2 || eff_w > pw2)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: the %skernel %lldx%lld does not fit in the padded "
+                        "input %lldx%lld of x %s",
+                        name, is_conv ? "dilated " : "", (long long)eff_h,
+                        (long long)eff_w, (long long)ph2, (long long)pw2, sx);
+  op->OH = (ph2 - eff_h) / op->sh + 1;
+  op->OW = (pw2 - eff_w) / op->sw + 1;
+  if (y->rank != 4 || y->shape[0] != op->N || y->shape[1] != O ||
+      y->shape[2] != op->OH || y->shape[3] != op->OW) {
+    if (is_conv)
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "conv2d: output is %s, expected [%lld,%lld,%lld,"
+                          "%lld] for x %s and w %s",
+                          sy, (long long)op->N, (long long)O, (long long)op->OH,
+                          (long long)op->OW, sx, sw);
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: output is %s, expected [%lld,%lld,%lld,%lld] for "
+                        "x %s",
+                        name, sy, (long long)op->N, (long long)O,
+                        (long long)op->OH, (long long)op->OW, sx);
+  }
+  for (uint32_t ax = 0; ax < 4; ax++)
+    if (y->shape[ax] > 1 && y->strides[ax] == 0)
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "%s: output %s has a stride-0 axis %u: every "
+                          "element needs its own place",
+                          name, sy, ax);
+  return NULL;
+}
 
 tyto_plugin_error *cpu_conv_prepare(const tyto_plugin_host *h,
                                     const cpu_desc *desc, cpu_op **out) {
-  (void)out;
-  return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
-                      "%s is not yet supported by the cpu device",
-                      cpu_op_name(desc->d->op));
+  conv_op *op = calloc(1, sizeof *op);
+  if (!op)
+    return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY, "out of memory");
+  tyto_plugin_error *e = conv_check(h, desc, op);
+  if (e) {
+    free(op);
+    return e;
+  }
+  op->base.run = conv_exec;
+  op->base.destroy = conv_destroy;
+  op->host = h;
+  int empty = 0, contiguous = 1;
+  for (uint32_t i = 0; i < desc->n_in; i++) {
+    empty |= desc->in[i].empty;
+    contiguous &= cpu_contiguous(&desc->in[i].l);
+  }
+  empty |= desc->out[0].empty;
+  contiguous &= cpu_contiguous(&desc->out[0].l);
+#ifdef TYTO_HAVE_DNNL
+  if (op->elem == 4 && contiguous && !empty && !no_dnnl_env())
+    dnnl_build(op);
+#else
+  (void)no_dnnl_env;
+  (void)empty;
+  (void)contiguous;
+#endif
+  int use_dnnl = 0;
+#ifdef TYTO_HAVE_DNNL
+  use_dnnl = op->prim != NULL;
+  op->base.workspace_bytes = use_dnnl ? op->scratch_bytes : 0;
+#endif
+  if (op->code == TYTO_PLUGIN_OP_CONV2D && !use_dnnl) {
+    /* im2col + GEMM workspace: the packed weights, then per slot one
+     * [K, OH*OW] column matrix and one [O/G, OH*OW] result. */
+    int64_t K = op->C / op->G * op->KH * op->KW, P = op->OH * op->OW,
+            Og = op->O / op->G, wpack, slot, per_task, total, bytes;
+    if (K > INT_MAX || P > INT_MAX ||
+        __builtin_mul_overflow(op->O, K, &wpack) ||
+        __builtin_mul_overflow(K + Og, P, &slot) ||
+        __builtin_mul_overflow(Og * K, P, &per_task)) {
+      conv_destroy(&op->base);
+      return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
+                          "conv2d: the im2col matrix of this convolution is "
+                          "too large for cblas's 32-bit sizes");
+    }
+    int64_t tasks = op->N * op->G, slots = 1;
+    if (tasks > 1 && per_task <= CONV_SMALL_GEMM) {
+      long cores = sysconf(_SC_NPROCESSORS_ONLN);
+      slots = cores > 0 ? cores : 1;
+      if (slots > CONV_MAX_SLOTS)
+        slots = CONV_MAX_SLOTS;
+      if (slots > tasks)
+        slots = tasks;
+      int64_t slot_bytes = slot * (int64_t)op->elem;
+      while (slots > 1 && slot_bytes * slots > CONV_SLOT_BUDGET)
+        slots--;
+    }
+    if (__builtin_mul_overflow(slot, slots, &total) ||
+        __builtin_add_overflow(total, wpack, &total) ||
+        __builtin_mul_overflow(total, (int64_t)op->elem, &bytes)) {
+      conv_destroy(&op->base);
+      return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
+                          "conv2d: the im2col workspace is larger than 64 "
+                          "bits can count");
+    }
+    op->slots = slots;
+    op->slot_elems = slot;
+    op->wpack_elems = wpack;
+    op->base.workspace_bytes = (uint64_t)bytes;
+  }
+  *out = &op->base;
+  return NULL;
 }
