@@ -9,5 +9,7 @@
 #include <tyto/version.h>
 #include <tyto/context.h>
 #include <tyto/device.h>
+#include <tyto/graph.h>
+#include <tyto/ops.h>
 
 #endif /* TYTO_H */

@@ -1,0 +1,121 @@
+/* Export of a graph: Graphviz dot (after the figures of Owl's computation
+ * graph chapter) and a one-line-per-tensor text dump. */
+#include "node.h"
+#include "shape.h"
+#include "../runtime/error.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Writes s with the characters dot strings need escaped. */
+static void dot_escaped(FILE *f, const char *s) {
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\')
+      fputc('\\', f);
+    if (*s == '\n')
+      fputs("\\n", f);
+    else
+      fputc(*s, f);
+  }
+}
+
+static const char *dot_style(const tyto_tensor *t) {
+  switch (t->kind) {
+  case TYTO_KIND_INPUT: return "shape=box";
+  case TYTO_KIND_PARAMETER: return "shape=box, style=filled, fillcolor=gray85";
+  case TYTO_KIND_CONSTANT: return "shape=note";
+  default: return "shape=ellipse";
+  }
+}
+
+static int is_output(const tyto_tensor *t, size_t n,
+                     tyto_tensor *const *outputs) {
+  for (size_t i = 0; i < n; i++)
+    if (outputs[i] == t)
+      return 1;
+  return 0;
+}
+
+static tyto_status finish(FILE *f, const char *what) {
+  if (fflush(f) != 0 || ferror(f))
+    return rt_fail(TYTO_ERR_IO, "%s: writing failed: %s", what,
+                   strerror(errno ? errno : EIO));
+  return TYTO_OK;
+}
+
+tyto_status tyto_graph_write_dot(const tyto_graph *g, FILE *f, size_t n_outputs,
+                                 tyto_tensor *const *outputs) {
+  for (size_t i = 0; i < n_outputs; i++)
+    if (!outputs || !outputs[i] || outputs[i]->graph != g ||
+        outputs[i]->kind == TYTO_KIND_ERROR)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "graph dot: output %zu is %s",
+                     i + 1,
+                     !outputs || !outputs[i]  ? "NULL"
+                     : outputs[i]->graph != g ? "a tensor of another graph"
+                                              : "the error tensor");
+  errno = 0;
+  fputs("digraph tyto {\n  node [fontname=\"Helvetica\"];\n", f);
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const tyto_tensor *t = g->nodes[i];
+    char s[SHAPE_STR];
+    fprintf(f, "  n%zu [%s%s, label=\"#%zu %s", i, dot_style(t),
+            is_output(t, n_outputs, outputs) ? ", peripheries=2" : "", i,
+            tyto_op_name(t->op));
+    if (t->name) {
+      fputc(' ', f);
+      dot_escaped(f, t->name);
+    }
+    fprintf(f, "\\n%s %s\"];\n", tensor_shape_str(s, t),
+            tyto_dtype_name(t->dtype));
+  }
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const tyto_tensor *t = g->nodes[i];
+    for (size_t j = 0; j < t->n_inputs; j++)
+      fprintf(f, "  n%" PRId64 " -> n%zu;\n", t->inputs[j]->index, i);
+  }
+  fputs("}\n", f);
+  return finish(f, "graph dot");
+}
+
+tyto_status tyto_graph_save_dot(const tyto_graph *g, const char *path,
+                                size_t n_outputs, tyto_tensor *const *outputs) {
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return rt_fail(TYTO_ERR_IO, "graph dot: cannot open '%s': %s", path,
+                   strerror(errno));
+  tyto_status st = tyto_graph_write_dot(g, f, n_outputs, outputs);
+  if (fclose(f) != 0 && st == TYTO_OK)
+    st = rt_fail(TYTO_ERR_IO, "graph dot: writing '%s' failed: %s", path,
+                 strerror(errno));
+  return st;
+}
+
+tyto_status tyto_graph_write_text(const tyto_graph *g, FILE *f) {
+  errno = 0;
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const tyto_tensor *t = g->nodes[i];
+    char s[SHAPE_STR];
+    fprintf(f, "%3zu %s %s%s", i, tyto_op_name(t->op),
+            tyto_dtype_name(t->dtype), tensor_shape_str(s, t));
+    if (t->n_inputs)
+      fputs(" <-", f);
+    for (size_t j = 0; j < t->n_inputs; j++)
+      fprintf(f, " #%" PRId64, t->inputs[j]->index);
+    for (size_t j = 0; j < t->n_iattrs; j++)
+      fprintf(f, "%s%" PRId64, j ? "," : " i=[", t->iattrs[j]);
+    if (t->n_iattrs)
+      fputc(']', f);
+    for (size_t j = 0; j < t->n_fattrs; j++)
+      fprintf(f, "%s%.17g", j ? "," : " f=[", t->fattrs[j]);
+    if (t->n_fattrs)
+      fputc(']', f);
+    if (t->name)
+      fprintf(f, " '%s'", t->name);
+    fputc('\n', f);
+  }
+  if (g->status != TYTO_OK)
+    fprintf(f, "error: %s\n", g->message);
+  return finish(f, "graph text");
+}

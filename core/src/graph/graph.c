@@ -1,0 +1,202 @@
+/*
+ * Graphs: the arena that owns tensors, the sticky status, and node
+ * construction shared by every op.
+ */
+#include "node.h"
+#include "shape.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tyto/plugin.h>
+
+_Static_assert(TYTO_F32 == (int)TYTO_PLUGIN_DTYPE_F32,
+               "tyto_dtype follows the plugin ABI");
+_Static_assert(TYTO_F64 == (int)TYTO_PLUGIN_DTYPE_F64,
+               "tyto_dtype follows the plugin ABI");
+_Static_assert(TYTO_MAX_RANK <= TYTO_PLUGIN_MAX_RANK,
+               "graph ranks fit the plugin ABI");
+
+#define ARENA_BLOCK 16384
+
+struct arena_block {
+  arena_block *next;
+  size_t used, cap;
+  _Alignas(16) unsigned char data[];
+};
+
+void *graph_alloc(tyto_graph *g, size_t size) {
+  size = (size + 15) & ~(size_t)15;
+  arena_block *b = g->blocks;
+  if (!b || b->cap - b->used < size) {
+    size_t cap = size > ARENA_BLOCK ? size : ARENA_BLOCK;
+    b = malloc(sizeof *b + cap);
+    if (!b)
+      return NULL;
+    b->next = g->blocks;
+    b->used = 0;
+    b->cap = cap;
+    g->blocks = b;
+  }
+  void *p = b->data + b->used;
+  b->used += size;
+  memset(p, 0, size);
+  return p;
+}
+
+tyto_graph *tyto_graph_new(void) {
+  tyto_graph *g = calloc(1, sizeof *g);
+  if (!g)
+    return NULL;
+  g->status = TYTO_OK;
+  g->error.graph = g;
+  g->error.index = -1;
+  g->error.op = TYTO_OP_ERROR;
+  g->error.kind = TYTO_KIND_ERROR;
+  g->error.dtype = TYTO_F32;
+  return g;
+}
+
+void tyto_graph_free(tyto_graph *g) {
+  if (!g)
+    return;
+  for (arena_block *b = g->blocks, *next; b; b = next) {
+    next = b->next;
+    free(b);
+  }
+  free(g->nodes);
+  free(g);
+}
+
+tyto_status tyto_graph_status(const tyto_graph *g) {
+  return g->status;
+}
+
+const char *tyto_graph_error_message(const tyto_graph *g) {
+  return g->message;
+}
+
+tyto_tensor *tyto_graph_error_tensor(tyto_graph *g) {
+  return &g->error;
+}
+
+size_t tyto_graph_size(const tyto_graph *g) {
+  return g->n_nodes;
+}
+
+tyto_tensor *tyto_graph_tensor(const tyto_graph *g, size_t i) {
+  return i < g->n_nodes ? g->nodes[i] : NULL;
+}
+
+static tyto_tensor *graph_failv(tyto_graph *g, tyto_status st, const char *fmt,
+                                va_list ap) {
+  if (g->status == TYTO_OK) {
+    g->status = st;
+    int n = vsnprintf(g->message, sizeof g->message, fmt, ap);
+    if (n >= (int)sizeof g->message)
+      memcpy(g->message + sizeof g->message - 4, "...", 4);
+  }
+  return &g->error;
+}
+
+tyto_tensor *graph_fail(tyto_graph *g, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  graph_failv(g, TYTO_ERR_INVALID_ARGUMENT, fmt, ap);
+  va_end(ap);
+  return &g->error;
+}
+
+static tyto_tensor *graph_fail_status(tyto_graph *g, tyto_status st,
+                                      const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  graph_failv(g, st, fmt, ap);
+  va_end(ap);
+  return &g->error;
+}
+
+tyto_tensor *graph_oom(tyto_graph *g, const char *op) {
+  return graph_fail_status(g, TYTO_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
+}
+
+tyto_graph *graph_check(const char *name, size_t n, tyto_tensor *const *in,
+                        int same_dtype, tyto_tensor **err) {
+  tyto_graph *g = NULL;
+  *err = NULL;
+  for (size_t i = 0; i < n && !g; i++)
+    if (in[i])
+      g = in[i]->graph;
+  if (!g)
+    return NULL;
+  for (size_t i = 0; i < n; i++) {
+    if (!in[i]) {
+      *err = graph_fail(g, "%s: input %zu is NULL", name, i + 1);
+      return NULL;
+    }
+    if (in[i]->graph != g) {
+      *err = graph_fail(g, "%s: tensors belong to different graphs", name);
+      return NULL;
+    }
+  }
+  for (size_t i = 0; i < n; i++)
+    if (in[i]->kind == TYTO_KIND_ERROR) {
+      *err = &g->error;
+      return NULL;
+    }
+  if (same_dtype)
+    for (size_t i = 1; i < n; i++)
+      if (in[i]->dtype != in[0]->dtype) {
+        char a[SHAPE_STR], b[SHAPE_STR];
+        *err = graph_fail(
+            g, "%s: dtypes differ: %s%s and %s%s", name,
+            tyto_dtype_name(in[0]->dtype), tensor_shape_str(a, in[0]),
+            tyto_dtype_name(in[i]->dtype), tensor_shape_str(b, in[i]));
+        return NULL;
+      }
+  return g;
+}
+
+tyto_tensor *node_new(tyto_graph *g, tyto_op op, tyto_dtype dtype, int rank,
+                      const int64_t *shape, size_t n_in, tyto_tensor *const *in,
+                      size_t n_i, const int64_t *iattrs, size_t n_f,
+                      const double *fattrs) {
+  const char *name = tyto_op_name(op);
+  if (g->n_nodes == g->cap_nodes) {
+    size_t cap = g->cap_nodes ? 2 * g->cap_nodes : 64;
+    tyto_tensor **nodes = realloc(g->nodes, cap * sizeof *nodes);
+    if (!nodes)
+      return graph_oom(g, name);
+    g->nodes = nodes;
+    g->cap_nodes = cap;
+  }
+  tyto_tensor *t = graph_alloc(g, sizeof *t);
+  if (!t)
+    return graph_oom(g, name);
+  if (n_in && !(t->inputs = graph_alloc(g, n_in * sizeof *t->inputs)))
+    return graph_oom(g, name);
+  if (n_i && !(t->iattrs = graph_alloc(g, n_i * sizeof *t->iattrs)))
+    return graph_oom(g, name);
+  if (n_f && !(t->fattrs = graph_alloc(g, n_f * sizeof *t->fattrs)))
+    return graph_oom(g, name);
+  t->graph = g;
+  t->index = (int64_t)g->n_nodes;
+  t->op = op;
+  t->kind = TYTO_KIND_COMPUTED;
+  t->dtype = dtype;
+  t->rank = rank;
+  if (rank)
+    memcpy(t->shape, shape, (size_t)rank * sizeof *shape);
+  t->n_inputs = n_in;
+  if (n_in)
+    memcpy(t->inputs, in, n_in * sizeof *in);
+  t->n_iattrs = n_i;
+  if (n_i)
+    memcpy(t->iattrs, iattrs, n_i * sizeof *iattrs);
+  t->n_fattrs = n_f;
+  if (n_f)
+    memcpy(t->fattrs, fattrs, n_f * sizeof *fattrs);
+  g->nodes[g->n_nodes++] = t;
+  return t;
+}

@@ -1,0 +1,115 @@
+/* Indexing: gather (NumPy take), index_select, scatter_add, one_hot. Indices
+ * are whole numbers held in the floating dtype of the data. */
+#include "node.h"
+#include "shape.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+/* The shape of gather(data, indices, axis a) into shape; its rank, or -1
+ * when above 8. */
+static int gather_shape(const tyto_tensor *data, const tyto_tensor *indices,
+                        int a, int64_t *shape) {
+  int rank = data->rank - 1 + indices->rank;
+  if (rank > TYTO_MAX_RANK)
+    return -1;
+  int n = 0;
+  for (int i = 0; i < a; i++)
+    shape[n++] = data->shape[i];
+  for (int i = 0; i < indices->rank; i++)
+    shape[n++] = indices->shape[i];
+  for (int i = a + 1; i < data->rank; i++)
+    shape[n++] = data->shape[i];
+  return rank;
+}
+
+static tyto_tensor *gather_named(const char *name, tyto_tensor *data,
+                                 tyto_tensor *indices, int axis) {
+  tyto_tensor *in[2] = {data, indices}, *err;
+  tyto_graph *g = graph_check(name, 2, in, 1, &err);
+  if (!g)
+    return err;
+  int a;
+  if (shape_axis(g, name, data, axis, &a) < 0)
+    return &g->error;
+  int64_t shape[TYTO_MAX_RANK];
+  int rank = gather_shape(data, indices, a, shape);
+  if (rank < 0) {
+    char sd[SHAPE_STR], si[SHAPE_STR];
+    return graph_fail(g, "%s: result rank %d exceeds 8 for %s and indices %s",
+                      name, data->rank - 1 + indices->rank,
+                      tensor_shape_str(sd, data),
+                      tensor_shape_str(si, indices));
+  }
+  int64_t iattr = a;
+  return node_new(g, TYTO_OP_GATHER, data->dtype, rank, shape, 2, in, 1, &iattr,
+                  0, NULL);
+}
+
+tyto_tensor *tyto_gather(tyto_tensor *data, tyto_tensor *indices, int axis) {
+  return gather_named("gather", data, indices, axis);
+}
+
+tyto_tensor *tyto_index_select(tyto_tensor *data, int axis,
+                               tyto_tensor *indices) {
+  tyto_tensor *in[2] = {data, indices}, *err;
+  tyto_graph *g = graph_check("index_select", 2, in, 1, &err);
+  if (!g)
+    return err;
+  if (indices->rank != 1) {
+    char s[SHAPE_STR];
+    return graph_fail(g, "index_select: indices must have rank 1, got %s",
+                      tensor_shape_str(s, indices));
+  }
+  return gather_named("index_select", data, indices, axis);
+}
+
+tyto_tensor *tyto_scatter_add(tyto_tensor *base, tyto_tensor *indices,
+                              tyto_tensor *updates, int axis) {
+  tyto_tensor *in[3] = {base, indices, updates}, *err;
+  tyto_graph *g = graph_check("scatter_add", 3, in, 1, &err);
+  if (!g)
+    return err;
+  int a;
+  if (shape_axis(g, "scatter_add", base, axis, &a) < 0)
+    return &g->error;
+  int64_t shape[TYTO_MAX_RANK];
+  int rank = gather_shape(base, indices, a, shape);
+  if (rank != updates->rank ||
+      memcmp(shape, updates->shape, (size_t)rank * sizeof *shape)) {
+    char su[SHAPE_STR], se[SHAPE_STR], sb[SHAPE_STR], si[SHAPE_STR];
+    if (rank < 0)
+      strcpy(se, "(rank above 8)");
+    else
+      shape_str(se, rank, shape);
+    return graph_fail(g,
+                      "scatter_add: updates %s do not match %s for base %s, "
+                      "indices %s, axis %d",
+                      tensor_shape_str(su, updates), se,
+                      tensor_shape_str(sb, base), tensor_shape_str(si, indices),
+                      axis);
+  }
+  int64_t iattr = a;
+  return node_new(g, TYTO_OP_SCATTER_ADD, base->dtype, base->rank, base->shape,
+                  3, in, 1, &iattr, 0, NULL);
+}
+
+tyto_tensor *tyto_one_hot(tyto_tensor *indices, int64_t depth) {
+  tyto_tensor *err;
+  tyto_graph *g = graph_check("one_hot", 1, &indices, 1, &err);
+  if (!g)
+    return err;
+  char s[SHAPE_STR];
+  if (depth <= 0)
+    return graph_fail(g, "one_hot: depth %" PRId64 " must be positive", depth);
+  if (indices->rank == TYTO_MAX_RANK)
+    return graph_fail(g, "one_hot: indices need rank below 8, got %s",
+                      tensor_shape_str(s, indices));
+  int64_t shape[TYTO_MAX_RANK];
+  memcpy(shape, indices->shape, (size_t)indices->rank * sizeof *shape);
+  shape[indices->rank] = depth;
+  if (shape_check(g, "one_hot", indices->rank + 1, shape) < 0)
+    return &g->error;
+  return node_new(g, TYTO_OP_ONE_HOT, indices->dtype, indices->rank + 1, shape,
+                  1, &indices, 1, &depth, 0, NULL);
+}

@@ -1,0 +1,72 @@
+/*
+ * The graph's internals, for the graph layer and the layers above it (AD,
+ * passes, plan, exec): the tensor and graph structs, node construction and
+ * the sticky-error helpers. Public code uses <tyto/graph.h> instead.
+ */
+#ifndef TYTO_GRAPH_NODE_H
+#define TYTO_GRAPH_NODE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tyto/graph.h>
+#include <tyto/ops.h>
+#include <tyto/status.h>
+
+struct tyto_tensor {
+  tyto_graph *graph;
+  int64_t index; /* creation order; -1 for the error tensor */
+  tyto_op op;
+  tyto_kind kind;
+  tyto_dtype dtype;
+  int rank;
+  int64_t shape[TYTO_MAX_RANK];
+  size_t n_inputs;
+  tyto_tensor **inputs; /* arena memory */
+  size_t n_iattrs;
+  int64_t *iattrs; /* arena memory, NULL when none */
+  size_t n_fattrs;
+  double *fattrs; /* arena memory, NULL when none */
+  char *name;     /* arena memory, NULL when none */
+  void *data;     /* TYTO_OP_CONSTANT values in dtype, arena memory */
+};
+
+typedef struct arena_block arena_block;
+
+struct tyto_graph {
+  arena_block *blocks; /* bump allocator; nothing is freed before the graph */
+  tyto_tensor **nodes; /* creation order; the array grows, tensors stay put */
+  size_t n_nodes, cap_nodes;
+  tyto_status status;
+  char message[512];
+  uint64_t random_offset; /* next Philox counter for a random node */
+  tyto_tensor error;      /* the shared error tensor */
+};
+
+/* Arena memory of g (zeroed, 16-byte aligned), or NULL when out of memory
+ * (the caller then fails with graph_oom()). */
+void *graph_alloc(tyto_graph *g, size_t size);
+
+/* Records the first failure of g (later ones are dropped) and returns the
+ * error tensor. */
+tyto_tensor *graph_fail(tyto_graph *g, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+tyto_tensor *graph_oom(tyto_graph *g, const char *op);
+
+/* Checks the n inputs of op `name`: returns their graph with *err NULL when
+ * they are fine; otherwise sets *err to the tensor to return (the error
+ * tensor, or NULL when no graph can be found) and returns NULL. Checks NULL
+ * inputs, error inputs (no new message), one graph and, when same_dtype,
+ * one dtype. */
+tyto_graph *graph_check(const char *name, size_t n, tyto_tensor *const *in,
+                        int same_dtype, tyto_tensor **err);
+
+/* A new computed node (kind TYTO_KIND_COMPUTED; callers may change it).
+ * Copies inputs and attributes. Returns the error tensor on out of memory. */
+tyto_tensor *node_new(tyto_graph *g, tyto_op op, tyto_dtype dtype, int rank,
+                      const int64_t *shape, size_t n_in, tyto_tensor *const *in,
+                      size_t n_i, const int64_t *iattrs, size_t n_f,
+                      const double *fattrs);
+
+#endif

@@ -1,0 +1,148 @@
+/* Source tensors: inputs, parameters, constants and random tensors. */
+#include "node.h"
+#include "shape.h"
+
+#include <string.h>
+
+/* Validates the dtype and shape of a source made by op `name`. */
+static int source_check(tyto_graph *g, const char *name, tyto_dtype dtype,
+                        int rank, const int64_t *shape) {
+  if (dtype != TYTO_F32 && dtype != TYTO_F64) {
+    graph_fail(g, "%s: unknown dtype %d", name, (int)dtype);
+    return -1;
+  }
+  return shape_check(g, name, rank, shape);
+}
+
+static tyto_tensor *source_new(tyto_graph *g, tyto_op op, tyto_kind kind,
+                               tyto_dtype dtype, int rank, const int64_t *shape,
+                               const char *name) {
+  if (!g)
+    return NULL;
+  if (source_check(g, tyto_op_name(op), dtype, rank, shape) < 0)
+    return &g->error;
+  tyto_tensor *t =
+      node_new(g, op, dtype, rank, shape, 0, NULL, 0, NULL, 0, NULL);
+  if (t->kind == TYTO_KIND_ERROR)
+    return t;
+  t->kind = kind;
+  if (name) {
+    tyto_tensor_set_name(t, name);
+    if (!t->name)
+      return &g->error;
+  }
+  return t;
+}
+
+tyto_tensor *tyto_input(tyto_graph *g, tyto_dtype dtype, int rank,
+                        const int64_t *shape, const char *name) {
+  return source_new(g, TYTO_OP_INPUT, TYTO_KIND_INPUT, dtype, rank, shape,
+                    name);
+}
+
+tyto_tensor *tyto_parameter(tyto_graph *g, tyto_dtype dtype, int rank,
+                            const int64_t *shape, const char *name) {
+  return source_new(g, TYTO_OP_PARAMETER, TYTO_KIND_PARAMETER, dtype, rank,
+                    shape, name);
+}
+
+tyto_tensor *tyto_constant(tyto_graph *g, tyto_dtype dtype, int rank,
+                           const int64_t *shape, const double *values) {
+  if (!g)
+    return NULL;
+  if (source_check(g, "constant", dtype, rank, shape) < 0)
+    return &g->error;
+  int64_t n = shape_numel(rank, shape);
+  if (n > 0 && !values)
+    return graph_fail(g, "constant: values is NULL");
+  tyto_tensor *t = source_new(g, TYTO_OP_CONSTANT, TYTO_KIND_CONSTANT, dtype,
+                              rank, shape, NULL);
+  if (t->kind == TYTO_KIND_ERROR || n == 0)
+    return t;
+  if ((uint64_t)n > SIZE_MAX / tyto_dtype_size(dtype) ||
+      !(t->data = graph_alloc(g, (size_t)n * tyto_dtype_size(dtype))))
+    return graph_oom(g, "constant");
+  if (dtype == TYTO_F64) {
+    memcpy(t->data, values, (size_t)n * sizeof(double));
+  } else {
+    float *f = t->data;
+    for (int64_t i = 0; i < n; i++)
+      f[i] = (float)values[i];
+  }
+  return t;
+}
+
+tyto_tensor *tyto_full(tyto_graph *g, tyto_dtype dtype, int rank,
+                       const int64_t *shape, double value) {
+  tyto_tensor *t =
+      source_new(g, TYTO_OP_FULL, TYTO_KIND_CONSTANT, dtype, rank, shape, NULL);
+  if (t && t->kind != TYTO_KIND_ERROR) {
+    t->fattrs = graph_alloc(g, sizeof *t->fattrs);
+    if (!t->fattrs)
+      return graph_oom(g, "full");
+    t->n_fattrs = 1;
+    t->fattrs[0] = value;
+  }
+  return t;
+}
+
+tyto_tensor *tyto_scalar(tyto_graph *g, tyto_dtype dtype, double value) {
+  return tyto_full(g, dtype, 0, NULL, value);
+}
+
+tyto_tensor *tyto_scalar_like(tyto_tensor *x, double value) {
+  if (!x)
+    return NULL;
+  if (x->kind == TYTO_KIND_ERROR)
+    return x;
+  return tyto_full(x->graph, x->dtype, 0, NULL, value);
+}
+
+static tyto_tensor *random_new(tyto_graph *g, tyto_op op, tyto_dtype dtype,
+                               int rank, const int64_t *shape, double f0,
+                               double f1, size_t n_f, uint64_t seed) {
+  if (!g)
+    return NULL;
+  const char *name = tyto_op_name(op);
+  if (source_check(g, name, dtype, rank, shape) < 0)
+    return &g->error;
+  int64_t n = shape_numel(rank, shape);
+  /* Philox gives four numbers per counter: consume whole counters. */
+  uint64_t counters = ((uint64_t)n + 3) / 4;
+  int64_t iattrs[2] = {(int64_t)seed, (int64_t)g->random_offset};
+  double fattrs[2] = {f0, f1};
+  tyto_tensor *t =
+      node_new(g, op, dtype, rank, shape, 0, NULL, 2, iattrs, n_f, fattrs);
+  if (t->kind == TYTO_KIND_ERROR)
+    return t;
+  t->kind = TYTO_KIND_CONSTANT;
+  g->random_offset += counters;
+  return t;
+}
+
+tyto_tensor *tyto_random_uniform(tyto_graph *g, tyto_dtype dtype, int rank,
+                                 const int64_t *shape, double low, double high,
+                                 uint64_t seed) {
+  if (g && !(low < high))
+    return graph_fail(g, "uniform: low %g is not below high %g", low, high);
+  return random_new(g, TYTO_OP_RANDOM_UNIFORM, dtype, rank, shape, low, high, 2,
+                    seed);
+}
+
+tyto_tensor *tyto_random_normal(tyto_graph *g, tyto_dtype dtype, int rank,
+                                const int64_t *shape, double mean,
+                                double stddev, uint64_t seed) {
+  if (g && !(stddev >= 0))
+    return graph_fail(g, "normal: negative stddev %g", stddev);
+  return random_new(g, TYTO_OP_RANDOM_NORMAL, dtype, rank, shape, mean, stddev,
+                    2, seed);
+}
+
+tyto_tensor *tyto_random_bernoulli(tyto_graph *g, tyto_dtype dtype, int rank,
+                                   const int64_t *shape, double p,
+                                   uint64_t seed) {
+  if (g && !(p >= 0 && p <= 1))
+    return graph_fail(g, "bernoulli: p %g outside [0, 1]", p);
+  return random_new(g, TYTO_OP_RANDOM_BERNOULLI, dtype, rank, shape, p, 0, 1,
+                    seed);
+}

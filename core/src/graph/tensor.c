@@ -1,0 +1,124 @@
+/* Tensor queries, names, and the names of dtypes, kinds and ops. */
+#include "node.h"
+
+#include <string.h>
+
+const char *tyto_dtype_name(tyto_dtype dtype) {
+  switch (dtype) {
+  case TYTO_F32: return "f32";
+  case TYTO_F64: return "f64";
+  }
+  return "?";
+}
+
+size_t tyto_dtype_size(tyto_dtype dtype) {
+  switch (dtype) {
+  case TYTO_F32: return 4;
+  case TYTO_F64: return 8;
+  }
+  return 0;
+}
+
+const char *tyto_kind_name(tyto_kind kind) {
+  switch (kind) {
+  case TYTO_KIND_INPUT: return "input";
+  case TYTO_KIND_PARAMETER: return "parameter";
+  case TYTO_KIND_CONSTANT: return "constant";
+  case TYTO_KIND_COMPUTED: return "computed";
+  case TYTO_KIND_ERROR: return "error";
+  }
+  return "?";
+}
+
+tyto_graph *tyto_tensor_graph(const tyto_tensor *t) {
+  return t->graph;
+}
+
+int64_t tyto_tensor_index(const tyto_tensor *t) {
+  return t->index;
+}
+
+tyto_dtype tyto_tensor_dtype(const tyto_tensor *t) {
+  return t->dtype;
+}
+
+int tyto_tensor_rank(const tyto_tensor *t) {
+  return t->rank;
+}
+
+const int64_t *tyto_tensor_shape(const tyto_tensor *t) {
+  return t->shape;
+}
+
+int64_t tyto_tensor_dim(const tyto_tensor *t, int axis) {
+  int a = axis < 0 ? axis + t->rank : axis;
+  return a >= 0 && a < t->rank ? t->shape[a] : -1;
+}
+
+int64_t tyto_tensor_numel(const tyto_tensor *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++)
+    n *= t->shape[i];
+  return n;
+}
+
+tyto_kind tyto_tensor_kind(const tyto_tensor *t) {
+  return t->kind;
+}
+
+tyto_op tyto_tensor_op(const tyto_tensor *t) {
+  return t->op;
+}
+
+int tyto_tensor_is_error(const tyto_tensor *t) {
+  return t->kind == TYTO_KIND_ERROR;
+}
+
+const char *tyto_tensor_name(const tyto_tensor *t) {
+  return t->name;
+}
+
+void tyto_tensor_set_name(tyto_tensor *t, const char *name) {
+  if (t->kind == TYTO_KIND_ERROR)
+    return;
+  if (!name) {
+    t->name = NULL;
+    return;
+  }
+  size_t n = strlen(name) + 1;
+  char *copy = graph_alloc(t->graph, n);
+  if (!copy) {
+    graph_oom(t->graph, "set_name");
+    return;
+  }
+  memcpy(copy, name, n);
+  t->name = copy;
+}
+
+size_t tyto_tensor_input_count(const tyto_tensor *t) {
+  return t->n_inputs;
+}
+
+tyto_tensor *tyto_tensor_input(const tyto_tensor *t, size_t i) {
+  return i < t->n_inputs ? t->inputs[i] : NULL;
+}
+
+size_t tyto_tensor_iattr_count(const tyto_tensor *t) {
+  return t->n_iattrs;
+}
+
+const int64_t *tyto_tensor_iattrs(const tyto_tensor *t) {
+  return t->iattrs;
+}
+
+size_t tyto_tensor_fattr_count(const tyto_tensor *t) {
+  return t->n_fattrs;
+}
+
+const double *tyto_tensor_fattrs(const tyto_tensor *t) {
+  return t->fattrs;
+}
+
+const void *tyto_tensor_data(const tyto_tensor *t) {
+  return t->data;
+}

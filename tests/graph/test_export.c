@@ -1,0 +1,156 @@
+/* Graphviz dot and text export of a small graph, compared with the
+ * expected text, and the failures of writing. */
+#include "common.h"
+
+#include <unistd.h>
+
+/* Runs write(g, f) into a temporary file and returns what it wrote
+ * (static storage). */
+static const char *captured(tyto_status (*write)(const tyto_graph *, FILE *),
+                            const tyto_graph *g) {
+  static char buf[8192];
+  FILE *f = tmpfile();
+  ck_assert_ptr_nonnull(f);
+  ck_assert_int_eq(write(g, f), TYTO_OK);
+  rewind(f);
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+static tyto_tensor *const *dot_outputs;
+static size_t dot_n_outputs;
+
+static tyto_status write_dot(const tyto_graph *g, FILE *f) {
+  return tyto_graph_write_dot(g, f, dot_n_outputs, dot_outputs);
+}
+
+/* Owl's first figure, sin(x * y) with y broadcast, then scaled and summed. */
+static tyto_tensor *build(tyto_graph *g) {
+  tyto_tensor *x = tyto_input(g, TYTO_F32, 2, (const int64_t[]){8, 4}, "x");
+  tyto_tensor *y = tyto_parameter(g, TYTO_F32, 2, (const int64_t[]){1, 4}, "y");
+  tyto_tensor *s = tyto_sin(tyto_mul(x, y));
+  tyto_tensor *o = tyto_mul(s, tyto_scalar(g, TYTO_F32, 2));
+  return tyto_sum(o, 1, (const int[]){0}, 0);
+}
+
+START_TEST(text_dump) {
+  tyto_graph *g = tyto_graph_new();
+  build(g);
+  tyto_tensor *c = tyto_constant(g, TYTO_F64, 1, (const int64_t[]){2},
+                                 (const double[]){1, 2});
+  tyto_tensor_set_name(c, "c");
+  tyto_leaky_relu(c, 0.25);
+  ck_assert_str_eq(captured(tyto_graph_write_text, g),
+                   "  0 input f32[8,4] 'x'\n"
+                   "  1 parameter f32[1,4] 'y'\n"
+                   "  2 mul f32[8,4] <- #0 #1\n"
+                   "  3 sin f32[8,4] <- #2\n"
+                   "  4 full f32[] f=[2]\n"
+                   "  5 mul f32[8,4] <- #3 #4\n"
+                   "  6 sum f32[4] <- #5 i=[0,0]\n"
+                   "  7 constant f64[2] 'c'\n"
+                   "  8 leaky_relu f64[2] <- #7 f=[0.25]\n");
+  /* a graph in error says so at the end */
+  tyto_add(c, tyto_input(g, TYTO_F64, 1, (const int64_t[]){3}, NULL));
+  const char *text = captured(tyto_graph_write_text, g);
+  const char *tail = "  9 input f64[3]\n"
+                     "error: add: shapes cannot be broadcast: [2] and [3]\n";
+  ck_assert_str_eq(text + strlen(text) - strlen(tail), tail);
+  tyto_graph_free(g);
+}
+END_TEST
+
+START_TEST(dot_export) {
+  tyto_graph *g = tyto_graph_new();
+  tyto_tensor *out = build(g);
+  dot_outputs = &out;
+  dot_n_outputs = 1;
+  ck_assert_str_eq(
+      captured(write_dot, g),
+      "digraph tyto {\n"
+      "  node [fontname=\"Helvetica\"];\n"
+      "  n0 [shape=box, label=\"#0 input x\\n[8,4] f32\"];\n"
+      "  n1 [shape=box, style=filled, fillcolor=gray85, "
+      "label=\"#1 parameter y\\n[1,4] f32\"];\n"
+      "  n2 [shape=ellipse, label=\"#2 mul\\n[8,4] f32\"];\n"
+      "  n3 [shape=ellipse, label=\"#3 sin\\n[8,4] f32\"];\n"
+      "  n4 [shape=note, label=\"#4 full\\n[] f32\"];\n"
+      "  n5 [shape=ellipse, label=\"#5 mul\\n[8,4] f32\"];\n"
+      "  n6 [shape=ellipse, peripheries=2, label=\"#6 sum\\n[4] f32\"];\n"
+      "  n0 -> n2;\n"
+      "  n1 -> n2;\n"
+      "  n2 -> n3;\n"
+      "  n3 -> n5;\n"
+      "  n4 -> n5;\n"
+      "  n5 -> n6;\n"
+      "}\n");
+  /* names are escaped for dot */
+  tyto_tensor_set_name(out, "say \"hi\"\\");
+  dot_n_outputs = 0;
+  dot_outputs = NULL;
+  ck_assert_msg_contains(captured(write_dot, g),
+                         "label=\"#6 sum say \\\"hi\\\"\\\\\\n[4] f32\"");
+  tyto_graph_free(g);
+}
+END_TEST
+
+START_TEST(export_failures) {
+  tyto_graph *g = tyto_graph_new(), *h = tyto_graph_new();
+  build(g);
+  tyto_tensor *other = tyto_scalar(h, TYTO_F32, 1);
+  FILE *f = tmpfile();
+  ck_assert_ptr_nonnull(f);
+  ck_assert_int_eq(tyto_graph_write_dot(g, f, 1, &other),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(tyto_errmsg(),
+                   "graph dot: output 1 is a tensor of another graph");
+  tyto_tensor *err = tyto_graph_error_tensor(g);
+  ck_assert_int_eq(tyto_graph_write_dot(g, f, 1, &err),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(tyto_errmsg(), "graph dot: output 1 is the error tensor");
+  fclose(f);
+  ck_assert_int_eq(
+      tyto_graph_save_dot(g, "/nonexistent-tyto-dir/g.dot", 0, NULL),
+      TYTO_ERR_IO);
+  ck_assert_str_eq(tyto_errmsg(), "graph dot: cannot open "
+                                  "'/nonexistent-tyto-dir/g.dot': No such "
+                                  "file or directory");
+  FILE *full = fopen("/dev/full", "w");
+  if (full) {
+    ck_assert_int_eq(tyto_graph_write_text(g, full), TYTO_ERR_IO);
+    ck_assert_str_eq(tyto_errmsg(),
+                     "graph text: writing failed: No space left on device");
+    fclose(full);
+  }
+  /* saving to a path writes the same text as writing to a stream */
+  char path[] = "/tmp/tyto-test-dot-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  ck_assert_int_eq(tyto_graph_save_dot(g, path, 0, NULL), TYTO_OK);
+  FILE *r = fopen(path, "r");
+  ck_assert_ptr_nonnull(r);
+  char buf[8192];
+  size_t n = fread(buf, 1, sizeof buf - 1, r);
+  buf[n] = '\0';
+  fclose(r);
+  remove(path);
+  dot_outputs = NULL;
+  dot_n_outputs = 0;
+  ck_assert_str_eq(buf, captured(write_dot, g));
+  tyto_graph_free(h);
+  tyto_graph_free(g);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("graph_export");
+  TCase *tc = tcase_create("export");
+  tcase_add_test(tc, text_dump);
+  tcase_add_test(tc, dot_export);
+  tcase_add_test(tc, export_failures);
+  suite_add_tcase(s, tc);
+  return test_run(s);
+}
