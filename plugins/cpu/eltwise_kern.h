@@ -25,7 +25,9 @@
  * results down to the subnormal range and up to FLT_MAX scale exactly. */
 static inline float ELT_CAT(ELT_SUF, expf, v)(float x) {
   const float hi = 88.72283935546875f, lo = -103.972084045410f;
-  float xc = x > hi ? hi : (x < lo ? lo : x);
+  /* NaN is replaced by 0 here (the result is x again at the end): converting
+   * NaN to an integer below would be undefined behaviour. */
+  float xc = x > hi ? hi : (x < lo ? lo : (x == x ? x : 0.0f));
   /* n = round(x / ln2) by the 1.5 * 2^23 trick (round to nearest even). */
   float t = xc * 1.44269504088896341f + 12582912.0f;
   float n = t - 12582912.0f;
@@ -39,7 +41,7 @@ static inline float ELT_CAT(ELT_SUF, expf, v)(float x) {
   p = p * r + 5.0000001201e-1f;
   float y = p * (r * r) + r + 1.0f;
   int32_t ni = (int32_t)n, n1 = ni / 2, n2 = ni - n1;
-  int32_t b1 = (n1 + 127) << 23, b2 = (n2 + 127) << 23;
+  uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(n2 + 127) << 23;
   float s1, s2;
   memcpy(&s1, &b1, sizeof s1);
   memcpy(&s2, &b2, sizeof s2);
