@@ -11,5 +11,6 @@
 #include <tyto/device.h>
 #include <tyto/graph.h>
 #include <tyto/ops.h>
+#include <tyto/program.h>
 
 #endif /* TYTO_H */

@@ -1,0 +1,453 @@
+/*
+ * Programs: compile (collect the needed nodes, one buffer each, lower and
+ * prepare every kernel, upload constants), run (launch in order on one
+ * stream, then synchronize) and host access to inputs, outputs and
+ * parameters. Everything goes through the device's plugin table.
+ */
+#include "config.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "program.h"
+#include "../runtime/error.h"
+#include "../runtime/runtime.h"
+
+void tyto_program_options_init(tyto_program_options *opts) {
+  if (opts) {
+    memset(opts, 0, sizeof *opts);
+    opts->struct_size = sizeof *opts;
+  }
+}
+
+static const tyto_plugin_device_fns *fns(const tyto_program *p) {
+  return &p->dev->plugin->dfns;
+}
+
+/* "input 'x' (#0) f32[64,784] (200704 bytes)" */
+static const char *describe(char *buf, size_t size, const tyto_tensor *t,
+                            uint64_t bytes) {
+  int n = snprintf(buf, size, "%s", tyto_kind_name(t->kind));
+  if (t->name)
+    n += snprintf(buf + n, size - (size_t)n, " '%s'", t->name);
+  n += snprintf(buf + n, size - (size_t)n, " (#%lld) is %s[",
+                (long long)t->index, tyto_dtype_name(t->dtype));
+  for (int i = 0; i < t->rank && (size_t)n < size; i++)
+    n += snprintf(buf + n, size - (size_t)n, "%s%lld", i ? "," : "",
+                  (long long)t->shape[i]);
+  if ((size_t)n < size)
+    snprintf(buf + n, size - (size_t)n, "] (%llu bytes)",
+             (unsigned long long)bytes);
+  return buf;
+}
+
+void tyto_program_free(tyto_program *p) {
+  if (!p)
+    return;
+  const tyto_plugin_device_fns *f = fns(p);
+  tyto_plugin_device *d = p->dev->handle;
+  if (p->stream) {
+    tyto_plugin_error *e = f->stream_synchronize(d, p->stream);
+    if (e)
+      rt_error_free(e);
+    f->stream_destroy(d, p->stream);
+  }
+  for (size_t i = 0; i < p->n_kernels; i++) {
+    exec_kernel *k = &p->kernels[i];
+    if (k->k && f->kernel_release)
+      f->kernel_release(d, k->k);
+    f->buffer_free(d, k->workspace);
+    f->buffer_free(d, k->scratch);
+  }
+  for (size_t i = 0; i < p->n_slots; i++)
+    f->buffer_free(d, p->slots[i].buf);
+  free(p->kernels);
+  free(p->slots);
+  free(p->slot_of);
+  free(p->outputs);
+  free(p->out_slot);
+  free(p);
+}
+
+size_t tyto_program_output_count(const tyto_program *p) {
+  return p ? p->n_outputs : 0;
+}
+
+tyto_tensor *tyto_program_output(const tyto_program *p, size_t i) {
+  return p && i < p->n_outputs ? p->outputs[i] : NULL;
+}
+
+/* Marks every node the outputs depend on; creation order is topological,
+ * so one backward sweep suffices. */
+static unsigned char *mark_needed(tyto_graph *g, size_t n_outputs,
+                                  tyto_tensor *const *outputs) {
+  unsigned char *need = calloc(g->n_nodes ? g->n_nodes : 1, 1);
+  if (!need)
+    return NULL;
+  for (size_t i = 0; i < n_outputs; i++)
+    need[outputs[i]->index] = 1;
+  for (size_t i = g->n_nodes; i-- > 0;) {
+    if (!need[i])
+      continue;
+    const tyto_tensor *t = g->nodes[i];
+    for (size_t j = 0; j < t->n_inputs; j++)
+      need[t->inputs[j]->index] = 1;
+  }
+  return need;
+}
+
+static tyto_status check_outputs(const char *fn, tyto_graph *g,
+                                 size_t n_outputs,
+                                 tyto_tensor *const *outputs) {
+  if (!g)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: graph is NULL", fn);
+  if (g->status != TYTO_OK)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: graph is in error: %s; fix the first failing op", fn,
+                   g->message);
+  if (n_outputs == 0 || !outputs)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: expected at least one output, got none", fn);
+  for (size_t i = 0; i < n_outputs; i++) {
+    const tyto_tensor *t = outputs[i];
+    if (!t)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: output %zu is NULL", fn,
+                     i);
+    if (t->kind == TYTO_KIND_ERROR)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "%s: output %zu is an error tensor", fn, i);
+    if (t->graph != g || t->index < 0 || (size_t)t->index >= g->n_nodes ||
+        g->nodes[t->index] != t)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "%s: output %zu belongs to another graph", fn, i);
+  }
+  return TYTO_OK;
+}
+
+static tyto_status plugin_fail(tyto_plugin_error *e, const char *what,
+                               const tyto_tensor *t) {
+  return rt_fail_plugin(e, "%s for %s (tensor #%lld)", what,
+                        tyto_op_name(t->op), (long long)t->index);
+}
+
+/* Fills the descriptor of k, asks supports_op and prepares it, allocating
+ * its workspace and scratch. */
+static tyto_status prepare(tyto_program *p, exec_kernel *k,
+                           const tyto_tensor *t) {
+  const tyto_plugin_device_fns *f = fns(p);
+  tyto_plugin_device *d = p->dev->handle;
+  tyto_plugin_op_desc *desc = &k->desc;
+  memset(desc, 0, sizeof *desc);
+  desc->struct_size = sizeof *desc;
+  desc->op = k->op;
+  desc->n_inputs = k->n_in;
+  desc->n_outputs = k->n_out;
+  desc->inputs = k->n_in ? k->in_l : NULL;
+  desc->outputs = k->out_l;
+  desc->n_iattrs = k->n_iattrs;
+  desc->iattrs = k->n_iattrs ? k->iattrs : NULL;
+  desc->n_fattrs = k->n_fattrs;
+  desc->fattrs = k->n_fattrs ? k->fattrs : NULL;
+  if (!f->prepare || !f->launch)
+    return rt_fail(TYTO_ERR_UNSUPPORTED,
+                   "compile: device %s runs no kernels (a memory-only "
+                   "device); select another with TYTO_DEVICES",
+                   p->dev->info.id);
+  tyto_plugin_error *e = NULL;
+  if (f->supports_op && (e = f->supports_op(d, desc)))
+    return plugin_fail(e, "compile: the device refuses a kernel", t);
+  tyto_plugin_kernel_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  if ((e = f->prepare(d, desc, &k->k, &info)))
+    return plugin_fail(e, "compile: preparing a kernel failed", t);
+  if (info.workspace_bytes &&
+      (e = f->buffer_alloc(d, info.workspace_bytes, &k->workspace)))
+    return plugin_fail(e, "compile: allocating a kernel's workspace failed", t);
+  for (uint32_t i = 0; i < k->n_out; i++) {
+    if (k->out[i] >= 0)
+      continue;
+    int64_t n = 1;
+    for (uint32_t a = 0; a < k->out_l[i].rank; a++)
+      n *= k->out_l[i].shape[a];
+    if ((e = f->buffer_alloc(d, (uint64_t)n * tyto_dtype_size(t->dtype),
+                             &k->scratch)))
+      return plugin_fail(e, "compile: allocating a scratch buffer failed", t);
+  }
+  return TYTO_OK;
+}
+
+/* Gives slot s its buffer; constants and parameters get their values. */
+static tyto_status place(tyto_program *p, int s) {
+  const tyto_plugin_device_fns *f = fns(p);
+  tyto_plugin_device *d = p->dev->handle;
+  exec_slot *sl = &p->slots[s];
+  const tyto_tensor *t = sl->t;
+  sl->bytes = (uint64_t)tyto_tensor_numel(t) * tyto_dtype_size(t->dtype);
+  describe(sl->desc, sizeof sl->desc, t, sl->bytes);
+  tyto_plugin_error *e = f->buffer_alloc(d, sl->bytes, &sl->buf);
+  if (e)
+    return plugin_fail(e, "compile: allocating a buffer failed", t);
+  if (t->op == TYTO_OP_CONSTANT && sl->bytes) {
+    if ((e = f->copy_h2d(d, NULL, sl->buf, 0, t->data, sl->bytes)))
+      return plugin_fail(e, "compile: uploading a constant failed", t);
+  } else if (t->op == TYTO_OP_PARAMETER && sl->bytes) {
+    void *zeros = calloc(1, sl->bytes);
+    if (!zeros)
+      return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    e = f->copy_h2d(d, NULL, sl->buf, 0, zeros, sl->bytes);
+    free(zeros);
+    if (e)
+      return plugin_fail(e, "compile: zeroing a parameter failed", t);
+  }
+  return TYTO_OK;
+}
+
+static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
+                           tyto_tensor *const *outputs) {
+  p->outputs = malloc(n_outputs * sizeof *p->outputs);
+  p->out_slot = malloc(n_outputs * sizeof *p->out_slot);
+  p->slot_of = malloc((g->n_nodes ? g->n_nodes : 1) * sizeof *p->slot_of);
+  p->slots = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *p->slots);
+  unsigned char *need = mark_needed(g, n_outputs, outputs);
+  if (!p->outputs || !p->out_slot || !p->slot_of || !p->slots || !need) {
+    free(need);
+    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  }
+  memcpy(p->outputs, outputs, n_outputs * sizeof *p->outputs);
+  p->n_outputs = n_outputs;
+  p->n_graph = g->n_nodes;
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    p->slot_of[i] = -1;
+    if (need[i]) {
+      p->slot_of[i] = (int)p->n_slots;
+      p->slots[p->n_slots].kind = g->nodes[i]->kind;
+      p->slots[p->n_slots++].t = g->nodes[i];
+    }
+  }
+  free(need);
+  for (size_t i = 0; i < n_outputs; i++)
+    p->out_slot[i] = p->slot_of[outputs[i]->index];
+  const tyto_plugin_device_fns *f = fns(p);
+  tyto_plugin_error *e = f->stream_create(p->dev->handle, &p->stream);
+  if (e)
+    return rt_fail_plugin(e, "compile: creating a stream on %s failed",
+                          p->dev->info.id);
+  for (size_t s = 0; s < p->n_slots; s++) {
+    tyto_status st = place(p, (int)s);
+    if (st != TYTO_OK)
+      return st;
+    tyto_op op = p->slots[s].t->op;
+    if (op == TYTO_OP_INPUT || op == TYTO_OP_PARAMETER ||
+        op == TYTO_OP_CONSTANT)
+      continue;
+    size_t first = p->n_kernels;
+    if ((st = exec_lower(p, (int)s)) != TYTO_OK)
+      return st;
+    for (size_t i = first; i < p->n_kernels; i++)
+      if ((st = prepare(p, &p->kernels[i], p->slots[s].t)) != TYTO_OK)
+        return st;
+  }
+  return TYTO_OK;
+}
+
+tyto_status tyto_program_compile(tyto_context *ctx, tyto_graph *g,
+                                 size_t n_outputs, tyto_tensor *const *outputs,
+                                 const tyto_program_options *opts,
+                                 tyto_program **out) {
+  if (!out)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "compile: out is NULL");
+  *out = NULL;
+  if (!ctx)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "compile: context is NULL");
+  tyto_status st = check_outputs("compile", g, n_outputs, outputs);
+  if (st != TYTO_OK)
+    return st;
+  size_t di = 0;
+  if (opts && opts->struct_size >=
+                  offsetof(tyto_program_options, device) + sizeof opts->device)
+    di = opts->device;
+  tyto_device *dev = tyto_context_device(ctx, di);
+  if (!dev || !dev->handle)
+    return rt_fail(TYTO_ERR_NOT_FOUND,
+                   "compile: no selected device %zu (the context has %zu); "
+                   "select devices with TYTO_DEVICES",
+                   di, tyto_context_device_count(ctx));
+  tyto_program *p = calloc(1, sizeof *p);
+  if (!p)
+    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  p->dev = dev;
+  if ((st = compile(p, g, n_outputs, outputs)) != TYTO_OK) {
+    tyto_program_free(p);
+    return st;
+  }
+  *out = p;
+  return TYTO_OK;
+}
+
+/* The slot of t in p when t is a node of `kind` the program uses. */
+static int find(const tyto_program *p, const char *fn, const tyto_tensor *t,
+                tyto_kind kind, tyto_status *st) {
+  *st = TYTO_ERR_INVALID_ARGUMENT;
+  if (!p) {
+    rt_fail(*st, "%s: program is NULL", fn);
+    return -1;
+  }
+  if (!t) {
+    rt_fail(*st, "%s: tensor is NULL", fn);
+    return -1;
+  }
+  const char *kname = tyto_kind_name(kind);
+  if (t->kind != kind) {
+    rt_fail(*st, "%s: tensor #%lld is a %s tensor, not %s %s", fn,
+            (long long)t->index, tyto_kind_name(t->kind),
+            kind == TYTO_KIND_INPUT ? "an" : "a", kname);
+    return -1;
+  }
+  int s = -1;
+  if (p->n_slots && t->graph == p->slots[0].t->graph && t->index >= 0 &&
+      (size_t)t->index < p->n_graph)
+    s = p->slot_of[t->index];
+  if (s < 0) {
+    rt_fail(*st, "%s: %s %s%s%s(#%lld) is not used by this program", fn, kname,
+            t->name ? "'" : "", t->name ? t->name : "", t->name ? "' " : "",
+            (long long)t->index);
+    return -1;
+  }
+  *st = TYTO_OK;
+  return s;
+}
+
+static tyto_status check_bytes(const char *fn, const exec_slot *sl,
+                               size_t bytes) {
+  if (bytes == sl->bytes)
+    return TYTO_OK;
+  return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: %s, got %zu bytes", fn,
+                 sl->desc, bytes);
+}
+
+static tyto_status to_device(tyto_program *p, const char *fn, exec_slot *sl,
+                             const void *src, size_t bytes) {
+  tyto_status st = check_bytes(fn, sl, bytes);
+  if (st != TYTO_OK)
+    return st;
+  if (!src && bytes)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: data is NULL", fn);
+  if (bytes) {
+    tyto_plugin_error *e =
+        fns(p)->copy_h2d(p->dev->handle, NULL, sl->buf, 0, src, bytes);
+    if (e)
+      return rt_fail_plugin(e, "%s: copy to %s failed", fn, p->dev->info.id);
+  }
+  return TYTO_OK;
+}
+
+static tyto_status to_host(tyto_program *p, const char *fn, exec_slot *sl,
+                           void *dst, size_t bytes) {
+  tyto_status st = check_bytes(fn, sl, bytes);
+  if (st != TYTO_OK)
+    return st;
+  if (!dst && bytes)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
+  if (bytes) {
+    tyto_plugin_error *e =
+        fns(p)->copy_d2h(p->dev->handle, NULL, dst, sl->buf, 0, bytes);
+    if (e)
+      return rt_fail_plugin(e, "%s: copy from %s failed", fn, p->dev->info.id);
+  }
+  return TYTO_OK;
+}
+
+tyto_status tyto_program_set_input(tyto_program *p, tyto_tensor *input,
+                                   const void *data, size_t bytes) {
+  static const char fn[] = "tyto_program_set_input";
+  tyto_status st;
+  int s = find(p, fn, input, TYTO_KIND_INPUT, &st);
+  if (s < 0)
+    return st;
+  if ((st = to_device(p, fn, &p->slots[s], data, bytes)) == TYTO_OK)
+    p->slots[s].set = 1;
+  return st;
+}
+
+tyto_status tyto_program_write_parameter(tyto_program *p, tyto_tensor *param,
+                                         const void *src, size_t bytes) {
+  static const char fn[] = "tyto_program_write_parameter";
+  tyto_status st;
+  int s = find(p, fn, param, TYTO_KIND_PARAMETER, &st);
+  return s < 0 ? st : to_device(p, fn, &p->slots[s], src, bytes);
+}
+
+tyto_status tyto_program_read_parameter(tyto_program *p, tyto_tensor *param,
+                                        void *dst, size_t bytes) {
+  static const char fn[] = "tyto_program_read_parameter";
+  tyto_status st;
+  int s = find(p, fn, param, TYTO_KIND_PARAMETER, &st);
+  return s < 0 ? st : to_host(p, fn, &p->slots[s], dst, bytes);
+}
+
+tyto_status tyto_program_read_output(tyto_program *p, size_t i, void *dst,
+                                     size_t bytes) {
+  static const char fn[] = "tyto_program_read_output";
+  if (!p)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: program is NULL", fn);
+  if (i >= p->n_outputs)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: output %zu out of range (the program has %zu)", fn, i,
+                   p->n_outputs);
+  if (!p->ran)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: the program has not run yet; call tyto_program_run "
+                   "first",
+                   fn);
+  return to_host(p, fn, &p->slots[p->out_slot[i]], dst, bytes);
+}
+
+static tyto_plugin_binding bind(tyto_plugin_buffer *b) {
+  tyto_plugin_binding x;
+  x.struct_size = sizeof x;
+  x.buffer = b;
+  x.offset = 0;
+  return x;
+}
+
+tyto_status tyto_program_run(tyto_program *p) {
+  static const char fn[] = "tyto_program_run";
+  if (!p)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: program is NULL", fn);
+  for (size_t s = 0; s < p->n_slots; s++) {
+    const exec_slot *sl = &p->slots[s];
+    if (sl->kind == TYTO_KIND_INPUT && !sl->set) {
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "%s: %s and was never set; bind it with "
+                     "tyto_program_set_input",
+                     fn, sl->desc);
+    }
+  }
+  const tyto_plugin_device_fns *f = fns(p);
+  tyto_plugin_device *d = p->dev->handle;
+  tyto_plugin_error *e = NULL;
+  for (size_t i = 0; i < p->n_kernels && !e; i++) {
+    exec_kernel *k = &p->kernels[i];
+    tyto_plugin_binding in[EXEC_MAX_IO], out[EXEC_MAX_IO], ws;
+    for (uint32_t j = 0; j < k->n_in; j++)
+      in[j] = bind(p->slots[k->in[j]].buf);
+    for (uint32_t j = 0; j < k->n_out; j++)
+      out[j] = bind(k->out[j] < 0 ? k->scratch : p->slots[k->out[j]].buf);
+    ws = bind(k->workspace);
+    e = f->launch(d, p->stream, k->k, in, k->n_in, out, k->n_out,
+                  k->workspace ? &ws : NULL);
+  }
+  tyto_plugin_error *e2 = f->stream_synchronize(d, p->stream);
+  if (e) {
+    if (e2)
+      rt_error_free(e2);
+    return rt_fail_plugin(e, "%s: a launch on %s failed", fn, p->dev->info.id);
+  }
+  if (e2)
+    return rt_fail_plugin(e2, "%s: a kernel on %s failed", fn, p->dev->info.id);
+  p->ran = 1;
+  return TYTO_OK;
+}
