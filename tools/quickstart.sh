@@ -77,3 +77,6 @@ echo
 echo
 echo "Demo: data through every selected device (examples/devices.c)"
 "$build/examples/devices"
+echo
+echo "Demo: a graph compiled once and run three times (examples/hello.c)"
+"$build/examples/hello" | head -3
