@@ -47,6 +47,30 @@ static void teardown(void) {
   g = NULL;
 }
 
+START_TEST(computed_shapes_cannot_overflow) {
+  /* Every input is valid, but the product of their extents is not. */
+  tyto_graph *gr = tyto_graph_new();
+  tyto_tensor *a =
+      tyto_input(gr, TYTO_F32, 1, (int64_t[]){(int64_t)1 << 32}, NULL);
+  tyto_tensor *o = tyto_outer(a, a);
+  ck_assert(tyto_tensor_is_error(o));
+  ck_assert_int_eq(tyto_graph_status(gr), TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg_contains(tyto_graph_error_message(gr),
+                         "[4294967296,4294967296] has more than 2^60 "
+                         "elements");
+  tyto_graph_free(gr);
+  /* A zero extent does not hide an overflow of the others. */
+  gr = tyto_graph_new();
+  tyto_tensor *z =
+      tyto_full(gr, TYTO_F32, 3, (int64_t[]){0, INT64_MAX, INT64_MAX}, 1);
+  ck_assert(tyto_tensor_is_error(z));
+  tyto_graph_free(gr);
+  /* A NULL graph (tyto_graph_new out of memory) can still be asked. */
+  ck_assert_int_eq(tyto_graph_status(NULL), TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(tyto_graph_error_message(NULL));
+}
+END_TEST
+
 START_TEST(common_errors) {
   FAILS(tyto_add(F32(2, 2, 3), F64(1, 3)),
         "add: dtypes differ: f32[2,3] and f64[3]");
@@ -64,7 +88,7 @@ START_TEST(common_errors) {
         "parameter: negative extent in [2,-1]");
   FAILS(tyto_input(g, (tyto_dtype)7, 0, NULL, NULL), "input: unknown dtype 7");
   FAILS(tyto_full(g, TYTO_F64, 3, S(1 << 30, 1 << 30, 1 << 30), 0),
-        "full: [1073741824,1073741824,1073741824] has more than 2^63 "
+        "full: [1073741824,1073741824,1073741824] has more than 2^60 "
         "elements");
   FAILS(tyto_constant(g, TYTO_F32, 1, S(2), NULL), "constant: values is NULL");
   FAILS(tyto_random_uniform(g, TYTO_F32, 0, NULL, 1, 0, 7),
@@ -392,6 +416,7 @@ int main(void) {
   Suite *s = suite_create("graph_errors");
   TCase *tc = tcase_create("errors");
   tcase_add_checked_fixture(tc, NULL, teardown);
+  tcase_add_test(tc, computed_shapes_cannot_overflow);
   tcase_add_test(tc, common_errors);
   tcase_add_test(tc, elementwise_errors);
   tcase_add_test(tc, reduction_errors);

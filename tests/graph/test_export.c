@@ -114,9 +114,25 @@ START_TEST(export_failures) {
   ck_assert_int_eq(
       tyto_graph_save_dot(g, "/nonexistent-tyto-dir/g.dot", 0, NULL),
       TYTO_ERR_IO);
-  ck_assert_str_eq(tyto_errmsg(), "graph dot: cannot open "
+  ck_assert_str_eq(tyto_errmsg(), "graph dot: cannot create a file beside "
                                   "'/nonexistent-tyto-dir/g.dot': No such "
                                   "file or directory");
+  /* A failed save leaves an existing file exactly as it was. */
+  {
+    char keep[] = "/tmp/tyto-test-keep-XXXXXX";
+    int kfd = mkstemp(keep);
+    ck_assert_int_ge(kfd, 0);
+    ck_assert_int_eq(write(kfd, "digraph good {}\n", 16), 16);
+    close(kfd);
+    ck_assert_int_eq(tyto_graph_save_dot(g, keep, 1, &err),
+                     TYTO_ERR_INVALID_ARGUMENT);
+    FILE *k = fopen(keep, "r");
+    char kept[64] = "";
+    ck_assert_ptr_nonnull(fgets(kept, sizeof kept, k));
+    fclose(k);
+    ck_assert_str_eq(kept, "digraph good {}\n");
+    remove(keep);
+  }
   FILE *full = fopen("/dev/full", "w");
   if (full) {
     ck_assert_int_eq(tyto_graph_write_text(g, full), TYTO_ERR_IO);

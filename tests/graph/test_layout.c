@@ -3,7 +3,6 @@
  * gather, index_select, scatter_add, one_hot. */
 #include "graph_test.h"
 
-
 /* The attributes of t as "[a,b,...]". */
 static const char *ia(tyto_tensor *t) {
   static char buf[SHAPE_STR * 2];

@@ -2,7 +2,6 @@
  * random sources, with their seeds and stream offsets. */
 #include "graph_test.h"
 
-
 START_TEST(softmax_shapes) {
   tyto_graph *g = tyto_graph_new();
   tyto_tensor *x = IN(g, 2, 64, 10);

@@ -2,7 +2,6 @@
  * reductions, matrix products and linear algebra. */
 #include "graph_test.h"
 
-
 START_TEST(sources) {
   tyto_graph *g = tyto_graph_new();
   tyto_tensor *x = tyto_input(g, TYTO_F64, 2, S(8, 4), "x");

@@ -279,7 +279,8 @@ TYTO_API const void *tyto_tensor_data(const tyto_tensor *t);
 TYTO_API tyto_status tyto_graph_write_dot(const tyto_graph *g, FILE *f,
                                           size_t n_outputs,
                                           tyto_tensor *const *outputs);
-/* The same into a file created (or truncated) at path. */
+/* The same into the file at path, replaced atomically (a temporary file
+ * beside it, fsync, rename): an existing file is never left damaged. */
 TYTO_API tyto_status tyto_graph_save_dot(const tyto_graph *g, const char *path,
                                          size_t n_outputs,
                                          tyto_tensor *const *outputs);

@@ -13,6 +13,24 @@
 #include "program.h"
 #include "../runtime/error.h"
 
+/* Graph op codes are passed to plugins as kernel op codes in these ranges;
+ * keep the two enums in step. */
+_Static_assert((int)TYTO_OP_NEG == (int)TYTO_PLUGIN_OP_NEG &&
+                   (int)TYTO_OP_ROUND == (int)TYTO_PLUGIN_OP_ROUND,
+               "unary op codes");
+_Static_assert((int)TYTO_OP_ADD == (int)TYTO_PLUGIN_OP_ADD &&
+                   (int)TYTO_OP_GE == (int)TYTO_PLUGIN_OP_GE,
+               "binary op codes");
+_Static_assert((int)TYTO_OP_WHERE == (int)TYTO_PLUGIN_OP_WHERE &&
+                   (int)TYTO_OP_FMA == (int)TYTO_PLUGIN_OP_FMA,
+               "ternary op codes");
+_Static_assert((int)TYTO_OP_SUM == (int)TYTO_PLUGIN_OP_SUM &&
+                   (int)TYTO_OP_NORM_L2 == (int)TYTO_PLUGIN_OP_NORM_L2,
+               "reduction op codes");
+_Static_assert((int)TYTO_OP_INV == (int)TYTO_PLUGIN_OP_INV &&
+                   (int)TYTO_OP_QR == (int)TYTO_PLUGIN_OP_QR,
+               "linear algebra op codes");
+
 void exec_layout(tyto_plugin_layout *l, const tyto_tensor *t) {
   memset(l, 0, sizeof *l);
   l->struct_size = sizeof *l;

@@ -29,17 +29,16 @@ static const tyto_plugin_device_fns *fns(const tyto_program *p) {
 /* "input 'x' (#0) f32[64,784] (200704 bytes)" */
 static const char *describe(char *buf, size_t size, const tyto_tensor *t,
                             uint64_t bytes) {
-  int n = snprintf(buf, size, "%s", tyto_kind_name(t->kind));
-  if (t->name)
-    n += snprintf(buf + n, size - (size_t)n, " '%s'", t->name);
-  n += snprintf(buf + n, size - (size_t)n, " (#%lld) is %s[",
-                (long long)t->index, tyto_dtype_name(t->dtype));
-  for (int i = 0; i < t->rank && (size_t)n < size; i++)
-    n += snprintf(buf + n, size - (size_t)n, "%s%lld", i ? "," : "",
-                  (long long)t->shape[i]);
-  if ((size_t)n < size)
-    snprintf(buf + n, size - (size_t)n, "] (%llu bytes)",
-             (unsigned long long)bytes);
+  char dims[TYTO_MAX_RANK * 21 + 1] = "";
+  size_t d = 0;
+  for (int i = 0; i < t->rank; i++)
+    d += (size_t)snprintf(dims + d, sizeof dims - d, "%s%lld", i ? "," : "",
+                          (long long)t->shape[i]);
+  /* One bounded call: a long name is cut, never written past buf. */
+  snprintf(buf, size, "%s%s%.64s%s (#%lld) is %s[%s] (%llu bytes)",
+           tyto_kind_name(t->kind), t->name ? " '" : "", t->name ? t->name : "",
+           t->name ? "'" : "", (long long)t->index, tyto_dtype_name(t->dtype),
+           dims, (unsigned long long)bytes);
   return buf;
 }
 

@@ -1,5 +1,7 @@
 /* Export of a graph: Graphviz dot (after the figures of Owl's computation
  * graph chapter) and a one-line-per-tensor text dump. */
+#include "config.h"
+
 #include "node.h"
 #include "shape.h"
 #include "../runtime/error.h"
@@ -7,7 +9,9 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Writes s with the characters dot strings need escaped. */
 static void dot_escaped(FILE *f, const char *s) {
@@ -79,16 +83,48 @@ tyto_status tyto_graph_write_dot(const tyto_graph *g, FILE *f, size_t n_outputs,
   return finish(f, "graph dot");
 }
 
+/* Written to a temporary file beside `path`, flushed to disk, then renamed
+ * over it: an existing file is replaced whole or not at all. */
 tyto_status tyto_graph_save_dot(const tyto_graph *g, const char *path,
                                 size_t n_outputs, tyto_tensor *const *outputs) {
-  FILE *f = fopen(path, "w");
-  if (!f)
-    return rt_fail(TYTO_ERR_IO, "graph dot: cannot open '%s': %s", path,
-                   strerror(errno));
+  if (!g || !path)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "graph dot: graph and path must not be NULL");
+  size_t len = strlen(path);
+  char *tmp = malloc(len + 8);
+  if (!tmp)
+    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "graph dot: out of memory");
+  memcpy(tmp, path, len);
+  memcpy(tmp + len, ".XXXXXX", 8);
+  int fd = mkstemp(tmp);
+  if (fd < 0) {
+    tyto_status st = rt_fail(TYTO_ERR_IO,
+                             "graph dot: cannot create a file "
+                             "beside '%s': %s",
+                             path, strerror(errno));
+    free(tmp);
+    return st;
+  }
+  FILE *f = fdopen(fd, "w");
+  if (!f) {
+    close(fd);
+    unlink(tmp);
+    free(tmp);
+    return rt_fail(TYTO_ERR_IO, "graph dot: %s", strerror(errno));
+  }
   tyto_status st = tyto_graph_write_dot(g, f, n_outputs, outputs);
+  if (st == TYTO_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
+    st = rt_fail(TYTO_ERR_IO, "graph dot: writing '%s' failed: %s", path,
+                 strerror(errno));
   if (fclose(f) != 0 && st == TYTO_OK)
     st = rt_fail(TYTO_ERR_IO, "graph dot: writing '%s' failed: %s", path,
                  strerror(errno));
+  if (st == TYTO_OK && rename(tmp, path) != 0)
+    st = rt_fail(TYTO_ERR_IO, "graph dot: cannot replace '%s': %s", path,
+                 strerror(errno));
+  if (st != TYTO_OK)
+    unlink(tmp);
+  free(tmp);
   return st;
 }
 

@@ -70,11 +70,12 @@ void tyto_graph_free(tyto_graph *g) {
 }
 
 tyto_status tyto_graph_status(const tyto_graph *g) {
-  return g->status;
+  /* tyto_graph_new() returns NULL when out of memory. */
+  return g ? g->status : TYTO_ERR_INVALID_ARGUMENT;
 }
 
 const char *tyto_graph_error_message(const tyto_graph *g) {
-  return g->message;
+  return g ? g->message : "graph is NULL (tyto_graph_new ran out of memory?)";
 }
 
 tyto_tensor *tyto_graph_error_tensor(tyto_graph *g) {
@@ -163,6 +164,10 @@ tyto_tensor *node_new(tyto_graph *g, tyto_op op, tyto_dtype dtype, int rank,
                       size_t n_i, const int64_t *iattrs, size_t n_f,
                       const double *fattrs) {
   const char *name = tyto_op_name(op);
+  /* Shapes computed from other shapes (outer, matmul, conv, gather...) may
+   * overflow even when every input was valid. */
+  if (shape_check(g, name, rank, shape) < 0)
+    return &g->error;
   if (g->n_nodes == g->cap_nodes) {
     size_t cap = g->cap_nodes ? 2 * g->cap_nodes : 64;
     tyto_tensor **nodes = realloc(g->nodes, cap * sizeof *nodes);

@@ -120,9 +120,9 @@ static tyto_tensor *pool(tyto_op op, tyto_tensor *x, int64_t kh, int64_t kw,
                       "not negative",
                       name);
   /* As PyTorch: a window must hold at least one element of the input. */
-  if (2 * ph > kh || 2 * pw > kw)
+  if (ph > kh / 2 || pw > kw / 2)
     return graph_fail(g, "%s: padding %" PRId64 " exceeds half the kernel %s",
-                      name, 2 * ph > kh ? ph : pw, sk);
+                      name, ph > kh / 2 ? ph : pw, sk);
   int64_t shape[4] = {x->shape[0], x->shape[1],
                       window_out(x->shape[2], kh, sh, ph),
                       window_out(x->shape[3], kw, sw, pw)};

@@ -39,19 +39,24 @@ int shape_check(tyto_graph *g, const char *name, int rank,
     graph_fail(g, "%s: shape is NULL for rank %d", name, rank);
     return -1;
   }
+  /* The product of the non-zero extents must leave room for the bytes of
+   * the widest dtype (8) in 63 bits: a zero extent elsewhere must not hide
+   * an overflow, since views and reshapes of the shape may drop it. */
   int64_t numel = 1;
+  const int64_t limit = INT64_MAX / 8;
   for (int i = 0; i < rank; i++) {
     if (shape[i] < 0) {
       graph_fail(g, "%s: negative extent in %s", name,
                  shape_str(s, rank, shape));
       return -1;
     }
-    if (shape[i] > 0 && numel > INT64_MAX / shape[i]) {
-      graph_fail(g, "%s: %s has more than 2^63 elements", name,
+    if (shape[i] > 0 && numel > limit / shape[i]) {
+      graph_fail(g, "%s: %s has more than 2^60 elements", name,
                  shape_str(s, rank, shape));
       return -1;
     }
-    numel *= shape[i];
+    if (shape[i] > 0)
+      numel *= shape[i];
   }
   return 0;
 }
