@@ -1,19 +1,35 @@
 /*
- * CONV2D, MAX_POOL2D and AVG_POOL2D on NCHW tensors.
+ * CONV2D, MAX_POOL2D and AVG_POOL2D on NCHW tensors, and their derivatives
+ * CONV2D_BACKWARD_DATA, CONV2D_BACKWARD_FILTER, MAX_POOL2D_BACKWARD,
+ * MAX_POOL2D_SELECT and AVG_POOL2D_BACKWARD.
  *
- * f32 with every layout contiguous goes through oneDNN (plain nchw/oihw
- * formats, forward inference) when the build found it. Everything else (f64,
- * which oneDNN's CPU engine has no convolution for, strided or offset views,
- * empty tensors, or TYTO_CPU_NO_DNNL=1 in the environment at prepare) takes
- * the portable path: convolution as im2col + one cblas GEMM per (image,
- * group), pooling as a direct loop. Both paths give the same results to
+ * f32 convolutions (forward, backward data, backward weights) and forward
+ * poolings with every layout contiguous go through oneDNN (plain nchw/oihw
+ * formats) when the build found it. Everything else (f64, which oneDNN's
+ * CPU engine has no convolution for, strided or offset views, empty
+ * tensors, the pooling derivatives, or TYTO_CPU_NO_DNNL=1 in the environment
+ * at prepare) takes the portable path: convolution as im2col + one cblas
+ * GEMM per (image, group), its data gradient as one GEMM + col2im per
+ * (image, group), its weight gradient as one accumulating GEMM per (image,
+ * group) with groups in parallel, pooling and its derivatives as direct
+ * loops per (image, channel) plane. Both paths give the same results to
  * rounding; the tests run both against one reference.
  *
  * Output size, as in PyTorch and oneDNN (floor mode):
  *   OH = (H + 2 pad_h - dilation_h (KH - 1) - 1) / stride_h + 1.
  * Average pooling divides by the number of window elements inside the input
  * (padding not counted); max pooling ignores padding. A pooling pad must be
- * smaller than its kernel, so every window sees at least one element.
+ * smaller than its kernel, so every window sees at least one element. The
+ * max pooling derivatives use the first maximum of each window in row-major
+ * order (the first NaN when there is one), which holds the forward's value.
+ *
+ * The derivative ops are described by the tensors they relate: "x" is the
+ * convolution's or pooling's input [N, C, H, W], "w" the weight, "y" its
+ * output [N, O, OH, OW]. CONV2D_BACKWARD_DATA reads y's gradient and w and
+ * writes x's; CONV2D_BACKWARD_FILTER reads x and y's gradient and writes
+ * w's; MAX_POOL2D_BACKWARD reads x and y's gradient and writes x's ("t");
+ * MAX_POOL2D_SELECT reads x and t (shaped as x) and writes y;
+ * AVG_POOL2D_BACKWARD reads y's gradient and writes x's.
  */
 #include "config.h"
 
@@ -73,6 +89,12 @@ static const char *shape_str(char *buf, size_t size,
   return buf;
 }
 
+static int is_conv_code(uint32_t code) {
+  return code == TYTO_PLUGIN_OP_CONV2D ||
+         code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA ||
+         code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER;
+}
+
 /* ------------------------------------------------------------------------ */
 /* oneDNN                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -103,9 +125,8 @@ static void dnnl_build(conv_op *op) {
   if (!cpu_engine)
     return;
   dnnl_dims_t x = {op->N, op->C, op->H, op->W},
-              y = {op->N, op->code == TYTO_PLUGIN_OP_CONV2D ? op->O : op->C,
-                   op->OH, op->OW},
-              strides = {op->sh, op->sw}, pad = {op->ph, op->pw};
+              y = {op->N, op->O, op->OH, op->OW}, strides = {op->sh, op->sw},
+              pad = {op->ph, op->pw};
   dnnl_memory_desc_t *md = op->md;
   if (dnnl_memory_desc_init_by_tag(&md[0], 4, x, dnnl_f32, dnnl_nchw) ||
       dnnl_memory_desc_init_by_tag(&md[3], 4, y, dnnl_f32, dnnl_nchw))
@@ -123,7 +144,7 @@ static void dnnl_build(conv_op *op) {
   }
   dnnl_primitive_desc_t pd = NULL;
   int made = 0;
-  if (op->code == TYTO_PLUGIN_OP_CONV2D) {
+  if (is_conv_code(op->code)) {
     dnnl_dims_t dil = {op->dh - 1, op->dw - 1}, b = {op->O};
     int ok;
     if (op->G > 1) {
@@ -137,13 +158,35 @@ static void dnnl_build(conv_op *op) {
     }
     ok = ok && dnnl_memory_desc_init_by_tag(&md[2], 1, b, dnnl_f32, dnnl_x) ==
                    dnnl_success;
-    dnnl_convolution_desc_t cd;
+    dnnl_convolution_desc_t cd, bd;
+    int fwd = op->code == TYTO_PLUGIN_OP_CONV2D;
     ok = ok && dnnl_dilated_convolution_forward_desc_init(
-                   &cd, dnnl_forward_inference, dnnl_convolution_direct, &md[0],
-                   &md[1], op->has_bias ? &md[2] : NULL, &md[3], strides, dil,
-                   pad, pad) == dnnl_success;
-    made = ok && dnnl_primitive_desc_create(&pd, &cd, attr, cpu_engine, NULL) ==
-                     dnnl_success;
+                   &cd, fwd ? dnnl_forward_inference : dnnl_forward_training,
+                   dnnl_convolution_direct, &md[0], &md[1],
+                   op->has_bias ? &md[2] : NULL, &md[3], strides, dil, pad,
+                   pad) == dnnl_success;
+    if (fwd) {
+      made = ok && dnnl_primitive_desc_create(&pd, &cd, attr, cpu_engine,
+                                              NULL) == dnnl_success;
+    } else {
+      /* oneDNN picks a backward implementation from the forward one it
+       * would run: a forward training primitive descriptor is the hint. */
+      dnnl_primitive_desc_t hint = NULL;
+      ok = ok && dnnl_primitive_desc_create(&hint, &cd, NULL, cpu_engine,
+                                            NULL) == dnnl_success;
+      if (op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA)
+        ok = ok && dnnl_dilated_convolution_backward_data_desc_init(
+                       &bd, dnnl_convolution_direct, &md[0], &md[1], &md[3],
+                       strides, dil, pad, pad) == dnnl_success;
+      else
+        ok = ok && dnnl_dilated_convolution_backward_weights_desc_init(
+                       &bd, dnnl_convolution_direct, &md[0], &md[1], NULL,
+                       &md[3], strides, dil, pad, pad) == dnnl_success;
+      made = ok && dnnl_primitive_desc_create(&pd, &bd, attr, cpu_engine,
+                                              hint) == dnnl_success;
+      if (hint)
+        dnnl_primitive_desc_destroy(hint);
+    }
   } else {
     dnnl_dims_t kernel = {op->KH, op->KW}, dil = {0, 0};
     dnnl_pooling_v2_desc_t pl;
@@ -176,19 +219,35 @@ static dnnl_status_t dnnl_run(const conv_op *op, const cpu_desc *d,
   int n_in = (int)d->n_in;
   dnnl_memory_t mem[5] = {NULL, NULL, NULL, NULL, NULL};
   dnnl_exec_arg_t ea[5];
-  static const int which_conv[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS,
-                                    DNNL_ARG_BIAS, DNNL_ARG_DST};
+  /* Per bound tensor (inputs, then the output): its memory descriptor in
+   * op->md and its oneDNN argument. */
+  int slot[4], arg[4];
+  switch (op->code) {
+  case TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA: /* dy, w -> dx */
+    slot[0] = 3, arg[0] = DNNL_ARG_DIFF_DST;
+    slot[1] = 1, arg[1] = DNNL_ARG_WEIGHTS;
+    slot[2] = 0, arg[2] = DNNL_ARG_DIFF_SRC;
+    break;
+  case TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER: /* x, dy -> dw */
+    slot[0] = 0, arg[0] = DNNL_ARG_SRC;
+    slot[1] = 3, arg[1] = DNNL_ARG_DIFF_DST;
+    slot[2] = 1, arg[2] = DNNL_ARG_DIFF_WEIGHTS;
+    break;
+  default: /* CONV2D: x, w, (bias) -> y; pooling: x -> y */
+    slot[0] = 0, arg[0] = DNNL_ARG_SRC;
+    slot[1] = 1, arg[1] = DNNL_ARG_WEIGHTS;
+    slot[2] = 2, arg[2] = DNNL_ARG_BIAS;
+    slot[n_in] = 3, arg[n_in] = DNNL_ARG_DST;
+    break;
+  }
   int n = 0;
   dnnl_status_t st = dnnl_success;
   for (int i = 0; i <= n_in && st == dnnl_success; i++) {
-    int slot = i == n_in ? 3 : i; /* the output is md[3] */
-    if (op->code != TYTO_PLUGIN_OP_CONV2D && i > 0 && i < n_in)
-      continue;
     const tyto_plugin_layout *l = i == n_in ? &d->out[0].l : &d->in[i].l;
     void *ptr = args[i] + l->offset * (int64_t)op->elem;
-    st = dnnl_memory_create(&mem[n], &op->md[slot], cpu_engine, ptr);
+    st = dnnl_memory_create(&mem[n], &op->md[slot[i]], cpu_engine, ptr);
     if (st == dnnl_success) {
-      ea[n].arg = which_conv[slot];
+      ea[n].arg = arg[i];
       ea[n].memory = mem[n];
       n++;
     }
@@ -220,18 +279,20 @@ static dnnl_status_t dnnl_run(const conv_op *op, const cpu_desc *d,
 /* Portable path                                                             */
 /* ------------------------------------------------------------------------ */
 
+/* The bound tensors by role (see the top of the file), layout offsets
+ * applied; NULL where the op has no such tensor. */
 typedef struct conv_run {
   const conv_op *op;
-  const cpu_desc *d;
-  unsigned char *x, *w, *b, *y; /* layout offsets applied */
+  const tyto_plugin_layout *xl, *wl, *bl, *yl, *tl;
+  unsigned char *x, *w, *b, *y, *t;
   unsigned char *ws;
 } conv_run;
 
-/* Packs w [O, C/G, KH, KW] (any strides) into a row-major [O, K]. */
 #define DEFINE_KERNELS(T, SUFFIX, GEMM)                                        \
+  /* Packs w [O, C/G, KH, KW] (any strides) into a row-major [O, K]. */        \
   static void pack_w_##SUFFIX(const conv_run *r) {                             \
     const conv_op *op = r->op;                                                 \
-    const int64_t *s = r->d->in[1].l.strides;                                  \
+    const int64_t *s = r->wl->strides;                                         \
     const T *w = (const T *)r->w;                                              \
     T *dst = (T *)r->ws;                                                       \
     int64_t Cg = op->C / op->G, i = 0;                                         \
@@ -241,13 +302,12 @@ typedef struct conv_run {
           for (int64_t kw = 0; kw < op->KW; kw++)                              \
             dst[i++] = w[o * s[0] + c * s[1] + kh * s[2] + kw * s[3]];         \
   }                                                                            \
-  /* One (image, group): im2col, GEMM, scatter with bias. */                   \
-  static void conv_one_##SUFFIX(const conv_run *r, int64_t t, T *col,          \
-                                T *res) {                                      \
+  /* The [K, OH*OW] column matrix of image n, group g of x. */                 \
+  static void im2col_##SUFFIX(const conv_run *r, int64_t n, int64_t g,         \
+                              T *col) {                                        \
     const conv_op *op = r->op;                                                 \
-    const int64_t *xs = r->d->in[0].l.strides, *ys = r->d->out[0].l.strides;   \
-    int64_t n = t / op->G, g = t % op->G, Cg = op->C / op->G,                  \
-            Og = op->O / op->G, K = Cg * op->KH * op->KW, P = op->OH * op->OW; \
+    const int64_t *xs = r->xl->strides;                                        \
+    int64_t Cg = op->C / op->G, P = op->OH * op->OW;                           \
     const T *x = (const T *)r->x + n * xs[0] + g * Cg * xs[1];                 \
     for (int64_t c = 0; c < Cg; c++)                                           \
       for (int64_t kh = 0; kh < op->KH; kh++)                                  \
@@ -268,6 +328,27 @@ typedef struct conv_run {
             }                                                                  \
           }                                                                    \
         }                                                                      \
+  }                                                                            \
+  /* Image n, group g of y (any strides) packed into a row-major [Og, P]. */   \
+  static void pack_y_##SUFFIX(const conv_run *r, int64_t n, int64_t g,         \
+                              T *dst) {                                        \
+    const conv_op *op = r->op;                                                 \
+    const int64_t *ys = r->yl->strides;                                        \
+    int64_t Og = op->O / op->G;                                                \
+    const T *y = (const T *)r->y + n * ys[0] + g * Og * ys[1];                 \
+    for (int64_t o = 0; o < Og; o++)                                           \
+      for (int64_t oh = 0; oh < op->OH; oh++)                                  \
+        for (int64_t ow = 0; ow < op->OW; ow++)                                \
+          *dst++ = y[o * ys[1] + oh * ys[2] + ow * ys[3]];                     \
+  }                                                                            \
+  /* CONV2D, one (image, group): im2col, GEMM, scatter with bias. */           \
+  static void conv_one_##SUFFIX(const conv_run *r, int64_t t, T *col,          \
+                                T *res) {                                      \
+    const conv_op *op = r->op;                                                 \
+    const int64_t *ys = r->yl->strides;                                        \
+    int64_t n = t / op->G, g = t % op->G, Cg = op->C / op->G,                  \
+            Og = op->O / op->G, K = Cg * op->KH * op->KW, P = op->OH * op->OW; \
+    im2col_##SUFFIX(r, n, g, col);                                             \
     const T *wg = (const T *)r->ws + g * Og * K;                               \
     if (K > 0)                                                                 \
       GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Og, (int)P, (int)K, \
@@ -275,7 +356,7 @@ typedef struct conv_run {
     else                                                                       \
       memset(res, 0, (size_t)(Og * P) * sizeof(T));                            \
     const T *bias = (const T *)r->b;                                           \
-    int64_t bst = r->b ? r->d->in[2].l.strides[0] : 0;                         \
+    int64_t bst = r->b ? r->bl->strides[0] : 0;                                \
     T *y = (T *)r->y + n * ys[0];                                              \
     for (int64_t o = 0; o < Og; o++) {                                         \
       int64_t oc = g * Og + o;                                                 \
@@ -288,14 +369,85 @@ typedef struct conv_run {
       }                                                                        \
     }                                                                          \
   }                                                                            \
-  /* One (image, channel) plane of a pooling. */                               \
+  /* CONV2D_BACKWARD_DATA, one (image, group): the column gradient             \
+   * W_g^T dy_g [K, P], then col2im adds each column entry back onto the       \
+   * x position it was read from. */                                           \
+  static void data_one_##SUFFIX(const conv_run *r, int64_t t, T *dcol,         \
+                                T *dyp) {                                      \
+    const conv_op *op = r->op;                                                 \
+    const int64_t *xs = r->xl->strides;                                        \
+    int64_t n = t / op->G, g = t % op->G, Cg = op->C / op->G,                  \
+            Og = op->O / op->G, K = Cg * op->KH * op->KW, P = op->OH * op->OW; \
+    T *x = (T *)r->x + n * xs[0] + g * Cg * xs[1];                             \
+    for (int64_t c = 0; c < Cg; c++)                                           \
+      for (int64_t ih = 0; ih < op->H; ih++)                                   \
+        for (int64_t iw = 0; iw < op->W; iw++)                                 \
+          x[c * xs[1] + ih * xs[2] + iw * xs[3]] = 0;                          \
+    if (P == 0 || Og == 0)                                                     \
+      return;                                                                  \
+    pack_y_##SUFFIX(r, n, g, dyp);                                             \
+    const T *wg = (const T *)r->ws + g * Og * K;                               \
+    GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)P, (int)Og, 1,  \
+         wg, (int)K, dyp, (int)P, 0, dcol, (int)P);                            \
+    for (int64_t c = 0; c < Cg; c++)                                           \
+      for (int64_t kh = 0; kh < op->KH; kh++)                                  \
+        for (int64_t kw = 0; kw < op->KW; kw++) {                              \
+          const T *row = dcol + ((c * op->KH + kh) * op->KW + kw) * P;         \
+          for (int64_t oh = 0; oh < op->OH; oh++) {                            \
+            int64_t ih = oh * op->sh - op->ph + kh * op->dh;                   \
+            if (ih < 0 || ih >= op->H)                                         \
+              continue;                                                        \
+            T *dst = x + c * xs[1] + ih * xs[2];                               \
+            const T *src = row + oh * op->OW;                                  \
+            for (int64_t ow = 0; ow < op->OW; ow++) {                          \
+              int64_t iw = ow * op->sw - op->pw + kw * op->dw;                 \
+              if (iw >= 0 && iw < op->W)                                       \
+                dst[iw * xs[3]] += src[ow];                                    \
+            }                                                                  \
+          }                                                                    \
+        }                                                                      \
+  }                                                                            \
+  /* CONV2D_BACKWARD_FILTER, one group: dW_g = sum over images of dy_g         \
+   * col^T, accumulated in the workspace and then written out. */              \
+  static void filter_one_##SUFFIX(const conv_run *r, int64_t g, T *col,        \
+                                  T *dyp) {                                    \
+    const conv_op *op = r->op;                                                 \
+    const int64_t *s = r->wl->strides;                                         \
+    int64_t Cg = op->C / op->G, Og = op->O / op->G, K = Cg * op->KH * op->KW,  \
+            P = op->OH * op->OW;                                               \
+    T *acc = (T *)r->ws + g * Og * K;                                          \
+    memset(acc, 0, (size_t)(Og * K) * sizeof(T));                              \
+    for (int64_t n = 0; n < op->N && P > 0; n++) {                             \
+      im2col_##SUFFIX(r, n, g, col);                                           \
+      pack_y_##SUFFIX(r, n, g, dyp);                                           \
+      GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Og, (int)K, (int)P,   \
+           1, dyp, (int)P, col, (int)P, 1, acc, (int)K);                       \
+    }                                                                          \
+    T *w = (T *)r->w;                                                          \
+    int64_t i = 0;                                                             \
+    for (int64_t o = g * Og; o < (g + 1) * Og; o++)                            \
+      for (int64_t c = 0; c < Cg; c++)                                         \
+        for (int64_t kh = 0; kh < op->KH; kh++)                                \
+          for (int64_t kw = 0; kw < op->KW; kw++)                              \
+            w[o * s[0] + c * s[1] + kh * s[2] + kw * s[3]] = acc[i++];         \
+  }                                                                            \
+  /* One (image, channel) plane of a pooling or of its derivatives. */         \
   static void pool_one_##SUFFIX(const conv_run *r, int64_t t) {                \
     const conv_op *op = r->op;                                                 \
-    const int64_t *xs = r->d->in[0].l.strides, *ys = r->d->out[0].l.strides;   \
     int64_t n = t / op->C, c = t % op->C;                                      \
-    const T *x = (const T *)r->x + n * xs[0] + c * xs[1];                      \
+    const int64_t *ys = r->yl->strides;                                        \
+    const int64_t *xs = r->xl ? r->xl->strides : NULL;                         \
+    const int64_t *ts = r->tl ? r->tl->strides : NULL;                         \
+    const T *x = r->x ? (const T *)r->x + n * xs[0] + c * xs[1] : NULL;        \
     T *y = (T *)r->y + n * ys[0] + c * ys[1];                                  \
-    int is_max = op->code == TYTO_PLUGIN_OP_MAX_POOL2D;                        \
+    T *tp = r->t ? (T *)r->t + n * ts[0] + c * ts[1] : NULL;                   \
+    uint32_t code = op->code;                                                  \
+    /* The gradients are sums over windows: start from zeros. */               \
+    if (code == TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD ||                          \
+        code == TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD)                            \
+      for (int64_t ih = 0; ih < op->H; ih++)                                   \
+        for (int64_t iw = 0; iw < op->W; iw++)                                 \
+          tp[ih * ts[2] + iw * ts[3]] = 0;                                     \
     for (int64_t oh = 0; oh < op->OH; oh++)                                    \
       for (int64_t ow = 0; ow < op->OW; ow++) {                                \
         int64_t h0 = oh * op->sh - op->ph, w0 = ow * op->sw - op->pw;          \
@@ -304,6 +456,39 @@ typedef struct conv_run {
         w0 = w0 < 0 ? 0 : w0;                                                  \
         h1 = h1 > op->H ? op->H : h1;                                          \
         w1 = w1 > op->W ? op->W : w1;                                          \
+        T *yp = &y[oh * ys[2] + ow * ys[3]];                                   \
+        if (code == TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD) {                      \
+          if (h1 <= h0 || w1 <= w0)                                            \
+            continue;                                                          \
+          T v = *yp / (T)((h1 - h0) * (w1 - w0));                              \
+          for (int64_t ih = h0; ih < h1; ih++)                                 \
+            for (int64_t iw = w0; iw < w1; iw++)                               \
+              tp[ih * ts[2] + iw * ts[3]] += v;                                \
+          continue;                                                            \
+        }                                                                      \
+        if (code != TYTO_PLUGIN_OP_MAX_POOL2D &&                               \
+            code != TYTO_PLUGIN_OP_AVG_POOL2D) {                               \
+          /* The first maximum, row-major; the first NaN beats everything. */  \
+          int64_t bh = -1, bw = -1;                                            \
+          T best = 0;                                                          \
+          for (int64_t ih = h0; ih < h1; ih++)                                 \
+            for (int64_t iw = w0; iw < w1; iw++) {                             \
+              T v = x[ih * xs[2] + iw * xs[3]];                                \
+              if (bh < 0 || (!isnan(best) && (v > best || isnan(v)))) {        \
+                best = v;                                                      \
+                bh = ih;                                                       \
+                bw = iw;                                                       \
+              }                                                                \
+            }                                                                  \
+          if (bh < 0)                                                          \
+            continue;                                                          \
+          if (code == TYTO_PLUGIN_OP_MAX_POOL2D_SELECT)                        \
+            *yp = tp[bh * ts[2] + bw * ts[3]];                                 \
+          else                                                                 \
+            tp[bh * ts[2] + bw * ts[3]] += *yp;                                \
+          continue;                                                            \
+        }                                                                      \
+        int is_max = code == TYTO_PLUGIN_OP_MAX_POOL2D;                        \
         T acc = is_max ? -(T)INFINITY : (T)0;                                  \
         for (int64_t ih = h0; ih < h1; ih++)                                   \
           for (int64_t iw = w0; iw < w1; iw++) {                               \
@@ -315,27 +500,47 @@ typedef struct conv_run {
           }                                                                    \
         if (!is_max)                                                           \
           acc /= (T)((h1 - h0) * (w1 - w0));                                   \
-        y[oh * ys[2] + ow * ys[3]] = acc;                                      \
+        *yp = acc;                                                             \
       }                                                                        \
   }
 
 DEFINE_KERNELS(float, f32, cblas_sgemm)
 DEFINE_KERNELS(double, f64, cblas_dgemm)
 
+/* Tasks of the convolution family: (image, group) pairs, or groups for the
+ * weight gradient, whose images accumulate into one result. */
+static int64_t conv_tasks(const conv_op *op) {
+  return op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER ? op->G
+                                                           : op->N * op->G;
+}
+
 static void conv_slot(void *ctx, size_t slot) {
   const conv_run *r = ctx;
   const conv_op *op = r->op;
-  int64_t tasks = op->N * op->G, lo = tasks * (int64_t)slot / op->slots,
+  int64_t tasks = conv_tasks(op), lo = tasks * (int64_t)slot / op->slots,
           hi = tasks * ((int64_t)slot + 1) / op->slots;
   int64_t K = op->C / op->G * op->KH * op->KW, P = op->OH * op->OW;
   unsigned char *base =
       r->ws +
       (op->wpack_elems + (int64_t)slot * op->slot_elems) * (int64_t)op->elem;
   for (int64_t t = lo; t < hi; t++) {
-    if (op->elem == 4)
-      conv_one_f32(r, t, (float *)base, (float *)base + K * P);
-    else
-      conv_one_f64(r, t, (double *)base, (double *)base + K * P);
+    if (op->elem == 4) {
+      float *a = (float *)base, *b = a + K * P;
+      if (op->code == TYTO_PLUGIN_OP_CONV2D)
+        conv_one_f32(r, t, a, b);
+      else if (op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA)
+        data_one_f32(r, t, a, b);
+      else
+        filter_one_f32(r, t, a, b);
+    } else {
+      double *a = (double *)base, *b = a + K * P;
+      if (op->code == TYTO_PLUGIN_OP_CONV2D)
+        conv_one_f64(r, t, a, b);
+      else if (op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA)
+        data_one_f64(r, t, a, b);
+      else
+        filter_one_f64(r, t, a, b);
+    }
   }
 }
 
@@ -345,6 +550,47 @@ static void pool_plane(void *ctx, size_t t) {
     pool_one_f32(r, (int64_t)t);
   else
     pool_one_f64(r, (int64_t)t);
+}
+
+/* Binds the tensors of descriptor d to their roles in r. */
+static void bind_roles(conv_run *r, const conv_op *op, const cpu_desc *d,
+                       unsigned char *const *args) {
+  int64_t e = (int64_t)op->elem;
+  uint32_t n_in = d->n_in;
+  unsigned char *p[4];
+  const tyto_plugin_layout *l[4];
+  for (uint32_t i = 0; i <= n_in; i++) {
+    l[i] = i == n_in ? &d->out[0].l : &d->in[i].l;
+    p[i] = args[i] + l[i]->offset * e;
+  }
+  /* Which bound tensor (inputs then the output) plays x, w, y and t. */
+  int x = -1, w = -1, y = -1, t = -1;
+  switch (op->code) {
+  case TYTO_PLUGIN_OP_CONV2D: x = 0, w = 1, y = (int)n_in; break;
+  case TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA: y = 0, w = 1, x = 2; break;
+  case TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER: x = 0, y = 1, w = 2; break;
+  case TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD: x = 0, y = 1, t = 2; break;
+  case TYTO_PLUGIN_OP_MAX_POOL2D_SELECT: x = 0, t = 1, y = 2; break;
+  case TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD: y = 0, t = 1; break;
+  default: x = 0, y = 1; break; /* forward pooling */
+  }
+  memset(r, 0, sizeof *r);
+  r->op = op;
+  r->ws = op->base.workspace_bytes ? args[n_in + 1] : NULL;
+#define ROLE(field, i)                                                         \
+  if ((i) >= 0) {                                                              \
+    r->field = p[i];                                                           \
+    r->field##l = l[i];                                                        \
+  }
+  ROLE(x, x)
+  ROLE(w, w)
+  ROLE(y, y)
+  ROLE(t, t)
+#undef ROLE
+  if (op->code == TYTO_PLUGIN_OP_CONV2D && n_in > 2) {
+    r->b = p[2];
+    r->bl = l[2];
+  }
 }
 
 static tyto_plugin_error *conv_exec(const cpu_op *base, const cpu_desc *d,
@@ -364,27 +610,28 @@ static tyto_plugin_error *conv_exec(const cpu_op *base, const cpu_desc *d,
                      cpu_op_name(op->code), (int)st);
   }
 #endif
-  int64_t e = (int64_t)op->elem;
-  uint32_t n_in = d->n_in;
-  conv_run r = {op,
-                d,
-                args[0] + d->in[0].l.offset * e,
-                n_in > 1 ? args[1] + d->in[1].l.offset * e : NULL,
-                n_in > 2 ? args[2] + d->in[2].l.offset * e : NULL,
-                args[n_in] + d->out[0].l.offset * e,
-                op->base.workspace_bytes ? args[n_in + 1] : NULL};
-  if (op->code != TYTO_PLUGIN_OP_CONV2D) {
-    r.w = NULL;
-    if (op->N * op->C > 0 && op->OH * op->OW > 0)
+  conv_run r;
+  bind_roles(&r, op, d, args);
+  if (!is_conv_code(op->code)) {
+    if (op->N * op->C > 0)
       cpu_pool_for(pool, (size_t)(op->N * op->C), pool_plane, &r);
     return NULL;
   }
-  if (op->N * op->O * op->OH * op->OW == 0)
+  /* Nothing to write when the output is empty. */
+  int64_t Cg = op->C / op->G,
+          out_elems = op->code == TYTO_PLUGIN_OP_CONV2D
+                          ? op->N * op->O * op->OH * op->OW
+                      : op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA
+                          ? op->N * op->C * op->H * op->W
+                          : op->O * Cg * op->KH * op->KW;
+  if (out_elems == 0)
     return NULL;
-  if (e == 4)
-    pack_w_f32(&r);
-  else
-    pack_w_f64(&r);
+  if (op->code != TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER) {
+    if (op->elem == 4)
+      pack_w_f32(&r);
+    else
+      pack_w_f64(&r);
+  }
   if (op->slots > 1)
     cpu_pool_for(pool, (size_t)op->slots, conv_slot, &r);
   else
@@ -428,15 +675,39 @@ static tyto_plugin_error *conv_check(const tyto_plugin_host *h,
                                      const cpu_desc *desc, conv_op *op) {
   const tyto_plugin_op_desc *d = desc->d;
   const char *name = cpu_op_name(d->op);
-  int is_conv = d->op == TYTO_PLUGIN_OP_CONV2D;
-  if (is_conv ? (desc->n_in != 2 && desc->n_in != 3) || desc->n_out != 1
-              : desc->n_in != 1 || desc->n_out != 1)
+  uint32_t code = d->op;
+  int is_conv = is_conv_code(code);
+  /* The inputs each op takes, for the count check and its message. */
+  const char *inputs = NULL;
+  uint32_t want_in = 1;
+  switch (code) {
+  case TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA:
+    inputs = "dy, w", want_in = 2;
+    break;
+  case TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER:
+  case TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD: inputs = "x, dy", want_in = 2; break;
+  case TYTO_PLUGIN_OP_MAX_POOL2D_SELECT: inputs = "x, t", want_in = 2; break;
+  case TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD: inputs = "dy"; break;
+  default: break;
+  }
+  if (code == TYTO_PLUGIN_OP_CONV2D
+          ? (desc->n_in != 2 && desc->n_in != 3) || desc->n_out != 1
+          : desc->n_in != want_in || desc->n_out != 1) {
+    if (code == TYTO_PLUGIN_OP_CONV2D)
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "%s: expected 2 or 3 inputs (x, w, optional bias) "
+                          "and 1 output, got %u and %u",
+                          name, desc->n_in, desc->n_out);
+    if (!inputs)
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "%s: expected 1 input and 1 output, got %u and %u",
+                          name, desc->n_in, desc->n_out);
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        is_conv ? "%s: expected 2 or 3 inputs (x, w, optional "
-                                  "bias) and 1 output, got %u and %u"
-                                : "%s: expected 1 input and 1 output, got %u "
-                                  "and %u",
-                        name, desc->n_in, desc->n_out);
+                        "%s: expected %u input%s (%s) and 1 output, got %u "
+                        "and %u",
+                        name, want_in, want_in > 1 ? "s" : "", inputs,
+                        desc->n_in, desc->n_out);
+  }
   uint32_t want_attrs = is_conv ? 7 : 6;
   if (d->n_iattrs != want_attrs)
     return h->error_new(
@@ -446,20 +717,42 @@ static tyto_plugin_error *conv_check(const tyto_plugin_host *h,
                 : "%s: expected %u integer attributes (kernel_h, kernel_w, "
                   "stride_h, stride_w, pad_h, pad_w), got %u",
         name, want_attrs, d->n_iattrs);
-  const tyto_plugin_layout *x = &desc->in[0].l, *y = &desc->out[0].l;
-  char sx[160], sw[160], sy[160], sb[160];
+  /* The layouts by role (see the top of the file) and their names. */
+  const tyto_plugin_layout *in0 = &desc->in[0].l,
+                           *in1 = desc->n_in > 1 ? &desc->in[1].l : NULL,
+                           *out = &desc->out[0].l, *x = in0, *w = in1, *y = out,
+                           *t = NULL;
+  const char *xname = "x", *wname = "w", *yname = "output", *tname = NULL;
+  switch (code) {
+  case TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA:
+    x = out, y = in0, xname = "dx (the output)", yname = "dy";
+    break;
+  case TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER:
+    w = out, y = in1, wname = "dw (the output)", yname = "dy";
+    break;
+  case TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD:
+    y = in1, t = out, yname = "dy", tname = "dx (the output)";
+    break;
+  case TYTO_PLUGIN_OP_MAX_POOL2D_SELECT: t = in1, tname = "t"; break;
+  case TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD:
+    x = out, y = in0, xname = "dx (the output)", yname = "dy";
+    break;
+  default: break;
+  }
+  char sx[160], sw[160], sy[160], sb[160], so[160];
   shape_str(sx, sizeof sx, x);
   shape_str(sy, sizeof sy, y);
+  shape_str(so, sizeof so, out);
   for (uint32_t i = 0; i < desc->n_in; i++)
-    if (desc->in[i].l.dtype != y->dtype)
+    if (desc->in[i].l.dtype != out->dtype)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                           "%s: input %u is %s but the output is %s: all must "
                           "share one dtype",
                           name, i, cpu_dtype_name(desc->in[i].l.dtype),
-                          cpu_dtype_name(y->dtype));
+                          cpu_dtype_name(out->dtype));
   if (x->rank != 4)
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: x must be [N, C, H, W], got %s", name, sx);
+                        "%s: %s must be [N, C, H, W], got %s", name, xname, sx);
   static const char *const conv_names[] = {
       "stride_h",   "stride_w",   "pad_h", "pad_w",
       "dilation_h", "dilation_w", "groups"};
@@ -475,41 +768,40 @@ static tyto_plugin_error *conv_check(const tyto_plugin_host *h,
       return e;
   }
   const int64_t *a = d->iattrs;
-  op->code = d->op;
-  op->elem = cpu_dtype_size(y->dtype);
+  op->code = code;
+  op->elem = cpu_dtype_size(out->dtype);
   op->N = x->shape[0];
   op->C = x->shape[1];
   op->H = x->shape[2];
   op->W = x->shape[3];
   int64_t O, eff_h, eff_w;
   if (is_conv) {
-    const tyto_plugin_layout *w = &desc->in[1].l;
     shape_str(sw, sizeof sw, w);
     op->sh = a[0], op->sw = a[1], op->ph = a[2], op->pw = a[3];
     op->dh = a[4], op->dw = a[5], op->G = a[6];
     if (w->rank != 4)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "conv2d: w must be [O, C/groups, KH, KW], got %s",
-                          sw);
+                          "%s: %s must be [O, C/groups, KH, KW], got %s", name,
+                          wname, sw);
     O = w->shape[0];
     op->KH = w->shape[2];
     op->KW = w->shape[3];
     if (op->C % op->G)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "conv2d: groups %lld does not divide the %lld input "
-                          "channels of x %s",
-                          (long long)op->G, (long long)op->C, sx);
+                          "%s: groups %lld does not divide the %lld input "
+                          "channels of %s %s",
+                          name, (long long)op->G, (long long)op->C, xname, sx);
     if (O % op->G)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "conv2d: groups %lld does not divide the %lld output "
-                          "channels of w %s",
-                          (long long)op->G, (long long)O, sw);
+                          "%s: groups %lld does not divide the %lld output "
+                          "channels of %s %s",
+                          name, (long long)op->G, (long long)O, wname, sw);
     if (w->shape[1] != op->C / op->G)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "conv2d: w %s takes %lld input channels per group, "
-                          "but x %s with groups %lld has %lld",
-                          sw, (long long)w->shape[1], sx, (long long)op->G,
-                          (long long)(op->C / op->G));
+                          "%s: %s %s takes %lld input channels per group, "
+                          "but %s %s with groups %lld has %lld",
+                          name, wname, sw, (long long)w->shape[1], xname, sx,
+                          (long long)op->G, (long long)(op->C / op->G));
     if (desc->n_in == 3) {
       const tyto_plugin_layout *b = &desc->in[2].l;
       shape_str(sb, sizeof sb, b);
@@ -522,7 +814,10 @@ static tyto_plugin_error *conv_check(const tyto_plugin_host *h,
     }
     if (op->KH > INT_MAX || op->KW > INT_MAX)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "conv2d: kernel of w %s is too large", sw);
+                          "%s: kernel of %s %s is too large", name, wname, sw);
+    if (op->KH < 1 || op->KW < 1)
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "%s: %s %s has an empty kernel", name, wname, sw);
     eff_h = op->dh * (op->KH - 1) + 1;
     eff_w = op->dw * (op->KW - 1) + 1;
   } else {
@@ -544,31 +839,39 @@ static tyto_plugin_error *conv_check(const tyto_plugin_host *h,
   if (eff_h > ph2 || eff_w > pw2)
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                         "%s: the %skernel %lldx%lld does not fit in the padded "
-                        "input %lldx%lld of x %s",
+                        "input %lldx%lld of %s %s",
                         name, is_conv ? "dilated " : "", (long long)eff_h,
-                        (long long)eff_w, (long long)ph2, (long long)pw2, sx);
+                        (long long)eff_w, (long long)ph2, (long long)pw2, xname,
+                        sx);
   op->OH = (ph2 - eff_h) / op->sh + 1;
   op->OW = (pw2 - eff_w) / op->sw + 1;
   if (y->rank != 4 || y->shape[0] != op->N || y->shape[1] != O ||
       y->shape[2] != op->OH || y->shape[3] != op->OW) {
     if (is_conv)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "conv2d: output is %s, expected [%lld,%lld,%lld,"
-                          "%lld] for x %s and w %s",
-                          sy, (long long)op->N, (long long)O, (long long)op->OH,
-                          (long long)op->OW, sx, sw);
+                          "%s: %s is %s, expected [%lld,%lld,%lld,%lld] for "
+                          "%s %s and %s %s",
+                          name, yname, sy, (long long)op->N, (long long)O,
+                          (long long)op->OH, (long long)op->OW, xname, sx,
+                          wname, sw);
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: output is %s, expected [%lld,%lld,%lld,%lld] for "
-                        "x %s",
-                        name, sy, (long long)op->N, (long long)O,
-                        (long long)op->OH, (long long)op->OW, sx);
+                        "%s: %s is %s, expected [%lld,%lld,%lld,%lld] for "
+                        "%s %s",
+                        name, yname, sy, (long long)op->N, (long long)O,
+                        (long long)op->OH, (long long)op->OW, xname, sx);
+  }
+  if (t && (t->rank != 4 || memcmp(t->shape, x->shape, 4 * sizeof *t->shape))) {
+    char st[160];
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: %s is %s, expected %s (shaped as x)", name, tname,
+                        shape_str(st, sizeof st, t), sx);
   }
   for (uint32_t ax = 0; ax < 4; ax++)
-    if (y->shape[ax] > 1 && y->strides[ax] == 0)
+    if (out->shape[ax] > 1 && out->strides[ax] == 0)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                           "%s: output %s has a stride-0 axis %u: every "
                           "element needs its own place",
-                          name, sy, ax);
+                          name, so, ax);
   return NULL;
 }
 
@@ -593,7 +896,10 @@ tyto_plugin_error *cpu_conv_prepare(const tyto_plugin_host *h,
   empty |= desc->out[0].empty;
   contiguous &= cpu_contiguous(&desc->out[0].l);
 #ifdef TYTO_HAVE_DNNL
-  if (op->elem == 4 && contiguous && !empty && !no_dnnl_env())
+  /* oneDNN's max pooling backward needs the forward's workspace and picks
+   * its own maximum among ties: the pooling derivatives stay portable. */
+  int dnnl_op = op->code <= TYTO_PLUGIN_OP_AVG_POOL2D || is_conv_code(op->code);
+  if (op->elem == 4 && contiguous && !empty && dnnl_op && !no_dnnl_env())
     dnnl_build(op);
 #else
   (void)no_dnnl_env;
@@ -605,9 +911,11 @@ tyto_plugin_error *cpu_conv_prepare(const tyto_plugin_host *h,
   use_dnnl = op->prim != NULL;
   op->base.workspace_bytes = use_dnnl ? op->scratch_bytes : 0;
 #endif
-  if (op->code == TYTO_PLUGIN_OP_CONV2D && !use_dnnl) {
-    /* im2col + GEMM workspace: the packed weights, then per slot one
-     * [K, OH*OW] column matrix and one [O/G, OH*OW] result. */
+  if (is_conv_code(op->code) && !use_dnnl) {
+    /* im2col + GEMM workspace: the packed weights (the accumulated weight
+     * gradient for BACKWARD_FILTER), then per slot one [K, OH*OW] column
+     * matrix and one [O/G, OH*OW] result (the packed dy for the
+     * derivatives). */
     int64_t K = op->C / op->G * op->KH * op->KW, P = op->OH * op->OW,
             Og = op->O / op->G, wpack, slot, per_task, total, bytes;
     if (K > INT_MAX || P > INT_MAX ||
@@ -616,10 +924,14 @@ tyto_plugin_error *cpu_conv_prepare(const tyto_plugin_host *h,
         __builtin_mul_overflow(Og * K, P, &per_task)) {
       conv_destroy(&op->base);
       return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
-                          "conv2d: the im2col matrix of this convolution is "
-                          "too large for cblas's 32-bit sizes");
+                          "%s: the im2col matrix of this convolution is "
+                          "too large for cblas's 32-bit sizes",
+                          cpu_op_name(op->code));
     }
-    int64_t tasks = op->N * op->G, slots = 1;
+    int64_t tasks = conv_tasks(op), slots = 1;
+    if (op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER &&
+        __builtin_mul_overflow(per_task, op->N, &per_task))
+      per_task = INT64_MAX;
     if (tasks > 1 && per_task <= CONV_SMALL_GEMM) {
       long cores = sysconf(_SC_NPROCESSORS_ONLN);
       slots = cores > 0 ? cores : 1;
@@ -636,8 +948,9 @@ tyto_plugin_error *cpu_conv_prepare(const tyto_plugin_host *h,
         __builtin_mul_overflow(total, (int64_t)op->elem, &bytes)) {
       conv_destroy(&op->base);
       return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
-                          "conv2d: the im2col workspace is larger than 64 "
-                          "bits can count");
+                          "%s: the im2col workspace is larger than 64 "
+                          "bits can count",
+                          cpu_op_name(op->code));
     }
     op->slots = slots;
     op->slot_elems = slot;

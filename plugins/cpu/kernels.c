@@ -71,9 +71,15 @@ const char *cpu_op_name(uint32_t op) {
   NAME(RANDOM_BERNOULLI, "random_bernoulli") NAME(INV, "inv")
   NAME(DET, "det") NAME(LOGDET, "logdet") NAME(SOLVE, "solve")
   NAME(CHOLESKY, "cholesky") NAME(QR, "qr")
+  NAME(TRIANGULAR_SOLVE, "triangular_solve")
+  NAME(CONV2D_BACKWARD_DATA, "conv2d_backward_data")
+  NAME(CONV2D_BACKWARD_FILTER, "conv2d_backward_filter")
+  NAME(MAX_POOL2D_BACKWARD, "max_pool2d_backward")
+  NAME(MAX_POOL2D_SELECT, "max_pool2d_select")
+  NAME(AVG_POOL2D_BACKWARD, "avg_pool2d_backward")
     /* clang-format on */
 #undef NAME
-                                                                                case TYTO_PLUGIN_OP_INVALID
+                                                                                    case TYTO_PLUGIN_OP_INVALID
         : break;
   }
   return "op";
@@ -165,14 +171,14 @@ static cpu_family_fn family_of(uint32_t op) {
     return cpu_reduce_prepare;
   if (op == TYTO_PLUGIN_OP_MATMUL)
     return cpu_matmul_prepare;
-  if (op >= TYTO_PLUGIN_OP_CONV2D && op <= TYTO_PLUGIN_OP_AVG_POOL2D)
+  if (op >= TYTO_PLUGIN_OP_CONV2D && op <= TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD)
     return cpu_conv_prepare;
   if (op >= TYTO_PLUGIN_OP_PAD && op <= TYTO_PLUGIN_OP_ONE_HOT)
     return cpu_layout_prepare;
   if (op >= TYTO_PLUGIN_OP_RANDOM_UNIFORM &&
       op <= TYTO_PLUGIN_OP_RANDOM_BERNOULLI)
     return cpu_random_prepare;
-  if (op >= TYTO_PLUGIN_OP_INV && op <= TYTO_PLUGIN_OP_QR)
+  if (op >= TYTO_PLUGIN_OP_INV && op <= TYTO_PLUGIN_OP_TRIANGULAR_SOLVE)
     return cpu_linalg_prepare;
   return NULL;
 }

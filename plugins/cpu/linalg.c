@@ -2,7 +2,7 @@
  * Linear algebra on the last two axes, batched over the leading ones,
  * through LAPACKE (s* routines for f32, d* for f64): INV (getrf + getri),
  * DET and LOGDET (getrf), SOLVE (getrf + getrs), CHOLESKY (potrf, lower),
- * QR (geqrf + orgqr, reduced).
+ * QR (geqrf + orgqr, reduced), and TRIANGULAR_SOLVE through cblas ?trsm.
  *
  * Each matrix of the batch is packed, whatever its strides, into a
  * column-major scratch matrix in the workspace that prepare() reports
@@ -14,7 +14,9 @@
  * (CHOLESKY) makes run() return an error naming the op and the matrix's
  * position in the batch; outputs of the matrices before it have been
  * written, the rest are left as they were. DET gives 0 and LOGDET -inf
- * for a singular matrix: that is their value, not an error.
+ * for a singular matrix: that is their value, not an error. TRIANGULAR_SOLVE
+ * does not look for a zero on the diagonal either: as in LAPACK's trtrs
+ * without its check, it then gives infinities or NaNs.
  */
 #include "config.h"
 
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
 #include <lapacke.h>
 
 #include "ops.h"
@@ -33,11 +36,12 @@ typedef struct linalg_op {
   const tyto_plugin_host *h;
   uint32_t op;
   int f32;
-  uint32_t lead;    /* batch axes */
-  int64_t batch;    /* matrices */
-  int64_t m, n, k;  /* A is m x n; SOLVE: B is n x k; QR: k = min */
-  lapack_int lwork; /* elements of LAPACK's work array */
-  size_t esz;       /* element size */
+  uint32_t lead;              /* batch axes */
+  int64_t batch;              /* matrices */
+  int64_t m, n, k;            /* A is m x n; SOLVE: B is n x k; QR: k = min */
+  int lower, transpose, unit; /* TRIANGULAR_SOLVE's iattrs */
+  lapack_int lwork;           /* elements of LAPACK's work array */
+  size_t esz;                 /* element size */
   size_t off_b, off_tau, off_work, off_ipiv; /* workspace sections, bytes */
 } linalg_op;
 
@@ -237,6 +241,23 @@ static tyto_plugin_error *run_one(const linalg_op *op, const cpu_desc *d,
     unpack(op, out, args[2], ooff, n, nrhs, bm, lda, 0);
     return NULL;
   }
+  case TYTO_PLUGIN_OP_TRIANGULAR_SOLVE: {
+    const tyto_plugin_layout *bl = &d->in[1].l;
+    if (n == 0 || k == 0)
+      return NULL;
+    pack(op, bl, args[1], batch_offset(bl, op->lead, b), n, k, bm, lda);
+    CBLAS_UPLO uplo = op->lower ? CblasLower : CblasUpper;
+    CBLAS_TRANSPOSE tr = op->transpose ? CblasTrans : CblasNoTrans;
+    CBLAS_DIAG dg = op->unit ? CblasUnit : CblasNonUnit;
+    if (op->f32)
+      cblas_strsm(CblasColMajor, CblasLeft, uplo, tr, dg, n, k, 1.0f, a, lda,
+                  bm, lda);
+    else
+      cblas_dtrsm(CblasColMajor, CblasLeft, uplo, tr, dg, n, k, 1.0, a, lda, bm,
+                  lda);
+    unpack(op, out, args[2], ooff, n, k, bm, lda, 0);
+    return NULL;
+  }
   case TYTO_PLUGIN_OP_CHOLESKY:
     if (n == 0)
       return NULL;
@@ -377,8 +398,10 @@ static tyto_plugin_error *plan_workspace(const tyto_plugin_host *h,
   size_t e = op->esz;
 #define ROUND(x) (((x) + 63) & ~(size_t)63)
   size_t a_bytes = ROUND((size_t)(m * n) * e);
-  size_t b_bytes =
-      op->op == TYTO_PLUGIN_OP_SOLVE ? ROUND((size_t)(n * k) * e) : 0;
+  size_t b_bytes = op->op == TYTO_PLUGIN_OP_SOLVE ||
+                           op->op == TYTO_PLUGIN_OP_TRIANGULAR_SOLVE
+                       ? ROUND((size_t)(n * k) * e)
+                       : 0;
   size_t tau_bytes = op->op == TYTO_PLUGIN_OP_QR ? ROUND((size_t)k * e) : 0;
   size_t work_bytes = ROUND((size_t)lw * e);
   size_t ipiv_bytes = ROUND((size_t)(n > 0 ? n : 1) * sizeof(lapack_int));
@@ -394,7 +417,9 @@ static tyto_plugin_error *plan_workspace(const tyto_plugin_host *h,
 static tyto_plugin_error *linalg_check(const tyto_plugin_host *h,
                                        const cpu_desc *desc, linalg_op *op) {
   const char *name = cpu_op_name(op->op);
-  uint32_t n_in = op->op == TYTO_PLUGIN_OP_SOLVE ? 2 : 1;
+  int two = op->op == TYTO_PLUGIN_OP_SOLVE ||
+            op->op == TYTO_PLUGIN_OP_TRIANGULAR_SOLVE;
+  uint32_t n_in = two ? 2 : 1;
   uint32_t n_out = op->op == TYTO_PLUGIN_OP_QR ? 2 : 1;
   if (desc->n_in != n_in || desc->n_out != n_out)
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
@@ -443,6 +468,17 @@ static tyto_plugin_error *linalg_check(const tyto_plugin_host *h,
   case TYTO_PLUGIN_OP_LOGDET:
     e = want_shape(h, name, "output", &desc->out[0].l, bs, op->lead, -1, -1);
     break;
+  case TYTO_PLUGIN_OP_TRIANGULAR_SOLVE:
+    if (desc->d->n_iattrs != 3)
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "%s: expected 3 integer attributes (lower, "
+                          "transpose, unit_diagonal), got %u",
+                          name, desc->d->n_iattrs);
+    op->lower = desc->d->iattrs[0] != 0;
+    op->transpose = desc->d->iattrs[1] != 0;
+    op->unit = desc->d->iattrs[2] != 0;
+    /* B and the output are checked as SOLVE's. */
+    __attribute__((fallthrough));
   case TYTO_PLUGIN_OP_SOLVE: {
     const tyto_plugin_layout *b = &desc->in[1].l;
     op->k = b->rank >= 2 ? b->shape[b->rank - 1] : 0;

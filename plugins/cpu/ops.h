@@ -66,7 +66,8 @@ tyto_plugin_error *cpu_reduce_prepare(const tyto_plugin_host *h,
 /* matmul.c: MATMUL through OpenBLAS. */
 tyto_plugin_error *cpu_matmul_prepare(const tyto_plugin_host *h,
                                       const cpu_desc *desc, cpu_op **out);
-/* conv.c: CONV2D, MAX_POOL2D, AVG_POOL2D (oneDNN, im2col fallback). */
+/* conv.c: CONV2D, MAX_POOL2D, AVG_POOL2D and their derivatives
+ * CONV2D_BACKWARD_DATA .. AVG_POOL2D_BACKWARD (oneDNN, im2col fallback). */
 tyto_plugin_error *cpu_conv_prepare(const tyto_plugin_host *h,
                                     const cpu_desc *desc, cpu_op **out);
 /* layout.c: PAD, GATHER, SCATTER_ADD, ONE_HOT. */
@@ -75,7 +76,8 @@ tyto_plugin_error *cpu_layout_prepare(const tyto_plugin_host *h,
 /* random.c: Philox-4x32-10 uniform, normal, bernoulli. */
 tyto_plugin_error *cpu_random_prepare(const tyto_plugin_host *h,
                                       const cpu_desc *desc, cpu_op **out);
-/* linalg.c: INV, DET, LOGDET, SOLVE, CHOLESKY, QR through LAPACK. */
+/* linalg.c: INV, DET, LOGDET, SOLVE, CHOLESKY, QR through LAPACK,
+ * TRIANGULAR_SOLVE through cblas. */
 tyto_plugin_error *cpu_linalg_prepare(const tyto_plugin_host *h,
                                       const cpu_desc *desc, cpu_op **out);
 

@@ -5,7 +5,10 @@
  * direct-loop path (TYTO_CPU_NO_DNNL=1, read at prepare); f64 and strided
  * layouts always take the portable path. Covers stride, padding, dilation,
  * groups (depthwise included), bias, strided inputs and outputs, and the
- * error messages.
+ * error messages; and the derivatives CONV2D_BACKWARD_DATA/FILTER (both
+ * paths) and MAX_POOL2D_BACKWARD/SELECT, AVG_POOL2D_BACKWARD against scatter
+ * loops here and by the adjoint identities with the forward ops, with ties
+ * and NaNs in max windows.
  *
  * Inputs are multiples of 1/64 in [-2, 2], exact in f32. Tolerances:
  * convolution |got - ref| <= tol * sqrt(K) * (sum |x w| + |bias|), K =
@@ -177,6 +180,42 @@ START_TEST(conv_path_switch) {
       ck_assert_uint_ne(ki.workspace_bytes, (54 + 162 + 27) * 4);
     f->kernel_release(dev->handle, k);
   }
+}
+END_TEST
+/* The same for the convolution derivatives: oneDNN really builds their
+ * primitives (x [1,2,5,5], w [3,2,3,3], y [1,3,3,3]: K 18, P 9). */
+START_TEST(conv_backward_path_switch) {
+  tyto_device *dev = hx.dev;
+  const tyto_plugin_device_fns *f = &dev->plugin->dfns;
+  tyto_plugin_layout x, w, y;
+  h_tensor t = h_tensor_new(F32, 4, (int64_t[]){1, 2, 5, 5}, NULL);
+  x = t.layout;
+  h_tensor_free(&t);
+  t = h_tensor_new(F32, 4, (int64_t[]){3, 2, 3, 3}, NULL);
+  w = t.layout;
+  h_tensor_free(&t);
+  t = h_tensor_new(F32, 4, (int64_t[]){1, 3, 3, 3}, NULL);
+  y = t.layout;
+  h_tensor_free(&t);
+  int64_t a[7] = {1, 1, 0, 0, 1, 1, 1};
+  tyto_plugin_layout data_in[2] = {y, w}, filter_in[2] = {x, y};
+  tyto_plugin_op_desc d[2] = {{sizeof d[0], TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA,
+                               2, 1, data_in, &x, 7, a, 0, NULL, 0, NULL},
+                              {sizeof d[0],
+                               TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER, 2, 1,
+                               filter_in, &w, 7, a, 0, NULL, 0, NULL}};
+  for (int i = 0; i < 2; i++)
+    for (int fallback = 0; fallback < 2; fallback++) {
+      set_path(fallback);
+      tyto_plugin_kernel *k = NULL;
+      tyto_plugin_kernel_info ki = {sizeof ki, 0};
+      ck_assert_ptr_null(f->prepare(dev->handle, &d[i], &k, &ki));
+      if (fallback)
+        ck_assert_uint_eq(ki.workspace_bytes, (54 + 162 + 27) * 4);
+      else
+        ck_assert_uint_ne(ki.workspace_bytes, (54 + 162 + 27) * 4);
+      f->kernel_release(dev->handle, k);
+    }
 }
 END_TEST
 #endif
@@ -391,6 +430,536 @@ START_TEST(pool_errors) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* Derivatives                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* dx of a convolution given dy and w, by scattering every product back:
+ * ref[i] and mag[i] (sum of |terms|) over dx's row-major elements. */
+static void data_ref(const h_tensor *dy, const h_tensor *w, const int64_t *xs,
+                     const int64_t *a, double *ref, double *mag) {
+  const int64_t *ws = w->layout.shape, *ys = dy->layout.shape;
+  int64_t G = a[6], Cg = xs[1] / G, Og = ws[0] / G, n_x = 1;
+  for (int i = 0; i < 4; i++)
+    n_x *= xs[i];
+  for (int64_t i = 0; i < n_x; i++)
+    ref[i] = mag[i] = 0;
+  for (int64_t n = 0; n < ys[0]; n++)
+    for (int64_t o = 0; o < ys[1]; o++)
+      for (int64_t oh = 0; oh < ys[2]; oh++)
+        for (int64_t ow = 0; ow < ys[3]; ow++)
+          for (int64_t c = 0; c < Cg; c++)
+            for (int64_t kh = 0; kh < ws[2]; kh++)
+              for (int64_t kw = 0; kw < ws[3]; kw++) {
+                int64_t ih = oh * a[0] - a[2] + kh * a[4],
+                        iw = ow * a[1] - a[3] + kw * a[5];
+                if (ih < 0 || ih >= xs[2] || iw < 0 || iw >= xs[3])
+                  continue;
+                int64_t xi =
+                    ((n * xs[1] + o / Og * Cg + c) * xs[2] + ih) * xs[3] + iw;
+                double p = dy->values[h_at(dy, (int64_t[]){n, o, oh, ow})] *
+                           w->values[h_at(w, (int64_t[]){o, c, kh, kw})];
+                ref[xi] += p;
+                mag[xi] += fabs(p);
+              }
+}
+
+/* dw given x and dy, the same way, over dw's row-major elements. */
+static void filter_ref(const h_tensor *x, const h_tensor *dy,
+                       const int64_t *wsh, const int64_t *a, double *ref,
+                       double *mag) {
+  const int64_t *xs = x->layout.shape, *ys = dy->layout.shape;
+  int64_t G = a[6], Cg = xs[1] / G, Og = wsh[0] / G;
+  for (int64_t i = 0; i < wsh[0] * wsh[1] * wsh[2] * wsh[3]; i++)
+    ref[i] = mag[i] = 0;
+  for (int64_t n = 0; n < ys[0]; n++)
+    for (int64_t o = 0; o < ys[1]; o++)
+      for (int64_t oh = 0; oh < ys[2]; oh++)
+        for (int64_t ow = 0; ow < ys[3]; ow++)
+          for (int64_t c = 0; c < Cg; c++)
+            for (int64_t kh = 0; kh < wsh[2]; kh++)
+              for (int64_t kw = 0; kw < wsh[3]; kw++) {
+                int64_t ih = oh * a[0] - a[2] + kh * a[4],
+                        iw = ow * a[1] - a[3] + kw * a[5];
+                if (ih < 0 || ih >= xs[2] || iw < 0 || iw >= xs[3])
+                  continue;
+                int64_t wi = ((o * Cg + c) * wsh[2] + kh) * wsh[3] + kw;
+                double p =
+                    dy->values[h_at(dy, (int64_t[]){n, o, oh, ow})] *
+                    x->values[h_at(x, (int64_t[]){n, o / Og * Cg + c, ih, iw})];
+                ref[wi] += p;
+                mag[wi] += fabs(p);
+              }
+}
+
+/* Compares t (any layout, rank 4) with row-major ref within tol * mag. */
+static void compare4(const char *what, const h_tensor *t, const double *ref,
+                     const double *mag, double tol) {
+  const int64_t *s = t->layout.shape;
+  int64_t i = 0;
+  for (int64_t a = 0; a < s[0]; a++)
+    for (int64_t b = 0; b < s[1]; b++)
+      for (int64_t c = 0; c < s[2]; c++)
+        for (int64_t d = 0; d < s[3]; d++, i++) {
+          double got = t->values[h_at(t, (int64_t[]){a, b, c, d})];
+          ck_assert_msg(fabs(got - ref[i]) <= tol * mag[i],
+                        "%s[%lld,%lld,%lld,%lld] = %.17g, expected %.17g", what,
+                        (long long)a, (long long)b, (long long)c, (long long)d,
+                        got, ref[i]);
+        }
+}
+
+static double inner(const h_tensor *a, const h_tensor *b) {
+  const int64_t *s = a->layout.shape;
+  double sum = 0;
+  for (int64_t i = 0; i < s[0]; i++)
+    for (int64_t j = 0; j < s[1]; j++)
+      for (int64_t k = 0; k < s[2]; k++)
+        for (int64_t l = 0; l < s[3]; l++) {
+          const int64_t idx[4] = {i, j, k, l};
+          sum += a->values[h_at(a, idx)] * b->values[h_at(b, idx)];
+        }
+  return sum;
+}
+
+/* Both convolution derivatives of one geometry on every path, against
+ * the scatter references, and the adjoint identity <conv2d(x, w), dy> =
+ * <x, backward_data(dy, w)> = <w, backward_filter(x, dy)> with the
+ * forward run by the plugin too. */
+static void conv_grad_case(int64_t N, int64_t C, int64_t H, int64_t W,
+                           int64_t O, int64_t KH, int64_t KW,
+                           const int64_t *a) {
+  int64_t OH = out_dim(H, KH, a[0], a[2], a[4]),
+          OW = out_dim(W, KW, a[1], a[3], a[5]);
+  int64_t xs[4] = {N, C, H, W}, wsh[4] = {O, C / a[6], KH, KW},
+          ys[4] = {N, O, OH, OW};
+  int64_t K = wsh[1] * KH * KW;
+  double *ref = malloc((size_t)(N * C * H * W + O * K) * sizeof *ref),
+         *mag = malloc((size_t)(N * C * H * W + O * K) * sizeof *mag);
+  for (int path = 0; path < 3; path++) {
+    uint32_t dt = path == 2 ? F64 : F32;
+    double tol = dt == F32 ? 1e-5 : 1e-13;
+    set_path(path == 1);
+    h_tensor x = mk(dt, 4, xs, 7), w = mk(dt, 4, wsh, 8), dy = mk(dt, 4, ys, 9),
+             dx = mk(dt, 4, xs, 10), dw = mk(dt, 4, wsh, 11),
+             y = h_tensor_new(dt, 4, ys, NULL);
+    const char *err =
+        harness_run(&hx, TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA,
+                    (h_tensor[]){dy, w}, 2, &dx, 1, a, 7, NULL, 0);
+    ck_assert_msg(err == NULL, "path %d: %s", path, err);
+    data_ref(&dy, &w, xs, a, ref, mag);
+    compare4("dx", &dx, ref, mag, tol * sqrt((double)(O * KH * KW)));
+    err = harness_run(&hx, TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER,
+                      (h_tensor[]){x, dy}, 2, &dw, 1, a, 7, NULL, 0);
+    ck_assert_msg(err == NULL, "path %d: %s", path, err);
+    filter_ref(&x, &dy, wsh, a, ref, mag);
+    compare4("dw", &dw, ref, mag, tol * sqrt((double)(N * OH * OW)));
+    err = harness_run(&hx, TYTO_PLUGIN_OP_CONV2D, (h_tensor[]){x, w}, 2, &y, 1,
+                      a, 7, NULL, 0);
+    ck_assert_msg(err == NULL, "path %d: %s", path, err);
+    double p0 = inner(&y, &dy), p1 = inner(&x, &dx), p2 = inner(&w, &dw);
+    double scale = 1e-4 * (1 + fabs(p0)) * (dt == F32 ? 1 : 1e-8);
+    ck_assert_msg(fabs(p0 - p1) <= scale && fabs(p0 - p2) <= scale,
+                  "path %d: <conv2d(x,w),dy> = %.17g, <x,dx> = %.17g, <w,dw> "
+                  "= %.17g",
+                  path, p0, p1, p2);
+    h_tensor_free(&x);
+    h_tensor_free(&w);
+    h_tensor_free(&dy);
+    h_tensor_free(&dx);
+    h_tensor_free(&dw);
+    h_tensor_free(&y);
+  }
+  free(ref);
+  free(mag);
+}
+
+START_TEST(conv_backward) {
+  conv_grad_case(2, 3, 7, 6, 4, 3, 3, (int64_t[]){1, 1, 0, 0, 1, 1, 1});
+  conv_grad_case(2, 3, 9, 8, 4, 3, 3, (int64_t[]){2, 1, 1, 2, 1, 1, 1});
+  conv_grad_case(2, 3, 9, 8, 4, 3, 2, (int64_t[]){1, 2, 0, 1, 2, 3, 1});
+  /* Rows and columns no window reaches get a zero gradient. */
+  conv_grad_case(1, 2, 8, 7, 3, 3, 2, (int64_t[]){3, 3, 0, 0, 1, 1, 1});
+  /* Padding wider than the kernel reach. */
+  conv_grad_case(1, 2, 3, 3, 2, 2, 2, (int64_t[]){1, 1, 2, 2, 1, 1, 1});
+}
+END_TEST
+
+START_TEST(conv_backward_groups) {
+  conv_grad_case(2, 4, 6, 6, 6, 3, 3, (int64_t[]){1, 1, 1, 1, 1, 1, 2});
+  conv_grad_case(2, 6, 7, 5, 3, 2, 3, (int64_t[]){2, 1, 0, 1, 1, 2, 3});
+  conv_grad_case(1, 5, 8, 8, 5, 3, 3, (int64_t[]){1, 1, 1, 1, 1, 1, 5});
+  conv_grad_case(3, 4, 8, 7, 8, 3, 3, (int64_t[]){2, 2, 1, 1, 1, 1, 4});
+  /* Enough images and channels for the parallel slots and OpenBLAS. */
+  conv_grad_case(4, 16, 12, 12, 16, 3, 3, (int64_t[]){1, 1, 1, 1, 1, 1, 1});
+}
+END_TEST
+
+/* Strided views: dy column-stepped, w transposed by strides, dx and dw
+ * written through column steps (odd columns untouched). Portable path. */
+START_TEST(conv_backward_strided) {
+  uint32_t dt = _i ? F64 : F32;
+  int64_t a[7] = {1, 2, 1, 0, 1, 1, 1};
+  int64_t OH = out_dim(6, 3, 1, 1, 1), OW = out_dim(7, 2, 2, 0, 1);
+  h_tensor dy = mk(dt, 4, (int64_t[]){2, 4, OH, 2 * OW}, 1);
+  dy.layout.shape[3] = OW;
+  dy.layout.strides[3] = 2;
+  h_tensor w = mk(dt, 4, (int64_t[]){2, 3, 3, 4}, 2);
+  int64_t wshape[4] = {4, 3, 3, 2}, wstr[4] = {1, 4, 12, 36};
+  memcpy(w.layout.shape, wshape, sizeof wshape);
+  memcpy(w.layout.strides, wstr, sizeof wstr);
+  h_tensor dx = mk(dt, 4, (int64_t[]){2, 3, 6, 14}, 3),
+           dx0 = mk(dt, 4, (int64_t[]){2, 3, 6, 14}, 3);
+  dx.layout.shape[3] = 7;
+  dx.layout.strides[3] = 2;
+  const char *err = harness_run(&hx, TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA,
+                                (h_tensor[]){dy, w}, 2, &dx, 1, a, 7, NULL, 0);
+  ck_assert_msg(err == NULL, "%s", err);
+  double ref[2 * 3 * 6 * 7], mag[2 * 3 * 6 * 7];
+  data_ref(&dy, &w, (int64_t[]){2, 3, 6, 7}, a, ref, mag);
+  compare4("dx", &dx, ref, mag, 1e-5);
+  for (int64_t i = 1; i < dx.storage; i += 2)
+    ck_assert(dx.values[i] == dx0.values[i]);
+  h_tensor x = mk(dt, 4, (int64_t[]){2, 3, 6, 7}, 4);
+  h_tensor dw = mk(dt, 4, (int64_t[]){4, 3, 3, 4}, 5),
+           dw0 = mk(dt, 4, (int64_t[]){4, 3, 3, 4}, 5);
+  dw.layout.shape[3] = 2;
+  dw.layout.strides[3] = 2;
+  err = harness_run(&hx, TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER,
+                    (h_tensor[]){x, dy}, 2, &dw, 1, a, 7, NULL, 0);
+  ck_assert_msg(err == NULL, "%s", err);
+  filter_ref(&x, &dy, wshape, a, ref, mag);
+  compare4("dw", &dw, ref, mag, 1e-5 * sqrt(2.0 * OH * OW));
+  for (int64_t i = 1; i < dw.storage; i += 2)
+    ck_assert(dw.values[i] == dw0.values[i]);
+  h_tensor_free(&dy);
+  h_tensor_free(&w);
+  h_tensor_free(&dx);
+  h_tensor_free(&dx0);
+  h_tensor_free(&x);
+  h_tensor_free(&dw);
+  h_tensor_free(&dw0);
+}
+END_TEST
+
+/* The first maximum (row-major) of window (oh, ow) of plane (n, c) of x:
+ * its row and column, or -1 for a window without elements. */
+static void first_max(const h_tensor *x, const int64_t *a, int64_t n, int64_t c,
+                      int64_t oh, int64_t ow, int64_t *bh, int64_t *bw) {
+  const int64_t *xs = x->layout.shape;
+  double best = 0;
+  *bh = *bw = -1;
+  for (int64_t kh = 0; kh < a[0]; kh++)
+    for (int64_t kw = 0; kw < a[1]; kw++) {
+      int64_t ih = oh * a[2] - a[4] + kh, iw = ow * a[3] - a[5] + kw;
+      if (ih < 0 || ih >= xs[2] || iw < 0 || iw >= xs[3])
+        continue;
+      double v = x->values[h_at(x, (int64_t[]){n, c, ih, iw})];
+      if (*bh < 0 || v > best) {
+        best = v;
+        *bh = ih;
+        *bw = iw;
+      }
+    }
+}
+
+/* The three pooling derivatives of one geometry on both dtypes against
+ * loops here, x coarse (values -4..3) so that windows hold ties, and the
+ * adjoint identities <select(x, t), dy> = <t, max_backward(x, dy)> and
+ * <avg_pool2d(t), dy> = <t, avg_backward(dy)>. */
+static void pool_grad_case(int64_t N, int64_t C, int64_t H, int64_t W,
+                           const int64_t *a) {
+  int64_t OH = out_dim(H, a[0], a[2], a[4], 1),
+          OW = out_dim(W, a[1], a[3], a[5], 1);
+  int64_t xs[4] = {N, C, H, W}, ys[4] = {N, C, OH, OW};
+  int64_t nx = N * C * H * W;
+  double *ref = malloc((size_t)nx * sizeof *ref),
+         *mag = malloc((size_t)nx * sizeof *mag);
+  for (int f = 0; f < 2; f++) {
+    uint32_t dt = f ? F64 : F32;
+    double rtol = dt == F32 ? 1e-6 : 1e-14;
+    h_tensor x = mk(dt, 4, xs, 12), t = mk(dt, 4, xs, 13),
+             dy = mk(dt, 4, ys, 14), dx = mk(dt, 4, xs, 15),
+             sel = mk(dt, 4, ys, 16), y = mk(dt, 4, ys, 17);
+    for (int64_t i = 0; i < x.storage; i++)
+      x.values[i] = floor(x.values[i] * 2);
+    /* MAX_POOL2D_BACKWARD */
+    const char *err =
+        harness_run(&hx, TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD,
+                    (h_tensor[]){x, dy}, 2, &dx, 1, a, 6, NULL, 0);
+    ck_assert_msg(err == NULL, "%s", err);
+    for (int64_t i = 0; i < nx; i++)
+      ref[i] = 0, mag[i] = 0;
+    int ties = 0;
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t c = 0; c < C; c++)
+        for (int64_t oh = 0; oh < OH; oh++)
+          for (int64_t ow = 0; ow < OW; ow++) {
+            int64_t bh, bw;
+            first_max(&x, a, n, c, oh, ow, &bh, &bw);
+            double g = dy.values[h_at(&dy, (int64_t[]){n, c, oh, ow})];
+            ref[((n * C + c) * H + bh) * W + bw] += g;
+            /* Tie: another element of the window equals the maximum. */
+            double m = x.values[h_at(&x, (int64_t[]){n, c, bh, bw})];
+            int count = 0;
+            for (int64_t kh = 0; kh < a[0]; kh++)
+              for (int64_t kw = 0; kw < a[1]; kw++) {
+                int64_t ih = oh * a[2] - a[4] + kh, iw = ow * a[3] - a[5] + kw;
+                if (ih >= 0 && ih < H && iw >= 0 && iw < W &&
+                    x.values[h_at(&x, (int64_t[]){n, c, ih, iw})] == m)
+                  count++;
+              }
+            ties += count > 1;
+          }
+    for (int64_t i = 0; i < nx; i++)
+      mag[i] = 1e-30 + 4 * fabs(ref[i]) + 8;
+    compare4("max dx", &dx, ref, mag, rtol);
+    ck_assert_msg(ties > 0, "no tie in any window: the case tests too little");
+    /* MAX_POOL2D_SELECT */
+    err = harness_run(&hx, TYTO_PLUGIN_OP_MAX_POOL2D_SELECT, (h_tensor[]){x, t},
+                      2, &sel, 1, a, 6, NULL, 0);
+    ck_assert_msg(err == NULL, "%s", err);
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t c = 0; c < C; c++)
+        for (int64_t oh = 0; oh < OH; oh++)
+          for (int64_t ow = 0; ow < OW; ow++) {
+            int64_t bh, bw;
+            first_max(&x, a, n, c, oh, ow, &bh, &bw);
+            ck_assert(sel.values[h_at(&sel, (int64_t[]){n, c, oh, ow})] ==
+                      t.values[h_at(&t, (int64_t[]){n, c, bh, bw})]);
+          }
+    double l = inner(&sel, &dy), r = inner(&t, &dx);
+    ck_assert_msg(fabs(l - r) <= 1e-5 * (1 + fabs(l)),
+                  "<select(x,t),dy> = %.17g, <t,max_backward(x,dy)> = %.17g", l,
+                  r);
+    /* AVG_POOL2D_BACKWARD */
+    err = harness_run(&hx, TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD, &dy, 1, &dx, 1,
+                      a, 6, NULL, 0);
+    ck_assert_msg(err == NULL, "%s", err);
+    for (int64_t i = 0; i < nx; i++)
+      ref[i] = mag[i] = 0;
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t c = 0; c < C; c++)
+        for (int64_t oh = 0; oh < OH; oh++)
+          for (int64_t ow = 0; ow < OW; ow++) {
+            int count = 0;
+            for (int pass = 0; pass < 2; pass++)
+              for (int64_t kh = 0; kh < a[0]; kh++)
+                for (int64_t kw = 0; kw < a[1]; kw++) {
+                  int64_t ih = oh * a[2] - a[4] + kh,
+                          iw = ow * a[3] - a[5] + kw;
+                  if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                    continue;
+                  if (pass == 0) {
+                    count++;
+                    continue;
+                  }
+                  double g =
+                      dy.values[h_at(&dy, (int64_t[]){n, c, oh, ow})] / count;
+                  ref[((n * C + c) * H + ih) * W + iw] += g;
+                  mag[((n * C + c) * H + ih) * W + iw] += fabs(g);
+                }
+          }
+    for (int64_t i = 0; i < nx; i++)
+      mag[i] = mag[i] * 4 + 1e-300;
+    compare4("avg dx", &dx, ref, mag, rtol);
+    err = harness_run(&hx, TYTO_PLUGIN_OP_AVG_POOL2D, &t, 1, &y, 1, a, 6, NULL,
+                      0);
+    ck_assert_msg(err == NULL, "%s", err);
+    l = inner(&y, &dy);
+    r = inner(&t, &dx);
+    ck_assert_msg(fabs(l - r) <= (dt == F32 ? 1e-5 : 1e-12) * (1 + fabs(l)),
+                  "<avg_pool2d(t),dy> = %.17g, <t,avg_backward(dy)> = %.17g", l,
+                  r);
+    h_tensor_free(&x);
+    h_tensor_free(&t);
+    h_tensor_free(&dy);
+    h_tensor_free(&dx);
+    h_tensor_free(&sel);
+    h_tensor_free(&y);
+  }
+  free(ref);
+  free(mag);
+}
+
+START_TEST(pool_backward) {
+  pool_grad_case(2, 3, 8, 8, (int64_t[]){2, 2, 2, 2, 0, 0});
+  pool_grad_case(2, 3, 7, 8, (int64_t[]){3, 3, 2, 2, 1, 1});
+  pool_grad_case(1, 2, 9, 6, (int64_t[]){3, 2, 1, 2, 1, 0});
+  pool_grad_case(1, 4, 5, 5, (int64_t[]){5, 5, 3, 3, 2, 2});
+  /* Overlapping windows, rows no window reaches (H 8, stride 3). */
+  pool_grad_case(2, 2, 8, 7, (int64_t[]){2, 3, 3, 1, 0, 1});
+}
+END_TEST
+
+/* A max pooling ties on every window and keeps padding out: all ones with
+ * a -inf in the corner; the gradient lands on each window's first element
+ * inside x. NaN wins over numbers and the first NaN is taken. */
+START_TEST(pool_backward_ties_and_nan) {
+  int64_t a[6] = {3, 3, 2, 2, 1, 1};
+  h_tensor x = h_tensor_new(F64, 4, (int64_t[]){1, 1, 5, 5}, NULL),
+           dy = h_tensor_new(F64, 4, (int64_t[]){1, 1, 3, 3}, NULL),
+           dx = h_tensor_new(F64, 4, (int64_t[]){1, 1, 5, 5}, NULL);
+  for (int i = 0; i < 25; i++)
+    x.values[i] = 1;
+  x.values[0] = -INFINITY;
+  for (int i = 0; i < 9; i++)
+    dy.values[i] = i + 1;
+  ck_assert_ptr_null(harness_run(&hx, TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD,
+                                 (h_tensor[]){x, dy}, 2, &dx, 1, a, 6, NULL,
+                                 0));
+  /* Window (oh, ow) starts at (2oh-1, 2ow-1) clipped to 0; window (0,0)
+   * skips the -inf at (0,0) and takes (0,1). */
+  double want[25] = {0};
+  want[1] = 1;
+  for (int oh = 0; oh < 3; oh++)
+    for (int ow = 0; ow < 3; ow++)
+      if (oh || ow) {
+        int h0 = oh ? 2 * oh - 1 : 0, w0 = ow ? 2 * ow - 1 : 0;
+        want[h0 * 5 + w0] += oh * 3 + ow + 1;
+      }
+  for (int i = 0; i < 25; i++)
+    ck_assert_msg(dx.values[i] == want[i], "dx[%d] = %g, want %g", i,
+                  dx.values[i], want[i]);
+  /* Two NaNs in window (1,1) (rows 1..3, cols 1..3): the first is at
+   * (2,1), the second at (2,3); a larger number at (1,1) loses to them. */
+  x.values[2 * 5 + 1] = NAN;
+  x.values[2 * 5 + 3] = NAN;
+  x.values[1 * 5 + 1] = 5;
+  h_tensor t = h_tensor_new(F64, 4, (int64_t[]){1, 1, 5, 5}, NULL),
+           sel = h_tensor_new(F64, 4, (int64_t[]){1, 1, 3, 3}, NULL);
+  for (int i = 0; i < 25; i++)
+    t.values[i] = 100 + i;
+  ck_assert_ptr_null(harness_run(&hx, TYTO_PLUGIN_OP_MAX_POOL2D_SELECT,
+                                 (h_tensor[]){x, t}, 2, &sel, 1, a, 6, NULL,
+                                 0));
+  ck_assert(sel.values[1 * 3 + 1] == 100 + 2 * 5 + 1);
+  ck_assert(sel.values[0] == 100 + 1 * 5 + 1); /* the 5, window rows 0..1 */
+  h_tensor_free(&x);
+  h_tensor_free(&dy);
+  h_tensor_free(&dx);
+  h_tensor_free(&t);
+  h_tensor_free(&sel);
+}
+END_TEST
+
+/* Pool derivatives through strided layouts: x and dy with swapped N and C
+ * strides, the gradient written column-stepped (odd columns untouched). */
+START_TEST(pool_backward_strided) {
+  int64_t a[6] = {3, 3, 2, 2, 1, 1};
+  h_tensor x = mk(F32, 4, (int64_t[]){3, 2, 7, 8}, 6);
+  x.layout.shape[0] = 2;
+  x.layout.shape[1] = 3;
+  x.layout.strides[0] = 56;
+  x.layout.strides[1] = 112;
+  h_tensor dy = mk(F32, 4, (int64_t[]){3, 2, 4, 4}, 7);
+  dy.layout.shape[0] = 2;
+  dy.layout.shape[1] = 3;
+  dy.layout.strides[0] = 16;
+  dy.layout.strides[1] = 32;
+  h_tensor dx = mk(F32, 4, (int64_t[]){2, 3, 7, 16}, 8),
+           dx0 = mk(F32, 4, (int64_t[]){2, 3, 7, 16}, 8);
+  dx.layout.shape[3] = 8;
+  dx.layout.strides[3] = 2;
+  for (int op = 0; op < 2; op++) {
+    const char *err =
+        op ? harness_run(&hx, TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD, &dy, 1, &dx,
+                         1, a, 6, NULL, 0)
+           : harness_run(&hx, TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD,
+                         (h_tensor[]){x, dy}, 2, &dx, 1, a, 6, NULL, 0);
+    ck_assert_msg(err == NULL, "%s", err);
+    double ref[2 * 3 * 7 * 8] = {0}, mag[2 * 3 * 7 * 8];
+    for (int64_t n = 0; n < 2; n++)
+      for (int64_t c = 0; c < 3; c++)
+        for (int64_t oh = 0; oh < 4; oh++)
+          for (int64_t ow = 0; ow < 4; ow++) {
+            double g = dy.values[h_at(&dy, (int64_t[]){n, c, oh, ow})];
+            int64_t h0 = oh * 2 - 1, w0 = ow * 2 - 1, bh, bw;
+            if (op) {
+              int64_t hs = h0 < 0 ? 0 : h0, ws = w0 < 0 ? 0 : w0,
+                      he = h0 + 3 > 7 ? 7 : h0 + 3,
+                      we = w0 + 3 > 8 ? 8 : w0 + 3;
+              for (int64_t ih = hs; ih < he; ih++)
+                for (int64_t iw = ws; iw < we; iw++)
+                  ref[((n * 3 + c) * 7 + ih) * 8 + iw] +=
+                      g / (double)((he - hs) * (we - ws));
+            } else {
+              first_max(&x, a, n, c, oh, ow, &bh, &bw);
+              ref[((n * 3 + c) * 7 + bh) * 8 + bw] += g;
+            }
+          }
+    for (int i = 0; i < 2 * 3 * 7 * 8; i++)
+      mag[i] = 1e-5 * (1 + fabs(ref[i]));
+    compare4("dx", &dx, ref, mag, 1);
+    for (int64_t i = 1; i < dx.storage; i += 2)
+      ck_assert(dx.values[i] == dx0.values[i]);
+  }
+  h_tensor_free(&x);
+  h_tensor_free(&dy);
+  h_tensor_free(&dx);
+  h_tensor_free(&dx0);
+}
+END_TEST
+
+START_TEST(derivative_errors) {
+  h_tensor x = h_tensor_new(F32, 4, (int64_t[]){2, 4, 5, 5}, NULL),
+           w = h_tensor_new(F32, 4, (int64_t[]){6, 4, 3, 3}, NULL),
+           dy = h_tensor_new(F32, 4, (int64_t[]){2, 6, 3, 3}, NULL),
+           dy2 = h_tensor_new(F32, 4, (int64_t[]){2, 6, 4, 3}, NULL),
+           px = h_tensor_new(F32, 4, (int64_t[]){2, 3, 6, 6}, NULL),
+           pdy = h_tensor_new(F32, 4, (int64_t[]){2, 3, 3, 3}, NULL),
+           pt = h_tensor_new(F32, 4, (int64_t[]){2, 3, 6, 5}, NULL);
+  int64_t ok[7] = {1, 1, 0, 0, 1, 1, 1}, pa[6] = {2, 2, 2, 2, 0, 0};
+  expect_error(TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA, (h_tensor[]){dy2, w}, 2, &x,
+               ok, 7,
+               "conv2d_backward_data: dy is [2,6,4,3], expected [2,6,3,3] for "
+               "dx (the output) [2,4,5,5] and w [6,4,3,3]");
+  expect_error(TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA, (h_tensor[]){dy}, 1, &x, ok,
+               7,
+               "conv2d_backward_data: expected 2 inputs (dy, w) and 1 output, "
+               "got 1 and 1");
+  expect_error(TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER, (h_tensor[]){x, dy}, 2,
+               &dy, ok, 7,
+               "conv2d_backward_filter: dw (the output) [2,6,3,3] takes 6 "
+               "input channels per group, but x [2,4,5,5] with groups 1 has "
+               "4");
+  expect_error(TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER, (h_tensor[]){x, dy2}, 2,
+               &w, ok, 7,
+               "conv2d_backward_filter: dy is [2,6,4,3], expected [2,6,3,3] "
+               "for x [2,4,5,5] and dw (the output) [6,4,3,3]");
+  expect_error(TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD, (h_tensor[]){px, pt}, 2, &px,
+               pa, 6,
+               "max_pool2d_backward: dy is [2,3,6,5], expected [2,3,3,3] for "
+               "x [2,3,6,6]");
+  expect_error(TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD, (h_tensor[]){px, pdy}, 2,
+               &pt, pa, 6,
+               "max_pool2d_backward: dx (the output) is [2,3,6,5], expected "
+               "[2,3,6,6] (shaped as x)");
+  expect_error(TYTO_PLUGIN_OP_MAX_POOL2D_SELECT, (h_tensor[]){px, pt}, 2, &pdy,
+               pa, 6,
+               "max_pool2d_select: t is [2,3,6,5], expected [2,3,6,6] (shaped "
+               "as x)");
+  expect_error(TYTO_PLUGIN_OP_MAX_POOL2D_SELECT, (h_tensor[]){px}, 1, &pdy, pa,
+               6,
+               "max_pool2d_select: expected 2 inputs (x, t) and 1 output, got "
+               "1 and 1");
+  expect_error(TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD, &pdy, 1, &pt, pa, 6,
+               "avg_pool2d_backward: dy is [2,3,3,3], expected [2,3,3,2] for "
+               "dx (the output) [2,3,6,5]");
+  expect_error(TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD, (h_tensor[]){pdy, px}, 2,
+               &px, pa, 6,
+               "avg_pool2d_backward: expected 1 input (dy) and 1 output, got 2 "
+               "and 1");
+  h_tensor_free(&x);
+  h_tensor_free(&w);
+  h_tensor_free(&dy);
+  h_tensor_free(&dy2);
+  h_tensor_free(&px);
+  h_tensor_free(&pdy);
+  h_tensor_free(&pt);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("cpu conv");
   TCase *tc = tcase_create("conv");
@@ -402,12 +971,20 @@ int main(void) {
   tcase_add_test(tc, conv_large);
 #ifdef TYTO_HAVE_DNNL
   tcase_add_test(tc, conv_path_switch);
+  tcase_add_test(tc, conv_backward_path_switch);
 #endif
   tcase_add_loop_test(tc, conv_strided, 0, 2);
   tcase_add_loop_test(tc, pooling, 0, 2);
   tcase_add_loop_test(tc, pooling_strided, 0, 2);
   tcase_add_test(tc, conv_errors);
   tcase_add_test(tc, pool_errors);
+  tcase_add_test(tc, conv_backward);
+  tcase_add_test(tc, conv_backward_groups);
+  tcase_add_loop_test(tc, conv_backward_strided, 0, 2);
+  tcase_add_test(tc, pool_backward);
+  tcase_add_test(tc, pool_backward_ties_and_nan);
+  tcase_add_test(tc, pool_backward_strided);
+  tcase_add_test(tc, derivative_errors);
   suite_add_tcase(s, tc);
   return test_run(s);
 }

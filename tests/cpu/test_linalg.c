@@ -1,7 +1,8 @@
-/* INV, DET, LOGDET, SOLVE, CHOLESKY and QR on the CPU plugin, in f32 and
- * f64, checked by identities computed in float64 here (A inv(A) = I,
- * A X = B, L L^T = A, Q^T Q = I, Q R = A), known determinants, batched
- * and with non-contiguous layouts; and the exact errors of invalid calls.
+/* INV, DET, LOGDET, SOLVE, CHOLESKY, QR and TRIANGULAR_SOLVE on the CPU
+ * plugin, in f32 and f64, checked by identities computed in float64 here
+ * (A inv(A) = I, A X = B, op(T) X = B, L L^T = A, Q^T Q = I, Q R = A),
+ * known determinants, batched (broadcast too) and with non-contiguous
+ * layouts; and the exact errors of invalid calls.
  * Tolerances: f64 1e-10, f32 2e-4 (relative to the entries' scale of ~1). */
 #include "harness.h"
 
@@ -392,6 +393,99 @@ START_TEST(shape_and_dtype_errors) {
 }
 END_TEST
 
+/* TRIANGULAR_SOLVE: A [1, n, n] broadcast (stride 0) over a batch of 3
+ * column-major B [3, n, k]. The ignored triangle (and, with unit_diagonal,
+ * the diagonal) holds 1000s, so reading it would show in the residual
+ * op(T) X - B, computed here from the triangle T that should be read. */
+static void check_trsm(harness *hx, uint32_t dt, int64_t n, int64_t k,
+                       int lower, int transpose, int unit) {
+  int64_t nb = 3;
+  double *av = malloc((size_t)(n * n) * sizeof *av),
+         *bv = malloc((size_t)(nb * n * k) * sizeof *bv),
+         *tv = calloc((size_t)(n * n), sizeof *tv);
+  fill(av, n * n, 11);
+  fill(bv, nb * n * k, 12);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      int in_tri = lower ? i > j : i < j;
+      if (i == j) {
+        tv[i * n + j] = unit ? 1.0 : 2.0 + av[i * n + j];
+        av[i * n + j] = unit ? 1000.0 : tv[i * n + j];
+      } else if (in_tri) {
+        tv[i * n + j] = av[i * n + j] *= 0.5;
+      } else {
+        av[i * n + j] = 1000.0;
+      }
+    }
+  h_tensor a = batch(dt, 1, n, n, av), b = batch(dt, nb, n, k, bv),
+           x = batch(dt, nb, n, k, NULL);
+  a.layout.shape[0] = nb;
+  a.layout.strides[0] = 0;
+  int64_t attrs[3] = {lower, transpose, unit};
+  h_tensor in[2] = {a, b};
+  const char *err = harness_run(hx, TYTO_PLUGIN_OP_TRIANGULAR_SOLVE, in, 2, &x,
+                                1, attrs, 3, NULL, 0);
+  ck_assert_msg(err == NULL, "%s", err);
+  for (int64_t q = 0; q < nb; q++)
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < k; j++) {
+        double s = 0;
+        for (int64_t l = 0; l < n; l++)
+          s += (transpose ? tv[l * n + i] : tv[i * n + l]) * at(&x, q, l, j);
+        ck_assert_msg(fabs(s - at(&b, q, i, j)) <= tol(dt),
+                      "%s lower %d transpose %d unit %d: (op(A) X)[%lld,"
+                      "%lld,%lld] = %g, B has %g",
+                      dt == F32 ? "f32" : "f64", lower, transpose, unit,
+                      (long long)q, (long long)i, (long long)j, s,
+                      at(&b, q, i, j));
+      }
+  h_tensor_free(&a);
+  h_tensor_free(&b);
+  h_tensor_free(&x);
+  free(av);
+  free(bv);
+  free(tv);
+}
+
+START_TEST(triangular_solve_every_variant) {
+  harness hx;
+  harness_open(&hx);
+  for (int f = 0; f < 2; f++)
+    for (int v = 0; v < 8; v++) {
+      check_trsm(&hx, dtypes[f], 5, 3, v & 1, (v >> 1) & 1, (v >> 2) & 1);
+      check_trsm(&hx, dtypes[f], 1, 4, v & 1, (v >> 1) & 1, (v >> 2) & 1);
+    }
+  /* An exact case: [[2, 0], [1, 4]] X = [6, 11] gives X = [3, 2]. */
+  h_tensor a = batch(F64, 1, 2, 2, (double[]){2, 7, 1, 4}),
+           b = batch(F64, 1, 2, 1, (double[]){6, 11}),
+           x = batch(F64, 1, 2, 1, NULL);
+  h_tensor in[2] = {a, b};
+  ck_assert_ptr_null(harness_run(&hx, TYTO_PLUGIN_OP_TRIANGULAR_SOLVE, in, 2,
+                                 &x, 1, (int64_t[]){1, 0, 0}, 3, NULL, 0));
+  ck_assert(at(&x, 0, 0, 0) == 3 && at(&x, 0, 1, 0) == 2);
+  /* Empty right-hand sides and errors. */
+  h_tensor b0 = batch(F64, 1, 2, 0, NULL), x0 = batch(F64, 1, 2, 0, NULL);
+  in[1] = b0;
+  ck_assert_ptr_null(harness_run(&hx, TYTO_PLUGIN_OP_TRIANGULAR_SOLVE, in, 2,
+                                 &x0, 1, (int64_t[]){1, 0, 0}, 3, NULL, 0));
+  in[1] = b;
+  ck_assert_str_eq(harness_run(&hx, TYTO_PLUGIN_OP_TRIANGULAR_SOLVE, in, 2, &x,
+                               1, (int64_t[]){1, 0}, 2, NULL, 0),
+                   "triangular_solve: expected 3 integer attributes (lower, "
+                   "transpose, unit_diagonal), got 2");
+  ck_assert_str_eq(harness_run(&hx, TYTO_PLUGIN_OP_TRIANGULAR_SOLVE, in, 2, &b0,
+                               1, (int64_t[]){1, 0, 0}, 3, NULL, 0),
+                   "triangular_solve: expected output of shape [1, 2, 1], "
+                   "found [1, 2, 0]");
+  h_tensor_free(&a);
+  h_tensor_free(&b);
+  h_tensor_free(&x);
+  h_tensor_free(&b0);
+  h_tensor_free(&x0);
+  harness_close(&hx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("cpu_linalg");
   TCase *tc = tcase_create("lapack");
@@ -404,6 +498,7 @@ int main(void) {
   tcase_add_test(tc, qr_tall_square_and_wide);
   tcase_add_test(tc, singular_and_indefinite_matrices);
   tcase_add_test(tc, shape_and_dtype_errors);
+  tcase_add_test(tc, triangular_solve_every_variant);
   suite_add_tcase(s, tc);
   return test_run(s);
 }

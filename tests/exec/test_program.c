@@ -387,6 +387,201 @@ START_TEST(test_conv_pool_softmax) {
 }
 END_TEST
 
+/* slice_backward lowered as a fill and a strided copy: against a
+ * placement loop, and adjoint to tyto_slice: <slice(t), g> = <t,
+ * slice_backward(g)>, for negative steps, a full cover (no fill) and an
+ * empty g. */
+static void slice_backward_case(tyto_dtype dt, int rank, const int64_t *shape,
+                                const int64_t *starts, const int64_t *stops,
+                                const int64_t *steps) {
+  tyto_graph *g = tyto_graph_new();
+  tyto_tensor *t = tyto_input(g, dt, rank, shape, "t");
+  tyto_tensor *sl = tyto_slice(t, starts, stops, steps);
+  const int64_t *a = tyto_tensor_iattrs(sl);
+  int64_t st[8], sp[8];
+  for (int i = 0; i < rank; i++) {
+    st[i] = a[2 * i];
+    sp[i] = a[2 * i + 1];
+  }
+  tyto_tensor *gr = tyto_input(g, dt, rank, tyto_tensor_shape(sl), "g");
+  tyto_tensor *bw = tyto_slice_backward(gr, rank, shape, st, sp);
+  ck_assert_msg(tyto_graph_status(g) == TYTO_OK, "%s",
+                tyto_graph_error_message(g));
+  int64_t nt = tyto_tensor_numel(t), ng = tyto_tensor_numel(gr);
+  double vt[MAXV], vg[MAXV], r[MAXV], want[MAXV], rs[MAXV];
+  for (int64_t i = 0; i < nt; i++)
+    vt[i] = (double)((i * 37) % 11) - 5;
+  for (int64_t i = 0; i < ng; i++)
+    vg[i] = (double)((i * 13) % 7) + 1;
+  const double *v[1] = {vg};
+  ck_assert_int_eq(eval1(g, bw, 1, &gr, v, r), nt);
+  for (int64_t i = 0; i < nt; i++)
+    want[i] = 0;
+  for (int64_t i = 0; i < ng; i++) {
+    int64_t rem = i, off = 0, stride = 1;
+    for (int d = rank; d-- > 0;) {
+      int64_t e = tyto_tensor_shape(gr)[d];
+      off += (st[d] + (rem % e) * sp[d]) * stride;
+      rem /= e;
+      stride *= shape[d];
+    }
+    want[off] = vg[i];
+  }
+  expect(r, want, nt, 0);
+  v[0] = vt;
+  ck_assert_int_eq(eval1(g, sl, 1, &t, v, rs), ng);
+  double lhs = 0, rhs = 0;
+  for (int64_t i = 0; i < ng; i++)
+    lhs += rs[i] * vg[i];
+  for (int64_t i = 0; i < nt; i++)
+    rhs += vt[i] * r[i];
+  ck_assert_msg(lhs == rhs,
+                "<slice(t), g> = %g but <t, slice_backward(g)> = %g", lhs, rhs);
+  tyto_graph_free(g);
+}
+
+START_TEST(test_slice_backward) {
+  for (int f = 0; f < 2; f++) {
+    tyto_dtype dt = f ? TYTO_F64 : TYTO_F32;
+    /* t[4::-2, 1::3] of [5,7] */
+    slice_backward_case(dt, 2, (int64_t[]){5, 7}, (int64_t[]){4, 1},
+                        (int64_t[]){TYTO_END, TYTO_END}, (int64_t[]){-2, 3});
+    /* t[::-1, :, 1:3] of [3,4,5]: full cover on two axes */
+    slice_backward_case(
+        dt, 3, (int64_t[]){3, 4, 5}, (int64_t[]){TYTO_END, TYTO_END, 1},
+        (int64_t[]){TYTO_END, TYTO_END, 3}, (int64_t[]){-1, 1, 1});
+    /* t[::-1, ::-1]: every element written, no fill */
+    slice_backward_case(dt, 2, (int64_t[]){3, 4},
+                        (int64_t[]){TYTO_END, TYTO_END},
+                        (int64_t[]){TYTO_END, TYTO_END}, (int64_t[]){-1, -1});
+    /* t[6:2:-3, 3:3]: g is empty, the output all zeros */
+    slice_backward_case(dt, 2, (int64_t[]){8, 5}, (int64_t[]){6, 3},
+                        (int64_t[]){2, 3}, (int64_t[]){-3, 1});
+  }
+}
+END_TEST
+
+/* triangular_solve through a program, one A broadcast over a batch of B:
+ * op(T) X = B checked in float64 from the triangle that should be read. */
+START_TEST(test_triangular_solve) {
+  for (int v = 0; v < 8; v++) {
+    int lower = v & 1, transpose = (v >> 1) & 1, unit = (v >> 2) & 1;
+    tyto_graph *g = tyto_graph_new();
+    tyto_tensor *a = tyto_input(g, TYTO_F64, 2, (int64_t[]){3, 3}, "a");
+    tyto_tensor *b = tyto_input(g, TYTO_F64, 3, (int64_t[]){2, 3, 2}, "b");
+    tyto_tensor *x = tyto_triangular_solve(a, b, lower, transpose, unit);
+    double va[9] = {2, 50, 60, 0.5, 3, 70, -1, 0.25, 4}, vb[12], r[12];
+    if (!lower) /* the upper triangle: transpose the values */
+      for (int i = 0; i < 3; i++)
+        for (int j = 0; j < i; j++) {
+          double tmp = va[i * 3 + j];
+          va[i * 3 + j] = va[j * 3 + i];
+          va[j * 3 + i] = tmp;
+        }
+    iota(vb, 12, 0.5);
+    tyto_tensor *ins[2] = {a, b};
+    const double *vals[2] = {va, vb};
+    ck_assert_int_eq(eval1(g, x, 2, ins, vals, r), 12);
+    for (int q = 0; q < 2; q++)
+      for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 2; j++) {
+          double s = 0;
+          for (int l = 0; l < 3; l++) {
+            int ri = transpose ? l : i, ci = transpose ? i : l;
+            int keep = lower ? ri >= ci : ri <= ci;
+            double e = ri == ci && unit ? 1 : keep ? va[ri * 3 + ci] : 0;
+            s += e * r[(q * 3 + l) * 2 + j];
+          }
+          ck_assert_msg(fabs(s - vb[(q * 3 + i) * 2 + j]) <= 1e-12,
+                        "variant %d: (op(T) X)[%d,%d,%d] = %.17g, B has %g", v,
+                        q, i, j, s, vb[(q * 3 + i) * 2 + j]);
+        }
+    tyto_graph_free(g);
+  }
+}
+END_TEST
+
+static double dotv(const double *a, const double *b, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++)
+    s += a[i] * b[i];
+  return s;
+}
+
+/* The conv and pool derivative ops compiled and run: lowering passes the
+ * plugin CONV2D's seven / the pool's six attributes and the sizes through
+ * the output shape. Checked by the adjoint identities <conv2d(x, w), dy> =
+ * <x, conv2d_backward_data(dy, w)> = <w, conv2d_backward_filter(x, dy)>,
+ * <max_pool2d_select(x, t), dy> = <t, max_pool2d_backward(x, dy)> and
+ * <avg_pool2d(t), dy> = <t, avg_pool2d_backward(dy)>, in f64. */
+START_TEST(test_conv_pool_backward) {
+  tyto_graph *g = tyto_graph_new();
+  tyto_conv2d_params p = {{2, 1}, {1, 0}, {1, 2}, 2};
+  tyto_tensor *x = tyto_input(g, TYTO_F64, 4, (int64_t[]){2, 4, 7, 6}, "x");
+  tyto_tensor *w = tyto_input(g, TYTO_F64, 4, (int64_t[]){6, 2, 3, 2}, "w");
+  tyto_tensor *y = tyto_conv2d(x, w, NULL, &p);
+  tyto_tensor *dy = tyto_input(g, TYTO_F64, 4, tyto_tensor_shape(y), "dy");
+  tyto_tensor *dx = tyto_conv2d_backward_data(dy, w, 7, 6, &p);
+  tyto_tensor *dw = tyto_conv2d_backward_filter(x, dy, 3, 2, &p);
+  ck_assert_msg(tyto_graph_status(g) == TYTO_OK, "%s",
+                tyto_graph_error_message(g));
+  static double vx[MAXV], vw[MAXV], vdy[MAXV], r0[MAXV], r1[MAXV], r2[MAXV];
+  int64_t nx = tyto_tensor_numel(x), nw = tyto_tensor_numel(w),
+          ny = tyto_tensor_numel(y);
+  for (int64_t i = 0; i < nx; i++)
+    vx[i] = sin(0.7 * (double)i);
+  for (int64_t i = 0; i < nw; i++)
+    vw[i] = cos(1.3 * (double)i);
+  for (int64_t i = 0; i < ny; i++)
+    vdy[i] = sin(0.3 * (double)i + 1);
+  tyto_tensor *in[3] = {x, w, dy};
+  const double *v[3] = {vx, vw, vdy};
+  ck_assert_int_eq(eval1(g, y, 2, in, v, r0), ny);
+  tyto_tensor *in1[2] = {dy, w};
+  const double *v1[2] = {vdy, vw};
+  ck_assert_int_eq(eval1(g, dx, 2, in1, v1, r1), nx);
+  tyto_tensor *in2[2] = {x, dy};
+  const double *v2[2] = {vx, vdy};
+  ck_assert_int_eq(eval1(g, dw, 2, in2, v2, r2), nw);
+  double p0 = dotv(r0, vdy, ny), p1 = dotv(vx, r1, nx), p2 = dotv(vw, r2, nw);
+  ck_assert_msg(fabs(p0 - p1) <= 1e-12 * (1 + fabs(p0)) &&
+                    fabs(p0 - p2) <= 1e-12 * (1 + fabs(p0)),
+                "<y,dy> %.17g, <x,dx> %.17g, <w,dw> %.17g", p0, p1, p2);
+  /* Pools on x's shape: k 3x2, stride 2x2, padding 1x0. */
+  tyto_tensor *t = tyto_input(g, TYTO_F64, 4, (int64_t[]){2, 4, 7, 6}, "t");
+  tyto_tensor *m = tyto_max_pool2d(x, 3, 2, 2, 2, 1, 0);
+  tyto_tensor *pdy = tyto_input(g, TYTO_F64, 4, tyto_tensor_shape(m), "pdy");
+  int64_t np = tyto_tensor_numel(m);
+  for (int64_t i = 0; i < np; i++)
+    vdy[i] = cos(0.9 * (double)i);
+  for (int64_t i = 0; i < nx; i++)
+    vw[i] = floor(3 * sin(1.1 * (double)i)); /* t, with ties */
+  for (int64_t i = 0; i < nx; i++)
+    vx[i] = floor(2 * sin(0.5 * (double)i)); /* x, with ties */
+  tyto_tensor *sel = tyto_max_pool2d_select(x, t, 3, 2, 2, 2, 1, 0);
+  tyto_tensor *mb = tyto_max_pool2d_backward(x, pdy, 3, 2, 2, 2, 1, 0);
+  tyto_tensor *in3[2] = {x, t};
+  const double *v3[2] = {vx, vw};
+  ck_assert_int_eq(eval1(g, sel, 2, in3, v3, r0), np);
+  tyto_tensor *in4[2] = {x, pdy};
+  const double *v4[2] = {vx, vdy};
+  ck_assert_int_eq(eval1(g, mb, 2, in4, v4, r1), nx);
+  p0 = dotv(r0, vdy, np);
+  p1 = dotv(vw, r1, nx);
+  ck_assert_msg(fabs(p0 - p1) <= 1e-12 * (1 + fabs(p0)),
+                "<select(x,t),dy> %.17g, <t,max_backward(x,dy)> %.17g", p0, p1);
+  tyto_tensor *av = tyto_avg_pool2d(t, 3, 2, 2, 2, 1, 0);
+  tyto_tensor *ab = tyto_avg_pool2d_backward(pdy, 7, 6, 3, 2, 2, 2, 1, 0);
+  ck_assert_int_eq(eval1(g, av, 1, &t, v3 + 1, r0), np);
+  ck_assert_int_eq(eval1(g, ab, 1, &pdy, v4 + 1, r1), nx);
+  p0 = dotv(r0, vdy, np);
+  p1 = dotv(vw, r1, nx);
+  ck_assert_msg(fabs(p0 - p1) <= 1e-12 * (1 + fabs(p0)),
+                "<avg_pool2d(t),dy> %.17g, <t,avg_backward(dy)> %.17g", p0, p1);
+  tyto_graph_free(g);
+}
+END_TEST
+
 START_TEST(test_random) {
   double r1[64], r2[64], r3[64];
   for (int round = 0; round < 2; round++) {
@@ -699,6 +894,9 @@ int main(void) {
   tcase_add_test(tc, test_concat_pad_gather);
   tcase_add_test(tc, test_conv_pool_softmax);
   tcase_add_test(tc, test_random);
+  tcase_add_test(tc, test_slice_backward);
+  tcase_add_test(tc, test_triangular_solve);
+  tcase_add_test(tc, test_conv_pool_backward);
   tcase_add_test(tc, test_linalg);
   tcase_add_test(tc, test_repeated_runs);
   tcase_add_test(tc, test_parameters);

@@ -169,6 +169,17 @@ START_TEST(matmul_and_linalg_errors) {
         "solve: B needs rank >= 2 [..., n, k], got [3]");
   FAILS(tyto_solve(F32(3, 2, 3, 3), F32(3, 4, 3, 1)),
         "solve: batch dimensions cannot be broadcast: [2,3,3] and [4,3,1]");
+  FAILS(tyto_triangular_solve(F32(2, 3, 3), F32(2, 4, 2), 1, 0, 0),
+        "triangular_solve: rows differ: [3,3] and [4,2]");
+  FAILS(tyto_triangular_solve(F32(2, 3, 4), F32(2, 3, 2), 1, 0, 0),
+        "triangular_solve: needs square matrices [..., n, n], got [3,4]");
+  FAILS(tyto_triangular_solve(F32(2, 3, 3), F32(1, 3), 0, 0, 0),
+        "triangular_solve: B needs rank >= 2 [..., n, k], got [3]");
+  FAILS(tyto_triangular_solve(F32(3, 2, 3, 3), F32(3, 4, 3, 1), 0, 1, 0),
+        "triangular_solve: batch dimensions cannot be broadcast: [2,3,3] and "
+        "[4,3,1]");
+  FAILS(tyto_triangular_solve(F64(2, 3, 3), F32(2, 3, 1), 0, 1, 0),
+        "triangular_solve: dtypes differ: f64[3,3] and f32[3,1]");
   tyto_tensor *q = NULL, *r = NULL;
   fresh();
   tyto_qr(F32(1, 4), &q, &r);
@@ -234,6 +245,45 @@ START_TEST(layout_errors) {
         "repeat: needs rank below 8, got [1,1,1,1,1,1,1,1]");
   FAILS(tyto_flip(F32(2, 3, 4), 2, AX(0, -2)),
         "flip: axis -2 repeated for [3,4]");
+}
+END_TEST
+
+START_TEST(slice_backward_errors) {
+  FAILS(tyto_slice_backward(F32(2, 3, 4), 2, S(7, 7), S(0, 4), S(1, 2)),
+        "slice_backward: axis 1 places 4 elements from 4 by step 2 outside "
+        "extent 7");
+  FAILS(tyto_slice_backward(F32(2, 3, 3), 2, S(7, 7), S(0, 4), S(1, 2)),
+        "slice_backward: axis 1 places 3 elements from 4 by step 2 outside "
+        "extent 7");
+  FAILS(tyto_slice_backward(F32(1, 3), 1, S(5), S(1), S(-1)),
+        "slice_backward: axis 0 places 3 elements from 1 by step -1 outside "
+        "extent 5");
+  FAILS(tyto_slice_backward(F32(1, 1), 1, S(5), S(-1), S(1)),
+        "slice_backward: axis 0 places 1 elements from -1 by step 1 outside "
+        "extent 5");
+  FAILS(tyto_slice_backward(F32(1, 1), 1, S(5), S(5), S(-1)),
+        "slice_backward: axis 0 places 1 elements from 5 by step -1 outside "
+        "extent 5");
+  /* start + step overflows int64: still reported, not wrapped around. */
+  FAILS(tyto_slice_backward(F32(1, 2), 1, S((int64_t)1 << 59),
+                            S(((int64_t)1 << 59) - 1), S(INT64_MAX)),
+        "slice_backward: axis 0 places 2 elements from 576460752303423487 by "
+        "step 9223372036854775807 outside extent 576460752303423488");
+  FAILS(tyto_slice_backward(F32(2, 2, 3), 1, S(4), NULL, NULL),
+        "slice_backward: rank of g [2,3] differs from [4]");
+  FAILS(tyto_slice_backward(F32(1, 2), 1, S(4), S(0), S(0)),
+        "slice_backward: step 0 on axis 0 of [4]");
+  FAILS(tyto_slice_backward(F32(1, 2), 1, S(-4), NULL, NULL),
+        "slice_backward: negative extent in [-4]");
+  FAILS(tyto_slice_backward(F32(1, 2), 9, S(1, 1, 1, 1, 1, 1, 1, 1, 1), NULL,
+                            NULL),
+        "slice_backward: rank 9 exceeds 8");
+  /* The error tensor passes through without a message of its own. */
+  fresh();
+  tyto_tensor *e = tyto_graph_error_tensor(g);
+  ck_assert_ptr_eq(tyto_slice_backward(e, 1, S(4), NULL, NULL), e);
+  ck_assert_ptr_eq(tyto_triangular_solve(e, F32(2, 2, 2), 1, 0, 0), e);
+  ck_assert_int_eq(tyto_graph_status(g), TYTO_OK);
 }
 END_TEST
 
@@ -331,6 +381,125 @@ START_TEST(neural_errors) {
 }
 END_TEST
 
+START_TEST(derivative_errors) {
+  tyto_conv2d_params p = {{2, 2}, {0, 0}, {1, 1}, 1};
+  /* conv2d_backward_data */
+  FAILS(tyto_conv2d_backward_data(F32(4, 1, 2, 5, 5), F32(4, 2, 3, 3, 3), 9, 9,
+                                  &p),
+        "conv2d_backward_data: input [9,9] gives output [4,4] for these "
+        "parameters, but dy is [1,2,5,5]");
+  FAILS(tyto_conv2d_backward_data(F32(4, 1, 3, 4, 4), F32(4, 2, 3, 3, 3), 9, 9,
+                                  &p),
+        "conv2d_backward_data: dy [1,3,4,4] has 3 channels, but w [2,3,3,3] "
+        "has 2 output channels");
+  FAILS(tyto_conv2d_backward_data(F32(3, 2, 4, 4), F32(4, 2, 3, 3, 3), 9, 9,
+                                  NULL),
+        "conv2d_backward_data: dy must have rank 4 (NCHW), got [2,4,4]");
+  FAILS(tyto_conv2d_backward_data(F32(4, 1, 2, 4, 4), F32(3, 2, 3, 3), 9, 9,
+                                  NULL),
+        "conv2d_backward_data: weight must have rank 4 (OIHW), got [2,3,3]");
+  FAILS(tyto_conv2d_backward_data(F32(4, 1, 2, 4, 4), F32(4, 2, 3, 3, 3), -1, 9,
+                                  NULL),
+        "conv2d_backward_data: negative input size [-1,9]");
+  FAILS(tyto_conv2d_backward_data(F32(4, 1, 2, 4, 4), F32(4, 2, 3, 3, 3), 2, 2,
+                                  NULL),
+        "conv2d_backward_data: kernel [3,3] (dilated) larger than padded "
+        "input [2,2]");
+  FAILS(tyto_conv2d_backward_data(F32(4, 1, 2, 4, 4), F32(4, 2, 3, 0, 3), 4, 4,
+                                  NULL),
+        "conv2d_backward_data: weight [2,3,0,3] has an empty kernel");
+  tyto_conv2d_params bad = {{1, 1}, {0, 0}, {1, 1}, 0};
+  FAILS(tyto_conv2d_backward_data(F32(4, 1, 2, 4, 4), F32(4, 2, 3, 3, 3), 6, 6,
+                                  &bad),
+        "conv2d_backward_data: stride, dilation and groups must be positive, "
+        "padding not negative");
+  bad = (tyto_conv2d_params){{1, 1}, {0, 0}, {1, 1}, 4};
+  FAILS(tyto_conv2d_backward_data(F32(4, 1, 6, 4, 4), F32(4, 6, 3, 3, 3), 6, 6,
+                                  &bad),
+        "conv2d_backward_data: 6 output channels not divisible by 4 groups");
+  FAILS(tyto_conv2d_backward_data(F64(4, 1, 2, 4, 4), F32(4, 2, 3, 3, 3), 6, 6,
+                                  NULL),
+        "conv2d_backward_data: dtypes differ: f64[1,2,4,4] and f32[2,3,3,3]");
+  /* conv2d_backward_filter */
+  FAILS(tyto_conv2d_backward_filter(F32(4, 1, 3, 9, 9), F32(4, 1, 2, 5, 5), 3,
+                                    3, &p),
+        "conv2d_backward_filter: x [1,3,9,9] and a [3,3] kernel give output "
+        "[1,2,4,4] for these parameters, but dy is [1,2,5,5]");
+  FAILS(tyto_conv2d_backward_filter(F32(4, 2, 3, 9, 9), F32(4, 1, 2, 4, 4), 3,
+                                    3, &p),
+        "conv2d_backward_filter: x [2,3,9,9] and a [3,3] kernel give output "
+        "[2,2,4,4] for these parameters, but dy is [1,2,4,4]");
+  FAILS(tyto_conv2d_backward_filter(F32(3, 3, 9, 9), F32(4, 1, 2, 4, 4), 3, 3,
+                                    NULL),
+        "conv2d_backward_filter: x must have rank 4 (NCHW), got [3,9,9]");
+  FAILS(tyto_conv2d_backward_filter(F32(4, 1, 3, 9, 9), F32(3, 2, 4, 4), 3, 3,
+                                    NULL),
+        "conv2d_backward_filter: dy must have rank 4 (NCHW), got [2,4,4]");
+  FAILS(tyto_conv2d_backward_filter(F32(4, 1, 3, 9, 9), F32(4, 1, 2, 4, 4), 3,
+                                    -3, NULL),
+        "conv2d_backward_filter: negative kernel size [3,-3]");
+  FAILS(tyto_conv2d_backward_filter(F32(4, 1, 3, 9, 9), F32(4, 1, 2, 4, 4), 0,
+                                    3, NULL),
+        "conv2d_backward_filter: weight [2,3,0,3] has an empty kernel");
+  bad = (tyto_conv2d_params){{1, 1}, {0, 0}, {1, 1}, 2};
+  FAILS(tyto_conv2d_backward_filter(F32(4, 1, 3, 9, 9), F32(4, 1, 2, 7, 7), 3,
+                                    3, &bad),
+        "conv2d_backward_filter: input channels differ: x [1,3,9,9] and w "
+        "[2,1,3,3] with 2 groups");
+  FAILS(tyto_conv2d_backward_filter(F32(4, 1, 3, 4, 4), F32(4, 1, 2, 1, 1), 5,
+                                    5, NULL),
+        "conv2d_backward_filter: kernel [5,5] (dilated) larger than padded "
+        "input [4,4]");
+  /* pooling */
+  FAILS(tyto_max_pool2d_backward(F32(4, 1, 2, 8, 8), F32(4, 1, 2, 3, 4), 2, 2,
+                                 2, 2, 0, 0),
+        "max_pool2d_backward: dy [1,2,3,4] does not match the pooled shape "
+        "[1,2,4,4] of x [1,2,8,8]");
+  FAILS(tyto_max_pool2d_backward(F32(3, 2, 8, 8), F32(4, 1, 2, 4, 4), 2, 2, 2,
+                                 2, 0, 0),
+        "max_pool2d_backward: x must have rank 4 (NCHW), got [2,8,8]");
+  FAILS(tyto_max_pool2d_backward(F32(4, 1, 2, 8, 8), F32(4, 1, 2, 4, 4), 3, 3,
+                                 1, 1, 2, 0),
+        "max_pool2d_backward: padding 2 exceeds half the kernel [3,3]");
+  FAILS(tyto_max_pool2d_select(F32(4, 1, 2, 8, 8), F32(4, 1, 2, 8, 7), 2, 2, 2,
+                               2, 0, 0),
+        "max_pool2d_select: t [1,2,8,7] does not match x [1,2,8,8]");
+  FAILS(tyto_max_pool2d_select(F32(4, 1, 2, 4, 4), F32(4, 1, 2, 4, 4), 5, 5, 1,
+                               1, 0, 0),
+        "max_pool2d_select: kernel [5,5] larger than padded input [4,4]");
+  FAILS(tyto_max_pool2d_select(F32(4, 1, 2, 4, 4), F32(4, 1, 2, 4, 4), 2, 2, 0,
+                               1, 0, 0),
+        "max_pool2d_select: kernel and stride must be positive, padding not "
+        "negative");
+  FAILS(tyto_avg_pool2d_backward(F32(4, 1, 2, 4, 4), 7, 7, 2, 2, 2, 2, 0, 0),
+        "avg_pool2d_backward: input [7,7] gives output [3,3] for these "
+        "parameters, but dy is [1,2,4,4]");
+  FAILS(tyto_avg_pool2d_backward(F32(4, 1, 2, 4, 4), 8, 10, 2, 2, 2, 2, 0, 0),
+        "avg_pool2d_backward: input [8,10] gives output [4,5] for these "
+        "parameters, but dy is [1,2,4,4]");
+  FAILS(tyto_avg_pool2d_backward(F32(3, 2, 4, 4), 8, 8, 2, 2, 2, 2, 0, 0),
+        "avg_pool2d_backward: dy must have rank 4 (NCHW), got [2,4,4]");
+  FAILS(tyto_avg_pool2d_backward(F32(4, 1, 2, 4, 4), 8, -8, 2, 2, 2, 2, 0, 0),
+        "avg_pool2d_backward: negative input size [8,-8]");
+  FAILS(tyto_avg_pool2d_backward(F32(4, 1, 2, 4, 4), 1, 1, 2, 2, 2, 2, 0, 0),
+        "avg_pool2d_backward: kernel [2,2] larger than padded input [1,1]");
+  /* The error tensor passes through without a message of its own. */
+  fresh();
+  tyto_tensor *e = tyto_graph_error_tensor(g), *x = F32(4, 1, 2, 4, 4);
+  ck_assert_ptr_eq(tyto_conv2d_backward_data(e, x, 4, 4, NULL), e);
+  ck_assert_ptr_eq(tyto_conv2d_backward_filter(x, e, 1, 1, NULL), e);
+  ck_assert_ptr_eq(tyto_max_pool2d_backward(x, e, 2, 2, 2, 2, 0, 0), e);
+  ck_assert_ptr_eq(tyto_max_pool2d_select(e, x, 2, 2, 2, 2, 0, 0), e);
+  ck_assert_ptr_eq(tyto_avg_pool2d_backward(e, 8, 8, 2, 2, 2, 2, 0, 0), e);
+  ck_assert_int_eq(tyto_graph_status(g), TYTO_OK);
+  /* NULL inputs name the op. */
+  fresh();
+  expect_error(
+      tyto_max_pool2d_select(F32(4, 1, 2, 4, 4), NULL, 2, 2, 2, 2, 0, 0),
+      "max_pool2d_select: input 2 is NULL", __LINE__);
+}
+END_TEST
+
 START_TEST(sticky_first_message) {
   fresh();
   tyto_tensor *x = F32(2, 64, 784), *w = F32(2, 128, 10);
@@ -423,8 +592,10 @@ int main(void) {
   tcase_add_test(tc, matmul_and_linalg_errors);
   tcase_add_test(tc, layout_errors);
   tcase_add_test(tc, split_errors);
+  tcase_add_test(tc, slice_backward_errors);
   tcase_add_test(tc, indexing_errors);
   tcase_add_test(tc, neural_errors);
+  tcase_add_test(tc, derivative_errors);
   tcase_add_test(tc, sticky_first_message);
   tcase_add_test(tc, mixing_graphs_and_null);
   suite_add_tcase(s, tc);

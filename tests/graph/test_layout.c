@@ -75,6 +75,45 @@ START_TEST(slices) {
 }
 END_TEST
 
+/* slice_backward: the given shape, (start, step) per axis as SLICE's, and
+ * the iattrs of a slice fed back give a valid slice_backward. */
+START_TEST(slice_backward_shapes) {
+  tyto_graph *g = tyto_graph_new();
+  tyto_tensor *gr = IN(g, 2, 3, 2);
+  tyto_tensor *y = tyto_slice_backward(gr, 2, S(5, 7), S(4, 1), S(-2, 3));
+  ck_assert_int_eq(tyto_tensor_op(y), TYTO_OP_SLICE_BACKWARD);
+  ck_assert_str_eq(sh(y), "[5,7]");
+  ck_assert_str_eq(ia(y), "[4,-2,1,3]");
+  ck_assert_ptr_eq(tyto_tensor_input(y, 0), gr);
+  /* Extremes: the last element exactly at the edge, both directions. */
+  ck_assert_str_eq(sh(tyto_slice_backward(gr, 2, S(3, 2), S(0, 1), S(1, -1))),
+                   "[3,2]");
+  ck_assert_str_eq(ia(tyto_slice_backward(gr, 2, S(3, 2), S(2, 1), S(-1, -1))),
+                   "[2,-1,1,-1]");
+  /* NULL starts and steps: 0 and 1. */
+  ck_assert_str_eq(ia(tyto_slice_backward(gr, 2, S(4, 2), NULL, NULL)),
+                   "[0,1,0,1]");
+  /* An empty g places nothing: any start is fine. */
+  ck_assert_str_eq(
+      sh(tyto_slice_backward(IN(g, 2, 0, 2), 2, S(4, 2), S(-9, 0), S(5, 1))),
+      "[4,2]");
+  /* Round trip through tyto_slice's attributes, rank 0 too. */
+  tyto_tensor *m = IN(g, 3, 4, 5, 6);
+  tyto_tensor *sl =
+      tyto_slice(m, S(1, TYTO_END, -1), S(3, TYTO_END, 0), S(1, -2, -1));
+  const int64_t *a = tyto_tensor_iattrs(sl);
+  int64_t st[3] = {a[0], a[2], a[4]}, sp[3] = {a[1], a[3], a[5]};
+  ck_assert_str_eq(sh(tyto_slice_backward(sl, 3, S(4, 5, 6), st, sp)),
+                   "[4,5,6]");
+  ck_assert_str_eq(
+      sh(tyto_slice_backward(tyto_input(g, TYTO_F32, 0, NULL, NULL), 0, NULL,
+                             NULL, NULL)),
+      "[]");
+  ck_assert_int_eq(tyto_graph_status(g), TYTO_OK);
+  tyto_graph_free(g);
+}
+END_TEST
+
 START_TEST(concat_split_stack) {
   tyto_graph *g = tyto_graph_new();
   tyto_tensor *a = IN(g, 2, 2, 3), *b = IN(g, 2, 2, 5), *c = IN(g, 2, 2, 0);
@@ -183,6 +222,7 @@ int main(void) {
   TCase *tc = tcase_create("layout");
   tcase_add_test(tc, reshape_permute_broadcast);
   tcase_add_test(tc, slices);
+  tcase_add_test(tc, slice_backward_shapes);
   tcase_add_test(tc, concat_split_stack);
   tcase_add_test(tc, pad_tile_repeat_flip);
   tcase_add_test(tc, indexing);

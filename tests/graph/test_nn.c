@@ -117,6 +117,63 @@ START_TEST(random_sources) {
 }
 END_TEST
 
+/* The derivative ops: shapes, inputs and the attribute layouts of
+ * graph.h (CONV2D's seven then H, W or KH, KW; the pool's six, then H, W
+ * for AVG_POOL2D_BACKWARD). */
+START_TEST(derivative_shapes) {
+  tyto_graph *g = tyto_graph_new();
+  tyto_conv2d_params p = {{2, 1}, {1, 0}, {1, 2}, 2};
+  tyto_tensor *x = IN(g, 4, 3, 4, 9, 8), *w = IN(g, 4, 6, 2, 3, 2);
+  tyto_tensor *y = tyto_conv2d(x, w, NULL, &p);
+  ck_assert_str_eq(sh(y), "[3,6,5,6]");
+  tyto_tensor *dx = tyto_conv2d_backward_data(y, w, 9, 8, &p);
+  ck_assert_int_eq(tyto_tensor_op(dx), TYTO_OP_CONV2D_BACKWARD_DATA);
+  ck_assert_str_eq(sh(dx), "[3,4,9,8]");
+  ck_assert_uint_eq(tyto_tensor_iattr_count(dx), 9);
+  for (int i = 0; i < 9; i++)
+    ck_assert_int_eq(tyto_tensor_iattrs(dx)[i],
+                     S(2, 1, 1, 0, 1, 2, 2, 9, 8)[i]);
+  /* H 10 gives the same output size with stride 2: both are valid. */
+  ck_assert_str_eq(sh(tyto_conv2d_backward_data(y, w, 10, 8, &p)),
+                   "[3,4,10,8]");
+  tyto_tensor *dw = tyto_conv2d_backward_filter(x, y, 3, 2, &p);
+  ck_assert_int_eq(tyto_tensor_op(dw), TYTO_OP_CONV2D_BACKWARD_FILTER);
+  ck_assert_str_eq(sh(dw), "[6,2,3,2]");
+  ck_assert_ptr_eq(tyto_tensor_input(dw, 0), x);
+  ck_assert_ptr_eq(tyto_tensor_input(dw, 1), y);
+  for (int i = 0; i < 9; i++)
+    ck_assert_int_eq(tyto_tensor_iattrs(dw)[i],
+                     S(2, 1, 1, 0, 1, 2, 2, 3, 2)[i]);
+  /* NULL parameters: stride 1, no padding. */
+  tyto_tensor *y1 = tyto_conv2d(x, IN(g, 4, 5, 4, 3, 3), NULL, NULL);
+  ck_assert_str_eq(
+      sh(tyto_conv2d_backward_data(y1, IN(g, 4, 5, 4, 3, 3), 9, 8, NULL)),
+      "[3,4,9,8]");
+  ck_assert_str_eq(sh(tyto_conv2d_backward_filter(x, y1, 3, 3, NULL)),
+                   "[5,4,3,3]");
+  /* Pools. */
+  tyto_tensor *m = tyto_max_pool2d(x, 3, 2, 2, 2, 1, 0);
+  ck_assert_str_eq(sh(m), "[3,4,5,4]");
+  tyto_tensor *mb = tyto_max_pool2d_backward(x, m, 3, 2, 2, 2, 1, 0);
+  ck_assert_int_eq(tyto_tensor_op(mb), TYTO_OP_MAX_POOL2D_BACKWARD);
+  ck_assert_str_eq(sh(mb), "[3,4,9,8]");
+  ck_assert_uint_eq(tyto_tensor_iattr_count(mb), 6);
+  for (int i = 0; i < 6; i++)
+    ck_assert_int_eq(tyto_tensor_iattrs(mb)[i], S(3, 2, 2, 2, 1, 0)[i]);
+  tyto_tensor *ms = tyto_max_pool2d_select(x, mb, 3, 2, 2, 2, 1, 0);
+  ck_assert_int_eq(tyto_tensor_op(ms), TYTO_OP_MAX_POOL2D_SELECT);
+  ck_assert_str_eq(sh(ms), "[3,4,5,4]");
+  tyto_tensor *ab = tyto_avg_pool2d_backward(m, 9, 8, 3, 2, 2, 2, 1, 0);
+  ck_assert_int_eq(tyto_tensor_op(ab), TYTO_OP_AVG_POOL2D_BACKWARD);
+  ck_assert_str_eq(sh(ab), "[3,4,9,8]");
+  ck_assert_uint_eq(tyto_tensor_iattr_count(ab), 8);
+  for (int i = 0; i < 8; i++)
+    ck_assert_int_eq(tyto_tensor_iattrs(ab)[i], S(3, 2, 2, 2, 1, 0, 9, 8)[i]);
+  ck_assert_int_eq(tyto_graph_status(g), TYTO_OK);
+  tyto_graph_free(g);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("graph_nn");
   TCase *tc = tcase_create("nn");
@@ -124,6 +181,7 @@ int main(void) {
   tcase_add_test(tc, conv2d_shapes);
   tcase_add_test(tc, pool_shapes);
   tcase_add_test(tc, random_sources);
+  tcase_add_test(tc, derivative_shapes);
   suite_add_tcase(s, tc);
   return test_run(s);
 }

@@ -226,6 +226,16 @@ START_TEST(linalg_shapes) {
   ck_assert_str_eq(sh(tyto_solve(a, IN(g, 2, 4, 2))), "[5,4,2]");
   ck_assert_str_eq(sh(tyto_solve(IN(g, 2, 3, 3), IN(g, 3, 6, 3, 1))),
                    "[6,3,1]");
+  tyto_tensor *ts = tyto_triangular_solve(a, IN(g, 2, 4, 2), 1, 0, 1);
+  ck_assert_int_eq(tyto_tensor_op(ts), TYTO_OP_TRIANGULAR_SOLVE);
+  ck_assert_str_eq(sh(ts), "[5,4,2]");
+  ck_assert_uint_eq(tyto_tensor_iattr_count(ts), 3);
+  ck_assert(tyto_tensor_iattrs(ts)[0] == 1 && tyto_tensor_iattrs(ts)[1] == 0 &&
+            tyto_tensor_iattrs(ts)[2] == 1);
+  ts = tyto_triangular_solve(IN(g, 4, 2, 1, 3, 3), IN(g, 3, 6, 3, 1), 0, 7, 0);
+  ck_assert_str_eq(sh(ts), "[2,6,3,1]");
+  ck_assert(tyto_tensor_iattrs(ts)[0] == 0 && tyto_tensor_iattrs(ts)[1] == 1 &&
+            tyto_tensor_iattrs(ts)[2] == 0);
   tyto_tensor *q, *r;
   tyto_qr(IN(g, 3, 2, 6, 4), &q, &r);
   ck_assert_str_eq(sh(q), "[2,6,4]");

@@ -156,7 +156,9 @@ typedef enum tyto_op {
    * iattrs[0] = axis. PAD: iattrs = mode (0 constant, 1 reflect) then (before,
    * after) per axis; fattrs[0] = the constant. TILE: iattrs = repetitions per
    * output axis (the input is first given leading 1-extents up to the output's
-   * rank). FLIP: iattrs = the flipped axes, ascending. */
+   * rank). FLIP: iattrs = the flipped axes, ascending. SLICE_BACKWARD: (g)
+   * placed into zeros of the output shape; iattrs = (start, step) for each
+   * axis as SLICE's (g's element i lands at start + i*step). */
   TYTO_OP_RESHAPE = 192,
   TYTO_OP_PERMUTE,
   TYTO_OP_BROADCAST_TO,
@@ -165,6 +167,7 @@ typedef enum tyto_op {
   TYTO_OP_PAD,
   TYTO_OP_TILE,
   TYTO_OP_FLIP,
+  TYTO_OP_SLICE_BACKWARD,
 
   /* Indexing. GATHER: (data, indices), iattrs[0] = axis; output
    * data[:axis] + indices + data[axis+1:] (NumPy's take). SCATTER_ADD:
@@ -179,24 +182,43 @@ typedef enum tyto_op {
    * [N,C,H,W], w [O,C/groups,KH,KW] and optionally bias [O]; iattrs =
    * stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups.
    * MAX_POOL2D, AVG_POOL2D: iattrs = kernel_h, kernel_w, stride_h,
-   * stride_w, pad_h, pad_w (AVG: padding not counted). */
+   * stride_w, pad_h, pad_w (AVG: padding not counted).
+   * The derivative ops: CONV2D_BACKWARD_DATA: (dy [N,O,OH,OW], w) gives
+   * dx [N,C,H,W]; iattrs = CONV2D's seven, then H, W. CONV2D_BACKWARD_FILTER:
+   * (x, dy) gives dw [O,C/groups,KH,KW]; iattrs = CONV2D's seven, then KH,
+   * KW. MAX_POOL2D_BACKWARD: (x, dy [N,C,OH,OW]) gives [N,C,H,W]: each dy
+   * element added at the first maximum (row-major) of its window of x.
+   * MAX_POOL2D_SELECT: (x, t [N,C,H,W]) gives [N,C,OH,OW]: t at that
+   * position (the JVP of MAX_POOL2D; the two are each other's adjoint).
+   * AVG_POOL2D_BACKWARD: (dy) gives [N,C,H,W]; iattrs = AVG_POOL2D's six,
+   * then H, W. Pool iattrs as MAX/AVG_POOL2D. */
   TYTO_OP_SOFTMAX = 256,
   TYTO_OP_LOG_SOFTMAX,
   TYTO_OP_CONV2D,
   TYTO_OP_MAX_POOL2D,
   TYTO_OP_AVG_POOL2D,
+  TYTO_OP_CONV2D_BACKWARD_DATA,
+  TYTO_OP_CONV2D_BACKWARD_FILTER,
+  TYTO_OP_MAX_POOL2D_BACKWARD,
+  TYTO_OP_MAX_POOL2D_SELECT,
+  TYTO_OP_AVG_POOL2D_BACKWARD,
 
   /* Linear algebra on the last two axes, batched over the rest. DET and
    * LOGDET (log |det|) drop the last two axes. SOLVE: (A, B) gives X with
    * A X = B. CHOLESKY: lower factor. QR: iattrs[0] = 0 for Q [..., m, k],
    * 1 for R [..., k, n], k = min(m, n) (reduced); the two nodes of one
-   * tyto_qr() call share their input and may share a kernel. */
+   * tyto_qr() call share their input and may share a kernel.
+   * TRIANGULAR_SOLVE: (A [..., n, n], B [..., n, k]), batch axes broadcast,
+   * gives X with op(A) X = B reading only one triangle of A; iattrs =
+   * lower (1: lower triangle, 0: upper), transpose (op(A) = A^T),
+   * unit_diagonal (the diagonal is taken as ones). */
   TYTO_OP_INV = 288,
   TYTO_OP_DET,
   TYTO_OP_LOGDET,
   TYTO_OP_SOLVE,
   TYTO_OP_CHOLESKY,
-  TYTO_OP_QR
+  TYTO_OP_QR,
+  TYTO_OP_TRIANGULAR_SOLVE
 } tyto_op;
 
 /* Short lower-case names: "f32", "parameter", "matmul", "reduce_max".

@@ -343,6 +343,61 @@ TYTO_API tyto_tensor *tyto_avg_pool2d(tyto_tensor *x, int64_t kernel_h,
                                       int64_t stride_w, int64_t pad_h,
                                       int64_t pad_w);
 
+/* ---------------------------------------------------------------------- */
+/* Derivative ops                                                          */
+/*                                                                         */
+/* The adjoints the AD rules of <tyto/ad.h> are written with. They are     */
+/* ordinary ops (differentiable again) and may be used directly.           */
+
+/* The adjoint of a slice: g placed into zeros of shape [rank: shape], g's
+ * element (i0, i1, ...) at (starts[0] + i0*steps[0], ...). starts are
+ * resolved positions (no negative counting, no clamping) and steps are
+ * non-zero; every placed element must land inside the shape:
+ * "slice_backward: axis 1 places 3 elements from 4 by step 2 outside
+ * extent 7", "slice_backward: rank of g [2,3] differs from [4]". */
+TYTO_API tyto_tensor *tyto_slice_backward(tyto_tensor *g, int rank,
+                                          const int64_t *shape,
+                                          const int64_t *starts,
+                                          const int64_t *steps);
+
+/* The gradient of tyto_conv2d(x, w, ...) with respect to x, given dy and
+ * w: dx [N, C, h, w_] with C = w's input channels times groups. h and w_
+ * are needed because several input sizes give one output size; they must
+ * give dy's extents ("conv2d_backward_data: input [9,9] gives output
+ * [4,4] for these parameters, but dy is [1,2,5,5]"). */
+TYTO_API tyto_tensor *
+tyto_conv2d_backward_data(tyto_tensor *dy, tyto_tensor *w, int64_t h,
+                          int64_t w_, const tyto_conv2d_params *params);
+/* The gradient with respect to w, given x and dy: [O, C/groups, kh, kw]. */
+TYTO_API tyto_tensor *
+tyto_conv2d_backward_filter(tyto_tensor *x, tyto_tensor *dy, int64_t kh,
+                            int64_t kw, const tyto_conv2d_params *params);
+/* The gradient of tyto_max_pool2d(x, ...) given dy: shaped as x, each dy
+ * element added at the first maximum (row-major) of its window of x. */
+TYTO_API tyto_tensor *
+tyto_max_pool2d_backward(tyto_tensor *x, tyto_tensor *dy, int64_t kernel_h,
+                         int64_t kernel_w, int64_t stride_h, int64_t stride_w,
+                         int64_t pad_h, int64_t pad_w);
+/* Pooled like tyto_max_pool2d(x, ...), but taking t's element (t shaped as
+ * x) at the first maximum of each window of x: the tangent of a max pool,
+ * and the adjoint of tyto_max_pool2d_backward() in dy. */
+TYTO_API tyto_tensor *tyto_max_pool2d_select(tyto_tensor *x, tyto_tensor *t,
+                                             int64_t kernel_h, int64_t kernel_w,
+                                             int64_t stride_h, int64_t stride_w,
+                                             int64_t pad_h, int64_t pad_w);
+/* The gradient of tyto_avg_pool2d() on an [N, C, h, w_] input given dy. */
+TYTO_API tyto_tensor *
+tyto_avg_pool2d_backward(tyto_tensor *dy, int64_t h, int64_t w_,
+                         int64_t kernel_h, int64_t kernel_w, int64_t stride_h,
+                         int64_t stride_w, int64_t pad_h, int64_t pad_w);
+/* X with op(A) X = B for triangular A [..., n, n] (lower or upper triangle
+ * read, the other ignored), B [..., n, k], batch axes broadcast; op(A) =
+ * A^T when transpose; unit_diagonal takes the diagonal as ones.
+ * "triangular_solve: rows differ: [3,3] and [4,2]". */
+TYTO_API tyto_tensor *tyto_triangular_solve(tyto_tensor *a, tyto_tensor *b,
+                                            int lower, int transpose,
+                                            int unit_diagonal);
+
 #ifdef __cplusplus
 }
 #endif

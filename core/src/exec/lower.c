@@ -28,8 +28,21 @@ _Static_assert((int)TYTO_OP_SUM == (int)TYTO_PLUGIN_OP_SUM &&
                    (int)TYTO_OP_NORM_L2 == (int)TYTO_PLUGIN_OP_NORM_L2,
                "reduction op codes");
 _Static_assert((int)TYTO_OP_INV == (int)TYTO_PLUGIN_OP_INV &&
-                   (int)TYTO_OP_QR == (int)TYTO_PLUGIN_OP_QR,
+                   (int)TYTO_OP_QR == (int)TYTO_PLUGIN_OP_QR &&
+                   (int)TYTO_OP_TRIANGULAR_SOLVE ==
+                       (int)TYTO_PLUGIN_OP_TRIANGULAR_SOLVE,
                "linear algebra op codes");
+/* The neural ops are mapped by offset from SOFTMAX (the graph's and the
+ * ABI's ranges start at different values but run in one order). */
+_Static_assert(TYTO_OP_CONV2D - TYTO_OP_SOFTMAX ==
+                       TYTO_PLUGIN_OP_CONV2D - TYTO_PLUGIN_OP_SOFTMAX &&
+                   TYTO_OP_AVG_POOL2D_BACKWARD - TYTO_OP_SOFTMAX ==
+                       TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD -
+                           TYTO_PLUGIN_OP_SOFTMAX &&
+                   TYTO_OP_CONV2D_BACKWARD_DATA - TYTO_OP_SOFTMAX ==
+                       TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA -
+                           TYTO_PLUGIN_OP_SOFTMAX,
+               "neural op codes");
 
 void exec_layout(tyto_plugin_layout *l, const tyto_tensor *t) {
   memset(l, 0, sizeof *l);
@@ -200,6 +213,41 @@ static tyto_status lower_view(tyto_program *p, int s) {
   return copy(p, s, x, &in, &out) ? TYTO_OK : oom();
 }
 
+/* SLICE_BACKWARD: zeros, then g copied into the output through a strided
+ * view (the slice's own view, written instead of read). The fill is left
+ * out when g covers every element: the steps are non-zero, so equal counts
+ * mean every position is written once. */
+static tyto_status lower_slice_backward(tyto_program *p, int s) {
+  const tyto_tensor *t = p->slots[s].t, *x = t->inputs[0];
+  int64_t placed = 1, total = 1;
+  for (int i = 0; i < t->rank; i++) {
+    placed *= x->shape[i];
+    total *= t->shape[i];
+  }
+  if (placed != total) {
+    exec_kernel *k = add_kernel(p, TYTO_PLUGIN_OP_FILL);
+    if (!k)
+      return oom();
+    double zero = 0;
+    k->n_out = 1;
+    k->out[0] = s;
+    exec_layout(&k->out_l[0], t);
+    set_fattrs(k, 1, &zero);
+  }
+  if (placed == 0)
+    return TYTO_OK;
+  tyto_plugin_layout in, dst, out;
+  exec_layout(&in, x);
+  exec_layout(&dst, t);
+  out = in; /* g's shape, written into the output's buffer */
+  out.offset = 0;
+  for (int i = 0; i < t->rank; i++) {
+    out.strides[i] = dst.strides[i] * t->iattrs[2 * i + 1];
+    out.offset += t->iattrs[2 * i] * dst.strides[i];
+  }
+  return copy(p, s, x, &in, &out) ? TYTO_OK : oom();
+}
+
 static tyto_status lower_concat(tyto_program *p, int s) {
   const tyto_tensor *t = p->slots[s].t;
   int64_t axis = t->iattrs[0], pos = 0;
@@ -267,13 +315,15 @@ static tyto_status lower_qr(tyto_program *p, int s) {
   return TYTO_OK;
 }
 
-/* SOLVE: A [..., n, n] and B [..., n, k] read with the output's batch
- * axes (stride 0 where an operand's batch axis is broadcast). */
-static tyto_status lower_solve(tyto_program *p, int s) {
+/* SOLVE and TRIANGULAR_SOLVE: A [..., n, n] and B [..., n, k] read with
+ * the output's batch axes (stride 0 where an operand's batch axis is
+ * broadcast). */
+static tyto_status lower_solve(tyto_program *p, int s, uint32_t op) {
   const tyto_tensor *t = p->slots[s].t;
-  exec_kernel *k = plain(p, s, TYTO_PLUGIN_OP_SOLVE, 0);
+  exec_kernel *k = plain(p, s, op, 0);
   if (!k)
     return oom();
+  set_iattrs(k, t->n_iattrs, t->iattrs); /* TRIANGULAR_SOLVE's three */
   for (int i = 0; i < 2; i++) {
     const tyto_tensor *x = t->inputs[i];
     tyto_plugin_layout src, *l = &k->in_l[i];
@@ -332,7 +382,12 @@ tyto_status exec_lower(tyto_program *p, int s) {
   case TYTO_OP_LOG_SOFTMAX:
   case TYTO_OP_CONV2D:
   case TYTO_OP_MAX_POOL2D:
-  case TYTO_OP_AVG_POOL2D: {
+  case TYTO_OP_AVG_POOL2D:
+  case TYTO_OP_CONV2D_BACKWARD_DATA:
+  case TYTO_OP_CONV2D_BACKWARD_FILTER:
+  case TYTO_OP_MAX_POOL2D_BACKWARD:
+  case TYTO_OP_MAX_POOL2D_SELECT:
+  case TYTO_OP_AVG_POOL2D_BACKWARD: {
     uint32_t code =
         op == TYTO_OP_MATMUL        ? TYTO_PLUGIN_OP_MATMUL
         : op == TYTO_OP_PAD         ? TYTO_PLUGIN_OP_PAD
@@ -343,12 +398,23 @@ tyto_status exec_lower(tyto_program *p, int s) {
             : TYTO_PLUGIN_OP_SOFTMAX + (uint32_t)(op - TYTO_OP_SOFTMAX);
     if (!(k = plain(p, s, code, 0)))
       return oom();
-    if (op != TYTO_OP_ONE_HOT) /* the depth is the output's last extent */
-      set_iattrs(k, t->n_iattrs, t->iattrs);
+    /* ONE_HOT's depth is the output's last extent. The derivative ops
+     * keep CONV2D's seven or the pool's six: the sizes they add (H, W or
+     * KH, KW) are the output's extents. */
+    size_t n_iattrs = op == TYTO_OP_ONE_HOT ? 0
+                      : op == TYTO_OP_CONV2D_BACKWARD_DATA ||
+                              op == TYTO_OP_CONV2D_BACKWARD_FILTER
+                          ? 7
+                      : op == TYTO_OP_AVG_POOL2D_BACKWARD ? 6
+                                                          : t->n_iattrs;
+    set_iattrs(k, n_iattrs, t->iattrs);
     set_fattrs(k, t->n_fattrs, t->fattrs);
     return TYTO_OK;
   }
-  case TYTO_OP_SOLVE: return lower_solve(p, s);
+  case TYTO_OP_SOLVE: return lower_solve(p, s, TYTO_PLUGIN_OP_SOLVE);
+  case TYTO_OP_TRIANGULAR_SOLVE:
+    return lower_solve(p, s, TYTO_PLUGIN_OP_TRIANGULAR_SOLVE);
+  case TYTO_OP_SLICE_BACKWARD: return lower_slice_backward(p, s);
   case TYTO_OP_INV:
   case TYTO_OP_DET:
   case TYTO_OP_LOGDET:

@@ -138,6 +138,35 @@ tyto_tensor *tyto_solve(tyto_tensor *a, tyto_tensor *b) {
                   NULL);
 }
 
+tyto_tensor *tyto_triangular_solve(tyto_tensor *a, tyto_tensor *b, int lower,
+                                   int transpose, int unit_diagonal) {
+  static const char name[] = "triangular_solve";
+  tyto_tensor *in[2] = {a, b}, *err;
+  tyto_graph *g = graph_check(name, 2, in, 1, &err);
+  if (!g)
+    return err;
+  if (!square_check(name, a, &err))
+    return err;
+  char sa[SHAPE_STR], sb[SHAPE_STR];
+  tensor_shape_str(sa, a);
+  tensor_shape_str(sb, b);
+  if (b->rank < 2)
+    return graph_fail(g, "%s: B needs rank >= 2 [..., n, k], got %s", name, sb);
+  if (b->shape[b->rank - 2] != a->shape[a->rank - 1])
+    return graph_fail(g, "%s: rows differ: %s and %s", name, sa, sb);
+  int rank;
+  int64_t shape[TYTO_MAX_RANK];
+  if (shape_broadcast(a->rank - 2, a->shape, b->rank - 2, b->shape, &rank,
+                      shape))
+    return graph_fail(g, "%s: batch dimensions cannot be broadcast: %s and %s",
+                      name, sa, sb);
+  shape[rank++] = b->shape[b->rank - 2];
+  shape[rank++] = b->shape[b->rank - 1];
+  int64_t iattrs[3] = {lower ? 1 : 0, transpose ? 1 : 0, unit_diagonal ? 1 : 0};
+  return node_new(g, TYTO_OP_TRIANGULAR_SOLVE, a->dtype, rank, shape, 2, in, 3,
+                  iattrs, 0, NULL);
+}
+
 void tyto_qr(tyto_tensor *a, tyto_tensor **q, tyto_tensor **r) {
   tyto_tensor *err, *tq, *tr;
   tyto_graph *g = graph_check("qr", 1, &a, 1, &err);

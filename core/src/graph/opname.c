@@ -78,6 +78,7 @@ const char *tyto_op_name(tyto_op op) {
   case TYTO_OP_PAD: return "pad";
   case TYTO_OP_TILE: return "tile";
   case TYTO_OP_FLIP: return "flip";
+  case TYTO_OP_SLICE_BACKWARD: return "slice_backward";
   case TYTO_OP_GATHER: return "gather";
   case TYTO_OP_SCATTER_ADD: return "scatter_add";
   case TYTO_OP_ONE_HOT: return "one_hot";
@@ -86,12 +87,18 @@ const char *tyto_op_name(tyto_op op) {
   case TYTO_OP_CONV2D: return "conv2d";
   case TYTO_OP_MAX_POOL2D: return "max_pool2d";
   case TYTO_OP_AVG_POOL2D: return "avg_pool2d";
+  case TYTO_OP_CONV2D_BACKWARD_DATA: return "conv2d_backward_data";
+  case TYTO_OP_CONV2D_BACKWARD_FILTER: return "conv2d_backward_filter";
+  case TYTO_OP_MAX_POOL2D_BACKWARD: return "max_pool2d_backward";
+  case TYTO_OP_MAX_POOL2D_SELECT: return "max_pool2d_select";
+  case TYTO_OP_AVG_POOL2D_BACKWARD: return "avg_pool2d_backward";
   case TYTO_OP_INV: return "inv";
   case TYTO_OP_DET: return "det";
   case TYTO_OP_LOGDET: return "logdet";
   case TYTO_OP_SOLVE: return "solve";
   case TYTO_OP_CHOLESKY: return "cholesky";
   case TYTO_OP_QR: return "qr";
+  case TYTO_OP_TRIANGULAR_SOLVE: return "triangular_solve";
   }
   return "?";
 }

@@ -1,4 +1,5 @@
-/* Cutting and joining: slice (Python semantics), split, concat, stack, pad. */
+/* Cutting and joining: slice (Python semantics) and its adjoint
+ * slice_backward, split, concat, stack, pad. */
 #include "node.h"
 #include "shape.h"
 
@@ -52,6 +53,46 @@ tyto_tensor *tyto_slice(tyto_tensor *x, const int64_t *starts,
   }
   return node_new(g, TYTO_OP_SLICE, x->dtype, x->rank, shape, 1, &x,
                   2 * (size_t)x->rank, iattrs, 0, NULL);
+}
+
+tyto_tensor *tyto_slice_backward(tyto_tensor *g_, int rank,
+                                 const int64_t *shape, const int64_t *starts,
+                                 const int64_t *steps) {
+  tyto_tensor *err;
+  tyto_graph *g = graph_check("slice_backward", 1, &g_, 1, &err);
+  if (!g)
+    return err;
+  if (shape_check(g, "slice_backward", rank, shape) < 0)
+    return &g->error;
+  char sg[SHAPE_STR], ss[SHAPE_STR];
+  tensor_shape_str(sg, g_);
+  shape_str(ss, rank, shape);
+  if (g_->rank != rank)
+    return graph_fail(g, "slice_backward: rank of g %s differs from %s", sg,
+                      ss);
+  int64_t iattrs[2 * TYTO_MAX_RANK];
+  for (int i = 0; i < rank; i++) {
+    int64_t start = starts ? starts[i] : 0, step = steps ? steps[i] : 1;
+    int64_t count = g_->shape[i], n = shape[i];
+    if (step == 0 || step == INT64_MIN)
+      return graph_fail(g, "slice_backward: step %" PRId64 " on axis %d of %s",
+                        step, i, ss);
+    /* The first and the last placed element must lie in [0, n); the test
+     * on the last is written with a division so that it cannot overflow. */
+    int inside = count == 0 || (start >= 0 && start < n &&
+                                (step > 0 ? count - 1 <= (n - 1 - start) / step
+                                          : count - 1 <= start / -step));
+    if (!inside)
+      return graph_fail(g,
+                        "slice_backward: axis %d places %" PRId64
+                        " elements from %" PRId64 " by step %" PRId64
+                        " outside extent %" PRId64,
+                        i, count, start, step, n);
+    iattrs[2 * i] = start;
+    iattrs[2 * i + 1] = step;
+  }
+  return node_new(g, TYTO_OP_SLICE_BACKWARD, g_->dtype, rank, shape, 1, &g_,
+                  2 * (size_t)rank, iattrs, 0, NULL);
 }
 
 tyto_tensor *tyto_slice_axis(tyto_tensor *x, int axis, int64_t start,

@@ -60,7 +60,7 @@ extern "C" {
 #endif
 
 #define TYTO_PLUGIN_ABI_MAJOR 1
-#define TYTO_PLUGIN_ABI_MINOR 0
+#define TYTO_PLUGIN_ABI_MINOR 1
 
 /* True when `field` of *ptr lies wholly inside ptr->struct_size. */
 #define TYTO_PLUGIN_HAS_FIELD(ptr, type, field)                                \
@@ -69,7 +69,8 @@ extern "C" {
 
 /* Element i of a const array of boundary structs of `type`, stepped by the
  * first element's struct_size (see "Arrays" above):
- *   const tyto_plugin_hw_device *o = TYTO_PLUGIN_AT(tyto_plugin_hw_device, offer, i); */
+ *   const tyto_plugin_hw_device *o = TYTO_PLUGIN_AT(tyto_plugin_hw_device,
+ * offer, i); */
 #define TYTO_PLUGIN_AT(type, array, i)                                         \
   ((const type *)(const void *)((const char *)(array) +                        \
                                 (size_t)(i) * (array)[0].struct_size))
@@ -97,8 +98,8 @@ typedef enum tyto_plugin_code {
   TYTO_PLUGIN_ERR_UNSUPPORTED = 3,      /* op, dtype or feature not provided */
   TYTO_PLUGIN_ERR_NOT_FOUND = 4,        /* device, library or file missing */
   TYTO_PLUGIN_ERR_UNAVAILABLE = 5,      /* no driver, device busy or lost */
-  TYTO_PLUGIN_ERR_DEVICE = 6,           /* the device or driver reported failure */
-  TYTO_PLUGIN_ERR_INTERNAL = 7          /* a bug in the plugin */
+  TYTO_PLUGIN_ERR_DEVICE = 6,  /* the device or driver reported failure */
+  TYTO_PLUGIN_ERR_INTERNAL = 7 /* a bug in the plugin */
 } tyto_plugin_code;
 
 /* Opaque error value. Created with tyto_plugin_host.error_new(); owned by the
@@ -118,8 +119,8 @@ typedef enum tyto_plugin_log_level {
 
 typedef struct tyto_plugin_host {
   size_t struct_size;
-  uint32_t abi_major; /* the host's TYTO_PLUGIN_ABI_MAJOR */
-  uint32_t abi_minor; /* the host's TYTO_PLUGIN_ABI_MINOR */
+  uint32_t abi_major;       /* the host's TYTO_PLUGIN_ABI_MAJOR */
+  uint32_t abi_minor;       /* the host's TYTO_PLUGIN_ABI_MINOR */
   const char *host_version; /* tyto's version string, e.g. "0.1.0" */
 
   /* Opaque to the plugin: pass it back as the first argument of the
@@ -254,11 +255,11 @@ typedef struct tyto_plugin_device_info {
   uint32_t dtypes;            /* TYTO_PLUGIN_DTYPE_BIT() of each dtype */
   uint32_t flags;             /* TYTO_PLUGIN_CAP_* */
   uint64_t memory_bytes;      /* memory the device can allocate from */
-  uint64_t alignment;         /* every buffer is aligned to this, a power of 2 */
-  uint64_t max_alloc_bytes;   /* largest single buffer, 0 = memory_bytes */
-  uint32_t compute_units;     /* cores, SMs, CUs ... */
-  int32_t numa_node;          /* nearest NUMA node, -1 if unknown */
-  const char *pci_bus_id;     /* "dddd:bb:dd.f" or "" */
+  uint64_t alignment;       /* every buffer is aligned to this, a power of 2 */
+  uint64_t max_alloc_bytes; /* largest single buffer, 0 = memory_bytes */
+  uint32_t compute_units;   /* cores, SMs, CUs ... */
+  int32_t numa_node;        /* nearest NUMA node, -1 if unknown */
+  const char *pci_bus_id;   /* "dddd:bb:dd.f" or "" */
 } tyto_plugin_device_info;
 
 /* Opaque handles, defined by each plugin. */
@@ -372,12 +373,27 @@ typedef enum tyto_plugin_op {
    * [N, C, H, W], w [O, C/groups, KH, KW], optional bias [O]; iattrs =
    * stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups.
    * MAX_POOL2D, AVG_POOL2D: iattrs = kernel_h, kernel_w, stride_h,
-   * stride_w, pad_h, pad_w (AVG: padding not counted). */
+   * stride_w, pad_h, pad_w (AVG: padding not counted).
+   * Derivatives (ABI 1.1): CONV2D_BACKWARD_DATA: inputs dy [N, O, OH, OW],
+   * w; output dx [N, C, H, W]; iattrs = CONV2D's seven. CONV2D_BACKWARD_FILTER:
+   * inputs x, dy; output dw [O, C/groups, KH, KW]; iattrs = CONV2D's
+   * seven. MAX_POOL2D_BACKWARD: inputs x, dy [N, C, OH, OW]; output [N, C,
+   * H, W] = zeros plus each dy element at the first maximum (row-major,
+   * padding never wins) of its window of x. MAX_POOL2D_SELECT: inputs x,
+   * t [N, C, H, W]; output [N, C, OH, OW] = t at that position.
+   * AVG_POOL2D_BACKWARD: input dy; output [N, C, H, W], each dy element
+   * spread evenly over the unpadded part of its window. Pool iattrs as
+   * MAX_POOL2D / AVG_POOL2D. Output shapes carry H, W, KH, KW. */
   TYTO_PLUGIN_OP_SOFTMAX = 224,
   TYTO_PLUGIN_OP_LOG_SOFTMAX = 225,
   TYTO_PLUGIN_OP_CONV2D = 226,
   TYTO_PLUGIN_OP_MAX_POOL2D = 227,
   TYTO_PLUGIN_OP_AVG_POOL2D = 228,
+  TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA = 229,
+  TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER = 230,
+  TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD = 231,
+  TYTO_PLUGIN_OP_MAX_POOL2D_SELECT = 232,
+  TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD = 233,
 
   /* Random numbers from Philox-4x32-10: no inputs; iattrs[0] = seed (64
    * bits), iattrs[1] = stream offset. Element i of the row-major output
@@ -390,13 +406,17 @@ typedef enum tyto_plugin_op {
 
   /* Linear algebra on the last two axes, batched over the rest: INV,
    * DET, LOGDET (log |det|), SOLVE (A, B) -> X with A X = B, CHOLESKY
-   * (lower), QR (two outputs Q, R; reduced). */
+   * (lower), QR (two outputs Q, R; reduced). TRIANGULAR_SOLVE (ABI 1.1):
+   * (A, B) -> X with op(A) X = B, reading one triangle of A; iattrs =
+   * lower, transpose, unit_diagonal; batch axes of A and B arrive
+   * broadcast to X's (stride 0), as for SOLVE. */
   TYTO_PLUGIN_OP_INV = 288,
   TYTO_PLUGIN_OP_DET = 289,
   TYTO_PLUGIN_OP_LOGDET = 290,
   TYTO_PLUGIN_OP_SOLVE = 291,
   TYTO_PLUGIN_OP_CHOLESKY = 292,
-  TYTO_PLUGIN_OP_QR = 293
+  TYTO_PLUGIN_OP_QR = 293,
+  TYTO_PLUGIN_OP_TRIANGULAR_SOLVE = 294
 } tyto_plugin_op;
 
 /* A tensor as a kernel sees it: dtype, shape, strides in elements (may be 0
@@ -415,16 +435,16 @@ typedef struct tyto_plugin_layout {
  * valid only during supports_op()/prepare(): copy what you keep. */
 typedef struct tyto_plugin_op_desc {
   size_t struct_size;
-  uint32_t op;          /* tyto_plugin_op */
+  uint32_t op; /* tyto_plugin_op */
   uint32_t n_inputs;
   uint32_t n_outputs;
   const tyto_plugin_layout *inputs;  /* n_inputs entries */
   const tyto_plugin_layout *outputs; /* n_outputs entries */
   uint32_t n_iattrs;                 /* integer attributes, per-op meaning */
   const int64_t *iattrs;
-  uint32_t n_fattrs;                 /* real attributes, per-op meaning */
+  uint32_t n_fattrs; /* real attributes, per-op meaning */
   const double *fattrs;
-  size_t blob_size;                  /* opaque payload, e.g. a fused program */
+  size_t blob_size; /* opaque payload, e.g. a fused program */
   const void *blob;
 } tyto_plugin_op_desc;
 
@@ -438,7 +458,8 @@ typedef struct tyto_plugin_kernel_info {
 typedef struct tyto_plugin_binding {
   size_t struct_size;
   tyto_plugin_buffer *buffer;
-  uint64_t offset; /* bytes from the buffer's start, aligned as the layout's dtype */
+  uint64_t
+      offset; /* bytes from the buffer's start, aligned as the layout's dtype */
 } tyto_plugin_binding;
 
 /* ------------------------------------------------------------------------ */
@@ -497,8 +518,7 @@ typedef struct tyto_plugin_device_fns {
                                      tyto_plugin_event *e,
                                      tyto_plugin_stream *s);
   tyto_plugin_error *(*event_wait)(tyto_plugin_device *dev,
-                                   tyto_plugin_stream *s,
-                                   tyto_plugin_event *e);
+                                   tyto_plugin_stream *s, tyto_plugin_event *e);
   tyto_plugin_error *(*event_synchronize)(tyto_plugin_device *dev,
                                           tyto_plugin_event *e);
   tyto_plugin_error *(*event_query)(tyto_plugin_device *dev,
@@ -508,16 +528,13 @@ typedef struct tyto_plugin_device_fns {
    * With a stream the copy is enqueued and the host memory must stay valid
    * and untouched until the stream passes it; with stream NULL the copy is
    * complete on return. Ranges are checked against the buffer's size. */
-  tyto_plugin_error *(*copy_h2d)(tyto_plugin_device *dev,
-                                 tyto_plugin_stream *s,
+  tyto_plugin_error *(*copy_h2d)(tyto_plugin_device *dev, tyto_plugin_stream *s,
                                  tyto_plugin_buffer *dst, uint64_t dst_offset,
                                  const void *src, uint64_t size);
-  tyto_plugin_error *(*copy_d2h)(tyto_plugin_device *dev,
-                                 tyto_plugin_stream *s, void *dst,
-                                 tyto_plugin_buffer *src, uint64_t src_offset,
-                                 uint64_t size);
-  tyto_plugin_error *(*copy_d2d)(tyto_plugin_device *dev,
-                                 tyto_plugin_stream *s,
+  tyto_plugin_error *(*copy_d2h)(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                                 void *dst, tyto_plugin_buffer *src,
+                                 uint64_t src_offset, uint64_t size);
+  tyto_plugin_error *(*copy_d2d)(tyto_plugin_device *dev, tyto_plugin_stream *s,
                                  tyto_plugin_buffer *dst, uint64_t dst_offset,
                                  tyto_plugin_buffer *src, uint64_t src_offset,
                                  uint64_t size);
@@ -604,14 +621,12 @@ typedef struct tyto_plugin_fns {
    * host zeroes *info and sets info->struct_size to its own size; the
    * plugin writes only the fields inside that size (TYTO_PLUGIN_HAS_FIELD).
    * Strings stay valid until shutdown(). */
-  tyto_plugin_error *(*device_query)(tyto_plugin_state *state,
-                                     uint32_t ordinal,
+  tyto_plugin_error *(*device_query)(tyto_plugin_state *state, uint32_t ordinal,
                                      tyto_plugin_device_info *info);
 
   /* Required. Opens claimed device `ordinal` for use. Each open gives a new
    * handle; closing it is device_fns.device_close. */
-  tyto_plugin_error *(*device_open)(tyto_plugin_state *state,
-                                    uint32_t ordinal,
+  tyto_plugin_error *(*device_open)(tyto_plugin_state *state, uint32_t ordinal,
                                     tyto_plugin_device **out);
 
   /* Required. Releases everything the plugin holds. Called once, after every
@@ -624,12 +639,12 @@ typedef struct tyto_plugin_fns {
  * until shutdown() returns. */
 typedef struct tyto_plugin_info {
   size_t struct_size;
-  uint32_t abi_major; /* TYTO_PLUGIN_ABI_MAJOR the plugin was built with */
-  uint32_t abi_minor; /* TYTO_PLUGIN_ABI_MINOR the plugin was built with */
-  const char *name;    /* short, [a-z0-9_]+, used in device ids: "cuda" */
-  const char *vendor;  /* who ships it */
-  const char *version; /* the plugin's own version */
-  const char *license; /* SPDX identifier, e.g. "MIT" */
+  uint32_t abi_major;      /* TYTO_PLUGIN_ABI_MAJOR the plugin was built with */
+  uint32_t abi_minor;      /* TYTO_PLUGIN_ABI_MINOR the plugin was built with */
+  const char *name;        /* short, [a-z0-9_]+, used in device ids: "cuda" */
+  const char *vendor;      /* who ships it */
+  const char *version;     /* the plugin's own version */
+  const char *license;     /* SPDX identifier, e.g. "MIT" */
   const char *description; /* one line for tyto-info */
   const tyto_plugin_fns *fns;               /* required */
   const tyto_plugin_device_fns *device_fns; /* required */
@@ -651,9 +666,9 @@ typedef struct tyto_plugin_info {
  * everything it points to stay valid until shutdown() returns; the plugin
  * may keep the pointer. Called once, on the host's thread. It should be
  * cheap: heavy work (driver initialisation) belongs in probe(). */
-typedef tyto_plugin_error *(*tyto_plugin_init_fn)(
-    const tyto_plugin_host *host, const tyto_plugin_info **info,
-    tyto_plugin_state **state);
+typedef tyto_plugin_error *(*tyto_plugin_init_fn)(const tyto_plugin_host *host,
+                                                  const tyto_plugin_info **info,
+                                                  tyto_plugin_state **state);
 
 #define TYTO_PLUGIN_ENTRY_SUFFIX "_LTX_init"
 
