@@ -11,7 +11,7 @@ exported=$(nm -D --defined-only "$lib" | awk '$2 == "T" { print $3 }' | sort)
 # Declarations may wrap after the return type: read the headers as one line.
 declared=$(cat "$top_srcdir"/core/include/tyto/*.h | tr '\n' ' ' |
            grep -o 'TYTO_API [^;{(]*(' |
-           sed 's/.*[ *]\(tyto_[a-z0-9_]*\) *($/\1/' | grep '^tyto_' | sort)
+           sed 's/.*[ *]\(tyto_[A-Za-z0-9_]*\) *($/\1/' | grep '^tyto_' | sort)
 if [ "$exported" != "$declared" ]; then
   echo "libtyto.so exports differ from the TYTO_API declarations:"
   diff -u /dev/fd/3 /dev/fd/4 3<<E1 4<<E2 || true

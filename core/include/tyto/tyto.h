@@ -12,5 +12,6 @@
 #include <tyto/graph.h>
 #include <tyto/ops.h>
 #include <tyto/program.h>
+#include <tyto/ad.h>
 
 #endif /* TYTO_H */

@@ -450,3 +450,8 @@ tyto_status tyto_program_run(tyto_program *p) {
   p->ran = 1;
   return TYTO_OK;
 }
+
+int exec_uses(const tyto_program *p, const tyto_tensor *t) {
+  return p->n_slots && t->graph == p->slots[0].t->graph && t->index >= 0 &&
+         (size_t)t->index < p->n_graph && p->slot_of[t->index] >= 0;
+}

@@ -63,4 +63,7 @@ void exec_layout(tyto_plugin_layout *l, const tyto_tensor *t);
  * lowered yet" for ops it cannot lower. */
 tyto_status exec_lower(tyto_program *p, int s);
 
+/* 1 when the program reads or computes tensor t (an input it needs, say). */
+int exec_uses(const tyto_program *p, const tyto_tensor *t);
+
 #endif

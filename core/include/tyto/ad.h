@@ -1,0 +1,182 @@
+/*
+ * Automatic differentiation, after Owl's Algodiff.
+ *
+ * AD in tyto is a graph transformation, not a tape: each function below
+ * takes tensors of one graph, where the function being differentiated is
+ * the subgraph from x to y, and adds to that graph the tensors that compute
+ * the derivative. The result is an ordinary tensor: compile it, evaluate it,
+ * or differentiate it again (higher-order derivatives are repeated
+ * transformation). Forward mode pushes a tangent from x towards y (one
+ * sweep per input direction); reverse mode pulls an adjoint from y back to
+ * x (one sweep per output direction).
+ *
+ * Derivatives are taken with respect to the tensors named, so nested
+ * derivatives cannot confuse their perturbations: the derivative of
+ * x * diff(x + y, y) with respect to x is 1.
+ *
+ * x may be any tensor of the graph (an input, a parameter, or an
+ * intermediate result); a tensor that y does not depend on has a zero
+ * derivative. Only the tensors on the paths from x to y get derivative
+ * tensors: differentiating with respect to some inputs adds nothing for the
+ * others.
+ *
+ * Conventions where a function is not differentiable: relu'(0) = 0,
+ * abs'(0) = sign(0) = 0, leaky_relu'(0) = the slope, floor, ceil, round,
+ * sign and comparisons have derivative 0, max(a, b) and min(a, b) give
+ * half the adjoint to each side on a tie, reduce_max and reduce_min share
+ * it evenly among the tied elements, max_pool2d gives all of it to the
+ * first maximum (row-major) of each window, and argmax/argmin/one_hot and
+ * the random sources have derivative 0. docs/autodiff.md lists every rule.
+ *
+ * Errors are the graph's sticky errors (see <tyto/graph.h>): a wrong
+ * argument gives the error tensor and a message such as "grad: y must
+ * have one element, got [3,2]".
+ */
+#ifndef TYTO_AD_H
+#define TYTO_AD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tyto/context.h>
+#include <tyto/graph.h>
+#include <tyto/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* dy/dx for y and x with one element each (any rank), forward mode;
+ * shaped as y. */
+TYTO_API tyto_tensor *tyto_diff(tyto_tensor *y, tyto_tensor *x);
+
+/* The gradient of a one-element y with respect to x, reverse mode;
+ * shaped as x. */
+TYTO_API tyto_tensor *tyto_grad(tyto_tensor *y, tyto_tensor *x);
+
+/* The gradients of a one-element y with respect to n tensors in one
+ * reverse sweep: out[i] shaped as xs[i] (every out[i] is the error tensor
+ * on failure). */
+TYTO_API void tyto_grads(tyto_tensor *y, size_t n, tyto_tensor *const *xs,
+                         tyto_tensor **out);
+
+/* J·v, forward mode: v shaped as x; the result is shaped as y. */
+TYTO_API tyto_tensor *tyto_jacobianv(tyto_tensor *y, tyto_tensor *x,
+                                     tyto_tensor *v);
+
+/* Jᵀ·v, reverse mode: v shaped as y; the result is shaped as x. */
+TYTO_API tyto_tensor *tyto_jacobianTv(tyto_tensor *y, tyto_tensor *x,
+                                      tyto_tensor *v);
+
+/* The general forms: tangents of n_x tensors pushed to n_y outputs, and
+ * adjoints of n_y outputs pulled back to n_x tensors, each in one sweep.
+ * A NULL tangent or adjoint is zero. out has n_y (jvp) or n_x (vjp)
+ * entries, shaped as ys[i] or xs[i]. */
+TYTO_API void tyto_jvp(size_t n_x, tyto_tensor *const *xs,
+                       tyto_tensor *const *tangents, size_t n_y,
+                       tyto_tensor *const *ys, tyto_tensor **out);
+TYTO_API void tyto_vjp(size_t n_y, tyto_tensor *const *ys,
+                       tyto_tensor *const *adjoints, size_t n_x,
+                       tyto_tensor *const *xs, tyto_tensor **out);
+
+typedef enum tyto_ad_mode {
+  TYTO_AD_FORWARD = 0, /* one forward sweep per element of x */
+  TYTO_AD_REVERSE = 1  /* one reverse sweep per element of y */
+} tyto_ad_mode;
+
+/* The mode tyto_jacobian(y, x) uses: forward when x has fewer elements
+ * than y, reverse otherwise. */
+TYTO_API tyto_ad_mode tyto_jacobian_mode(const tyto_tensor *y,
+                                         const tyto_tensor *x);
+
+/* The Jacobian as a matrix [numel(y), numel(x)] (both taken row-major):
+ * element (i, j) is dy_i/dx_j. */
+TYTO_API tyto_tensor *tyto_jacobian(tyto_tensor *y, tyto_tensor *x);
+/* The same in the mode asked for. */
+TYTO_API tyto_tensor *tyto_jacobian_in_mode(tyto_tensor *y, tyto_tensor *x,
+                                            tyto_ad_mode mode);
+
+/* The Hessian of a one-element y, [numel(x), numel(x)], forward over
+ * reverse (one forward sweep of the gradient per element of x). */
+TYTO_API tyto_tensor *tyto_hessian(tyto_tensor *y, tyto_tensor *x);
+
+/* H·v without forming H (forward over reverse): v shaped as x, the result
+ * too. */
+TYTO_API tyto_tensor *tyto_hessianv(tyto_tensor *y, tyto_tensor *x,
+                                    tyto_tensor *v);
+
+/* The trace of the Hessian of a one-element y (rank 0). */
+TYTO_API tyto_tensor *tyto_laplacian(tyto_tensor *y, tyto_tensor *x);
+
+/* ---------------------------------------------------------------------- */
+/* Finite-difference checking                                              */
+
+/* What tyto_gradcheck() compares. */
+enum {
+  TYTO_GRADCHECK_REVERSE = 1, /* every gradient element vs a central
+                                 difference in that element */
+  TYTO_GRADCHECK_FORWARD = 2  /* J·v for a random direction v vs a central
+                                 difference along v */
+};
+
+/* Options; fill with tyto_gradcheck_options_init() first. */
+typedef struct tyto_gradcheck_options {
+  size_t struct_size; /* set by tyto_gradcheck_options_init() */
+  /* Central-difference step: element x_i moves by step * max(1, |x_i|).
+   * 0: 1e-6 for f64, 1e-3 for f32 (about the cube root of the epsilon). */
+  double step;
+  /* An element passes when |analytic - numeric| <= atol + rtol * |numeric|.
+   * 0: rtol 1e-6 and atol 1e-8 for f64, 2e-2 and 2e-3 for f32. */
+  double rtol, atol;
+  /* TYTO_GRADCHECK_* flags; 0: both. */
+  int modes;
+  /* Seed of the random weights w (y is checked through sum(w * y) when it
+   * has more than one element) and of the forward direction. */
+  uint64_t seed;
+  /* The device (index among the context's selected ones). */
+  size_t device;
+  /* Inputs and parameters y depends on that are held fixed, with their
+   * values (numel * dtype size bytes each, row-major). */
+  size_t n_fixed;
+  tyto_tensor *const *fixed;
+  const void *const *fixed_values;
+} tyto_gradcheck_options;
+
+TYTO_API void tyto_gradcheck_options_init(tyto_gradcheck_options *opts);
+
+/* The outcome, with the worst element: the one whose error is largest
+ * against its tolerance. */
+typedef struct tyto_gradcheck_report {
+  int passed;       /* every compared element within tolerance */
+  size_t n_checked; /* elements compared */
+  int mode;         /* TYTO_GRADCHECK_REVERSE or _FORWARD: the worst's */
+  /* The worst element: the index into xs and the element (row-major) for
+   * reverse mode; for forward mode the element of y. */
+  size_t input;
+  int64_t element;
+  double analytic, numeric;
+  double abs_error;  /* |analytic - numeric| */
+  double ratio;      /* abs_error / (atol + rtol * |numeric|); passed: <= 1 */
+  char message[512]; /* one line saying all of the above */
+} tyto_gradcheck_report;
+
+/* Checks the derivatives of y with respect to the n tensors xs (inputs or
+ * parameters, values given as for tyto_program_set_input) against central
+ * differences, on device opts->device of ctx. Every input and parameter y
+ * depends on must be in xs or opts->fixed. Adds the tensors it needs to
+ * y's graph. Returns TYTO_OK when the check ran (report->passed says how
+ * it went), or an error as tyto_program_compile() and tyto_program_run()
+ * with tyto_errmsg() saying why ("gradcheck: y depends on input 'b' (#3),
+ * which is neither checked nor fixed"). Differences in f32 are coarse:
+ * check in f64 where the device has it. */
+TYTO_API tyto_status tyto_gradcheck(tyto_context *ctx, tyto_tensor *y, size_t n,
+                                    tyto_tensor *const *xs,
+                                    const void *const *values,
+                                    const tyto_gradcheck_options *opts,
+                                    tyto_gradcheck_report *report);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TYTO_AD_H */

@@ -1,0 +1,508 @@
+/*
+ * The AD transforms: forward (JVP) and reverse (VJP) sweeps over a graph,
+ * and Owl's Algodiff API built on them.
+ *
+ * A sweep works on the graph as it is when the sweep starts (n0 tensors):
+ * the tensors it adds come after, and are never swept themselves. The
+ * active tensors are those that depend on some x and that some y depends
+ * on; only they get tangents or adjoints, so nothing is built for inputs
+ * that are not differentiated.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <tyto/ad.h>
+
+#include "../graph/shape.h"
+#include "rules.h"
+
+/* Checks the tensors of one AD call: non-NULL, not errors, one graph.
+ * Returns the graph, or NULL with *err set to what to return. */
+static tyto_graph *check_args(const char *name, size_t n,
+                              tyto_tensor *const *ts, tyto_tensor **err) {
+  return graph_check(name, n, ts, 1, err);
+}
+
+/* Marks the active tensors (indices below n0): act[i] = 1 when tensor i
+ * depends on some xs[k] (or is one) and some ys[k] depends on it (or is
+ * one). Returns the lowest index of an x, or -1 when nothing is active. */
+static int64_t mark_active(tyto_graph *g, size_t n0, size_t n_x,
+                           tyto_tensor *const *xs, size_t n_y,
+                           tyto_tensor *const *ys, unsigned char *act) {
+  unsigned char *dep = act, *anc = calloc(n0 ? n0 : 1, 1);
+  if (!anc)
+    return -2;
+  memset(dep, 0, n0);
+  int64_t lo = (int64_t)n0, hi = -1;
+  for (size_t k = 0; k < n_x; k++) {
+    dep[xs[k]->index] = 1;
+    if (xs[k]->index < lo)
+      lo = xs[k]->index;
+  }
+  for (size_t k = 0; k < n_y; k++) {
+    anc[ys[k]->index] = 1;
+    if (ys[k]->index > hi)
+      hi = ys[k]->index;
+  }
+  for (int64_t i = lo + 1; i <= hi; i++) {
+    const tyto_tensor *t = g->nodes[i];
+    for (size_t j = 0; j < t->n_inputs && !dep[i]; j++)
+      dep[i] = dep[t->inputs[j]->index];
+  }
+  for (int64_t i = hi; i >= lo; i--) {
+    const tyto_tensor *t = g->nodes[i];
+    if (anc[i])
+      for (size_t j = 0; j < t->n_inputs; j++)
+        anc[t->inputs[j]->index] = 1;
+  }
+  int any = 0;
+  for (size_t i = 0; i < n0; i++) {
+    dep[i] = (unsigned char)(dep[i] && anc[i] && (int64_t)i >= lo &&
+                             (int64_t)i <= hi);
+    any |= dep[i];
+  }
+  free(anc);
+  return any ? lo : -1;
+}
+
+/* The engine checks every rule's result: a wrong shape here would surface
+ * much later as a baffling compile error. */
+static int check_rule(tyto_tensor *n, tyto_tensor *r, const tyto_tensor *like,
+                      const char *what) {
+  if (!r)
+    return 0;
+  if (tyto_tensor_is_error(r))
+    return -1;
+  if (!ad_same_shape(r, like) || r->dtype != like->dtype) {
+    char a[SHAPE_STR], b[SHAPE_STR];
+    graph_fail(n->graph,
+               "ad: internal error: the %s rule of %s (tensor #%lld) gave "
+               "%s%s for %s%s",
+               what, tyto_op_name(n->op), (long long)n->index,
+               tyto_dtype_name(r->dtype), tensor_shape_str(a, r),
+               tyto_dtype_name(like->dtype), tensor_shape_str(b, like));
+    return -1;
+  }
+  return 0;
+}
+
+static int shape_like(tyto_graph *g, const char *name, const char *what,
+                      const tyto_tensor *v, const tyto_tensor *like) {
+  if (ad_same_shape(v, like))
+    return 0;
+  char a[SHAPE_STR], b[SHAPE_STR];
+  graph_fail(g, "%s: %s %s must be shaped as %s", name, what,
+             tensor_shape_str(a, v), tensor_shape_str(b, like));
+  return -1;
+}
+
+static void fill_error(tyto_tensor **out, size_t n, tyto_tensor *err) {
+  for (size_t i = 0; i < n; i++)
+    out[i] = err;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Forward mode                                                            */
+
+static void jvp_named(const char *name, size_t n_x, tyto_tensor *const *xs,
+                      tyto_tensor *const *tangents, size_t n_y,
+                      tyto_tensor *const *ys, tyto_tensor **out) {
+  if (!out || !n_y || !ys)
+    return;
+  tyto_tensor *err = NULL;
+  tyto_graph *g = check_args(name, n_y, ys, &err);
+  if (!g) {
+    fill_error(out, n_y, err);
+    return;
+  }
+  if (n_x && (!xs || !check_args(name, n_x, xs, &err) ||
+              (err = NULL, g != xs[0]->graph))) {
+    fill_error(
+        out, n_y,
+        err ? err
+            : graph_fail(g, "%s: tensors belong to different graphs", name));
+    return;
+  }
+  for (size_t k = 0; k < n_x; k++) {
+    tyto_tensor *v = tangents ? tangents[k] : NULL;
+    if (!v)
+      continue;
+    tyto_tensor *pair[2] = {xs[k], v};
+    if (!check_args(name, 2, pair, &err) ||
+        shape_like(g, name, "tangent", v, xs[k])) {
+      fill_error(out, n_y, err ? err : &g->error);
+      return;
+    }
+  }
+  size_t n0 = g->n_nodes;
+  unsigned char *act = malloc(n0 ? n0 : 1);
+  tyto_tensor **tan = calloc(n0 ? n0 : 1, sizeof *tan);
+  int64_t lo = act && tan ? mark_active(g, n0, n_x, xs, n_y, ys, act) : -2;
+  if (lo == -2) {
+    free(act);
+    free(tan);
+    fill_error(out, n_y, graph_oom(g, name));
+    return;
+  }
+  for (size_t k = 0; k < n_x; k++)
+    if (tangents && tangents[k])
+      tan[xs[k]->index] = ad_add(tan[xs[k]->index], tangents[k]);
+  int64_t hi = -1;
+  for (size_t k = 0; k < n_y; k++)
+    if (ys[k]->index > hi)
+      hi = ys[k]->index;
+  tyto_tensor *in_tan[16], **buf = in_tan;
+  size_t cap = 16;
+  for (int64_t i = lo >= 0 ? lo : hi + 1; i <= hi && g->status == TYTO_OK;
+       i++) {
+    tyto_tensor *t = g->nodes[i];
+    if (!act[i] || !t->n_inputs)
+      continue; /* an x that is computed adds its given tangent below */
+    if (t->n_inputs > cap) {
+      tyto_tensor **nb = malloc(t->n_inputs * sizeof *nb);
+      if (!nb) {
+        graph_oom(g, name);
+        break;
+      }
+      if (buf != in_tan)
+        free(buf);
+      buf = nb;
+      cap = t->n_inputs;
+    }
+    int any = 0;
+    for (size_t j = 0; j < t->n_inputs; j++) {
+      buf[j] = tan[t->inputs[j]->index];
+      any |= buf[j] != NULL;
+    }
+    if (!any)
+      continue;
+    tyto_tensor *r = ad_jvp(t, buf);
+    if (check_rule(t, r, t, "JVP"))
+      break;
+    tan[i] = ad_add(tan[i], r);
+  }
+  if (buf != in_tan)
+    free(buf);
+  for (size_t k = 0; k < n_y; k++)
+    out[k] = g->status != TYTO_OK ? &g->error
+                                  : ad_or_zeros(tan[ys[k]->index], ys[k]);
+  free(act);
+  free(tan);
+}
+
+void tyto_jvp(size_t n_x, tyto_tensor *const *xs, tyto_tensor *const *tangents,
+              size_t n_y, tyto_tensor *const *ys, tyto_tensor **out) {
+  jvp_named("jvp", n_x, xs, tangents, n_y, ys, out);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Reverse mode                                                            */
+
+static void vjp_named(const char *name, size_t n_y, tyto_tensor *const *ys,
+                      tyto_tensor *const *adjoints, size_t n_x,
+                      tyto_tensor *const *xs, tyto_tensor **out) {
+  if (!out || !n_x || !xs)
+    return;
+  tyto_tensor *err = NULL;
+  tyto_graph *g = check_args(name, n_x, xs, &err);
+  if (!g) {
+    fill_error(out, n_x, err);
+    return;
+  }
+  if (n_y && (!ys || !check_args(name, n_y, ys, &err) ||
+              (err = NULL, g != ys[0]->graph))) {
+    fill_error(
+        out, n_x,
+        err ? err
+            : graph_fail(g, "%s: tensors belong to different graphs", name));
+    return;
+  }
+  for (size_t k = 0; k < n_y; k++) {
+    tyto_tensor *v = adjoints ? adjoints[k] : NULL;
+    if (!v)
+      continue;
+    tyto_tensor *pair[2] = {ys[k], v};
+    if (!check_args(name, 2, pair, &err) ||
+        shape_like(g, name, "adjoint", v, ys[k])) {
+      fill_error(out, n_x, err ? err : &g->error);
+      return;
+    }
+  }
+  size_t n0 = g->n_nodes;
+  unsigned char *act = malloc(n0 ? n0 : 1);
+  tyto_tensor **adj = calloc(n0 ? n0 : 1, sizeof *adj);
+  int64_t lo = act && adj ? mark_active(g, n0, n_x, xs, n_y, ys, act) : -2;
+  if (lo == -2) {
+    free(act);
+    free(adj);
+    fill_error(out, n_x, graph_oom(g, name));
+    return;
+  }
+  int64_t hi = -1;
+  for (size_t k = 0; k < n_y; k++) {
+    if (adjoints && adjoints[k])
+      adj[ys[k]->index] = ad_add(adj[ys[k]->index], adjoints[k]);
+    if (ys[k]->index > hi)
+      hi = ys[k]->index;
+  }
+  unsigned char need_buf[16], *need = need_buf;
+  tyto_tensor *contrib_buf[16], **contrib = contrib_buf;
+  size_t cap = 16;
+  for (int64_t i = hi; lo >= 0 && i >= lo && g->status == TYTO_OK; i--) {
+    tyto_tensor *t = g->nodes[i], *a = adj[i];
+    if (!act[i] || !a || !t->n_inputs)
+      continue;
+    if (t->n_inputs > cap) {
+      unsigned char *nn = malloc(t->n_inputs);
+      tyto_tensor **nc = malloc(t->n_inputs * sizeof *nc);
+      if (!nn || !nc) {
+        free(nn);
+        free(nc);
+        graph_oom(g, name);
+        break;
+      }
+      if (need != need_buf) {
+        free(need);
+        free(contrib);
+      }
+      need = nn;
+      contrib = nc;
+      cap = t->n_inputs;
+    }
+    int any = 0;
+    for (size_t j = 0; j < t->n_inputs; j++) {
+      need[j] = act[t->inputs[j]->index];
+      contrib[j] = NULL;
+      any |= need[j];
+    }
+    if (!any)
+      continue;
+    if (ad_vjp(t, a, need, contrib))
+      break;
+    for (size_t j = 0; j < t->n_inputs; j++) {
+      tyto_tensor *in = t->inputs[j];
+      if (!need[j]) {
+        contrib[j] = NULL;
+        continue;
+      }
+      if (check_rule(t, contrib[j], in, "VJP"))
+        goto done;
+      adj[in->index] = ad_add(adj[in->index], contrib[j]);
+    }
+  }
+done:
+  if (need != need_buf) {
+    free(need);
+    free(contrib);
+  }
+  for (size_t k = 0; k < n_x; k++)
+    out[k] = g->status != TYTO_OK ? &g->error
+                                  : ad_or_zeros(adj[xs[k]->index], xs[k]);
+  free(act);
+  free(adj);
+}
+
+void tyto_vjp(size_t n_y, tyto_tensor *const *ys, tyto_tensor *const *adjoints,
+              size_t n_x, tyto_tensor *const *xs, tyto_tensor **out) {
+  vjp_named("vjp", n_y, ys, adjoints, n_x, xs, out);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Owl's API                                                               */
+
+static tyto_tensor *ones_like(const tyto_tensor *t) {
+  return tyto_full(t->graph, t->dtype, t->rank, t->shape, 1.0);
+}
+
+/* Checks that t has one element, for `name`'s argument `what`. */
+static int one_element(const char *name, const char *what, tyto_tensor *t) {
+  if (tyto_tensor_numel(t) == 1)
+    return 0;
+  char s[SHAPE_STR];
+  graph_fail(t->graph, "%s: %s must have one element, got %s", name, what,
+             tensor_shape_str(s, t));
+  return -1;
+}
+
+/* Both arguments checked: their graph when fine; otherwise NULL with *err
+ * the tensor to return (NULL itself when no graph can be found). */
+static tyto_graph *check_pair(const char *name, tyto_tensor *y, tyto_tensor *x,
+                              tyto_tensor **err) {
+  tyto_tensor *pair[2] = {y, x};
+  return check_args(name, 2, pair, err);
+}
+
+tyto_tensor *tyto_diff(tyto_tensor *y, tyto_tensor *x) {
+  tyto_tensor *err, *out;
+  tyto_graph *g = check_pair("diff", y, x, &err);
+  if (!g)
+    return err;
+  if (one_element("diff", "y", y) || one_element("diff", "x", x))
+    return &g->error;
+  tyto_tensor *v = ones_like(x);
+  jvp_named("diff", 1, &x, &v, 1, &y, &out);
+  return out;
+}
+
+tyto_tensor *tyto_grad(tyto_tensor *y, tyto_tensor *x) {
+  tyto_tensor *err, *out;
+  tyto_graph *g = check_pair("grad", y, x, &err);
+  if (!g)
+    return err;
+  if (one_element("grad", "y", y))
+    return &g->error;
+  tyto_tensor *v = ones_like(y);
+  vjp_named("grad", 1, &y, &v, 1, &x, &out);
+  return out;
+}
+
+void tyto_grads(tyto_tensor *y, size_t n, tyto_tensor *const *xs,
+                tyto_tensor **out) {
+  if (!out || !n)
+    return;
+  tyto_tensor *err = NULL;
+  tyto_graph *g = check_args("grads", 1, &y, &err);
+  if (!g) {
+    fill_error(out, n, err);
+    return;
+  }
+  if (one_element("grads", "y", y)) {
+    fill_error(out, n, &g->error);
+    return;
+  }
+  tyto_tensor *v = ones_like(y);
+  vjp_named("grads", 1, &y, &v, n, xs, out);
+}
+
+tyto_tensor *tyto_jacobianv(tyto_tensor *y, tyto_tensor *x, tyto_tensor *v) {
+  tyto_tensor *out, *err = NULL, *three[3] = {y, x, v};
+  if (!check_args("jacobianv", 3, three, &err))
+    return err;
+  jvp_named("jacobianv", 1, &x, &v, 1, &y, &out);
+  return out;
+}
+
+tyto_tensor *tyto_jacobianTv(tyto_tensor *y, tyto_tensor *x, tyto_tensor *v) {
+  tyto_tensor *out, *err = NULL, *three[3] = {y, x, v};
+  if (!check_args("jacobianTv", 3, three, &err))
+    return err;
+  vjp_named("jacobianTv", 1, &y, &v, 1, &x, &out);
+  return out;
+}
+
+tyto_ad_mode tyto_jacobian_mode(const tyto_tensor *y, const tyto_tensor *x) {
+  return tyto_tensor_numel(x) < tyto_tensor_numel(y) ? TYTO_AD_FORWARD
+                                                     : TYTO_AD_REVERSE;
+}
+
+/* The basis vector e_i shaped as t (a one-hot of a constant index). */
+static tyto_tensor *basis(tyto_tensor *t, int64_t i) {
+  int64_t n = tyto_tensor_numel(t);
+  tyto_tensor *e = tyto_one_hot(ad_scalar(t, (double)i), n);
+  return tyto_reshape(e, t->rank, t->shape);
+}
+
+/* Sweeps along each basis direction of `along` (x for forward, y for
+ * reverse) and joins the results as columns or rows. */
+static tyto_tensor *jacobian_named(const char *name, tyto_tensor *y,
+                                   tyto_tensor *x, tyto_ad_mode mode) {
+  tyto_tensor *err;
+  tyto_graph *g = check_pair(name, y, x, &err);
+  if (!g)
+    return err;
+  int64_t m = tyto_tensor_numel(y), n = tyto_tensor_numel(x);
+  int64_t shape[2] = {m, n};
+  if (mode == TYTO_AD_FORWARD ? n == 0 : m == 0)
+    return tyto_full(g, y->dtype, 2, shape, 0.0);
+  int64_t count = mode == TYTO_AD_FORWARD ? n : m;
+  if (count > INT32_MAX)
+    return graph_fail(g, "%s: %lld sweeps are too many", name,
+                      (long long)count);
+  tyto_tensor **parts = malloc((size_t)count * sizeof *parts);
+  if (!parts)
+    return graph_oom(g, name);
+  for (int64_t i = 0; i < count && g->status == TYTO_OK; i++) {
+    tyto_tensor *d;
+    if (mode == TYTO_AD_FORWARD) {
+      tyto_tensor *e = basis(x, i);
+      jvp_named(name, 1, &x, &e, 1, &y, &d);
+      int64_t col[2] = {m, 1};
+      parts[i] = tyto_reshape(d, 2, col);
+    } else {
+      tyto_tensor *e = basis(y, i);
+      vjp_named(name, 1, &y, &e, 1, &x, &d);
+      int64_t row[2] = {1, n};
+      parts[i] = tyto_reshape(d, 2, row);
+    }
+  }
+  tyto_tensor *j =
+      g->status == TYTO_OK
+          ? tyto_concat((int)count, parts, mode == TYTO_AD_FORWARD ? 1 : 0)
+          : &g->error;
+  free(parts);
+  return j;
+}
+
+tyto_tensor *tyto_jacobian(tyto_tensor *y, tyto_tensor *x) {
+  tyto_tensor *err;
+  tyto_graph *g = check_pair("jacobian", y, x, &err);
+  if (!g)
+    return err;
+  return jacobian_named("jacobian", y, x, tyto_jacobian_mode(y, x));
+}
+
+tyto_tensor *tyto_jacobian_in_mode(tyto_tensor *y, tyto_tensor *x,
+                                   tyto_ad_mode mode) {
+  tyto_tensor *err;
+  tyto_graph *g = check_pair("jacobian", y, x, &err);
+  if (!g)
+    return err;
+  if (mode != TYTO_AD_FORWARD && mode != TYTO_AD_REVERSE)
+    return graph_fail(g,
+                      "jacobian: mode %d is neither TYTO_AD_FORWARD nor "
+                      "TYTO_AD_REVERSE",
+                      (int)mode);
+  return jacobian_named("jacobian", y, x, mode);
+}
+
+tyto_tensor *tyto_hessian(tyto_tensor *y, tyto_tensor *x) {
+  tyto_tensor *err;
+  tyto_graph *g = check_pair("hessian", y, x, &err);
+  if (!g)
+    return err;
+  if (one_element("hessian", "y", y))
+    return &g->error;
+  tyto_tensor *v = ones_like(y), *gr;
+  vjp_named("hessian", 1, &y, &v, 1, &x, &gr);
+  return jacobian_named("hessian", gr, x, TYTO_AD_FORWARD);
+}
+
+tyto_tensor *tyto_hessianv(tyto_tensor *y, tyto_tensor *x, tyto_tensor *v) {
+  tyto_tensor *three[3] = {y, x, v}, *err = NULL;
+  tyto_graph *g = check_args("hessianv", 3, three, &err);
+  if (!g)
+    return err;
+  if (one_element("hessianv", "y", y) || shape_like(g, "hessianv", "v", v, x))
+    return &g->error;
+  tyto_tensor *ones = ones_like(y), *gr, *hv;
+  vjp_named("hessianv", 1, &y, &ones, 1, &x, &gr);
+  jvp_named("hessianv", 1, &x, &v, 1, &gr, &hv);
+  return hv;
+}
+
+tyto_tensor *tyto_laplacian(tyto_tensor *y, tyto_tensor *x) {
+  tyto_tensor *err;
+  tyto_graph *g = check_pair("laplacian", y, x, &err);
+  if (!g)
+    return err;
+  if (one_element("laplacian", "y", y))
+    return &g->error;
+  int64_t n = tyto_tensor_numel(x);
+  tyto_tensor *h = tyto_hessian(y, x);
+  /* The diagonal of the [n, n] Hessian is every (n+1)-th element. */
+  int64_t flat = n * n, start = 0, step = n + 1;
+  tyto_tensor *d = tyto_slice(tyto_reshape(h, 1, &flat), &start, NULL, &step);
+  return tyto_sum(d, 0, NULL, 0);
+}

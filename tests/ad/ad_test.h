@@ -1,0 +1,103 @@
+/* Shared helpers for the AD suites: one CPU context per test program,
+ * finite-difference checks through the public tyto_gradcheck(), and
+ * evaluation of tensors with bound inputs. */
+#ifndef TYTO_TESTS_AD_TEST_H
+#define TYTO_TESTS_AD_TEST_H
+
+#include "common.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#include <tyto/ad.h>
+
+static tyto_context *ad_ctx;
+
+/* Checked fixture: ad_setup()/ad_teardown() around every test case. */
+static inline void ad_setup(void) {
+  tyto_context_options o;
+  test_options(&o, 0);
+  o.devices = "cpu";
+  ck_assert_int_eq(tyto_context_new(&o, &ad_ctx), TYTO_OK);
+}
+
+static inline void ad_teardown(void) {
+  tyto_context_free(ad_ctx);
+  ad_ctx = NULL;
+}
+
+/* The context around a test case. In Check's fork mode each test gets a
+ * fresh one (the CPU plugin's worker threads do not survive fork()); with
+ * CK_FORK=no, as under valgrind, one context serves the whole case, which
+ * keeps hwloc discovery and plugin loading out of every test. */
+static inline void ad_fixture(TCase *tc) {
+  const char *fork_mode = getenv("CK_FORK");
+  if (fork_mode && !strcmp(fork_mode, "no"))
+    tcase_add_unchecked_fixture(tc, ad_setup, ad_teardown);
+  else
+    tcase_add_checked_fixture(tc, ad_setup, ad_teardown);
+}
+
+/* Deterministic values in [lo, hi) (splitmix64 from `seed`). */
+static inline void ad_fill(double *v, int64_t n, double lo, double hi,
+                           uint64_t seed) {
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    v[i] = lo + (hi - lo) * ((double)(z >> 11) * 0x1.0p-53);
+  }
+}
+
+/* Runs tyto_gradcheck on f64 y with respect to xs (values as doubles) and
+ * fails the test with the checker's message unless it passes. rtol/atol 0:
+ * the checker's defaults. */
+#define ad_check(y, n, xs, values, rtol_, atol_)                               \
+  do {                                                                         \
+    tyto_gradcheck_options o_;                                                 \
+    tyto_gradcheck_options_init(&o_);                                          \
+    o_.rtol = (rtol_);                                                         \
+    o_.atol = (atol_);                                                         \
+    tyto_gradcheck_report r_;                                                  \
+    tyto_graph *g_ = tyto_tensor_graph(y);                                     \
+    ck_assert_msg(tyto_graph_status(g_) == TYTO_OK, "graph: %s",               \
+                  tyto_graph_error_message(g_));                               \
+    tyto_status st_ = tyto_gradcheck(ad_ctx, (y), (n), (xs),                   \
+                                     (const void *const *)(values), &o_, &r_); \
+    ck_assert_msg(st_ == TYTO_OK, "gradcheck did not run: %s", tyto_errmsg()); \
+    ck_assert_msg(r_.passed, "%s:%d: %s", __FILE__, __LINE__, r_.message);     \
+    ck_assert_uint_gt(r_.n_checked, 0);                                        \
+  } while (0)
+
+/* Evaluates f64 tensor t with inputs (or parameters) xs bound to values;
+ * writes numel(t) doubles into out. */
+static inline void ad_eval(tyto_tensor *t, size_t n, tyto_tensor *const *xs,
+                           const double *const *values, double *out) {
+  tyto_graph *g = tyto_tensor_graph(t);
+  ck_assert_msg(tyto_graph_status(g) == TYTO_OK, "graph: %s",
+                tyto_graph_error_message(g));
+  tyto_program *p = NULL;
+  ck_assert_msg(tyto_program_compile(ad_ctx, g, 1, &t, NULL, &p) == TYTO_OK,
+                "compile: %s", tyto_errmsg());
+  for (size_t k = 0; k < n; k++) {
+    size_t bytes = (size_t)tyto_tensor_numel(xs[k]) * sizeof(double);
+    tyto_status st =
+        tyto_tensor_kind(xs[k]) == TYTO_KIND_PARAMETER
+            ? tyto_program_write_parameter(p, xs[k], values[k], bytes)
+            : tyto_program_set_input(p, xs[k], values[k], bytes);
+    /* An input the program does not read is fine (a zero derivative). */
+    (void)st;
+  }
+  ck_assert_msg(tyto_program_run(p) == TYTO_OK, "run: %s", tyto_errmsg());
+  ck_assert_int_eq(
+      tyto_program_read_output(p, 0, out,
+                               (size_t)tyto_tensor_numel(t) * sizeof(double)),
+      TYTO_OK);
+  tyto_program_free(p);
+}
+
+/* Shorthand for shapes: S(2, 3) is a compound literal {2, 3}. */
+#define AD_S(...) ((const int64_t[]){__VA_ARGS__})
+
+#endif
