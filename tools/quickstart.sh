@@ -78,5 +78,8 @@ echo
 echo "Demo: data through every selected device (examples/devices.c)"
 "$build/examples/devices"
 echo
-echo "Demo: a graph compiled once and run three times (examples/hello.c)"
+echo "Demo: a graph and its gradient compiled once and run three times (examples/hello.c)"
 "$build/examples/hello" | head -3
+echo
+echo "Demo: Newton's method with AD-built gradient and Hessian (examples/newton.c)"
+"$build/examples/newton" | tail -4
