@@ -398,6 +398,128 @@ START_TEST(test_gradcheck_reports) {
 }
 END_TEST
 
+/* The checker on the cases around the common one: f32, parameters,
+ * empty tensors, a y that does not depend on x, and the arguments it
+ * refuses. */
+START_TEST(test_gradcheck_cases) {
+  tyto_graph *g = tyto_graph_new();
+  tyto_gradcheck_options o;
+  tyto_gradcheck_report r;
+  /* f32, with the f32 defaults. */
+  tyto_tensor *xf = tyto_input(g, TYTO_F32, 1, AD_S(3), "xf");
+  float fv[3] = {0.3f, -1.1f, 2.0f};
+  const void *fvals[1] = {fv};
+  ck_assert_int_eq(tyto_gradcheck(ad_ctx, tyto_tanh(tyto_mul(xf, xf)), 1, &xf,
+                                  fvals, NULL, &r),
+                   TYTO_OK);
+  ck_assert_msg(r.passed, "%s", r.message);
+  /* A parameter among xs, an input fixed. */
+  tyto_tensor *w = tyto_parameter(g, TYTO_F64, 2, AD_S(2, 3), "w");
+  tyto_tensor *x = tyto_input(g, TYTO_F64, 2, AD_S(3, 1), "x");
+  tyto_tensor *y = tyto_sin(tyto_matmul(w, x, 0, 0));
+  double wv[6] = {0.1, 0.2, -0.3, 0.4, 0.5, -0.6}, xv[3] = {1, -2, 0.5};
+  const void *wvals[1] = {wv}, *xvals[1] = {xv};
+  tyto_gradcheck_options_init(&o);
+  o.n_fixed = 1;
+  o.fixed = &x;
+  o.fixed_values = xvals;
+  ck_assert_int_eq(tyto_gradcheck(ad_ctx, y, 1, &w, wvals, &o, &r), TYTO_OK);
+  ck_assert_msg(r.passed, "%s", r.message);
+  ck_assert_uint_eq(r.n_checked, 6 + 2);
+  /* y does not depend on the x checked: the derivative is 0 and so is the
+   * difference. */
+  tyto_tensor *z = tyto_input(g, TYTO_F64, 1, AD_S(2), "z");
+  double zv[2] = {1, 2};
+  const void *zvals[1] = {zv};
+  tyto_tensor *both[2] = {z, x};
+  const void *bothvals[2] = {zv, xv};
+  ck_assert_int_eq(
+      tyto_gradcheck(ad_ctx, tyto_exp(x), 2, both, bothvals, NULL, &r),
+      TYTO_OK);
+  ck_assert_msg(r.passed, "%s", r.message);
+  /* Empty tensors: nothing to compare, said so. */
+  tyto_tensor *e = tyto_input(g, TYTO_F64, 2, AD_S(0, 3), "e");
+  double ev[1] = {0};
+  const void *evals[1] = {ev};
+  ck_assert_int_eq(tyto_gradcheck(ad_ctx, tyto_sin(e), 1, &e, evals, NULL, &r),
+                   TYTO_OK);
+  ck_assert(r.passed);
+  ck_assert_uint_eq(r.n_checked, 0);
+  ck_assert_msg_contains(r.message, "nothing to compare");
+  /* Refused: a tensor given twice, n = 0, options never initialised, a
+   * constant, a dtype other than y's, fixed without values. */
+  tyto_tensor *twice[2] = {z, z};
+  const void *twicevals[2] = {zv, zv};
+  ck_assert_int_eq(
+      tyto_gradcheck(ad_ctx, tyto_sin(z), 2, twice, twicevals, NULL, &r),
+      TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg_contains(tyto_errmsg(), "is given twice (xs[0] and xs[1])");
+  tyto_gradcheck_options_init(&o);
+  o.n_fixed = 1;
+  o.fixed = &z;
+  o.fixed_values = zvals;
+  ck_assert_int_eq(tyto_gradcheck(ad_ctx, tyto_sin(z), 1, &z, zvals, &o, &r),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg_contains(tyto_errmsg(), "is given twice (xs[0] and fixed[0])");
+  ck_assert_int_eq(tyto_gradcheck(ad_ctx, tyto_sin(z), 0, &z, zvals, NULL, &r),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg_contains(tyto_errmsg(), "n is 0");
+  tyto_gradcheck_options raw;
+  memset(&raw, 0, sizeof raw);
+  ck_assert_int_eq(tyto_gradcheck(ad_ctx, tyto_sin(z), 1, &z, zvals, &raw, &r),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg_contains(tyto_errmsg(), "tyto_gradcheck_options_init");
+  tyto_tensor *c = tyto_scalar(g, TYTO_F64, 1);
+  ck_assert_int_eq(tyto_gradcheck(ad_ctx, tyto_sin(c), 1, &c, zvals, NULL, &r),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg_contains(tyto_errmsg(), "is a constant tensor");
+  ck_assert_int_eq(tyto_gradcheck(ad_ctx, tyto_sin(z), 1, &xf, fvals, NULL, &r),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg_contains(tyto_errmsg(), "xs[0] is f32, y is f64");
+  tyto_gradcheck_options_init(&o);
+  o.n_fixed = 1;
+  ck_assert_int_eq(tyto_gradcheck(ad_ctx, tyto_sin(z), 1, &z, zvals, &o, &r),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg_contains(tyto_errmsg(), "n_fixed is 1 but fixed");
+  tyto_graph_free(g);
+}
+END_TEST
+
+/* NULL arrays give error tensors and a message, never untouched outputs. */
+START_TEST(test_null_arrays) {
+  tyto_graph *g = tyto_graph_new();
+  tyto_tensor *x = tyto_input(g, TYTO_F64, 0, NULL, "x");
+  tyto_tensor *y = tyto_sin(x), *out[2] = {NULL, NULL};
+  tyto_grads(y, 2, NULL, out);
+  ck_assert(tyto_tensor_is_error(out[0]) && tyto_tensor_is_error(out[1]));
+  ck_assert_str_eq(tyto_graph_error_message(g), "grads: xs is NULL");
+  tyto_graph_free(g);
+  g = tyto_graph_new();
+  x = tyto_input(g, TYTO_F64, 0, NULL, "x");
+  y = tyto_sin(x);
+  out[0] = NULL;
+  tyto_vjp(1, NULL, NULL, 1, &x, out);
+  ck_assert(tyto_tensor_is_error(out[0]));
+  ck_assert_str_eq(tyto_graph_error_message(g), "vjp: ys is NULL");
+  tyto_graph_free(g);
+  g = tyto_graph_new();
+  x = tyto_input(g, TYTO_F64, 0, NULL, "x");
+  y = tyto_sin(x);
+  out[0] = NULL;
+  tyto_jvp(1, NULL, NULL, 1, &y, out);
+  ck_assert(tyto_tensor_is_error(out[0]));
+  ck_assert_str_eq(tyto_graph_error_message(g), "jvp: xs is NULL");
+  /* A NULL tangents array is all zeros. */
+  tyto_graph_free(g);
+  g = tyto_graph_new();
+  x = tyto_input(g, TYTO_F64, 0, NULL, "x");
+  y = tyto_sin(x);
+  tyto_jvp(1, &x, NULL, 1, &y, out);
+  ck_assert_int_eq(tyto_tensor_op(out[0]), TYTO_OP_FULL);
+  tyto_graph_free(g);
+}
+END_TEST
+
 /* A derivative graph is an ordinary graph: it compiles into one program
  * with the function, runs with new inputs, and exports. */
 START_TEST(test_gradient_program) {
@@ -483,6 +605,8 @@ int main(void) {
   tcase_add_test(tc, test_gradcheck_reports);
   tcase_add_test(tc, test_gradient_program);
   tcase_add_test(tc, test_gradient_graph_size);
+  tcase_add_test(tc, test_gradcheck_cases);
+  tcase_add_test(tc, test_null_arrays);
   suite_add_tcase(s, tc);
   return test_run(s);
 }

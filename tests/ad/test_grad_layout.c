@@ -4,58 +4,32 @@
  * at hand. */
 #include "ad_test.h"
 
-/* An f64 input of the given shape. */
-static tyto_tensor *in(tyto_graph *g, int rank, const int64_t *shape,
-                       const char *name) {
-  return tyto_input(g, TYTO_F64, rank, shape, name);
-}
-
-/* Values for t in [-1, 1), owned by the caller. */
-static double *vals(const tyto_tensor *t, uint64_t seed) {
-  int64_t n = tyto_tensor_numel(t);
-  double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-  ck_assert_ptr_nonnull(v);
-  ad_fill(v, n, -1.0, 1.0, seed);
-  return v;
-}
-
 /* Checks y's derivatives with respect to the single input x at random
  * values (default tolerances: the ops are linear, so the differences are
  * exact up to rounding). */
 static void check1(tyto_tensor *y, tyto_tensor *x, uint64_t seed) {
-  double *v = vals(x, seed);
+  double *v = ad_vals(x, seed);
   const double *vs[1] = {v};
   ad_check(y, 1, &x, vs, 0, 0);
   free(v);
 }
 
-/* sum(c * z * z) with c a random constant shaped as z: a scalar whose
- * gradient is linear in z, so differentiating that gradient again checks the
- * rules of the adjoint ops it is built from. */
-static tyto_tensor *weighted_square(tyto_tensor *z, uint64_t seed) {
-  double *c = vals(z, seed);
-  tyto_tensor *k = tyto_constant(tyto_tensor_graph(z), TYTO_F64,
-                                 tyto_tensor_rank(z), tyto_tensor_shape(z), c);
-  free(c);
-  return tyto_sum(tyto_mul(k, tyto_mul(z, z)), 0, NULL, 0);
-}
-
-/* The gradient of weighted_square(f(x)) is checked as a function of x. */
+/* The gradient of ad_weighted_square(f(x)) is checked as a function of x. */
 static void check_second(tyto_tensor *fx, tyto_tensor *x, uint64_t seed) {
-  tyto_tensor *gr = tyto_grad(weighted_square(fx, seed), x);
+  tyto_tensor *gr = tyto_grad(ad_weighted_square(fx, seed), x);
   check1(gr, x, seed + 1);
 }
 
 START_TEST(reshape_permute_broadcast) {
   tyto_graph *g = tyto_graph_new();
-  tyto_tensor *x = in(g, 3, AD_S(2, 3, 4), "x");
+  tyto_tensor *x = ad_in(g, 3, AD_S(2, 3, 4), "x");
   check1(tyto_reshape(x, 2, AD_S(4, 6)), x, 1);
   check1(tyto_reshape(x, 1, AD_S(24)), x, 2);
   check1(tyto_permute(x, 3, (const int[]){2, 0, 1}), x, 3);
   check1(tyto_transpose(x, 0, 2), x, 4);
-  tyto_tensor *b = in(g, 2, AD_S(3, 1), "b");
+  tyto_tensor *b = ad_in(g, 2, AD_S(3, 1), "b");
   check1(tyto_broadcast_to(b, 3, AD_S(2, 3, 4)), b, 5);
-  tyto_tensor *s = in(g, 0, NULL, "s");
+  tyto_tensor *s = ad_in(g, 0, NULL, "s");
   check1(tyto_broadcast_to(s, 2, AD_S(2, 3)), s, 6);
   /* Closed form: every element of b is copied 8 times. */
   tyto_tensor *gb = tyto_grad(
@@ -71,13 +45,13 @@ END_TEST
 
 START_TEST(slice_steps_and_clamping) {
   tyto_graph *g = tyto_graph_new();
-  tyto_tensor *x = in(g, 3, AD_S(5, 7, 6), "x");
+  tyto_tensor *x = ad_in(g, 3, AD_S(5, 7, 6), "x");
   /* axis 0: 1, 3; axis 1: 6, 4, 2; axis 2: 4 down to 0 (stop clamped) */
   tyto_tensor *y =
       tyto_slice(x, AD_S(1, TYTO_END, -2), AD_S(5, 0, -100), AD_S(2, -2, -1));
   ck_assert_int_eq(tyto_tensor_numel(y), 2 * 3 * 5);
   check1(y, x, 10);
-  tyto_tensor *x2 = in(g, 2, AD_S(6, 4), "x2");
+  tyto_tensor *x2 = ad_in(g, 2, AD_S(6, 4), "x2");
   /* both bounds clamped: rows 0, 3; columns 3 down to 0 */
   tyto_tensor *y2 =
       tyto_slice(x2, AD_S(-100, 10), AD_S(100, -100), AD_S(3, -1));
@@ -95,7 +69,7 @@ START_TEST(slice_steps_and_clamping) {
     ck_assert_double_eq(out[i], (i / 4) % 3 == 0 ? 1.0 : 0.0);
   /* Empty slices (one by a negative step) padded back to elements: the
    * derivatives are zero in both modes. */
-  tyto_tensor *u = in(g, 1, AD_S(4), "u");
+  tyto_tensor *u = ad_in(g, 1, AD_S(4), "u");
   tyto_tensor *e0 = tyto_slice_axis(u, 0, 3, 1, 1);
   tyto_tensor *e1 = tyto_slice_axis(u, 0, 0, 3, -1);
   ck_assert_int_eq(tyto_tensor_numel(e0) + tyto_tensor_numel(e1), 0);
@@ -118,23 +92,24 @@ END_TEST
 
 START_TEST(concat_and_split) {
   tyto_graph *g = tyto_graph_new();
-  tyto_tensor *a = in(g, 2, AD_S(2, 3), "a"), *b = in(g, 2, AD_S(2, 1), "b"),
-              *c = in(g, 2, AD_S(2, 4), "c");
+  tyto_tensor *a = ad_in(g, 2, AD_S(2, 3), "a"),
+              *b = ad_in(g, 2, AD_S(2, 1), "b"),
+              *c = ad_in(g, 2, AD_S(2, 4), "c");
   tyto_tensor *parts[3] = {a, b, c};
   tyto_tensor *y = tyto_concat(3, parts, 1);
-  double *va = vals(a, 20), *vb = vals(b, 21), *vc = vals(c, 22);
+  double *va = ad_vals(a, 20), *vb = ad_vals(b, 21), *vc = ad_vals(c, 22);
   const double *vs[3] = {va, vb, vc};
   ad_check(y, 3, parts, vs, 0, 0);
   /* along axis 0 with other extents */
-  tyto_tensor *d = in(g, 2, AD_S(3, 3), "d");
+  tyto_tensor *d = ad_in(g, 2, AD_S(3, 3), "d");
   tyto_tensor *p2[3] = {a, d, a};
   tyto_tensor *y2 = tyto_concat(3, p2, 0);
   tyto_tensor *xs2[2] = {a, d};
-  double *vd = vals(d, 23);
+  double *vd = ad_vals(d, 23);
   const double *vs2[2] = {va, vd};
   ad_check(y2, 2, xs2, vs2, 0, 0);
   /* split (slices), reordered and one part unused */
-  tyto_tensor *x = in(g, 2, AD_S(2, 6), "x"), *sp[3];
+  tyto_tensor *x = ad_in(g, 2, AD_S(2, 6), "x"), *sp[3];
   tyto_split(x, 1, 3, AD_S(1, 3, 2), sp);
   tyto_tensor *re[2] = {sp[2], sp[0]};
   check1(tyto_concat(2, re, 1), x, 24);
@@ -148,17 +123,17 @@ END_TEST
 
 START_TEST(pad_constant_and_reflect) {
   tyto_graph *g = tyto_graph_new();
-  tyto_tensor *x = in(g, 2, AD_S(3, 4), "x");
+  tyto_tensor *x = ad_in(g, 2, AD_S(3, 4), "x");
   check1(tyto_pad(x, AD_S(1, 0), AD_S(2, 3), TYTO_PAD_CONSTANT, 1.5), x, 30);
-  tyto_tensor *r = in(g, 2, AD_S(4, 5), "r");
+  tyto_tensor *r = ad_in(g, 2, AD_S(4, 5), "r");
   check1(tyto_pad(r, AD_S(2, 1), AD_S(3, 4), TYTO_PAD_REFLECT, 0), r, 31);
   check1(tyto_pad(r, AD_S(0, 4), AD_S(1, 0), TYTO_PAD_REFLECT, 0), r, 32);
-  tyto_tensor *r3 = in(g, 3, AD_S(3, 2, 4), "r3");
+  tyto_tensor *r3 = ad_in(g, 3, AD_S(3, 2, 4), "r3");
   check1(tyto_pad(r3, AD_S(2, 0, 1), AD_S(1, 0, 3), TYTO_PAD_REFLECT, 0), r3,
          33);
   /* Closed form: reflect-padding [a b c] by 2 on both sides gives
    * [c b a b c b a], so the gradient of its sum is [2 3 2]. */
-  tyto_tensor *v = in(g, 1, AD_S(3), "v");
+  tyto_tensor *v = ad_in(g, 1, AD_S(3), "v");
   tyto_tensor *gv = tyto_grad(
       tyto_sum(tyto_pad(v, AD_S(2), AD_S(2), TYTO_PAD_REFLECT, 0), 0, NULL, 0),
       v);
@@ -174,15 +149,15 @@ END_TEST
 
 START_TEST(tile_and_flip) {
   tyto_graph *g = tyto_graph_new();
-  tyto_tensor *x = in(g, 2, AD_S(2, 3), "x");
+  tyto_tensor *x = ad_in(g, 2, AD_S(2, 3), "x");
   check1(tyto_tile(x, 2, AD_S(2, 3)), x, 40);
   /* reps adding leading axes, some of them 1 */
   check1(tyto_tile(x, 4, AD_S(2, 1, 3, 2)), x, 41);
   /* fewer reps than axes: leading 1s */
-  tyto_tensor *x3 = in(g, 3, AD_S(2, 1, 3), "x3");
+  tyto_tensor *x3 = ad_in(g, 3, AD_S(2, 1, 3), "x3");
   check1(tyto_tile(x3, 2, AD_S(4, 2)), x3, 42);
   /* three tiled axes of extent above 1 and a new one */
-  tyto_tensor *x4 = in(g, 3, AD_S(2, 3, 2), "x4");
+  tyto_tensor *x4 = ad_in(g, 3, AD_S(2, 3, 2), "x4");
   check1(tyto_tile(x4, 4, AD_S(2, 2, 1, 3)), x4, 43);
   check1(tyto_flip(x3, 2, (const int[]){0, 2}), x3, 44);
   check1(tyto_flip(x, 0, NULL), x, 45);
@@ -201,32 +176,32 @@ END_TEST
 
 START_TEST(gather_and_scatter_add) {
   tyto_graph *g = tyto_graph_new();
-  tyto_tensor *d = in(g, 2, AD_S(5, 3), "d");
+  tyto_tensor *d = ad_in(g, 2, AD_S(5, 3), "d");
   tyto_tensor *i0 =
       tyto_constant(g, TYTO_F64, 1, AD_S(4), (const double[]){0, 2, 2, 4});
   check1(tyto_index_select(d, 0, i0), d, 50);
-  tyto_tensor *d1 = in(g, 2, AD_S(3, 5), "d1");
+  tyto_tensor *d1 = ad_in(g, 2, AD_S(3, 5), "d1");
   tyto_tensor *i1 = tyto_constant(g, TYTO_F64, 2, AD_S(2, 3),
                                   (const double[]){1, 1, 4, 0, 3, 1});
   check1(tyto_gather(d1, i1, 1), d1, 51);
   check1(tyto_index_select(d1, 1, i0), d1, 52);
   /* scatter_add wrt base and updates, with a repeated index */
-  tyto_tensor *base = in(g, 2, AD_S(5, 3), "base");
-  tyto_tensor *up = in(g, 2, AD_S(4, 3), "up");
+  tyto_tensor *base = ad_in(g, 2, AD_S(5, 3), "base");
+  tyto_tensor *up = ad_in(g, 2, AD_S(4, 3), "up");
   tyto_tensor *i2 =
       tyto_constant(g, TYTO_F64, 1, AD_S(4), (const double[]){1, 3, 1, 0});
   tyto_tensor *y = tyto_scatter_add(base, i2, up, 0);
   tyto_tensor *xs[2] = {base, up};
-  double *vb = vals(base, 53), *vu = vals(up, 54);
+  double *vb = ad_vals(base, 53), *vu = ad_vals(up, 54);
   const double *vs[2] = {vb, vu};
   ad_check(y, 2, xs, vs, 0, 0);
   /* along axis 1 of a rank-3 base */
-  tyto_tensor *b3 = in(g, 3, AD_S(2, 4, 2), "b3");
-  tyto_tensor *u3 = in(g, 3, AD_S(2, 3, 2), "u3");
+  tyto_tensor *b3 = ad_in(g, 3, AD_S(2, 4, 2), "b3");
+  tyto_tensor *u3 = ad_in(g, 3, AD_S(2, 3, 2), "u3");
   tyto_tensor *i3 =
       tyto_constant(g, TYTO_F64, 1, AD_S(3), (const double[]){2, 2, 0});
   tyto_tensor *xs3[2] = {b3, u3};
-  double *vb3 = vals(b3, 55), *vu3 = vals(u3, 56);
+  double *vb3 = ad_vals(b3, 55), *vu3 = ad_vals(u3, 56);
   const double *vs3[2] = {vb3, vu3};
   ad_check(tyto_scatter_add(b3, i3, u3, 1), 2, xs3, vs3, 0, 0);
   /* Closed form: index_select of rows 0, 2, 2, 4 counts row 2 twice. */
@@ -249,7 +224,7 @@ END_TEST
 
 START_TEST(one_hot_is_constant) {
   tyto_graph *g = tyto_graph_new();
-  tyto_tensor *x = in(g, 1, AD_S(3), "x");
+  tyto_tensor *x = ad_in(g, 1, AD_S(3), "x");
   tyto_tensor *y = tyto_sum(
       tyto_mul(tyto_one_hot(x, 4), tyto_full(g, TYTO_F64, 2, AD_S(3, 4), 2.0)),
       0, NULL, 0);
@@ -272,15 +247,15 @@ END_TEST
  * scatter_add, sums for tile and broadcast_to). */
 START_TEST(second_derivatives) {
   tyto_graph *g = tyto_graph_new();
-  tyto_tensor *x = in(g, 3, AD_S(5, 7, 6), "x");
+  tyto_tensor *x = ad_in(g, 3, AD_S(5, 7, 6), "x");
   check_second(
       tyto_slice(x, AD_S(1, TYTO_END, -2), AD_S(5, 0, -100), AD_S(2, -2, -1)),
       x, 60);
-  tyto_tensor *r = in(g, 2, AD_S(4, 5), "r");
+  tyto_tensor *r = ad_in(g, 2, AD_S(4, 5), "r");
   check_second(tyto_pad(r, AD_S(2, 1), AD_S(3, 4), TYTO_PAD_REFLECT, 0), r, 62);
   check_second(tyto_pad(r, AD_S(1, 0), AD_S(0, 2), TYTO_PAD_CONSTANT, 0.5), r,
                64);
-  tyto_tensor *d = in(g, 2, AD_S(5, 3), "d");
+  tyto_tensor *d = ad_in(g, 2, AD_S(5, 3), "d");
   tyto_tensor *i0 =
       tyto_constant(g, TYTO_F64, 1, AD_S(4), (const double[]){0, 2, 2, 4});
   check_second(tyto_index_select(d, 0, i0), d, 66);
@@ -288,14 +263,14 @@ START_TEST(second_derivatives) {
       tyto_scatter_add(
           d, i0, tyto_tile(tyto_slice_axis(d, 0, 0, 1, 1), 2, AD_S(4, 1)), 0),
       d, 68);
-  tyto_tensor *t = in(g, 2, AD_S(2, 3), "t");
+  tyto_tensor *t = ad_in(g, 2, AD_S(2, 3), "t");
   check_second(tyto_tile(t, 3, AD_S(2, 1, 2)), t, 70);
   check_second(
       tyto_broadcast_to(tyto_flip(t, 1, (const int[]){1}), 3, AD_S(2, 2, 3)), t,
       72);
   /* Hessian-vector product of a closed form: for y = sum(x[::2]^2), H v is
    * 2 v on the even elements, 0 elsewhere. */
-  tyto_tensor *u = in(g, 1, AD_S(5), "u");
+  tyto_tensor *u = ad_in(g, 1, AD_S(5), "u");
   tyto_tensor *s = tyto_slice_axis(u, 0, 0, TYTO_END, 2);
   tyto_tensor *y = tyto_sum(tyto_mul(s, s), 0, NULL, 0);
   double vv[5] = {1, 2, 3, 4, 5}, uv[5] = {0.5, -1, 2, 0, 3}, out[5];

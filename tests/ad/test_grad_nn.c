@@ -7,20 +7,6 @@
 
 #define MAXIN 4
 
-static tyto_tensor *in(tyto_graph *g, int rank, const int64_t *shape,
-                       const char *name) {
-  return tyto_input(g, TYTO_F64, rank, shape, name);
-}
-
-/* Values for t in [-1, 1), owned by the caller. */
-static double *vals(const tyto_tensor *t, uint64_t seed) {
-  int64_t n = tyto_tensor_numel(t);
-  double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-  ck_assert_ptr_nonnull(v);
-  ad_fill(v, n, -1.0, 1.0, seed);
-  return v;
-}
-
 /* Distinct values in [-1, 1) in a scrambled order, at least 2/n apart: no
  * pooling window has a tie, and steps of 1e-6 never change its maximum. */
 static double *distinct(const tyto_tensor *t, int64_t mult) {
@@ -39,7 +25,7 @@ static void checkn(tyto_tensor *y, int n, tyto_tensor *const *xs,
                    uint64_t seed) {
   double *v[MAXIN];
   for (int k = 0; k < n; k++)
-    v[k] = given && given[k] ? given[k] : vals(xs[k], seed + (uint64_t)k);
+    v[k] = given && given[k] ? given[k] : ad_vals(xs[k], seed + (uint64_t)k);
   ad_check(y, (size_t)n, xs, v, rtol, atol);
   for (int k = 0; k < n; k++)
     if (!(given && given[k]))
@@ -50,27 +36,18 @@ static void check1(tyto_tensor *y, tyto_tensor *x, uint64_t seed) {
   checkn(y, 1, &x, NULL, 0, 0, seed);
 }
 
-/* sum(c * z * z), c a random constant shaped as z. */
-static tyto_tensor *weighted_square(tyto_tensor *z, uint64_t seed) {
-  double *c = vals(z, seed);
-  tyto_tensor *k = tyto_constant(tyto_tensor_graph(z), TYTO_F64,
-                                 tyto_tensor_rank(z), tyto_tensor_shape(z), c);
-  free(c);
-  return tyto_sum(tyto_mul(k, tyto_mul(z, z)), 0, NULL, 0);
-}
-
 /* Tolerances for derivatives of derivatives: a few more roundings. */
 #define RTOL2 1e-5
 #define ATOL2 1e-7
 
 START_TEST(softmax_and_log_softmax) {
   tyto_graph *g = tyto_graph_new();
-  tyto_tensor *x = in(g, 2, AD_S(3, 4), "x");
+  tyto_tensor *x = ad_in(g, 2, AD_S(3, 4), "x");
   check1(tyto_softmax(x, 0), x, 1);
   check1(tyto_softmax(x, -1), x, 2);
   check1(tyto_log_softmax(x, 0), x, 3);
   check1(tyto_log_softmax(x, -1), x, 4);
-  tyto_tensor *x3 = in(g, 3, AD_S(2, 3, 2), "x3");
+  tyto_tensor *x3 = ad_in(g, 3, AD_S(2, 3, 2), "x3");
   check1(tyto_softmax(x3, 1), x3, 5);
   check1(tyto_log_softmax(x3, 1), x3, 6);
   /* Closed form: the rows of log_softmax's Jacobian sum to zero, so the
@@ -90,13 +67,13 @@ END_TEST
 static void check_conv(const int64_t *xs_shape, const int64_t *ws_shape,
                        const tyto_conv2d_params *p, uint64_t seed) {
   tyto_graph *g = tyto_graph_new();
-  tyto_tensor *x = in(g, 4, xs_shape, "x"), *w = in(g, 4, ws_shape, "w");
-  tyto_tensor *b = in(g, 1, AD_S(ws_shape[0]), "b");
+  tyto_tensor *x = ad_in(g, 4, xs_shape, "x"), *w = ad_in(g, 4, ws_shape, "w");
+  tyto_tensor *b = ad_in(g, 1, AD_S(ws_shape[0]), "b");
   tyto_tensor *xs[3] = {x, w, b};
   checkn(tyto_conv2d(x, w, b, p), 3, xs, NULL, 0, 0, seed);
   checkn(tyto_conv2d(x, w, NULL, p), 2, xs, NULL, 0, 0, seed + 10);
   /* each input alone, the others fixed (constants) */
-  double *wv = vals(w, seed + 20);
+  double *wv = ad_vals(w, seed + 20);
   tyto_tensor *wc = tyto_constant(g, TYTO_F64, 4, ws_shape, wv);
   check1(tyto_conv2d(x, wc, NULL, p), x, seed + 30);
   tyto_tensor *bx[2] = {b, w};
@@ -125,7 +102,7 @@ END_TEST
 
 START_TEST(pools) {
   tyto_graph *g = tyto_graph_new();
-  tyto_tensor *x = in(g, 4, AD_S(2, 3, 6, 7), "x");
+  tyto_tensor *x = ad_in(g, 4, AD_S(2, 3, 6, 7), "x");
   double *xv = distinct(x, 37); /* 252 elements, 37 coprime */
   double *given[1] = {xv};
   checkn(tyto_max_pool2d(x, 2, 2, 2, 2, 0, 0), 1, &x, given, 0, 0, 1);
@@ -143,7 +120,7 @@ END_TEST
  * both modes. */
 START_TEST(max_pool_ties) {
   tyto_graph *g = tyto_graph_new();
-  tyto_tensor *x = in(g, 4, AD_S(1, 1, 2, 3), "x");
+  tyto_tensor *x = ad_in(g, 4, AD_S(1, 1, 2, 3), "x");
   tyto_tensor *y = tyto_max_pool2d(x, 2, 2, 1, 1, 0, 0); /* [1,1,1,2] */
   tyto_tensor *gx = tyto_grad(tyto_sum(y, 0, NULL, 0), x);
   tyto_tensor *t = tyto_constant(g, TYTO_F64, 4, AD_S(1, 1, 2, 3),
@@ -183,16 +160,16 @@ START_TEST(derivative_ops) {
   tyto_graph *g = tyto_graph_new();
   tyto_conv2d_params p = {{2, 3}, {2, 1}, {1, 2}, 2};
   /* conv2d [2,4,7,6] * [6,2,3,2] gives [2,6,5,2] */
-  tyto_tensor *dy = in(g, 4, AD_S(2, 6, 5, 2), "dy");
-  tyto_tensor *w = in(g, 4, AD_S(6, 2, 3, 2), "w");
-  tyto_tensor *x = in(g, 4, AD_S(2, 4, 7, 6), "x");
+  tyto_tensor *dy = ad_in(g, 4, AD_S(2, 6, 5, 2), "dy");
+  tyto_tensor *w = ad_in(g, 4, AD_S(6, 2, 3, 2), "w");
+  tyto_tensor *x = ad_in(g, 4, AD_S(2, 4, 7, 6), "x");
   tyto_tensor *dw[2] = {dy, w}, *xd[2] = {x, dy};
   checkn(tyto_conv2d_backward_data(dy, w, 7, 6, &p), 2, dw, NULL, 0, 0, 1);
   checkn(tyto_conv2d_backward_filter(x, dy, 3, 2, &p), 2, xd, NULL, 0, 0, 2);
   /* the pools: x has no tie and a zero derivative where it is not t */
-  tyto_tensor *px = in(g, 4, AD_S(2, 3, 6, 7), "px");
-  tyto_tensor *pdy = in(g, 4, AD_S(2, 3, 3, 4), "pdy"); /* 3x2 s2x2 p1x1 */
-  tyto_tensor *pt = in(g, 4, AD_S(2, 3, 6, 7), "pt");
+  tyto_tensor *px = ad_in(g, 4, AD_S(2, 3, 6, 7), "px");
+  tyto_tensor *pdy = ad_in(g, 4, AD_S(2, 3, 3, 4), "pdy"); /* 3x2 s2x2 p1x1 */
+  tyto_tensor *pt = ad_in(g, 4, AD_S(2, 3, 6, 7), "pt");
   double *pxv = distinct(px, 37);
   double *given[2] = {pxv, NULL};
   tyto_tensor *a[2] = {px, pdy}, *b[2] = {px, pt};
@@ -211,26 +188,26 @@ END_TEST
 START_TEST(second_derivatives) {
   tyto_graph *g = tyto_graph_new();
   tyto_conv2d_params p = {{2, 1}, {1, 1}, {1, 2}, 2};
-  tyto_tensor *x = in(g, 4, AD_S(1, 4, 6, 5), "x");
-  tyto_tensor *w = in(g, 4, AD_S(4, 2, 3, 2), "w");
-  tyto_tensor *b = in(g, 1, AD_S(4), "b");
+  tyto_tensor *x = ad_in(g, 4, AD_S(1, 4, 6, 5), "x");
+  tyto_tensor *w = ad_in(g, 4, AD_S(4, 2, 3, 2), "w");
+  tyto_tensor *b = ad_in(g, 1, AD_S(4), "b");
   tyto_tensor *xs[3] = {x, w, b}, *gr[3];
-  tyto_grads(weighted_square(tyto_conv2d(x, w, b, &p), 1), 3, xs, gr);
+  tyto_grads(ad_weighted_square(tyto_conv2d(x, w, b, &p), 1), 3, xs, gr);
   for (int k = 0; k < 3; k++)
     checkn(gr[k], 3, xs, NULL, RTOL2, ATOL2, 10 + 10 * (uint64_t)k);
   /* pools */
-  tyto_tensor *px = in(g, 4, AD_S(2, 3, 6, 7), "px");
+  tyto_tensor *px = ad_in(g, 4, AD_S(2, 3, 6, 7), "px");
   double *pxv = distinct(px, 37);
   double *given[1] = {pxv};
-  checkn(
-      tyto_grad(weighted_square(tyto_max_pool2d(px, 3, 2, 2, 2, 1, 1), 2), px),
-      1, &px, given, RTOL2, ATOL2, 40);
-  checkn(
-      tyto_grad(weighted_square(tyto_avg_pool2d(px, 3, 2, 2, 2, 1, 1), 3), px),
-      1, &px, NULL, RTOL2, ATOL2, 41);
+  checkn(tyto_grad(ad_weighted_square(tyto_max_pool2d(px, 3, 2, 2, 2, 1, 1), 2),
+                   px),
+         1, &px, given, RTOL2, ATOL2, 40);
+  checkn(tyto_grad(ad_weighted_square(tyto_avg_pool2d(px, 3, 2, 2, 2, 1, 1), 3),
+                   px),
+         1, &px, NULL, RTOL2, ATOL2, 41);
   /* softmax and log_softmax are not linear: their gradients alone */
-  tyto_tensor *s = in(g, 2, AD_S(3, 4), "s");
-  double *c = vals(s, 50);
+  tyto_tensor *s = ad_in(g, 2, AD_S(3, 4), "s");
+  double *c = ad_vals(s, 50);
   tyto_tensor *k = tyto_constant(g, TYTO_F64, 2, AD_S(3, 4), c);
   checkn(tyto_grad(tyto_sum(tyto_mul(k, tyto_softmax(s, -1)), 0, NULL, 0), s),
          1, &s, NULL, RTOL2, ATOL2, 51);
@@ -250,17 +227,17 @@ END_TEST
 START_TEST(cnn_hessian) {
   tyto_graph *g = tyto_graph_new();
   tyto_conv2d_params p = {{1, 1}, {1, 1}, {1, 1}, 1};
-  tyto_tensor *x = in(g, 4, AD_S(2, 2, 8, 8), "x");
-  tyto_tensor *w = in(g, 4, AD_S(3, 2, 3, 3), "w");
+  tyto_tensor *x = ad_in(g, 4, AD_S(2, 2, 8, 8), "x");
+  tyto_tensor *w = ad_in(g, 4, AD_S(3, 2, 3, 3), "w");
   tyto_tensor *h = tyto_conv2d(x, w, NULL, &p); /* [2,3,8,8] */
   h = tyto_max_pool2d(h, 2, 2, 2, 2, 0, 0);     /* [2,3,4,4] */
   h = tyto_avg_pool2d(h, 3, 3, 1, 1, 1, 1);     /* [2,3,4,4] */
   h = tyto_log_softmax(tyto_reshape(h, 2, AD_S(2, 48)), -1);
-  double *c = vals(h, 60);
+  double *c = ad_vals(h, 60);
   tyto_tensor *y = tyto_sum(
       tyto_mul(tyto_constant(g, TYTO_F64, 2, AD_S(2, 48), c), h), 0, NULL, 0);
   free(c);
-  double *xv = vals(x, 61), *wv = vals(w, 62), *vv = vals(w, 63);
+  double *xv = ad_vals(x, 61), *wv = ad_vals(w, 62), *vv = ad_vals(w, 63);
   tyto_tensor *v = tyto_constant(g, TYTO_F64, 4, AD_S(3, 2, 3, 3), vv);
   tyto_tensor *hv = tyto_hessianv(y, w, v), *gw = tyto_grad(y, w);
   double hva[54], gp[54], gm[54], wp[54];

@@ -8,19 +8,6 @@
 
 #include <tyto/ops.h>
 
-static tyto_tensor *in64(tyto_graph *g, int rank, const int64_t *shape,
-                         const char *name) {
-  return tyto_input(g, TYTO_F64, rank, shape, name);
-}
-
-static void expect(const double *got, const double *want, int n,
-                   const char *what) {
-  for (int i = 0; i < n; i++)
-    ck_assert_msg(fabs(got[i] - want[i]) <= 1e-12 * fmax(1, fabs(want[i])),
-                  "%s: element %d is %.17g, expected %.17g", what, i, got[i],
-                  want[i]);
-}
-
 /* ---------------------------------------------------------------------- */
 /* Reductions against differences                                         */
 
@@ -65,7 +52,7 @@ START_TEST(test_reduce) {
   for (int a = 0; a < N_AXES; a++)
     for (int kd = 0; kd < 2; kd++) {
       tyto_graph *g = tyto_graph_new();
-      tyto_tensor *x = in64(g, 3, AD_S(2, 3, 4), "x");
+      tyto_tensor *x = ad_in(g, 3, AD_S(2, 3, 4), "x");
       tyto_tensor *y = reduce_of(op, x, &axes_cases[a], kd);
       reduce_values(v, 24, 10 * (uint64_t)_i + (uint64_t)a);
       ad_check(y, 1, &x, vals, 0, 0);
@@ -78,8 +65,8 @@ END_TEST
 START_TEST(test_reduce_tiny) {
   for (int i = 0; i < N_REDUCE - 2; i++) {
     tyto_graph *g = tyto_graph_new();
-    tyto_tensor *x = in64(g, 0, NULL, "x");
-    tyto_tensor *x1 = in64(g, 1, AD_S(1), "x1");
+    tyto_tensor *x = ad_in(g, 0, NULL, "x");
+    tyto_tensor *x1 = ad_in(g, 1, AD_S(1), "x1");
     tyto_tensor *y =
         tyto_add(tyto_reduce(reduce_ops[i], x, 0, NULL, 0),
                  tyto_reduce(reduce_ops[i], x1, 1, (const int[]){0}, 1));
@@ -102,7 +89,7 @@ START_TEST(test_reduce_grad_of_grad) {
   const double *vals[1] = {v};
   for (int kd = 0; kd < 2; kd++) {
     tyto_graph *g = tyto_graph_new();
-    tyto_tensor *x = in64(g, 2, AD_S(4, 6), "x");
+    tyto_tensor *x = ad_in(g, 2, AD_S(4, 6), "x");
     /* sin makes the outer function nonlinear so that even sum's second
      * derivative is not zero */
     tyto_tensor *y = tyto_sum(
@@ -160,24 +147,24 @@ static void grad_and_jvp(tyto_tensor *x, tyto_tensor *y, const double *xv,
 /* reduce_max/min share the adjoint evenly among tied elements. */
 START_TEST(test_max_min_ties) {
   tyto_graph *g = tyto_graph_new();
-  tyto_tensor *x = in64(g, 2, AD_S(2, 3), "x");
+  tyto_tensor *x = ad_in(g, 2, AD_S(2, 3), "x");
   const double v[6] = {1, 3, 3, 2, 2, 2};
   const double dir[6] = {1, 2, 4, 1, 2, 6};
   double gout[6], tout[6];
   int ax = 1;
   grad_and_jvp(x, tyto_reduce_max(x, 1, &ax, 0), v, dir, gout, tout);
   const double third = 1.0 / 3;
-  expect(gout, (const double[]){0, 0.5, 0.5, third, third, third}, 6,
-         "reduce_max ties");
-  expect(tout, (const double[]){3, 3}, 2, "reduce_max tie tangent");
+  ad_expect(gout, (const double[]){0, 0.5, 0.5, third, third, third}, 6,
+            "reduce_max ties");
+  ad_expect(tout, (const double[]){3, 3}, 2, "reduce_max tie tangent");
   grad_and_jvp(x, tyto_reduce_min(x, 1, &ax, 1), v, dir, gout, tout);
-  expect(gout, (const double[]){1, 0, 0, third, third, third}, 6,
-         "reduce_min ties");
-  expect(tout, (const double[]){1, 3}, 2, "reduce_min tie tangent");
+  ad_expect(gout, (const double[]){1, 0, 0, third, third, third}, 6,
+            "reduce_min ties");
+  ad_expect(tout, (const double[]){1, 3}, 2, "reduce_min tie tangent");
   /* over every axis: the 3s tie */
   grad_and_jvp(x, tyto_reduce_max(x, 0, NULL, 0), v, dir, gout, tout);
-  expect(gout, (const double[]){0, 0.5, 0.5, 0, 0, 0}, 6, "max all ties");
-  expect(tout, (const double[]){3}, 1, "max all tangent");
+  ad_expect(gout, (const double[]){0, 0.5, 0.5, 0, 0, 0}, 6, "max all ties");
+  ad_expect(tout, (const double[]){3}, 1, "max all tangent");
   tyto_graph_free(g);
 }
 END_TEST
@@ -186,18 +173,19 @@ END_TEST
  * or more give a zero gradient. */
 START_TEST(test_prod_zeros) {
   tyto_graph *g = tyto_graph_new();
-  tyto_tensor *x = in64(g, 2, AD_S(4, 3), "x");
+  tyto_tensor *x = ad_in(g, 2, AD_S(4, 3), "x");
   const double v[12] = {2, 0, 3, /**/ 0, 0, 1, /**/ 1, 2, 4, /**/ 0, 5, -2};
   const double dir[12] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0.5, 1};
   double gout[12], tout[12];
   int ax = 1;
   tyto_tensor *y = tyto_prod(x, 1, &ax, 0);
   grad_and_jvp(x, y, v, dir, gout, tout);
-  expect(gout,
-         (const double[]){0, 6, 0, /**/ 0, 0, 0, /**/ 8, 4, 2, /**/ -10, 0, 0},
-         12, "prod with zeros");
-  expect(tout, (const double[]){6, 0, 8 + 4 + 2, -10}, 4,
-         "prod tangent with zeros");
+  ad_expect(
+      gout,
+      (const double[]){0, 6, 0, /**/ 0, 0, 0, /**/ 8, 4, 2, /**/ -10, 0, 0}, 12,
+      "prod with zeros");
+  ad_expect(tout, (const double[]){6, 0, 8 + 4 + 2, -10}, 4,
+            "prod tangent with zeros");
   /* the whole tensor: three zeros */
   grad_and_jvp(x, tyto_prod(x, 0, NULL, 1), v, dir, gout, tout);
   for (int i = 0; i < 12; i++)
@@ -211,16 +199,16 @@ END_TEST
  * reduction whose output feeds nothing of x's gets no NaN either. */
 START_TEST(test_norm_at_zero) {
   tyto_graph *g = tyto_graph_new();
-  tyto_tensor *x = in64(g, 2, AD_S(2, 2), "x");
+  tyto_tensor *x = ad_in(g, 2, AD_S(2, 2), "x");
   const double v[4] = {0, 0, 3, -4}, dir[4] = {1, 2, 3, 4};
   double gout[4], tout[4];
   int ax = 1;
   grad_and_jvp(x, tyto_norm_l2(x, 1, &ax, 0), v, dir, gout, tout);
-  expect(gout, (const double[]){0, 0, 0.6, -0.8}, 4, "norm_l2 at 0");
-  expect(tout, (const double[]){0, 0.6 * 3 - 0.8 * 4}, 2, "norm_l2 tangent");
+  ad_expect(gout, (const double[]){0, 0, 0.6, -0.8}, 4, "norm_l2 at 0");
+  ad_expect(tout, (const double[]){0, 0.6 * 3 - 0.8 * 4}, 2, "norm_l2 tangent");
   grad_and_jvp(x, tyto_norm_l1(x, 1, &ax, 1), v, dir, gout, tout);
-  expect(gout, (const double[]){0, 0, 1, -1}, 4, "norm_l1 at 0");
-  expect(tout, (const double[]){0, -1}, 2, "norm_l1 tangent");
+  ad_expect(gout, (const double[]){0, 0, 1, -1}, 4, "norm_l1 at 0");
+  ad_expect(tout, (const double[]){0, -1}, 2, "norm_l1 tangent");
   tyto_graph_free(g);
 }
 END_TEST
@@ -228,7 +216,7 @@ END_TEST
 /* argmax and argmin have derivative zero in both modes. */
 START_TEST(test_arg_zero) {
   tyto_graph *g = tyto_graph_new();
-  tyto_tensor *x = in64(g, 2, AD_S(2, 3), "x");
+  tyto_tensor *x = ad_in(g, 2, AD_S(2, 3), "x");
   const double v[6] = {1, 5, 2, 7, 0, 3}, dir[6] = {1, 1, 1, 1, 1, 1};
   double gout[6], tout[6];
   for (int k = 0; k < 2; k++) {
@@ -246,17 +234,18 @@ END_TEST
 /* mean's gradient is 1/count, lse's the softmax: closed forms. */
 START_TEST(test_mean_lse_exact) {
   tyto_graph *g = tyto_graph_new();
-  tyto_tensor *x = in64(g, 2, AD_S(2, 2), "x");
+  tyto_tensor *x = ad_in(g, 2, AD_S(2, 2), "x");
   const double v[4] = {0, 1, 2, 2}, dir[4] = {1, 0, 0, 0};
   double gout[4], tout[4];
   grad_and_jvp(x, tyto_mean(x, 1, (const int[]){0}, 0), v, dir, gout, tout);
-  expect(gout, (const double[]){0.5, 0.5, 0.5, 0.5}, 4, "mean");
-  expect(tout, (const double[]){0.5, 0}, 2, "mean tangent");
+  ad_expect(gout, (const double[]){0.5, 0.5, 0.5, 0.5}, 4, "mean");
+  ad_expect(tout, (const double[]){0.5, 0}, 2, "mean tangent");
   grad_and_jvp(x, tyto_log_sum_exp(x, 1, (const int[]){1}, 0), v, dir, gout,
                tout);
   double e = exp(1.0);
-  expect(gout, (const double[]){1 / (1 + e), e / (1 + e), 0.5, 0.5}, 4, "lse");
-  expect(tout, (const double[]){1 / (1 + e), 0}, 2, "lse tangent");
+  ad_expect(gout, (const double[]){1 / (1 + e), e / (1 + e), 0.5, 0.5}, 4,
+            "lse");
+  ad_expect(tout, (const double[]){1 / (1 + e), 0}, 2, "lse tangent");
   tyto_graph_free(g);
 }
 END_TEST
@@ -278,7 +267,7 @@ static void matmul_case(int ra, const int64_t *batch_a, int rb,
   sa[ra - 1] = ta ? 3 : 4;
   sb[rb - 2] = tb ? 5 : 4;
   sb[rb - 1] = tb ? 4 : 5;
-  tyto_tensor *xs[2] = {in64(g, ra, sa, "a"), in64(g, rb, sb, "b")};
+  tyto_tensor *xs[2] = {ad_in(g, ra, sa, "a"), ad_in(g, rb, sb, "b")};
   tyto_tensor *y = tyto_matmul(xs[0], xs[1], ta, tb);
   double va[64], vb[64];
   ad_fill(va, tyto_tensor_numel(xs[0]), -1, 1, 11);
@@ -306,8 +295,8 @@ END_TEST
 /* The product rule written out: d(A B) = dA B + A dB, exactly. */
 START_TEST(test_matmul_exact) {
   tyto_graph *g = tyto_graph_new();
-  tyto_tensor *a = in64(g, 2, AD_S(2, 2), "a"),
-              *b = in64(g, 2, AD_S(2, 2), "b");
+  tyto_tensor *a = ad_in(g, 2, AD_S(2, 2), "a"),
+              *b = ad_in(g, 2, AD_S(2, 2), "b");
   tyto_tensor *xs[2] = {a, b};
   const double va[4] = {1, 2, 3, 4}, vb[4] = {5, 6, 7, 8};
   const double *vals[2] = {va, vb};
@@ -316,9 +305,9 @@ START_TEST(test_matmul_exact) {
   tyto_grads(tyto_sum(tyto_matmul(a, b, 0, 0), 0, NULL, 0), 2, xs, gr);
   double out[4];
   ad_eval(gr[0], 2, xs, vals, out);
-  expect(out, (const double[]){11, 15, 11, 15}, 4, "d sum(AB)/dA");
+  ad_expect(out, (const double[]){11, 15, 11, 15}, 4, "d sum(AB)/dA");
   ad_eval(gr[1], 2, xs, vals, out);
-  expect(out, (const double[]){4, 4, 6, 6}, 4, "d sum(AB)/dB");
+  ad_expect(out, (const double[]){4, 4, 6, 6}, 4, "d sum(AB)/dB");
   tyto_graph_free(g);
 }
 END_TEST

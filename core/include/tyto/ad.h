@@ -16,9 +16,14 @@
  *
  * x may be any tensor of the graph (an input, a parameter, or an
  * intermediate result); a tensor that y does not depend on has a zero
- * derivative. Only the tensors on the paths from x to y get derivative
- * tensors: differentiating with respect to some inputs adds nothing for the
- * others.
+ * derivative. For an intermediate x the derivative holds x's own inputs
+ * fixed (it is the adjoint or tangent at x). Only the tensors on the paths
+ * from x to y get derivative tensors: differentiating with respect to some
+ * inputs adds nothing for the others. Every call builds new tensors; none
+ * is cached or shared between calls.
+ *
+ * A tensor listed twice among several xs gets, in reverse mode, the whole
+ * adjoint at each position; in forward mode its tangents add up.
  *
  * Conventions where a function is not differentiable: relu'(0) = 0,
  * abs'(0) = sign(0) = 0, leaky_relu'(0) = the slope, floor, ceil, round,
@@ -26,7 +31,11 @@
  * half the adjoint to each side on a tie, reduce_max and reduce_min share
  * it evenly among the tied elements, max_pool2d gives all of it to the
  * first maximum (row-major) of each window, and argmax/argmin/one_hot and
- * the random sources have derivative 0. docs/autodiff.md lists every rule.
+ * the random sources have derivative 0. cholesky is differentiated as
+ * cholesky((A + A^T) / 2), since it reads one triangle. det and logdet
+ * differentiate through the inverse: at a singular matrix the derivative
+ * program fails at run time ("inv: matrix 0 of the batch is singular").
+ * docs/autodiff.md lists every rule and the known limits.
  *
  * Errors are the graph's sticky errors (see <tyto/graph.h>): a wrong
  * argument gives the error tensor and a message such as "grad: y must
@@ -70,8 +79,9 @@ TYTO_API tyto_tensor *tyto_jacobianTv(tyto_tensor *y, tyto_tensor *x,
 
 /* The general forms: tangents of n_x tensors pushed to n_y outputs, and
  * adjoints of n_y outputs pulled back to n_x tensors, each in one sweep.
- * A NULL tangent or adjoint is zero. out has n_y (jvp) or n_x (vjp)
- * entries, shaped as ys[i] or xs[i]. */
+ * A NULL tangent or adjoint is zero, and so are all of them when the
+ * tangents or adjoints array itself is NULL. out has n_y (jvp) or n_x
+ * (vjp) entries, shaped as ys[i] or xs[i]. */
 TYTO_API void tyto_jvp(size_t n_x, tyto_tensor *const *xs,
                        tyto_tensor *const *tangents, size_t n_y,
                        tyto_tensor *const *ys, tyto_tensor **out);
@@ -84,8 +94,8 @@ typedef enum tyto_ad_mode {
   TYTO_AD_REVERSE = 1  /* one reverse sweep per element of y */
 } tyto_ad_mode;
 
-/* The mode tyto_jacobian(y, x) uses: forward when x has fewer elements
- * than y, reverse otherwise. */
+/* The mode tyto_jacobian(y, x) uses (both non-NULL): forward when x has
+ * fewer elements than y, reverse otherwise. */
 TYTO_API tyto_ad_mode tyto_jacobian_mode(const tyto_tensor *y,
                                          const tyto_tensor *x);
 

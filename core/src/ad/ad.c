@@ -98,9 +98,96 @@ static int shape_like(tyto_graph *g, const char *name, const char *what,
   return -1;
 }
 
+/* The graph of the first non-NULL tensor of ts (n of them, ts may be
+ * NULL), or NULL. */
+static tyto_graph *any_graph(size_t n, tyto_tensor *const *ts) {
+  for (size_t i = 0; ts && i < n; i++)
+    if (ts[i])
+      return ts[i]->graph;
+  return NULL;
+}
+
+/* "<name>: <what> is NULL" in the graph of `others`, when there is one. */
+static tyto_tensor *null_array(const char *name, const char *what, size_t n,
+                               tyto_tensor *const *others) {
+  tyto_graph *g = any_graph(n, others);
+  return g ? graph_fail(g, "%s: %s is NULL", name, what) : NULL;
+}
+
 static void fill_error(tyto_tensor **out, size_t n, tyto_tensor *err) {
   for (size_t i = 0; i < n; i++)
     out[i] = err;
+}
+
+/* Checks the arguments of a sweep and allocates its bookkeeping. Forward
+ * mode seeds xs with tangents and has one output per y; reverse mode seeds
+ * ys with adjoints and has one output per x. On success returns the graph
+ * with *act the active marks and *val the per-tensor tangents or adjoints
+ * (n0 = the graph's size now; the caller frees both), seeded, *lo as
+ * mark_active() gives it and *hi the highest index of a y. On failure
+ * fills out with error tensors and returns NULL. */
+static tyto_graph *sweep_begin(const char *name, int forward, size_t n_x,
+                               tyto_tensor *const *xs, size_t n_y,
+                               tyto_tensor *const *ys,
+                               tyto_tensor *const *seeds, tyto_tensor **out,
+                               unsigned char **act, tyto_tensor ***val,
+                               int64_t *lo, int64_t *hi) {
+  size_t n_out = forward ? n_y : n_x, n_seeded = forward ? n_x : n_y;
+  tyto_tensor *const *outs = forward ? ys : xs;
+  tyto_tensor *const *seeded = forward ? xs : ys;
+  const char *outs_name = forward ? "ys" : "xs";
+  const char *seeded_name = forward ? "xs" : "ys";
+  if (!outs) {
+    fill_error(out, n_out, null_array(name, outs_name, n_seeded, seeded));
+    return NULL;
+  }
+  tyto_tensor *err = NULL;
+  tyto_graph *g = check_args(name, n_out, outs, &err);
+  if (!g) {
+    fill_error(out, n_out, err);
+    return NULL;
+  }
+  if (n_seeded && !seeded) {
+    fill_error(out, n_out, graph_fail(g, "%s: %s is NULL", name, seeded_name));
+    return NULL;
+  }
+  if (n_seeded && (!check_args(name, n_seeded, seeded, &err) ||
+                   (err = NULL, g != seeded[0]->graph))) {
+    fill_error(
+        out, n_out,
+        err ? err
+            : graph_fail(g, "%s: tensors belong to different graphs", name));
+    return NULL;
+  }
+  for (size_t k = 0; k < n_seeded; k++) {
+    tyto_tensor *v = seeds ? seeds[k] : NULL;
+    if (!v)
+      continue;
+    tyto_tensor *pair[2] = {seeded[k], v};
+    if (!check_args(name, 2, pair, &err) ||
+        shape_like(g, name, forward ? "tangent" : "adjoint", v, seeded[k])) {
+      fill_error(out, n_out, err ? err : &g->error);
+      return NULL;
+    }
+  }
+  size_t n0 = g->n_nodes;
+  *act = malloc(n0 ? n0 : 1);
+  *val = calloc(n0 ? n0 : 1, sizeof **val);
+  *lo = *act && *val ? mark_active(g, n0, n_x, xs, n_y, ys, *act) : -2;
+  if (*lo == -2) {
+    free(*act);
+    free(*val);
+    fill_error(out, n_out, graph_oom(g, name));
+    return NULL;
+  }
+  for (size_t k = 0; k < n_seeded; k++)
+    if (seeds && seeds[k])
+      (*val)[seeded[k]->index] = ad_add((*val)[seeded[k]->index], seeds[k]);
+  *hi = -1;
+  for (size_t k = 0; k < n_y; k++)
+    if (ys[k]->index > *hi)
+      *hi = ys[k]->index;
+  return g;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -109,50 +196,15 @@ static void fill_error(tyto_tensor **out, size_t n, tyto_tensor *err) {
 static void jvp_named(const char *name, size_t n_x, tyto_tensor *const *xs,
                       tyto_tensor *const *tangents, size_t n_y,
                       tyto_tensor *const *ys, tyto_tensor **out) {
-  if (!out || !n_y || !ys)
+  if (!out || !n_y)
     return;
-  tyto_tensor *err = NULL;
-  tyto_graph *g = check_args(name, n_y, ys, &err);
-  if (!g) {
-    fill_error(out, n_y, err);
+  unsigned char *act;
+  tyto_tensor **tan;
+  int64_t lo, hi;
+  tyto_graph *g = sweep_begin(name, 1, n_x, xs, n_y, ys, tangents, out, &act,
+                              &tan, &lo, &hi);
+  if (!g)
     return;
-  }
-  if (n_x && (!xs || !check_args(name, n_x, xs, &err) ||
-              (err = NULL, g != xs[0]->graph))) {
-    fill_error(
-        out, n_y,
-        err ? err
-            : graph_fail(g, "%s: tensors belong to different graphs", name));
-    return;
-  }
-  for (size_t k = 0; k < n_x; k++) {
-    tyto_tensor *v = tangents ? tangents[k] : NULL;
-    if (!v)
-      continue;
-    tyto_tensor *pair[2] = {xs[k], v};
-    if (!check_args(name, 2, pair, &err) ||
-        shape_like(g, name, "tangent", v, xs[k])) {
-      fill_error(out, n_y, err ? err : &g->error);
-      return;
-    }
-  }
-  size_t n0 = g->n_nodes;
-  unsigned char *act = malloc(n0 ? n0 : 1);
-  tyto_tensor **tan = calloc(n0 ? n0 : 1, sizeof *tan);
-  int64_t lo = act && tan ? mark_active(g, n0, n_x, xs, n_y, ys, act) : -2;
-  if (lo == -2) {
-    free(act);
-    free(tan);
-    fill_error(out, n_y, graph_oom(g, name));
-    return;
-  }
-  for (size_t k = 0; k < n_x; k++)
-    if (tangents && tangents[k])
-      tan[xs[k]->index] = ad_add(tan[xs[k]->index], tangents[k]);
-  int64_t hi = -1;
-  for (size_t k = 0; k < n_y; k++)
-    if (ys[k]->index > hi)
-      hi = ys[k]->index;
   tyto_tensor *in_tan[16], **buf = in_tan;
   size_t cap = 16;
   for (int64_t i = lo >= 0 ? lo : hi + 1; i <= hi && g->status == TYTO_OK;
@@ -203,50 +255,15 @@ void tyto_jvp(size_t n_x, tyto_tensor *const *xs, tyto_tensor *const *tangents,
 static void vjp_named(const char *name, size_t n_y, tyto_tensor *const *ys,
                       tyto_tensor *const *adjoints, size_t n_x,
                       tyto_tensor *const *xs, tyto_tensor **out) {
-  if (!out || !n_x || !xs)
+  if (!out || !n_x)
     return;
-  tyto_tensor *err = NULL;
-  tyto_graph *g = check_args(name, n_x, xs, &err);
-  if (!g) {
-    fill_error(out, n_x, err);
+  unsigned char *act;
+  tyto_tensor **adj;
+  int64_t lo, hi;
+  tyto_graph *g = sweep_begin(name, 0, n_x, xs, n_y, ys, adjoints, out, &act,
+                              &adj, &lo, &hi);
+  if (!g)
     return;
-  }
-  if (n_y && (!ys || !check_args(name, n_y, ys, &err) ||
-              (err = NULL, g != ys[0]->graph))) {
-    fill_error(
-        out, n_x,
-        err ? err
-            : graph_fail(g, "%s: tensors belong to different graphs", name));
-    return;
-  }
-  for (size_t k = 0; k < n_y; k++) {
-    tyto_tensor *v = adjoints ? adjoints[k] : NULL;
-    if (!v)
-      continue;
-    tyto_tensor *pair[2] = {ys[k], v};
-    if (!check_args(name, 2, pair, &err) ||
-        shape_like(g, name, "adjoint", v, ys[k])) {
-      fill_error(out, n_x, err ? err : &g->error);
-      return;
-    }
-  }
-  size_t n0 = g->n_nodes;
-  unsigned char *act = malloc(n0 ? n0 : 1);
-  tyto_tensor **adj = calloc(n0 ? n0 : 1, sizeof *adj);
-  int64_t lo = act && adj ? mark_active(g, n0, n_x, xs, n_y, ys, act) : -2;
-  if (lo == -2) {
-    free(act);
-    free(adj);
-    fill_error(out, n_x, graph_oom(g, name));
-    return;
-  }
-  int64_t hi = -1;
-  for (size_t k = 0; k < n_y; k++) {
-    if (adjoints && adjoints[k])
-      adj[ys[k]->index] = ad_add(adj[ys[k]->index], adjoints[k]);
-    if (ys[k]->index > hi)
-      hi = ys[k]->index;
-  }
   unsigned char need_buf[16], *need = need_buf;
   tyto_tensor *contrib_buf[16], **contrib = contrib_buf;
   size_t cap = 16;
@@ -366,6 +383,10 @@ void tyto_grads(tyto_tensor *y, size_t n, tyto_tensor *const *xs,
   tyto_graph *g = check_args("grads", 1, &y, &err);
   if (!g) {
     fill_error(out, n, err);
+    return;
+  }
+  if (!xs) {
+    fill_error(out, n, graph_fail(g, "grads: xs is NULL"));
     return;
   }
   if (one_element("grads", "y", y)) {

@@ -64,6 +64,11 @@ static void from_dtype(double *dst, const void *src, int64_t n, tyto_dtype dt) {
                             : ((const double *)src)[i];
 }
 
+/* v as the device holds it in dtype. */
+static double rounded(tyto_dtype dtype, double v) {
+  return dtype == TYTO_F32 ? (double)(float)v : v;
+}
+
 /* Binds tensor k's current values into p when p uses it. */
 static tyto_status bind_one(check *c, tyto_program *p, size_t k) {
   tyto_tensor *t = c->bind[k];
@@ -100,13 +105,14 @@ static tyto_status run_read(check *c, tyto_program *p, size_t i, double *dst,
 /* Records one comparison; keeps the worst. */
 static void compare(check *c, int mode, size_t input, int64_t element,
                     double analytic, double numeric) {
-  double err = fabs(analytic - numeric);
+  double err = analytic == numeric ? 0 : fabs(analytic - numeric);
   double tol = c->o.atol + c->o.rtol * fabs(numeric);
   double ratio = err / tol;
   if (isnan(analytic) != isnan(numeric) || (isnan(ratio) && !isnan(numeric)))
     ratio = INFINITY;
   else if (isnan(ratio))
-    ratio = 0; /* both NaN: the function is undefined here, as is its AD */
+    ratio = 0; /* both NaN: the function is undefined here, as is its AD;
+                  equal infinities have err 0 */
   tyto_gradcheck_report *r = c->rep;
   r->n_checked++;
   if (r->n_checked == 1 || ratio > r->ratio) {
@@ -270,6 +276,9 @@ static tyto_status run_checks(check *c, tyto_tensor *y, size_t n,
       from_dtype(ana, c->scratch, nk, c->dtype);
       for (int64_t i = 0; i < nk && st == TYTO_OK; i++) {
         double x0 = c->val[k][i], h = c->o.step * fmax(1.0, fabs(x0));
+        /* The device sees x0 +- h rounded to the dtype: divide by the
+         * step actually taken. */
+        double xp = rounded(c->dtype, x0 + h), xm = rounded(c->dtype, x0 - h);
         double sp, sm;
         c->val[k][i] = x0 + h;
         if ((st = bind_one(c, pf, k)) == TYTO_OK)
@@ -279,7 +288,8 @@ static tyto_status run_checks(check *c, tyto_tensor *y, size_t n,
           st = run_read(c, pf, 0, &sm, 1);
         c->val[k][i] = x0;
         if (st == TYTO_OK)
-          compare(c, TYTO_GRADCHECK_REVERSE, k, i, ana[i], (sp - sm) / (2 * h));
+          compare(c, TYTO_GRADCHECK_REVERSE, k, i, ana[i],
+                  (sp - sm) / (xp - xm));
       }
       if (st == TYTO_OK)
         st = bind_one(c, pf, k);
@@ -341,11 +351,18 @@ tyto_status tyto_gradcheck(tyto_context *ctx, tyto_tensor *y, size_t n,
                            tyto_tensor *const *xs, const void *const *values,
                            const tyto_gradcheck_options *opts,
                            tyto_gradcheck_report *report) {
-  if (!ctx || !y || !report || (n && (!xs || !values)))
+  if (!ctx || !y || !report || !xs || !values)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                   "gradcheck: ctx, y, report%s must not be NULL",
-                   n ? ", xs and values" : "");
+                   "gradcheck: ctx, y, xs, values and report must not be "
+                   "NULL");
   memset(report, 0, sizeof *report);
+  if (n == 0)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "gradcheck: n is 0: no tensor to check");
+  if (opts && opts->struct_size == 0)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "gradcheck: opts->struct_size is 0; fill the options with "
+                   "tyto_gradcheck_options_init() first");
   check c;
   memset(&c, 0, sizeof c);
   c.ctx = ctx;
@@ -378,6 +395,22 @@ tyto_status tyto_gradcheck(tyto_context *ctx, tyto_tensor *y, size_t n,
     st = check_bindable("xs", k, xs[k], g, values[k]);
   for (size_t k = 0; k < c.o.n_fixed && st == TYTO_OK; k++)
     st = check_bindable("fixed", k, c.o.fixed[k], g, c.o.fixed_values[k]);
+  /* A tensor given twice would be bound to two values at once. */
+  for (size_t k = 1; k < n + c.o.n_fixed && st == TYTO_OK; k++) {
+    tyto_tensor *a = k < n ? xs[k] : c.o.fixed[k - n];
+    for (size_t j = 0; j < k; j++) {
+      tyto_tensor *b = j < n ? xs[j] : c.o.fixed[j - n];
+      if (a == b) {
+        st = rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "gradcheck: tensor #%lld is given twice (%s[%zu] and "
+                     "%s[%zu])",
+                     (long long)a->index, j < n ? "xs" : "fixed",
+                     j < n ? j : j - n, k < n ? "xs" : "fixed",
+                     k < n ? k : k - n);
+        break;
+      }
+    }
+  }
   if (st != TYTO_OK)
     return st;
   c.n_bind = n + c.o.n_fixed;
@@ -419,7 +452,11 @@ tyto_status tyto_gradcheck(tyto_context *ctx, tyto_tensor *y, size_t n,
     goto out;
   }
   st = run_checks(&c, y, n, xs);
-  if (st == TYTO_OK) {
+  if (st == TYTO_OK && report->n_checked == 0) {
+    report->passed = 1;
+    snprintf(report->message, sizeof report->message,
+             "gradcheck passed: nothing to compare (y or every x is empty)");
+  } else if (st == TYTO_OK) {
     report->passed = report->ratio <= 1.0;
     snprintf(report->message, sizeof report->message,
              "gradcheck %s: %zu elements; worst: %s, %s element %lld: "

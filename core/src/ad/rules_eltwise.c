@@ -98,7 +98,13 @@ static tyto_tensor *select_weight(tyto_op op, tyto_tensor *a, tyto_tensor *b) {
 
 /* d(a^b)/da = b a^(b-1), shaped as the output. */
 static tyto_tensor *pow_da(tyto_tensor *a, tyto_tensor *b) {
-  return tyto_mul(b, tyto_pow(a, tyto_sub_scalar(b, 1.0)));
+  /* Where b = 0 the derivative is 0, but b * a^(b-1) would read 0 * inf
+   * at a = 0: the third derivative of x^2 at 0 goes through here. The
+   * power reads a safe operand there so no nested derivative sees it. */
+  tyto_tensor *b0 = tyto_eq(b, sc(a, 0.0));
+  tyto_tensor *as = tyto_where(b0, sc(a, 1.0), a);
+  return tyto_where(b0, sc(a, 0.0),
+                    tyto_mul(b, tyto_pow(as, tyto_sub_scalar(b, 1.0))));
 }
 
 /* d(a^b)/db = a^b log(a) where a > 0, else 0. log reads a safe operand
