@@ -78,17 +78,6 @@ typedef struct conv_op {
 /* Messages                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static const char *shape_str(char *buf, size_t size,
-                             const tyto_plugin_layout *l) {
-  size_t used = (size_t)snprintf(buf, size, "[");
-  for (uint32_t i = 0; i < l->rank && used < size; i++)
-    used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? "," : "",
-                             (long long)l->shape[i]);
-  if (used < size)
-    snprintf(buf + used, size - used, "]");
-  return buf;
-}
-
 static int is_conv_code(uint32_t code) {
   return code == TYTO_PLUGIN_OP_CONV2D ||
          code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA ||
@@ -740,9 +729,9 @@ static tyto_plugin_error *conv_check(const tyto_plugin_host *h,
   default: break;
   }
   char sx[160], sw[160], sy[160], sb[160], so[160];
-  shape_str(sx, sizeof sx, x);
-  shape_str(sy, sizeof sy, y);
-  shape_str(so, sizeof so, out);
+  cpu_shape_str(x, sx, sizeof sx);
+  cpu_shape_str(y, sy, sizeof sy);
+  cpu_shape_str(out, so, sizeof so);
   for (uint32_t i = 0; i < desc->n_in; i++)
     if (desc->in[i].l.dtype != out->dtype)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
@@ -776,7 +765,7 @@ static tyto_plugin_error *conv_check(const tyto_plugin_host *h,
   op->W = x->shape[3];
   int64_t O, eff_h, eff_w;
   if (is_conv) {
-    shape_str(sw, sizeof sw, w);
+    cpu_shape_str(w, sw, sizeof sw);
     op->sh = a[0], op->sw = a[1], op->ph = a[2], op->pw = a[3];
     op->dh = a[4], op->dw = a[5], op->G = a[6];
     if (w->rank != 4)
@@ -804,7 +793,7 @@ static tyto_plugin_error *conv_check(const tyto_plugin_host *h,
                           (long long)op->G, (long long)(op->C / op->G));
     if (desc->n_in == 3) {
       const tyto_plugin_layout *b = &desc->in[2].l;
-      shape_str(sb, sizeof sb, b);
+      cpu_shape_str(b, sb, sizeof sb);
       if (b->rank != 1 || b->shape[0] != O)
         return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                             "conv2d: bias must be [%lld] (one per output "
@@ -864,7 +853,7 @@ static tyto_plugin_error *conv_check(const tyto_plugin_host *h,
     char st[160];
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                         "%s: %s is %s, expected %s (shaped as x)", name, tname,
-                        shape_str(st, sizeof st, t), sx);
+                        cpu_shape_str(t, st, sizeof st), sx);
   }
   for (uint32_t ax = 0; ax < 4; ax++)
     if (out->shape[ax] > 1 && out->strides[ax] == 0)

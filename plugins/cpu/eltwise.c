@@ -3,7 +3,8 @@
  *
  * Each op has one contiguous inner loop per dtype, compiled three times
  * (SSE2, AVX2+FMA, AVX-512) from eltwise_kern.h; the widest the CPU runs is
- * chosen once. Everything else is layout handling, done here once per op:
+ * chosen once. Everything else is layout handling, done here once per op
+ * (and shared with fused.c through ops.h: cpu_elt_space):
  *
  *  - at prepare, size-1 axes are dropped and adjacent axes merged wherever
  *    every operand steps through them as one, so a contiguous (or
@@ -18,6 +19,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +30,8 @@
 /* The inner loops, at -O3: the build's -O2 uses GCC's "very cheap"
  * vectoriser cost model, which leaves loops with a remainder scalar. Without
  * trapping math floor/ceil/round and the selects vectorise. (GCC ignores
- * -fno-math-errno here, so SQRT/RSQRT stay scalar sqrt instructions.) */
+ * -fno-math-errno in a pragma; the plugin is built with it on the command
+ * line, so SQRT/RSQRT vectorise too.) */
 #pragma GCC push_options
 #pragma GCC optimize("O3", "-fno-trapping-math")
 
@@ -65,7 +68,7 @@
 #define ELT_PAR_MIN_FAST 65536
 #define ELT_PAR_MIN_SLOW 4096
 /* Elements per gather/scatter block within a row. */
-#define ELT_BLOCK 256
+#define ELT_BLOCK CPU_ELT_BLOCK
 
 /* The widest variant this CPU runs, chosen once (elt_once). */
 static const elt_kern (*elt_table)[ELT_NOPS] = tab_sse2_all;
@@ -83,28 +86,16 @@ static void elt_pick_isa(void) {
 #endif
 }
 
-/* The operand slot of the output in elt_op's stride arrays. */
-#define ELT_OUT 3
-
 typedef struct elt_op {
   cpu_op base;
   uint32_t op, n_in;
-  size_t esize;
   elt_kern kern;
   double attr[1];
   int has_attr;
-  int slow; /* libm-bound */
-  /* The collapsed iteration space: rank >= 1, row-major, innermost last. */
-  uint32_t rank;
-  int64_t shape[TYTO_PLUGIN_MAX_RANK];
-  int64_t strides[4][TYTO_PLUGIN_MAX_RANK]; /* inputs 0..2, output */
-  int64_t numel, inner, rows;
-  /* Tasks: rows_per_task rows each, or (when a row is longer than a chunk)
-   * segs_per_row pieces of seg elements of one row. */
-  int64_t rows_per_task, segs_per_row, seg, tasks;
+  cpu_elt_space sp; /* inputs, then the output at n_in */
 } elt_op;
 
-static int arity(uint32_t op) {
+int cpu_eltwise_arity(uint32_t op) {
   if (op >= TYTO_PLUGIN_OP_NEG && op <= TYTO_PLUGIN_OP_ROUND)
     return 1;
   if (op >= TYTO_PLUGIN_OP_ADD && op <= TYTO_PLUGIN_OP_GE)
@@ -114,8 +105,7 @@ static int arity(uint32_t op) {
   return 0;
 }
 
-/* Ops whose loops call libm rather than vectorise. */
-static int is_slow(uint32_t op) {
+int cpu_eltwise_slow(uint32_t op) {
   switch (op) {
   case TYTO_PLUGIN_OP_NEG:
   case TYTO_PLUGIN_OP_ABS:
@@ -146,41 +136,237 @@ static int is_slow(uint32_t op) {
   }
 }
 
-/* Writes "[2,3,4]" into buf. */
-static const char *shape_str(const tyto_plugin_layout *l, char *buf,
-                             size_t size) {
-  size_t used = 0;
-  used += (size_t)snprintf(buf, size, "[");
-  for (uint32_t i = 0; i < l->rank && used < size; i++)
-    used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? "," : "",
-                             (long long)l->shape[i]);
-  if (used < size)
-    snprintf(buf + used, size - used, "]");
-  return buf;
+cpu_elt_kern cpu_eltwise_kern(uint32_t op, uint32_t dtype) {
+  if (!cpu_eltwise_arity(op) ||
+      (dtype != TYTO_PLUGIN_DTYPE_F32 && dtype != TYTO_PLUGIN_DTYPE_F64))
+    return NULL;
+  pthread_once(&elt_once, elt_pick_isa);
+  return elt_table[dtype == TYTO_PLUGIN_DTYPE_F64][op];
 }
 
 /* ------------------------------------------------------------------------ */
-/* Running                                                                   */
+/* The iteration space                                                       */
 /* ------------------------------------------------------------------------ */
 
-typedef struct elt_run_ctx {
-  const elt_op *op;
-  unsigned char *base[4]; /* inputs then output, offsets applied */
-} elt_run_ctx;
+typedef struct space_run {
+  const cpu_elt_space *sp;
+  unsigned char *base[CPU_ELT_MAX_OPERANDS]; /* offsets applied */
+  cpu_elt_segment_fn fn;
+  const void *ctx;
+  atomic_int failed; /* a task found no scratch */
+} space_run;
 
-/* Computes `n` elements of one row starting at element offsets off[]
- * (inputs and output) in blocks, staging non-unit-stride operands. */
-static void run_segment(const elt_op *op, unsigned char *const *base,
-                        const int64_t *off, int64_t n) {
-  _Alignas(64) unsigned char buf[4][ELT_BLOCK * sizeof(double)];
-  const uint32_t r = op->rank - 1;
-  const size_t e = op->esize;
+/* Rows [row0, row0 + nrows), elements [col0, col0 + ncols) of each. */
+static void run_rows(space_run *c, int64_t row0, int64_t nrows, int64_t col0,
+                     int64_t ncols) {
+  const cpu_elt_space *sp = c->sp;
+  _Alignas(64) unsigned char stack[CPU_ELT_STACK_SCRATCH];
+  unsigned char *scratch = stack;
+  if (sp->scratch_bytes > sizeof stack) {
+    scratch = aligned_alloc(64, (sp->scratch_bytes + 63) & ~(size_t)63);
+    if (!scratch) {
+      atomic_store(&c->failed, 1);
+      return;
+    }
+  }
+  const uint32_t outer = sp->rank - 1;
+  int64_t idx[TYTO_PLUGIN_MAX_RANK] = {0};
+  int64_t rem = row0;
+  for (uint32_t a = outer; a-- > 0;) {
+    idx[a] = rem % sp->shape[a];
+    rem /= sp->shape[a];
+  }
+  for (int64_t r = 0; r < nrows; r++) {
+    int64_t off[CPU_ELT_MAX_OPERANDS];
+    for (uint32_t j = 0; j < sp->n; j++) {
+      off[j] = col0 * sp->strides[j][outer];
+      for (uint32_t a = 0; a < outer; a++)
+        off[j] += idx[a] * sp->strides[j][a];
+    }
+    c->fn(c->ctx, c->base, off, ncols, scratch);
+    for (uint32_t a = outer; a-- > 0;) {
+      if (++idx[a] < sp->shape[a])
+        break;
+      idx[a] = 0;
+    }
+  }
+  if (scratch != stack)
+    free(scratch);
+}
+
+static void run_task(void *ctx, size_t i) {
+  space_run *c = ctx;
+  const cpu_elt_space *sp = c->sp;
+  int64_t t = (int64_t)i;
+  if (sp->segs_per_row > 1) {
+    int64_t row = t / sp->segs_per_row, col = t % sp->segs_per_row * sp->seg;
+    int64_t n = sp->inner - col < sp->seg ? sp->inner - col : sp->seg;
+    run_rows(c, row, 1, col, n);
+  } else {
+    int64_t row = t * sp->rows_per_task;
+    int64_t n =
+        sp->rows - row < sp->rows_per_task ? sp->rows - row : sp->rows_per_task;
+    run_rows(c, row, n, 0, sp->inner);
+  }
+}
+
+int cpu_elt_space_run(const cpu_elt_space *sp, unsigned char *const *args,
+                      cpu_pool *pool, cpu_elt_segment_fn fn, const void *ctx) {
+  if (sp->numel == 0)
+    return 0;
+  space_run c;
+  memset(&c, 0, sizeof c);
+  c.sp = sp;
+  c.fn = fn;
+  c.ctx = ctx;
+  atomic_init(&c.failed, 0);
+  for (uint32_t j = 0; j < sp->n; j++)
+    c.base[j] = args[j] + sp->offset[j] * (int64_t)sp->esize;
+  if (sp->tasks <= 1 || sp->numel < sp->par_min || cpu_pool_size(pool) <= 1)
+    run_rows(&c, 0, sp->rows, 0, sp->inner);
+  else
+    cpu_pool_for(pool, (size_t)sp->tasks, run_task, &c);
+  return atomic_load(&c.failed) ? -1 : 0;
+}
+
+/* Drops size-1 axes and merges axis a into a + 1 wherever every operand's
+ * stride on a is its stride on a + 1 times that axis' extent. */
+static void collapse(cpu_elt_space *sp, const tyto_plugin_layout *const *ls) {
+  const tyto_plugin_layout *out = ls[sp->n - 1];
+  uint32_t r = 0;
+  for (uint32_t a = 0; a < out->rank; a++) {
+    if (out->shape[a] == 1)
+      continue;
+    int merge = r > 0;
+    for (uint32_t j = 0; j < sp->n && merge; j++) {
+      int64_t step;
+      if (__builtin_mul_overflow(ls[j]->strides[a], out->shape[a], &step) ||
+          sp->strides[j][r - 1] != step)
+        merge = 0;
+    }
+    if (merge) {
+      sp->shape[r - 1] *= out->shape[a];
+      for (uint32_t j = 0; j < sp->n; j++)
+        sp->strides[j][r - 1] = ls[j]->strides[a];
+    } else {
+      sp->shape[r] = out->shape[a];
+      for (uint32_t j = 0; j < sp->n; j++)
+        sp->strides[j][r] = ls[j]->strides[a];
+      r++;
+    }
+  }
+  if (r == 0) { /* one element (rank 0 or all extents 1) */
+    sp->shape[0] = 1;
+    for (uint32_t j = 0; j < sp->n; j++)
+      sp->strides[j][0] = 1;
+    r = 1;
+  }
+  sp->rank = r;
+}
+
+static void plan_tasks(cpu_elt_space *sp, int slow) {
+  sp->inner = sp->shape[sp->rank - 1];
+  sp->rows = sp->inner ? sp->numel / sp->inner : 0;
+  int64_t chunk =
+      slow ? ELT_CHUNK_ELEMS_SLOW : (int64_t)(ELT_CHUNK_BYTES / sp->esize);
+  if (sp->inner >= 2 * chunk) {
+    sp->seg = chunk;
+    sp->segs_per_row = (sp->inner + chunk - 1) / chunk;
+    sp->rows_per_task = 1;
+    sp->tasks = sp->rows * sp->segs_per_row;
+  } else {
+    sp->seg = sp->inner;
+    sp->segs_per_row = 1;
+    sp->rows_per_task = chunk / (sp->inner ? sp->inner : 1);
+    if (sp->rows_per_task < 1)
+      sp->rows_per_task = 1;
+    sp->tasks = (sp->rows + sp->rows_per_task - 1) / sp->rows_per_task;
+  }
+}
+
+void cpu_elt_space_init(cpu_elt_space *sp, const cpu_desc *desc, int slow) {
+  memset(sp, 0, sizeof *sp);
+  const tyto_plugin_layout *ls[CPU_ELT_MAX_OPERANDS];
+  for (uint32_t j = 0; j < desc->n_in; j++)
+    ls[sp->n++] = &desc->in[j].l;
+  for (uint32_t j = 0; j < desc->n_out; j++)
+    ls[sp->n++] = &desc->out[j].l;
+  for (uint32_t j = 0; j < sp->n; j++)
+    sp->offset[j] = ls[j]->offset;
+  sp->esize = cpu_dtype_size(desc->out[0].l.dtype);
+  sp->par_min = slow ? ELT_PAR_MIN_SLOW : ELT_PAR_MIN_FAST;
+  sp->numel = desc->out[0].empty ? 0 : cpu_numel(&desc->out[0].l);
+  if (sp->numel > 0) {
+    collapse(sp, ls);
+    plan_tasks(sp, slow);
+  }
+}
+
+tyto_plugin_error *cpu_eltwise_check(const tyto_plugin_host *h,
+                                     const cpu_desc *desc, const char *name) {
+  const tyto_plugin_layout *o = &desc->out[0].l;
+  char s1[160], s2[160];
+  for (uint32_t j = 0; j < desc->n_in + desc->n_out; j++) {
+    int is_in = j < desc->n_in;
+    uint32_t k = is_in ? j : j - desc->n_in;
+    if (!is_in && k == 0)
+      continue;
+    const tyto_plugin_layout *l = is_in ? &desc->in[k].l : &desc->out[k].l;
+    const char *which = is_in ? "input" : "output";
+    const char *ref = desc->n_out > 1 ? "output 0" : "the output";
+    if (l->dtype != o->dtype)
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "%s: %s %u is %s but %s is %s (all operands must "
+                          "have one dtype)",
+                          name, which, k, cpu_dtype_name(l->dtype), ref,
+                          cpu_dtype_name(o->dtype));
+    if (l->rank != o->rank ||
+        memcmp(l->shape, o->shape, o->rank * sizeof o->shape[0]) != 0)
+      return h->error_new(
+          TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+          "%s: %s %u has shape %s but %s has shape %s (%s)", name, which, k,
+          cpu_shape_str(l, s1, sizeof s1), ref, cpu_shape_str(o, s2, sizeof s2),
+          is_in ? "inputs must arrive broadcast to the output's shape"
+                : "all outputs must have one shape");
+  }
+  for (uint32_t k = 0; k < desc->n_out; k++) {
+    const tyto_plugin_layout *l = &desc->out[k].l;
+    if (desc->out[k].empty)
+      continue;
+    for (uint32_t a = 0; a < l->rank; a++)
+      if (l->strides[a] == 0 && l->shape[a] > 1) {
+        char which[32] = "the output";
+        if (desc->n_out > 1)
+          snprintf(which, sizeof which, "output %u", k);
+        return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                            "%s: %s has stride 0 on axis %u of extent %lld; "
+                            "each output element must have its own place",
+                            name, which, a, (long long)l->shape[a]);
+      }
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Running one op                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Computes `n` elements of one row in blocks, staging non-unit-stride
+ * operands in scratch (one block per operand). */
+static void run_segment(const void *ctx, unsigned char *const *base,
+                        const int64_t *off, int64_t n, unsigned char *scratch) {
+  const elt_op *op = ctx;
+  const uint32_t r = op->sp.rank - 1, no = op->n_in;
+  const size_t e = op->sp.esize;
   const double *p = op->has_attr ? op->attr : NULL;
+  unsigned char *buf[4];
   int64_t st[4];
-  for (uint32_t j = 0; j < 4; j++)
-    st[j] = op->strides[j][r];
+  for (uint32_t j = 0; j <= no; j++) {
+    buf[j] = scratch + j * ELT_BLOCK * e;
+    st[j] = op->sp.strides[j][r];
+  }
   /* Broadcast operands are splatted once per segment. */
-  for (uint32_t j = 0; j < op->n_in; j++) {
+  for (uint32_t j = 0; j < no; j++) {
     if (st[j] != 0)
       continue;
     int64_t m = n < ELT_BLOCK ? n : ELT_BLOCK;
@@ -197,7 +383,7 @@ static void run_segment(const elt_op *op, unsigned char *const *base,
   for (int64_t done = 0; done < n; done += ELT_BLOCK) {
     int64_t m = n - done < ELT_BLOCK ? n - done : ELT_BLOCK;
     const void *src[3] = {NULL, NULL, NULL};
-    for (uint32_t j = 0; j < op->n_in; j++) {
+    for (uint32_t j = 0; j < no; j++) {
       int64_t s = st[j], at = off[j] + done * s;
       if (s == 1) {
         src[j] = base[j] + at * (int64_t)e;
@@ -217,88 +403,33 @@ static void run_segment(const elt_op *op, unsigned char *const *base,
         src[j] = t;
       }
     }
-    int64_t so = st[ELT_OUT], at = off[ELT_OUT] + done * so;
+    int64_t so = st[no], at = off[no] + done * so;
     if (so == 1) {
-      op->kern((size_t)m, base[ELT_OUT] + at * (int64_t)e, src[0], src[1],
-               src[2], p);
+      op->kern((size_t)m, base[no] + at * (int64_t)e, src[0], src[1], src[2],
+               p);
     } else {
-      op->kern((size_t)m, buf[ELT_OUT], src[0], src[1], src[2], p);
+      op->kern((size_t)m, buf[no], src[0], src[1], src[2], p);
       if (e == 4) {
-        const float *t = (const float *)buf[ELT_OUT];
-        float *o = (float *)base[ELT_OUT] + at;
+        const float *t = (const float *)buf[no];
+        float *o = (float *)base[no] + at;
         for (int64_t i = 0; i < m; i++)
           o[i * so] = t[i];
       } else {
-        const double *t = (const double *)buf[ELT_OUT];
-        double *o = (double *)base[ELT_OUT] + at;
+        const double *t = (const double *)buf[no];
+        double *o = (double *)base[no] + at;
         for (int64_t i = 0; i < m; i++)
           o[i * so] = t[i];
       }
     }
-  }
-}
-
-/* Rows [row0, row0 + nrows), elements [col0, col0 + ncols) of each. */
-static void run_rows(const elt_op *op, unsigned char *const *base, int64_t row0,
-                     int64_t nrows, int64_t col0, int64_t ncols) {
-  const uint32_t outer = op->rank - 1;
-  int64_t idx[TYTO_PLUGIN_MAX_RANK] = {0};
-  int64_t rem = row0;
-  for (uint32_t a = outer; a-- > 0;) {
-    idx[a] = rem % op->shape[a];
-    rem /= op->shape[a];
-  }
-  for (int64_t r = 0; r < nrows; r++) {
-    int64_t off[4] = {0, 0, 0, 0};
-    for (uint32_t j = 0; j < 4; j++) {
-      if (j < op->n_in || j == ELT_OUT) {
-        off[j] = col0 * op->strides[j][outer];
-        for (uint32_t a = 0; a < outer; a++)
-          off[j] += idx[a] * op->strides[j][a];
-      }
-    }
-    run_segment(op, base, off, ncols);
-    for (uint32_t a = outer; a-- > 0;) {
-      if (++idx[a] < op->shape[a])
-        break;
-      idx[a] = 0;
-    }
-  }
-}
-
-static void run_task(void *ctx, size_t i) {
-  const elt_run_ctx *c = ctx;
-  const elt_op *op = c->op;
-  int64_t t = (int64_t)i;
-  if (op->segs_per_row > 1) {
-    int64_t row = t / op->segs_per_row, col = t % op->segs_per_row * op->seg;
-    int64_t n = op->inner - col < op->seg ? op->inner - col : op->seg;
-    run_rows(op, c->base, row, 1, col, n);
-  } else {
-    int64_t row = t * op->rows_per_task;
-    int64_t n =
-        op->rows - row < op->rows_per_task ? op->rows - row : op->rows_per_task;
-    run_rows(op, c->base, row, n, 0, op->inner);
   }
 }
 
 static tyto_plugin_error *elt_run(const cpu_op *base, const cpu_desc *d,
                                   unsigned char *const *args, cpu_pool *pool) {
   const elt_op *op = (const elt_op *)base;
-  if (op->numel == 0)
-    return NULL;
-  elt_run_ctx c;
-  memset(&c, 0, sizeof c);
-  c.op = op;
-  for (uint32_t j = 0; j < op->n_in; j++)
-    c.base[j] = args[j] + d->in[j].l.offset * (int64_t)op->esize;
-  c.base[ELT_OUT] = args[op->n_in] + d->out[0].l.offset * (int64_t)op->esize;
-  int64_t par_min = op->slow ? ELT_PAR_MIN_SLOW : ELT_PAR_MIN_FAST;
-  if (op->tasks <= 1 || op->numel < par_min || cpu_pool_size(pool) <= 1) {
-    run_rows(op, c.base, 0, op->rows, 0, op->inner);
-    return NULL;
-  }
-  cpu_pool_for(pool, (size_t)op->tasks, run_task, &c);
+  (void)d;
+  /* The scratch fits the stack: cpu_elt_space_run cannot fail here. */
+  cpu_elt_space_run(&op->sp, args, pool, run_segment, op);
   return NULL;
 }
 
@@ -310,71 +441,11 @@ static void elt_destroy(cpu_op *op) {
 /* Preparing                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* Drops size-1 axes and merges axis a into a + 1 wherever every operand's
- * stride on a is its stride on a + 1 times that axis' extent. */
-static void collapse(elt_op *op, const cpu_desc *desc) {
-  const tyto_plugin_layout *out = &desc->out[0].l;
-  const tyto_plugin_layout *ls[4] = {NULL, NULL, NULL, out};
-  for (uint32_t j = 0; j < op->n_in; j++)
-    ls[j] = &desc->in[j].l;
-  uint32_t r = 0;
-  for (uint32_t a = 0; a < out->rank; a++) {
-    if (out->shape[a] == 1)
-      continue;
-    int merge = r > 0;
-    for (uint32_t j = 0; j < 4 && merge; j++) {
-      int64_t step;
-      if (ls[j] &&
-          (__builtin_mul_overflow(ls[j]->strides[a], out->shape[a], &step) ||
-           op->strides[j][r - 1] != step))
-        merge = 0;
-    }
-    if (merge) {
-      op->shape[r - 1] *= out->shape[a];
-      for (uint32_t j = 0; j < 4; j++)
-        if (ls[j])
-          op->strides[j][r - 1] = ls[j]->strides[a];
-    } else {
-      op->shape[r] = out->shape[a];
-      for (uint32_t j = 0; j < 4; j++)
-        op->strides[j][r] = ls[j] ? ls[j]->strides[a] : 0;
-      r++;
-    }
-  }
-  if (r == 0) { /* one element (rank 0 or all extents 1) */
-    op->shape[0] = 1;
-    for (uint32_t j = 0; j < 4; j++)
-      op->strides[j][0] = 1;
-    r = 1;
-  }
-  op->rank = r;
-}
-
-static void plan_tasks(elt_op *op) {
-  op->inner = op->shape[op->rank - 1];
-  op->rows = op->inner ? op->numel / op->inner : 0;
-  int64_t chunk =
-      op->slow ? ELT_CHUNK_ELEMS_SLOW : (int64_t)(ELT_CHUNK_BYTES / op->esize);
-  if (op->inner >= 2 * chunk) {
-    op->seg = chunk;
-    op->segs_per_row = (op->inner + chunk - 1) / chunk;
-    op->rows_per_task = 1;
-    op->tasks = op->rows * op->segs_per_row;
-  } else {
-    op->seg = op->inner;
-    op->segs_per_row = 1;
-    op->rows_per_task = chunk / (op->inner ? op->inner : 1);
-    if (op->rows_per_task < 1)
-      op->rows_per_task = 1;
-    op->tasks = (op->rows + op->rows_per_task - 1) / op->rows_per_task;
-  }
-}
-
 tyto_plugin_error *cpu_eltwise_prepare(const tyto_plugin_host *h,
                                        const cpu_desc *desc, cpu_op **out) {
   const tyto_plugin_op_desc *d = desc->d;
   const char *name = cpu_op_name(d->op);
-  int n_in = arity(d->op);
+  int n_in = cpu_eltwise_arity(d->op);
   if (!n_in)
     return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
                         "op %u is not an elementwise op known to the cpu "
@@ -385,27 +456,11 @@ tyto_plugin_error *cpu_eltwise_prepare(const tyto_plugin_host *h,
                         "%s: expected %d input%s and 1 output, got %u and %u",
                         name, n_in, n_in > 1 ? "s" : "", desc->n_in,
                         desc->n_out);
-  const tyto_plugin_layout *o = &desc->out[0].l;
-  char s1[160], s2[160];
-  for (uint32_t j = 0; j < desc->n_in; j++) {
-    const tyto_plugin_layout *l = &desc->in[j].l;
-    if (l->dtype != o->dtype)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: input %u is %s but the output is %s (all "
-                          "operands must have one dtype)",
-                          name, j, cpu_dtype_name(l->dtype),
-                          cpu_dtype_name(o->dtype));
-    if (l->rank != o->rank ||
-        memcmp(l->shape, o->shape, o->rank * sizeof o->shape[0]) != 0)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: input %u has shape %s but the output has "
-                          "shape %s (inputs must arrive broadcast to the "
-                          "output's shape)",
-                          name, j, shape_str(l, s1, sizeof s1),
-                          shape_str(o, s2, sizeof s2));
-  }
   int needs_attr =
       d->op == TYTO_PLUGIN_OP_LEAKY_RELU || d->op == TYTO_PLUGIN_OP_ELU;
+  tyto_plugin_error *e = cpu_eltwise_check(h, desc, name);
+  if (e)
+    return e;
   if (needs_attr && d->n_fattrs < 1)
     return h->error_new(
         TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
@@ -413,16 +468,7 @@ tyto_plugin_error *cpu_eltwise_prepare(const tyto_plugin_host *h,
         "real attributes",
         name, d->op == TYTO_PLUGIN_OP_ELU ? "alpha" : "negative slope",
         d->n_fattrs);
-  if (!desc->out[0].empty)
-    for (uint32_t a = 0; a < o->rank; a++)
-      if (o->strides[a] == 0 && o->shape[a] > 1)
-        return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                            "%s: the output has stride 0 on axis %u of "
-                            "extent %lld; each output element must have its "
-                            "own place",
-                            name, a, (long long)o->shape[a]);
 
-  pthread_once(&elt_once, elt_pick_isa);
   elt_op *op = calloc(1, sizeof *op);
   if (!op)
     return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
@@ -431,16 +477,11 @@ tyto_plugin_error *cpu_eltwise_prepare(const tyto_plugin_host *h,
   op->base.destroy = elt_destroy;
   op->op = d->op;
   op->n_in = (uint32_t)n_in;
-  op->esize = cpu_dtype_size(o->dtype);
-  op->kern = elt_table[o->dtype == TYTO_PLUGIN_DTYPE_F64][d->op];
+  op->kern = cpu_eltwise_kern(d->op, desc->out[0].l.dtype);
   op->has_attr = needs_attr;
   op->attr[0] = needs_attr ? d->fattrs[0] : 0;
-  op->slow = is_slow(d->op);
-  op->numel = desc->out[0].empty ? 0 : cpu_numel(o);
-  if (op->numel > 0) {
-    collapse(op, desc);
-    plan_tasks(op);
-  }
+  cpu_elt_space_init(&op->sp, desc, cpu_eltwise_slow(d->op));
+  op->sp.scratch_bytes = (op->n_in + 1) * ELT_BLOCK * op->sp.esize;
   *out = &op->base;
   return NULL;
 }

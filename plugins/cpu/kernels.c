@@ -77,9 +77,10 @@ const char *cpu_op_name(uint32_t op) {
   NAME(MAX_POOL2D_BACKWARD, "max_pool2d_backward")
   NAME(MAX_POOL2D_SELECT, "max_pool2d_select")
   NAME(AVG_POOL2D_BACKWARD, "avg_pool2d_backward")
+  NAME(FUSED, "fused")
     /* clang-format on */
 #undef NAME
-                                                                                    case TYTO_PLUGIN_OP_INVALID
+                                                                                        case TYTO_PLUGIN_OP_INVALID
         : break;
   }
   return "op";
@@ -90,6 +91,17 @@ int64_t cpu_numel(const tyto_plugin_layout *l) {
   for (uint32_t i = 0; i < l->rank; i++)
     n *= l->shape[i];
   return n;
+}
+
+const char *cpu_shape_str(const tyto_plugin_layout *l, char *buf, size_t size) {
+  size_t used = 0;
+  used += (size_t)snprintf(buf, size, "[");
+  for (uint32_t i = 0; i < l->rank && used < size; i++)
+    used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? "," : "",
+                             (long long)l->shape[i]);
+  if (used < size)
+    snprintf(buf + used, size - used, "]");
+  return buf;
 }
 
 int cpu_contiguous(const tyto_plugin_layout *l) {
@@ -180,6 +192,8 @@ static cpu_family_fn family_of(uint32_t op) {
     return cpu_random_prepare;
   if (op >= TYTO_PLUGIN_OP_INV && op <= TYTO_PLUGIN_OP_TRIANGULAR_SOLVE)
     return cpu_linalg_prepare;
+  if (op == TYTO_PLUGIN_OP_FUSED)
+    return cpu_fused_prepare;
   return NULL;
 }
 

@@ -17,7 +17,8 @@
 
 #include "pool.h"
 
-#define CPU_MAX_IO 4 /* inputs or outputs of one op */
+/* Inputs or outputs of one op: FUSED takes the most. */
+#define CPU_MAX_IO TYTO_PLUGIN_FUSED_MAX_IO
 
 /* A layout and the bytes it reaches relative to its binding. */
 typedef struct cpu_reach {
@@ -60,6 +61,9 @@ tyto_plugin_error *cpu_copy_prepare(const tyto_plugin_host *h,
 /* eltwise.c: unary, binary, ternary elementwise ops (NEG .. FMA). */
 tyto_plugin_error *cpu_eltwise_prepare(const tyto_plugin_host *h,
                                        const cpu_desc *desc, cpu_op **out);
+/* fused.c: FUSED, an elementwise expression program run block by block. */
+tyto_plugin_error *cpu_fused_prepare(const tyto_plugin_host *h,
+                                     const cpu_desc *desc, cpu_op **out);
 /* reduce.c: reductions (SUM .. NORM_L2), SOFTMAX, LOG_SOFTMAX. */
 tyto_plugin_error *cpu_reduce_prepare(const tyto_plugin_host *h,
                                       const cpu_desc *desc, cpu_op **out);
@@ -81,11 +85,80 @@ tyto_plugin_error *cpu_random_prepare(const tyto_plugin_host *h,
 tyto_plugin_error *cpu_linalg_prepare(const tyto_plugin_host *h,
                                       const cpu_desc *desc, cpu_op **out);
 
+/* ------------------------------------------------------------------------ */
+/* Elementwise machinery shared by eltwise.c and fused.c (in eltwise.c)      */
+/* ------------------------------------------------------------------------ */
+
+/* One contiguous elementwise loop (eltwise_ops.h's elt_kern): n elements of
+ * out from a, b, c (unused ones NULL); p: the op's real attributes or NULL.
+ * out may alias an operand exactly. */
+typedef void (*cpu_elt_kern)(size_t n, void *out, const void *a, const void *b,
+                             const void *c, const double *p);
+
+/* Operands (inputs then outputs) of an elementwise iteration space. */
+#define CPU_ELT_MAX_OPERANDS (2 * CPU_MAX_IO)
+/* Elements per block within a row: what the inner loops are called with. */
+#define CPU_ELT_BLOCK 256
+/* Scratch a task gets on its stack; more comes from the heap. */
+#define CPU_ELT_STACK_SCRATCH (32 << 10)
+
+/* Inputs of an elementwise op (1 .. 3), or 0 for a code outside NEG .. FMA. */
+int cpu_eltwise_arity(uint32_t op);
+/* Whether the op's loop calls libm rather than vectorising. */
+int cpu_eltwise_slow(uint32_t op);
+/* The widest loop this CPU runs for an elementwise op and dtype (f32/f64);
+ * the same function the single-op kernels call. */
+cpu_elt_kern cpu_eltwise_kern(uint32_t op, uint32_t dtype);
+/* Checks that every input and output has output 0's dtype and shape and
+ * that no output has stride 0 on an axis of extent > 1. `name` prefixes
+ * the message. */
+tyto_plugin_error *cpu_eltwise_check(const tyto_plugin_host *h,
+                                     const cpu_desc *desc, const char *name);
+
+/* The iteration space of an elementwise op over its operands (inputs then
+ * outputs, as launch passes them): size-1 axes dropped, axes merged where
+ * every operand steps through them as one, rows cut into pool tasks. */
+typedef struct cpu_elt_space {
+  uint32_t n; /* operands */
+  size_t esize;
+  uint32_t rank; /* >= 1 when numel > 0; innermost last */
+  int64_t shape[TYTO_PLUGIN_MAX_RANK];
+  int64_t strides[CPU_ELT_MAX_OPERANDS][TYTO_PLUGIN_MAX_RANK];
+  int64_t offset[CPU_ELT_MAX_OPERANDS]; /* the layouts' offsets */
+  int64_t numel, inner, rows;
+  /* Tasks: rows_per_task rows each, or (when a row is longer than a chunk)
+   * segs_per_row pieces of seg elements of one row. */
+  int64_t rows_per_task, segs_per_row, seg, tasks;
+  int64_t par_min;      /* fewer elements run on the calling thread */
+  size_t scratch_bytes; /* what each task's segments get; set by the user */
+} cpu_elt_space;
+
+/* Builds the space of desc's operands (all of output 0's shape, one
+ * dtype, checked by cpu_eltwise_check). slow: libm-bound work, cut into
+ * smaller tasks. scratch_bytes starts at 0. */
+void cpu_elt_space_init(cpu_elt_space *sp, const cpu_desc *desc, int slow);
+
+/* Computes n elements of one row of the space: operand j's first element
+ * is base[j] + off[j] elements, its step sp->strides[j][sp->rank - 1].
+ * scratch: sp->scratch_bytes bytes, 64-byte aligned, private to the call's
+ * task. */
+typedef void (*cpu_elt_segment_fn)(const void *ctx, unsigned char *const *base,
+                                   const int64_t *off, int64_t n,
+                                   unsigned char *scratch);
+
+/* Runs fn over the whole space, on the pool when it is worth it. args: the
+ * operands' bindings (offsets still to apply). Returns 0, or -1 when a
+ * task's scratch could not be allocated (the output is then partial). */
+int cpu_elt_space_run(const cpu_elt_space *sp, unsigned char *const *args,
+                      cpu_pool *pool, cpu_elt_segment_fn fn, const void *ctx);
+
 /* Helpers shared by families. */
 size_t cpu_dtype_size(uint32_t dtype);
 const char *cpu_dtype_name(uint32_t dtype);
 const char *cpu_op_name(uint32_t op);
 int64_t cpu_numel(const tyto_plugin_layout *l);
+/* Writes a layout's shape as "[2,3,4]" into buf; returns buf. */
+const char *cpu_shape_str(const tyto_plugin_layout *l, char *buf, size_t size);
 /* Row-major contiguity of a layout (strides exactly the packed ones). */
 int cpu_contiguous(const tyto_plugin_layout *l);
 

@@ -60,7 +60,7 @@ extern "C" {
 #endif
 
 #define TYTO_PLUGIN_ABI_MAJOR 1
-#define TYTO_PLUGIN_ABI_MINOR 1
+#define TYTO_PLUGIN_ABI_MINOR 2
 
 /* True when `field` of *ptr lies wholly inside ptr->struct_size. */
 #define TYTO_PLUGIN_HAS_FIELD(ptr, type, field)                                \
@@ -416,8 +416,50 @@ typedef enum tyto_plugin_op {
   TYTO_PLUGIN_OP_SOLVE = 291,
   TYTO_PLUGIN_OP_CHOLESKY = 292,
   TYTO_PLUGIN_OP_QR = 293,
-  TYTO_PLUGIN_OP_TRIANGULAR_SOLVE = 294
+  TYTO_PLUGIN_OP_TRIANGULAR_SOLVE = 294,
+
+  /* A fused elementwise expression (ABI 1.2): n_inputs inputs (1 ..
+   * TYTO_PLUGIN_FUSED_MAX_IO), already broadcast to the outputs' shape as
+   * for any elementwise op, and n_outputs outputs (1 ..
+   * TYTO_PLUGIN_FUSED_MAX_IO) of that one shape; every operand has one
+   * dtype. The blob is a tyto_plugin_fused_program evaluated for each
+   * element position; no iattrs or fattrs. An output may be bound to the
+   * same memory as an input with the same layout (the host plans such
+   * in-place updates): a kernel reads all of an element's inputs before
+   * writing any of its outputs. */
+  TYTO_PLUGIN_OP_FUSED = 320
 } tyto_plugin_op;
+
+/* The instructions of a fused program that are not elementwise ops. */
+enum {
+  TYTO_PLUGIN_FUSED_INPUT = 0x10001,  /* value = input arg[0] */
+  TYTO_PLUGIN_FUSED_CONST = 0x10002,  /* value = attr */
+  TYTO_PLUGIN_FUSED_OUTPUT = 0x10003, /* output arg[1] = value arg[0] */
+  TYTO_PLUGIN_FUSED_MAX_IO = 16
+};
+
+/* One instruction of a fused program. Instruction i defines value i (an
+ * OUTPUT defines none): op is TYTO_PLUGIN_FUSED_INPUT/CONST/OUTPUT or an
+ * elementwise op code (NEG .. ROUND with arg[0]; ADD .. GE with arg[0],
+ * arg[1]; WHERE, FMA with arg[0..2]), whose operands are values of earlier
+ * instructions (arg[k] < i). LEAKY_RELU and ELU take their parameter from
+ * attr. Results are exactly those of the op run alone, rounded to the
+ * dtype after every instruction. */
+typedef struct tyto_plugin_fused_instr {
+  size_t struct_size;
+  uint32_t op;
+  uint32_t arg[3];
+  double attr;
+} tyto_plugin_fused_instr;
+
+/* The blob of TYTO_PLUGIN_OP_FUSED: every output is written by exactly one
+ * OUTPUT instruction. instrs is an array (stride: instrs[0].struct_size)
+ * valid during supports_op()/prepare() only. */
+typedef struct tyto_plugin_fused_program {
+  size_t struct_size;
+  uint32_t n_instrs;
+  const tyto_plugin_fused_instr *instrs;
+} tyto_plugin_fused_program;
 
 /* A tensor as a kernel sees it: dtype, shape, strides in elements (may be 0
  * for broadcast dimensions, negative for flipped ones) and an offset in
