@@ -83,3 +83,6 @@ echo "Demo: a graph and its gradient compiled once and run three times (examples
 echo
 echo "Demo: Newton's method with AD-built gradient and Hessian (examples/newton.c)"
 "$build/examples/newton" | tail -4
+echo
+echo "Demo: the seed CNN's training step through the graph passes and the memory planner (tyto-graph)"
+"$prefix/bin/tyto-graph" --model cnn

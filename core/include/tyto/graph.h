@@ -218,7 +218,17 @@ typedef enum tyto_op {
   TYTO_OP_SOLVE,
   TYTO_OP_CHOLESKY,
   TYTO_OP_QR,
-  TYTO_OP_TRIANGULAR_SOLVE
+  TYTO_OP_TRIANGULAR_SOLVE,
+
+  /* Made by the graph passes, never by user code (and not differentiable:
+   * differentiate first, then compile). FUSED: an elementwise expression
+   * over its inputs, each broadcast to its shape; iattrs = the number of
+   * outputs, then four per instruction (op, arg0, arg1, arg2, as
+   * tyto_plugin_fused_instr in <tyto/plugin.h>), fattrs = one attr per
+   * instruction. Its value is output 0. FUSED_OUTPUT: (a FUSED node),
+   * iattrs[0] = the output index (>= 1) it stands for. */
+  TYTO_OP_FUSED = 320,
+  TYTO_OP_FUSED_OUTPUT
 } tyto_op;
 
 /* Short lower-case names: "f32", "parameter", "matmul", "reduce_max".

@@ -37,7 +37,22 @@ typedef struct tyto_program_options {
   /* Index into the context's selected devices (0: the first). Placement
    * across several devices comes with the planner. */
   size_t device;
+  /* Graph passes to skip: an OR of TYTO_PASS_* bits (0: run them all). */
+  unsigned passes_off;
+  /* Non-zero: every buffer gets memory of its own (no arena, no reuse).
+   * For debugging the planner and for measuring what it saves. */
+  int no_memory_plan;
 } tyto_program_options;
+
+/* The graph passes, in the order they run (each round runs them all). */
+typedef enum tyto_pass {
+  TYTO_PASS_DCE = 1 << 0,     /* drop what no output needs */
+  TYTO_PASS_CSE = 1 << 1,     /* merge identical subexpressions */
+  TYTO_PASS_FOLD = 1 << 2,    /* evaluate ops whose inputs are constants */
+  TYTO_PASS_ALGEBRA = 1 << 3, /* x+0, x*1, -(-x), transpose into matmul... */
+  TYTO_PASS_FUSE = 1 << 4,    /* elementwise chains and DAGs -> fused nodes */
+  TYTO_PASS_ALL = (1 << 5) - 1
+} tyto_pass;
 
 TYTO_API void tyto_program_options_init(tyto_program_options *opts);
 
@@ -85,6 +100,64 @@ TYTO_API tyto_status tyto_program_write_parameter(tyto_program *p,
                                                   tyto_tensor *param,
                                                   const void *src,
                                                   size_t bytes);
+
+/* ---------------------------------------------------------------------- */
+/* What compiling did                                                      */
+
+/* One run of one pass over the graph. */
+typedef struct tyto_pass_stats {
+  const char *name; /* "dce", "cse", "fold", "algebra", "fuse" */
+  int round;        /* 1, 2, ...: passes run to a fixed point */
+  size_t nodes_before, nodes_after;
+  size_t edges_before, edges_after;
+  long changed; /* rewrites made */
+  double seconds;
+} tyto_pass_stats;
+
+/* The order the memory planner kept (it tries several, keeps the best). */
+typedef enum tyto_plan_order {
+  TYTO_PLAN_ORDER_GRAPH = 0,  /* the graph's creation order */
+  TYTO_PLAN_ORDER_GREEDY = 1, /* memory-aware greedy list scheduling */
+  TYTO_PLAN_ORDER_DEPTH = 2   /* depth-first from the outputs */
+} tyto_plan_order;
+
+typedef struct tyto_program_stats {
+  size_t struct_size; /* set by the caller to sizeof(tyto_program_stats) */
+  /* The graph the outputs need, before and after the passes. */
+  size_t nodes_before, edges_before;
+  size_t nodes_after, edges_after;
+  size_t fused_nodes; /* fused elementwise nodes after the passes */
+  size_t kernels;     /* launches per run */
+  /* Every pass run, in order (owned by the program). */
+  size_t n_passes;
+  const tyto_pass_stats *passes;
+  /* Device memory for the program's tensors, in bytes: every tensor its
+   * own buffer; what the plan uses (pinned buffers plus the arena); the
+   * live-set lower bound of the kept order (no placement in that order
+   * can do better); the arena alone; inputs, parameters, constants and
+   * outputs, which are never reused. */
+  uint64_t naive_bytes, planned_bytes, lower_bound_bytes;
+  uint64_t arena_bytes, pinned_bytes;
+  tyto_plan_order order;
+  const char *order_name; /* "graph", "greedy", "depth" */
+  /* Seconds spent in each phase of tyto_program_compile(). */
+  double passes_seconds, plan_seconds, prepare_seconds;
+} tyto_program_stats;
+
+/* Fills *stats (set stats->struct_size first; fields past it are left
+ * alone). Pointers in it stay valid while p lives. TYTO_ERR_INVALID_ARGUMENT
+ * for NULL arguments. */
+TYTO_API tyto_status tyto_program_stats_get(const tyto_program *p,
+                                            tyto_program_stats *stats);
+
+/* Writes the compiled graph as Graphviz dot to `path`: one node per
+ * tensor, fused nodes with their expressions, and one fill colour per
+ * memory block of the arena (tensors that share memory share a colour;
+ * pinned tensors are white), as in Owl's memory-reuse figures. The file is
+ * written atomically (a temporary file renamed over path). Errors:
+ * TYTO_ERR_INVALID_ARGUMENT, TYTO_ERR_IO with the system's reason. */
+TYTO_API tyto_status tyto_program_export_dot(const tyto_program *p,
+                                             const char *path);
 
 /* ---------------------------------------------------------------------- */
 /* Eager evaluation                                                        */

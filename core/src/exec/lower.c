@@ -71,7 +71,10 @@ static void broadcast_layout(tyto_plugin_layout *l, const tyto_tensor *x,
   }
 }
 
-static exec_kernel *add_kernel(tyto_program *p, uint32_t op) {
+/* A new kernel computing slot s with room for n_in inputs and n_out
+ * outputs (at least two: QR's). */
+static exec_kernel *add_kernel(tyto_program *p, int s, uint32_t op, size_t n_in,
+                               size_t n_out) {
   if (p->n_kernels == p->cap_kernels) {
     size_t cap = p->cap_kernels ? 2 * p->cap_kernels : 16;
     exec_kernel *k = realloc(p->kernels, cap * sizeof *k);
@@ -80,9 +83,21 @@ static exec_kernel *add_kernel(tyto_program *p, uint32_t op) {
     p->kernels = k;
     p->cap_kernels = cap;
   }
+  if (n_out < 2)
+    n_out = 2;
+  size_t nl = n_in + n_out;
+  unsigned char *mem =
+      calloc(1, nl * (sizeof(tyto_plugin_layout) + sizeof(int)));
+  if (!mem)
+    return NULL;
   exec_kernel *k = &p->kernels[p->n_kernels++];
   memset(k, 0, sizeof *k);
   k->op = op;
+  k->slot = s;
+  k->in_l = (tyto_plugin_layout *)mem;
+  k->out_l = k->in_l + n_in;
+  k->in = (int *)(k->out_l + n_out);
+  k->out = k->in + n_in;
   return k;
 }
 
@@ -94,7 +109,7 @@ static int slot_of(const tyto_program *p, const tyto_tensor *t) {
  * the output when `bcast`), writing slot s row-major. */
 static exec_kernel *plain(tyto_program *p, int s, uint32_t op, int bcast) {
   const tyto_tensor *t = p->slots[s].t;
-  exec_kernel *k = add_kernel(p, op);
+  exec_kernel *k = add_kernel(p, s, op, t->n_inputs, 1);
   if (!k)
     return NULL;
   k->n_in = (uint32_t)t->n_inputs;
@@ -127,18 +142,19 @@ static tyto_status oom(void) {
   return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
 }
 
-static tyto_status cannot(const tyto_tensor *t, const char *why) {
+static tyto_status cannot(const tyto_program *p, const tyto_tensor *t,
+                          const char *why) {
   return rt_fail(TYTO_ERR_UNSUPPORTED,
                  "compile: op %s (tensor #%lld) cannot be lowered yet%s%s",
-                 tyto_op_name(t->op), (long long)t->index, why ? ": " : "",
-                 why ? why : "");
+                 tyto_op_name(t->op), (long long)exec_user_index(p, t),
+                 why ? ": " : "", why ? why : "");
 }
 
 /* A COPY from x (viewed through `in`) into slot s (viewed through out). */
 static exec_kernel *copy(tyto_program *p, int s, const tyto_tensor *x,
                          const tyto_plugin_layout *in,
                          const tyto_plugin_layout *out) {
-  exec_kernel *k = add_kernel(p, TYTO_PLUGIN_OP_COPY);
+  exec_kernel *k = add_kernel(p, s, TYTO_PLUGIN_OP_COPY, 1, 1);
   if (!k)
     return NULL;
   k->n_in = 1;
@@ -190,7 +206,7 @@ static tyto_status lower_view(tyto_program *p, int s) {
       int64_t xs = i < lead ? 0 : src.strides[i - lead];
       if (reps != 1) {
         if (r == TYTO_PLUGIN_MAX_RANK)
-          return cannot(t, "more than 8 axes after splitting repetitions");
+          return cannot(p, t, "more than 8 axes after splitting repetitions");
         ti.shape[r] = to.shape[r] = reps;
         ti.strides[r] = 0;
         to.strides[r] = n * out.strides[i];
@@ -198,7 +214,7 @@ static tyto_status lower_view(tyto_program *p, int s) {
       }
       if (n != 1 || reps == 1) {
         if (r == TYTO_PLUGIN_MAX_RANK)
-          return cannot(t, "more than 8 axes after splitting repetitions");
+          return cannot(p, t, "more than 8 axes after splitting repetitions");
         ti.shape[r] = to.shape[r] = n;
         ti.strides[r] = xs;
         to.strides[r] = out.strides[i];
@@ -208,7 +224,7 @@ static tyto_status lower_view(tyto_program *p, int s) {
     ti.rank = to.rank = (uint32_t)r;
     return copy(p, s, x, &ti, &to) ? TYTO_OK : oom();
   }
-  default: return cannot(t, NULL);
+  default: return cannot(p, t, NULL);
   }
   return copy(p, s, x, &in, &out) ? TYTO_OK : oom();
 }
@@ -225,7 +241,7 @@ static tyto_status lower_slice_backward(tyto_program *p, int s) {
     total *= t->shape[i];
   }
   if (placed != total) {
-    exec_kernel *k = add_kernel(p, TYTO_PLUGIN_OP_FILL);
+    exec_kernel *k = add_kernel(p, s, TYTO_PLUGIN_OP_FILL, 0, 1);
     if (!k)
       return oom();
     double zero = 0;
@@ -340,6 +356,64 @@ static tyto_status lower_solve(tyto_program *p, int s, uint32_t op) {
   return TYTO_OK;
 }
 
+/* FUSED: the node's inputs broadcast to its shape, its outputs (its own
+ * slot, then its FUSED_OUTPUT nodes' by index; -1 for one nothing reads)
+ * and the expression as the plugin's fused program. */
+static tyto_status lower_fused(tyto_program *p, int s) {
+  const tyto_tensor *t = p->slots[s].t;
+  size_t n_out = (size_t)t->iattrs[0], n = t->n_fattrs;
+  exec_kernel *k = plain(p, s, TYTO_PLUGIN_OP_FUSED, 1);
+  if (!k)
+    return oom();
+  if (n_out > 1) {
+    /* plain() made room for two outputs: a fused node may have more. */
+    size_t nl = k->n_in + n_out;
+    unsigned char *mem =
+        calloc(1, nl * (sizeof(tyto_plugin_layout) + sizeof(int)));
+    if (!mem)
+      return oom();
+    tyto_plugin_layout *in_l = (tyto_plugin_layout *)mem;
+    memcpy(in_l, k->in_l, k->n_in * sizeof *in_l);
+    int *in = (int *)(in_l + nl);
+    memcpy(in, k->in, k->n_in * sizeof *in);
+    free(k->in_l);
+    k->in_l = in_l;
+    k->out_l = in_l + k->n_in;
+    k->in = in;
+    k->out = in + k->n_in;
+  }
+  k->n_out = (uint32_t)n_out;
+  for (size_t i = 0; i < n_out; i++) {
+    exec_layout(&k->out_l[i], t);
+    k->out[i] = i == 0 ? s : -1;
+  }
+  /* FUSED_OUTPUT nodes read only their fused node: they follow it. */
+  const tyto_graph *g = t->graph;
+  for (size_t i = (size_t)t->index + 1; i < g->n_nodes; i++) {
+    const tyto_tensor *o = g->nodes[i];
+    if (o->op == TYTO_OP_FUSED_OUTPUT && o->inputs[0] == t &&
+        p->slot_of[i] >= 0)
+      k->out[o->iattrs[0]] = p->slot_of[i];
+  }
+  k->blob_size =
+      sizeof(tyto_plugin_fused_program) + n * sizeof(tyto_plugin_fused_instr);
+  if (!(k->blob = malloc(k->blob_size)))
+    return oom();
+  tyto_plugin_fused_program *prog = k->blob;
+  tyto_plugin_fused_instr *ins = (tyto_plugin_fused_instr *)(prog + 1);
+  prog->struct_size = sizeof *prog;
+  prog->n_instrs = (uint32_t)n;
+  prog->instrs = ins;
+  for (size_t i = 0; i < n; i++) {
+    ins[i].struct_size = sizeof ins[i];
+    ins[i].op = (uint32_t)t->iattrs[1 + 4 * i];
+    for (int a = 0; a < 3; a++)
+      ins[i].arg[a] = (uint32_t)t->iattrs[2 + 4 * i + a];
+    ins[i].attr = t->fattrs[i];
+  }
+  return TYTO_OK;
+}
+
 tyto_status exec_lower(tyto_program *p, int s) {
   const tyto_tensor *t = p->slots[s].t;
   exec_kernel *k;
@@ -427,6 +501,8 @@ tyto_status exec_lower(tyto_program *p, int s) {
   case TYTO_OP_SLICE:
   case TYTO_OP_FLIP:
   case TYTO_OP_TILE: return lower_view(p, s);
-  default: return cannot(t, NULL);
+  case TYTO_OP_FUSED: return lower_fused(p, s);
+  case TYTO_OP_FUSED_OUTPUT: return TYTO_OK; /* written by its FUSED */
+  default: return cannot(p, t, NULL);
   }
 }

@@ -4,14 +4,17 @@
  * stream, then synchronize) and host access to inputs, outputs and
  * parameters. Everything goes through the device's plugin table.
  */
+#define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "program.h"
+#include "../passes/passes.h"
 #include "../runtime/error.h"
 #include "../runtime/runtime.h"
 
@@ -26,9 +29,12 @@ static const tyto_plugin_device_fns *fns(const tyto_program *p) {
   return &p->dev->plugin->dfns;
 }
 
-/* "input 'x' (#0) f32[64,784] (200704 bytes)" */
-static const char *describe(char *buf, size_t size, const tyto_tensor *t,
-                            uint64_t bytes) {
+const char *exec_slot_desc(const tyto_program *p, const exec_slot *sl,
+                           char *buf) {
+  const tyto_tensor *t = sl->t;
+  size_t size = EXEC_DESC;
+  uint64_t bytes = sl->bytes;
+  long long index = (long long)exec_user_index(p, t);
   char dims[TYTO_MAX_RANK * 21 + 1] = "";
   size_t d = 0;
   for (int i = 0; i < t->rank; i++)
@@ -37,8 +43,8 @@ static const char *describe(char *buf, size_t size, const tyto_tensor *t,
   /* One bounded call: a long name is cut, never written past buf. */
   snprintf(buf, size, "%s%s%.64s%s (#%lld) is %s[%s] (%llu bytes)",
            tyto_kind_name(t->kind), t->name ? " '" : "", t->name ? t->name : "",
-           t->name ? "'" : "", (long long)t->index, tyto_dtype_name(t->dtype),
-           dims, (unsigned long long)bytes);
+           t->name ? "'" : "", index, tyto_dtype_name(t->dtype), dims,
+           (unsigned long long)bytes);
   return buf;
 }
 
@@ -57,16 +63,27 @@ void tyto_program_free(tyto_program *p) {
     exec_kernel *k = &p->kernels[i];
     if (k->k && f->kernel_release)
       f->kernel_release(d, k->k);
-    f->buffer_free(d, k->workspace);
-    f->buffer_free(d, k->scratch);
+    if (k->workspace_owned)
+      f->buffer_free(d, k->workspace);
+    for (size_t j = 0; j < EXEC_MAX_IO; j++)
+      f->buffer_free(d, k->scratch[j]);
+    free(k->in_l);
+    free(k->blob);
   }
   for (size_t i = 0; i < p->n_slots; i++)
-    f->buffer_free(d, p->slots[i].buf);
+    if (p->slots[i].owned)
+      f->buffer_free(d, p->slots[i].buf);
+  f->buffer_free(d, p->arena);
   free(p->kernels);
+  free(p->launch);
   free(p->slots);
   free(p->slot_of);
+  free(p->user_slot);
+  free(p->user_index);
   free(p->outputs);
   free(p->out_slot);
+  free(p->pass_stats);
+  tyto_graph_free(p->graph);
   free(p);
 }
 
@@ -125,14 +142,22 @@ static tyto_status check_outputs(const char *fn, tyto_graph *g,
   return TYTO_OK;
 }
 
-static tyto_status plugin_fail(tyto_plugin_error *e, const char *what,
-                               const tyto_tensor *t) {
-  return rt_fail_plugin(e, "%s for %s (tensor #%lld)", what,
-                        tyto_op_name(t->op), (long long)t->index);
+int64_t exec_user_index(const tyto_program *p, const tyto_tensor *t) {
+  return p->user_index && t->index >= 0 ? p->user_index[t->index] : -1;
 }
 
-/* Fills the descriptor of k, asks supports_op and prepares it, allocating
- * its workspace and scratch. */
+static tyto_status plugin_fail(const tyto_program *p, tyto_plugin_error *e,
+                               const char *what, const tyto_tensor *t) {
+  int64_t i = exec_user_index(p, t);
+  if (i < 0)
+    return rt_fail_plugin(e, "%s for %s (made by the graph passes)", what,
+                          tyto_op_name(t->op));
+  return rt_fail_plugin(e, "%s for %s (tensor #%lld)", what,
+                        tyto_op_name(t->op), (long long)i);
+}
+
+/* Fills the descriptor of k, asks supports_op and prepares it; records
+ * the workspace it needs and allocates scratch for outputs of -1. */
 static tyto_status prepare(tyto_program *p, exec_kernel *k,
                            const tyto_tensor *t) {
   const tyto_plugin_device_fns *f = fns(p);
@@ -149,6 +174,8 @@ static tyto_status prepare(tyto_program *p, exec_kernel *k,
   desc->iattrs = k->n_iattrs ? k->iattrs : NULL;
   desc->n_fattrs = k->n_fattrs;
   desc->fattrs = k->n_fattrs ? k->fattrs : NULL;
+  desc->blob_size = k->blob_size;
+  desc->blob = k->blob;
   if (!f->prepare || !f->launch)
     return rt_fail(TYTO_ERR_UNSUPPORTED,
                    "compile: device %s runs no kernels (a memory-only "
@@ -156,15 +183,19 @@ static tyto_status prepare(tyto_program *p, exec_kernel *k,
                    p->dev->info.id);
   tyto_plugin_error *e = NULL;
   if (f->supports_op && (e = f->supports_op(d, desc)))
-    return plugin_fail(e, "compile: the device refuses a kernel", t);
+    return plugin_fail(p, e, "compile: the device refuses a kernel", t);
   tyto_plugin_kernel_info info;
   memset(&info, 0, sizeof info);
   info.struct_size = sizeof info;
-  if ((e = f->prepare(d, desc, &k->k, &info)))
-    return plugin_fail(e, "compile: preparing a kernel failed", t);
-  if (info.workspace_bytes &&
-      (e = f->buffer_alloc(d, info.workspace_bytes, &k->workspace)))
-    return plugin_fail(e, "compile: allocating a kernel's workspace failed", t);
+  e = f->prepare(d, desc, &k->k, &info);
+  /* The descriptor (and the blob it points to) lives through prepare
+   * only. */
+  free(k->blob);
+  k->blob = NULL;
+  desc->blob = NULL;
+  if (e)
+    return plugin_fail(p, e, "compile: preparing a kernel failed", t);
+  k->workspace_bytes = info.workspace_bytes;
   for (uint32_t i = 0; i < k->n_out; i++) {
     if (k->out[i] >= 0)
       continue;
@@ -172,72 +203,157 @@ static tyto_status prepare(tyto_program *p, exec_kernel *k,
     for (uint32_t a = 0; a < k->out_l[i].rank; a++)
       n *= k->out_l[i].shape[a];
     if ((e = f->buffer_alloc(d, (uint64_t)n * tyto_dtype_size(t->dtype),
-                             &k->scratch)))
-      return plugin_fail(e, "compile: allocating a scratch buffer failed", t);
+                             &k->scratch[i])))
+      return plugin_fail(p, e, "compile: allocating a scratch buffer failed",
+                         t);
   }
   return TYTO_OK;
 }
 
-/* Gives slot s its buffer; constants and parameters get their values. */
-static tyto_status place(tyto_program *p, int s) {
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Whether the device runs fused elementwise kernels: asked once with the
+ * smallest fused program (y = -x). */
+static int device_fuses(const tyto_program *p) {
   const tyto_plugin_device_fns *f = fns(p);
-  tyto_plugin_device *d = p->dev->handle;
-  exec_slot *sl = &p->slots[s];
-  const tyto_tensor *t = sl->t;
-  sl->bytes = (uint64_t)tyto_tensor_numel(t) * tyto_dtype_size(t->dtype);
-  describe(sl->desc, sizeof sl->desc, t, sl->bytes);
-  tyto_plugin_error *e = f->buffer_alloc(d, sl->bytes, &sl->buf);
+  if (!f->supports_op || !f->prepare)
+    return 0;
+  tyto_plugin_layout l;
+  memset(&l, 0, sizeof l);
+  l.struct_size = sizeof l;
+  l.dtype = TYTO_PLUGIN_DTYPE_F32;
+  l.rank = 1;
+  l.shape[0] = 1;
+  l.strides[0] = 1;
+  tyto_plugin_fused_instr ins[3];
+  memset(ins, 0, sizeof ins);
+  for (int i = 0; i < 3; i++)
+    ins[i].struct_size = sizeof ins[i];
+  ins[0].op = TYTO_PLUGIN_FUSED_INPUT;
+  ins[1].op = TYTO_PLUGIN_OP_NEG;
+  ins[2].op = TYTO_PLUGIN_FUSED_OUTPUT;
+  ins[2].arg[0] = 1;
+  tyto_plugin_fused_program prog = {sizeof prog, 3, ins};
+  tyto_plugin_op_desc desc;
+  memset(&desc, 0, sizeof desc);
+  desc.struct_size = sizeof desc;
+  desc.op = TYTO_PLUGIN_OP_FUSED;
+  desc.n_inputs = desc.n_outputs = 1;
+  desc.inputs = desc.outputs = &l;
+  desc.blob_size = sizeof prog;
+  desc.blob = &prog;
+  tyto_plugin_error *e = f->supports_op(p->dev->handle, &desc);
   if (e)
-    return plugin_fail(e, "compile: allocating a buffer failed", t);
-  if (t->op == TYTO_OP_CONSTANT && sl->bytes) {
-    if ((e = f->copy_h2d(d, NULL, sl->buf, 0, t->data, sl->bytes)))
-      return plugin_fail(e, "compile: uploading a constant failed", t);
-  } else if (t->op == TYTO_OP_PARAMETER && sl->bytes) {
-    void *zeros = calloc(1, sl->bytes);
-    if (!zeros)
-      return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
-    e = f->copy_h2d(d, NULL, sl->buf, 0, zeros, sl->bytes);
-    free(zeros);
-    if (e)
-      return plugin_fail(e, "compile: zeroing a parameter failed", t);
-  }
+    rt_error_free(e);
+  return e == NULL;
+}
+
+/* Runs the passes: p->graph is the optimised copy of what the outputs
+ * need, p->user_slot is filled later from the map. */
+static tyto_status optimise(tyto_program *p, tyto_graph *g, size_t n_outputs,
+                            tyto_tensor *const *outputs, unsigned off,
+                            tyto_tensor **map, pass_graph *pg) {
+  pass_graph in = {g, n_outputs, (tyto_tensor **)outputs};
+  pass_options opt = {device_fuses(p)};
+  char msg[512];
+  size_t n_stats = 0;
+  if (passes_run(&in, pg, map, off, &opt, 8, &p->pass_stats, &n_stats, msg,
+                 sizeof msg) < 0)
+    return rt_fail(TYTO_ERR_INTERNAL, "compile: %s", msg);
+  p->stats.n_passes = n_stats;
+  p->stats.passes = p->pass_stats;
+  p->graph = pg->g;
   return TYTO_OK;
 }
 
 static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
-                           tyto_tensor *const *outputs) {
+                           tyto_tensor *const *outputs, unsigned passes_off,
+                           int plan) {
+  double t0 = now();
+  p->src = g;
+  p->n_graph = g->n_nodes;
   p->outputs = malloc(n_outputs * sizeof *p->outputs);
   p->out_slot = malloc(n_outputs * sizeof *p->out_slot);
-  p->slot_of = malloc((g->n_nodes ? g->n_nodes : 1) * sizeof *p->slot_of);
-  p->slots = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *p->slots);
+  p->user_slot = malloc((g->n_nodes ? g->n_nodes : 1) * sizeof *p->user_slot);
+  tyto_tensor **map = malloc((g->n_nodes ? g->n_nodes : 1) * sizeof *map);
   unsigned char *need = mark_needed(g, n_outputs, outputs);
-  if (!p->outputs || !p->out_slot || !p->slot_of || !p->slots || !need) {
+  if (!p->outputs || !p->out_slot || !p->user_slot || !map || !need) {
+    free(map);
     free(need);
     return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
   }
+  for (size_t i = 0; i < g->n_nodes; i++)
+    if (need[i]) {
+      p->stats.nodes_before++;
+      p->stats.edges_before += g->nodes[i]->n_inputs;
+    }
+  free(need);
   memcpy(p->outputs, outputs, n_outputs * sizeof *p->outputs);
   p->n_outputs = n_outputs;
-  p->n_graph = g->n_nodes;
-  for (size_t i = 0; i < g->n_nodes; i++) {
+  pass_graph pg;
+  tyto_status st = optimise(p, g, n_outputs, outputs, passes_off, map, &pg);
+  if (st != TYTO_OK) {
+    free(map);
+    return st;
+  }
+  tyto_graph *og = p->graph;
+  p->stats.passes_seconds = now() - t0;
+
+  /* One slot per node the (optimised) outputs need. */
+  need = mark_needed(og, pg.n_out, pg.outs);
+  p->slot_of = malloc((og->n_nodes ? og->n_nodes : 1) * sizeof *p->slot_of);
+  p->slots = calloc(og->n_nodes ? og->n_nodes : 1, sizeof *p->slots);
+  if (!need || !p->slot_of || !p->slots) {
+    free(need);
+    free(map);
+    free(pg.outs);
+    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  }
+  for (size_t i = 0; i < og->n_nodes; i++) {
     p->slot_of[i] = -1;
     if (need[i]) {
-      p->slot_of[i] = (int)p->n_slots;
-      p->slots[p->n_slots].kind = g->nodes[i]->kind;
-      p->slots[p->n_slots++].t = g->nodes[i];
+      tyto_tensor *t = og->nodes[i];
+      exec_slot *sl = &p->slots[p->n_slots];
+      p->slot_of[i] = (int)p->n_slots++;
+      sl->t = t;
+      sl->kind = t->kind;
+      sl->bytes = (uint64_t)tyto_tensor_numel(t) * tyto_dtype_size(t->dtype);
+      p->stats.nodes_after++;
+      p->stats.edges_after += t->n_inputs;
+      p->stats.fused_nodes += t->op == TYTO_OP_FUSED;
     }
   }
   free(need);
+  p->user_index =
+      malloc((og->n_nodes ? og->n_nodes : 1) * sizeof *p->user_index);
+  if (!p->user_index) {
+    free(map);
+    free(pg.outs);
+    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  }
+  for (size_t i = 0; i < og->n_nodes; i++)
+    p->user_index[i] = -1;
+  for (size_t i = g->n_nodes; i-- > 0;) {
+    p->user_slot[i] = map[i] ? p->slot_of[map[i]->index] : -1;
+    if (map[i])
+      p->user_index[map[i]->index] = (int64_t)i; /* the first wins */
+  }
   for (size_t i = 0; i < n_outputs; i++)
-    p->out_slot[i] = p->slot_of[outputs[i]->index];
+    p->out_slot[i] = p->slot_of[pg.outs[i]->index];
+  free(map);
+  free(pg.outs);
+
   const tyto_plugin_device_fns *f = fns(p);
   tyto_plugin_error *e = f->stream_create(p->dev->handle, &p->stream);
   if (e)
     return rt_fail_plugin(e, "compile: creating a stream on %s failed",
                           p->dev->info.id);
+  double t1 = now();
   for (size_t s = 0; s < p->n_slots; s++) {
-    tyto_status st = place(p, (int)s);
-    if (st != TYTO_OK)
-      return st;
     tyto_op op = p->slots[s].t->op;
     if (op == TYTO_OP_INPUT || op == TYTO_OP_PARAMETER ||
         op == TYTO_OP_CONSTANT)
@@ -249,7 +365,12 @@ static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
       if ((st = prepare(p, &p->kernels[i], p->slots[s].t)) != TYTO_OK)
         return st;
   }
-  return TYTO_OK;
+  p->stats.prepare_seconds = now() - t1;
+  t1 = now();
+  st = exec_plan_memory(p, plan);
+  p->stats.plan_seconds = now() - t1;
+  p->stats.kernels = p->n_launch;
+  return st;
 }
 
 tyto_status tyto_program_compile(tyto_context *ctx, tyto_graph *g,
@@ -274,11 +395,25 @@ tyto_status tyto_program_compile(tyto_context *ctx, tyto_graph *g,
                    "compile: no selected device %zu (the context has %zu); "
                    "select devices with TYTO_DEVICES",
                    di, tyto_context_device_count(ctx));
+  unsigned passes_off = 0;
+  int plan = 1;
+  if (opts && opts->struct_size >= offsetof(tyto_program_options, passes_off) +
+                                       sizeof opts->passes_off)
+    passes_off = opts->passes_off;
+  if (opts &&
+      opts->struct_size >= offsetof(tyto_program_options, no_memory_plan) +
+                               sizeof opts->no_memory_plan)
+    plan = !opts->no_memory_plan;
+  if (passes_off & ~(unsigned)TYTO_PASS_ALL)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "compile: passes_off 0x%x has bits outside TYTO_PASS_ALL "
+                   "(0x%x)",
+                   passes_off, (unsigned)TYTO_PASS_ALL);
   tyto_program *p = calloc(1, sizeof *p);
   if (!p)
     return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
   p->dev = dev;
-  if ((st = compile(p, g, n_outputs, outputs)) != TYTO_OK) {
+  if ((st = compile(p, g, n_outputs, outputs, passes_off, plan)) != TYTO_OK) {
     tyto_program_free(p);
     return st;
   }
@@ -306,9 +441,8 @@ static int find(const tyto_program *p, const char *fn, const tyto_tensor *t,
     return -1;
   }
   int s = -1;
-  if (p->n_slots && t->graph == p->slots[0].t->graph && t->index >= 0 &&
-      (size_t)t->index < p->n_graph)
-    s = p->slot_of[t->index];
+  if (t->graph == p->src && t->index >= 0 && (size_t)t->index < p->n_graph)
+    s = p->user_slot[t->index];
   if (s < 0) {
     rt_fail(*st, "%s: %s %s%s%s(#%lld) is not used by this program", fn, kname,
             t->name ? "'" : "", t->name ? t->name : "", t->name ? "' " : "",
@@ -319,17 +453,18 @@ static int find(const tyto_program *p, const char *fn, const tyto_tensor *t,
   return s;
 }
 
-static tyto_status check_bytes(const char *fn, const exec_slot *sl,
-                               size_t bytes) {
+static tyto_status check_bytes(const tyto_program *p, const char *fn,
+                               const exec_slot *sl, size_t bytes) {
   if (bytes == sl->bytes)
     return TYTO_OK;
+  char d[EXEC_DESC];
   return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: %s, got %zu bytes", fn,
-                 sl->desc, bytes);
+                 exec_slot_desc(p, sl, d), bytes);
 }
 
 static tyto_status to_device(tyto_program *p, const char *fn, exec_slot *sl,
                              const void *src, size_t bytes) {
-  tyto_status st = check_bytes(fn, sl, bytes);
+  tyto_status st = check_bytes(p, fn, sl, bytes);
   if (st != TYTO_OK)
     return st;
   if (!src && bytes)
@@ -345,7 +480,7 @@ static tyto_status to_device(tyto_program *p, const char *fn, exec_slot *sl,
 
 static tyto_status to_host(tyto_program *p, const char *fn, exec_slot *sl,
                            void *dst, size_t bytes) {
-  tyto_status st = check_bytes(fn, sl, bytes);
+  tyto_status st = check_bytes(p, fn, sl, bytes);
   if (st != TYTO_OK)
     return st;
   if (!dst && bytes)
@@ -404,11 +539,11 @@ tyto_status tyto_program_read_output(tyto_program *p, size_t i, void *dst,
   return to_host(p, fn, &p->slots[p->out_slot[i]], dst, bytes);
 }
 
-static tyto_plugin_binding bind(tyto_plugin_buffer *b) {
+static tyto_plugin_binding bind(tyto_plugin_buffer *b, uint64_t offset) {
   tyto_plugin_binding x;
   x.struct_size = sizeof x;
   x.buffer = b;
-  x.offset = 0;
+  x.offset = offset;
   return x;
 }
 
@@ -419,23 +554,28 @@ tyto_status tyto_program_run(tyto_program *p) {
   for (size_t s = 0; s < p->n_slots; s++) {
     const exec_slot *sl = &p->slots[s];
     if (sl->kind == TYTO_KIND_INPUT && !sl->set) {
+      char d[EXEC_DESC];
       return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                      "%s: %s and was never set; bind it with "
                      "tyto_program_set_input",
-                     fn, sl->desc);
+                     fn, exec_slot_desc(p, sl, d));
     }
   }
   const tyto_plugin_device_fns *f = fns(p);
   tyto_plugin_device *d = p->dev->handle;
   tyto_plugin_error *e = NULL;
-  for (size_t i = 0; i < p->n_kernels && !e; i++) {
-    exec_kernel *k = &p->kernels[i];
+  for (size_t i = 0; i < p->n_launch && !e; i++) {
+    exec_kernel *k = &p->kernels[p->launch[i]];
     tyto_plugin_binding in[EXEC_MAX_IO], out[EXEC_MAX_IO], ws;
-    for (uint32_t j = 0; j < k->n_in; j++)
-      in[j] = bind(p->slots[k->in[j]].buf);
-    for (uint32_t j = 0; j < k->n_out; j++)
-      out[j] = bind(k->out[j] < 0 ? k->scratch : p->slots[k->out[j]].buf);
-    ws = bind(k->workspace);
+    for (uint32_t j = 0; j < k->n_in; j++) {
+      const exec_slot *sl = &p->slots[k->in[j]];
+      in[j] = bind(sl->buf, sl->offset);
+    }
+    for (uint32_t j = 0; j < k->n_out; j++) {
+      const exec_slot *sl = k->out[j] < 0 ? NULL : &p->slots[k->out[j]];
+      out[j] = sl ? bind(sl->buf, sl->offset) : bind(k->scratch[j], 0);
+    }
+    ws = bind(k->workspace, k->workspace_offset);
     e = f->launch(d, p->stream, k->k, in, k->n_in, out, k->n_out,
                   k->workspace ? &ws : NULL);
   }
@@ -452,6 +592,25 @@ tyto_status tyto_program_run(tyto_program *p) {
 }
 
 int exec_uses(const tyto_program *p, const tyto_tensor *t) {
-  return p->n_slots && t->graph == p->slots[0].t->graph && t->index >= 0 &&
-         (size_t)t->index < p->n_graph && p->slot_of[t->index] >= 0;
+  return t->graph == p->src && t->index >= 0 && (size_t)t->index < p->n_graph &&
+         p->user_slot[t->index] >= 0;
+}
+
+tyto_status tyto_program_stats_get(const tyto_program *p,
+                                   tyto_program_stats *stats) {
+  if (!p || !stats)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "tyto_program_stats_get: %s is NULL",
+                   p ? "stats" : "program");
+  size_t n = stats->struct_size;
+  if (n < sizeof n)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "tyto_program_stats_get: stats->struct_size %zu is too "
+                   "small; set it to sizeof(tyto_program_stats)",
+                   n);
+  if (n > sizeof *stats)
+    n = sizeof *stats;
+  memcpy((char *)stats + sizeof n, (const char *)&p->stats + sizeof n,
+         n - sizeof n);
+  return TYTO_OK;
 }

@@ -83,25 +83,21 @@ tyto_status tyto_graph_write_dot(const tyto_graph *g, FILE *f, size_t n_outputs,
   return finish(f, "graph dot");
 }
 
-/* Written to a temporary file beside `path`, flushed to disk, then renamed
- * over it: an existing file is replaced whole or not at all. */
-tyto_status tyto_graph_save_dot(const tyto_graph *g, const char *path,
-                                size_t n_outputs, tyto_tensor *const *outputs) {
-  if (!g || !path)
-    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                   "graph dot: graph and path must not be NULL");
+tyto_status export_atomic(const char *path, const char *what,
+                          tyto_status (*write)(FILE *, const void *),
+                          const void *ctx) {
   size_t len = strlen(path);
   char *tmp = malloc(len + 8);
   if (!tmp)
-    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "graph dot: out of memory");
+    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
   memcpy(tmp, path, len);
   memcpy(tmp + len, ".XXXXXX", 8);
   int fd = mkstemp(tmp);
   if (fd < 0) {
     tyto_status st = rt_fail(TYTO_ERR_IO,
-                             "graph dot: cannot create a file "
+                             "%s: cannot create a file "
                              "beside '%s': %s",
-                             path, strerror(errno));
+                             what, path, strerror(errno));
     free(tmp);
     return st;
   }
@@ -110,22 +106,42 @@ tyto_status tyto_graph_save_dot(const tyto_graph *g, const char *path,
     close(fd);
     unlink(tmp);
     free(tmp);
-    return rt_fail(TYTO_ERR_IO, "graph dot: %s", strerror(errno));
+    return rt_fail(TYTO_ERR_IO, "%s: %s", what, strerror(errno));
   }
-  tyto_status st = tyto_graph_write_dot(g, f, n_outputs, outputs);
+  tyto_status st = write(f, ctx);
   if (st == TYTO_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-    st = rt_fail(TYTO_ERR_IO, "graph dot: writing '%s' failed: %s", path,
+    st = rt_fail(TYTO_ERR_IO, "%s: writing '%s' failed: %s", what, path,
                  strerror(errno));
   if (fclose(f) != 0 && st == TYTO_OK)
-    st = rt_fail(TYTO_ERR_IO, "graph dot: writing '%s' failed: %s", path,
+    st = rt_fail(TYTO_ERR_IO, "%s: writing '%s' failed: %s", what, path,
                  strerror(errno));
   if (st == TYTO_OK && rename(tmp, path) != 0)
-    st = rt_fail(TYTO_ERR_IO, "graph dot: cannot replace '%s': %s", path,
+    st = rt_fail(TYTO_ERR_IO, "%s: cannot replace '%s': %s", what, path,
                  strerror(errno));
   if (st != TYTO_OK)
     unlink(tmp);
   free(tmp);
   return st;
+}
+
+typedef struct dot_args {
+  const tyto_graph *g;
+  size_t n_outputs;
+  tyto_tensor *const *outputs;
+} dot_args;
+
+static tyto_status write_graph_dot(FILE *f, const void *ctx) {
+  const dot_args *a = ctx;
+  return tyto_graph_write_dot(a->g, f, a->n_outputs, a->outputs);
+}
+
+tyto_status tyto_graph_save_dot(const tyto_graph *g, const char *path,
+                                size_t n_outputs, tyto_tensor *const *outputs) {
+  if (!g || !path)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "graph dot: graph and path must not be NULL");
+  dot_args a = {g, n_outputs, outputs};
+  return export_atomic(path, "graph dot", write_graph_dot, &a);
 }
 
 tyto_status tyto_graph_write_text(const tyto_graph *g, FILE *f) {

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <tyto/graph.h>
 #include <tyto/ops.h>
@@ -68,5 +69,12 @@ tyto_tensor *node_new(tyto_graph *g, tyto_op op, tyto_dtype dtype, int rank,
                       const int64_t *shape, size_t n_in, tyto_tensor *const *in,
                       size_t n_i, const int64_t *iattrs, size_t n_f,
                       const double *fattrs);
+
+/* Writes a file atomically: `write` fills a temporary file beside path,
+ * which is flushed to disk and renamed over path; on any failure path is
+ * untouched and the temporary removed. `what` prefixes messages. */
+tyto_status export_atomic(const char *path, const char *what,
+                          tyto_status (*write)(FILE *, const void *),
+                          const void *ctx);
 
 #endif

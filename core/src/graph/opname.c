@@ -99,6 +99,8 @@ const char *tyto_op_name(tyto_op op) {
   case TYTO_OP_CHOLESKY: return "cholesky";
   case TYTO_OP_QR: return "qr";
   case TYTO_OP_TRIANGULAR_SOLVE: return "triangular_solve";
+  case TYTO_OP_FUSED: return "fused";
+  case TYTO_OP_FUSED_OUTPUT: return "fused_output";
   }
   return "?";
 }

@@ -1,0 +1,505 @@
+/*
+ * Elementwise fusion: chains and DAGs of elementwise ops of one shape
+ * become one FUSED node carrying a small expression program (the
+ * instruction set of TYTO_PLUGIN_OP_FUSED), so the device makes one pass
+ * over memory instead of one per op. FULL operands are inlined as
+ * constants; an ADD of a MUL that nothing else reads becomes an FMA. A
+ * group has several outputs when several of its values are read outside
+ * it (Adam's m, v and parameter update are one node with three outputs);
+ * outputs after the first are FUSED_OUTPUT nodes.
+ *
+ * Groups grow greedily in creation order: an elementwise node joins the
+ * groups of its elementwise operands of the same shape when the union
+ * stays convex (no path leaves the group and comes back, or the fused
+ * node would depend on itself) and within the kernel's limits.
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+enum {
+  MAX_IO = TYTO_PLUGIN_FUSED_MAX_IO,
+  MAX_MEMBERS = 64,
+  /* Nodes a convexity check may visit before it gives up (and refuses
+   * the merge): keeps the pass linear on huge graphs. */
+  MAX_VISIT = 4096,
+  /* The most creation-order positions one group may span: a group that
+   * reaches far back (a gradient summed over every step of an unrolled
+   * loop) is split, which keeps the convexity checks local. */
+  MAX_SPAN = 256
+};
+
+typedef struct fgroup {
+  int64_t min_index; /* lowest member index */
+  int64_t max_index; /* highest (the last node added) */
+  int members;
+  int n_ext;
+  int64_t ext[MAX_IO]; /* external (non-FULL) inputs, node indices */
+} fgroup;
+
+typedef struct fuser {
+  const tyto_graph *g;
+  int64_t *parent; /* union-find over nodes; -1: not in a group */
+  fgroup *grp;     /* indexed by the root node */
+  uint32_t *stamp; /* DFS marks */
+  uint32_t cur;
+  int64_t *stack;
+} fuser;
+
+static int64_t root(fuser *f, int64_t i) {
+  while (f->parent[i] != i) {
+    f->parent[i] = f->parent[f->parent[i]];
+    i = f->parent[i];
+  }
+  return i;
+}
+
+static int64_t group_of(fuser *f, int64_t i) {
+  return f->parent[i] < 0 ? -1 : root(f, i);
+}
+
+static int same_shape(const tyto_tensor *a, const tyto_tensor *b) {
+  return a->rank == b->rank && a->dtype == b->dtype &&
+         memcmp(a->shape, b->shape, (size_t)a->rank * sizeof *a->shape) == 0;
+}
+
+static int in_set(int64_t r, const int64_t *set, int n) {
+  for (int k = 0; k < n; k++)
+    if (set[k] == r)
+      return 1;
+  return 0;
+}
+
+/* Whether any of the nodes ext depends on a member of the groups in set
+ * (roots), with every other group taken as the one node it will become:
+ * reaching a member of a group means reaching all of that group's inputs. (Each
+ * group alone being convex is not enough: two groups can each read the
+ * other through outside nodes.) Nodes below min cannot depend on the
+ * set, unless their group has members from min on. Gives up (1) past
+ * MAX_VISIT. */
+static int push_if_relevant(fuser *f, int64_t j, int64_t min, int64_t *sp) {
+  if (f->stamp[j] == f->cur)
+    return 0;
+  int64_t r;
+  if (j >= min || ((r = group_of(f, j)) >= 0 && f->grp[r].max_index >= min)) {
+    f->stamp[j] = f->cur;
+    f->stack[(*sp)++] = j;
+  }
+  return 0;
+}
+
+static int depends(fuser *f, const int64_t *ext, int n_ext, const int64_t *set,
+                   int n, int64_t min) {
+  int64_t sp = 0, visited = 0;
+  f->cur++;
+  for (int k = 0; k < n_ext; k++)
+    push_if_relevant(f, ext[k], min, &sp);
+  while (sp) {
+    int64_t i = f->stack[--sp];
+    int64_t r = group_of(f, i);
+    if (r >= 0 && in_set(r, set, n))
+      return 1;
+    if (++visited > MAX_VISIT)
+      return 1;
+    const tyto_tensor *t = f->g->nodes[i];
+    size_t n_in = t->n_inputs, n_gx = r >= 0 ? (size_t)f->grp[r].n_ext : 0;
+    for (size_t k = 0; k < n_in; k++)
+      push_if_relevant(f, t->inputs[k]->index, min, &sp);
+    for (size_t k = 0; k < n_gx; k++)
+      push_if_relevant(f, f->grp[r].ext[k], min, &sp);
+  }
+  return 0;
+}
+
+/* Tries to make node n one group with the groups set[0..n_set) (roots).
+ * Returns 1 when done. */
+static int try_merge(fuser *f, int64_t n, const int64_t *set, int n_set) {
+  const tyto_tensor *t = f->g->nodes[n];
+  int64_t ext[2 * MAX_IO + 3];
+  int n_ext = 0, members = 1;
+  int64_t min = n;
+  for (int s = 0; s < n_set; s++) {
+    const fgroup *gr = &f->grp[set[s]];
+    members += gr->members;
+    if (gr->min_index < min)
+      min = gr->min_index;
+    for (int k = 0; k < gr->n_ext; k++)
+      if (!in_set(gr->ext[k], ext, n_ext))
+        ext[n_ext++] = gr->ext[k];
+  }
+  for (size_t k = 0; k < t->n_inputs; k++) {
+    const tyto_tensor *x = t->inputs[k];
+    int64_t r = group_of(f, x->index);
+    if (x->op == TYTO_OP_FULL || (r >= 0 && in_set(r, set, n_set)))
+      continue;
+    if (!in_set(x->index, ext, n_ext))
+      ext[n_ext++] = x->index;
+  }
+  if (members > MAX_MEMBERS || n_ext > MAX_IO || n - min > MAX_SPAN)
+    return 0;
+  /* Convex: no external input reaches back into the union. */
+  if (n_set && depends(f, ext, n_ext, set, n_set, min))
+    return 0;
+  int64_t r = n_set ? set[0] : n;
+  for (int s = 1; s < n_set; s++)
+    f->parent[set[s]] = r;
+  f->parent[n] = r;
+  fgroup *gr = &f->grp[r];
+  gr->min_index = min;
+  gr->max_index = n;
+  gr->members = members;
+  gr->n_ext = n_ext;
+  memcpy(gr->ext, ext, (size_t)n_ext * sizeof *ext);
+  return 1;
+}
+
+static void form_groups(fuser *f) {
+  const tyto_graph *g = f->g;
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const tyto_tensor *t = g->nodes[i];
+    if (!pass_is_elementwise(t->op) || tyto_tensor_numel(t) == 0)
+      continue;
+    int64_t cand[3];
+    int n_cand = 0;
+    for (size_t k = 0; k < t->n_inputs; k++) {
+      int64_t r = group_of(f, t->inputs[k]->index);
+      if (r >= 0 && same_shape(t->inputs[k], t) && !in_set(r, cand, n_cand))
+        cand[n_cand++] = r;
+    }
+    if (try_merge(f, (int64_t)i, cand, n_cand))
+      continue;
+    /* All together failed: each alone, then none. */
+    int done = 0;
+    for (int c = 0; c < n_cand && !done && n_cand > 1; c++)
+      done = try_merge(f, (int64_t)i, &cand[c], 1);
+    if (!done)
+      try_merge(f, (int64_t)i, NULL, 0);
+  }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Emission                                                                */
+
+typedef struct emitter {
+  fuser *f;
+  const pass_graph *in;
+  tyto_graph *out;
+  tyto_tensor **map;
+  const size_t *uses;
+  unsigned char *is_out;  /* member read outside its group */
+  unsigned char *fused;   /* member of a group that becomes a FUSED node */
+  unsigned char *emitted; /* per node (members: when their group is) */
+  int64_t **members;      /* per fused root: its members, ascending */
+  int *n_members;
+  long changed;
+} emitter;
+
+/* The FUSED node (and FUSED_OUTPUT nodes) of the group rooted at r. */
+static void emit_group(emitter *e, int64_t r) {
+  const tyto_graph *g = e->f->g;
+  const fgroup *gr = &e->f->grp[r];
+  const int64_t *mem = e->members[r];
+  int nm = e->n_members[r];
+  size_t cap = (size_t)(gr->n_ext + 3 * nm + MAX_IO + 1);
+  int64_t *ia = malloc((1 + 4 * cap) * sizeof *ia);
+  double *fa = malloc(cap * sizeof *fa);
+  int64_t *value = malloc((size_t)nm * sizeof *value); /* member -> value */
+  unsigned char *absorbed = calloc((size_t)nm, 1);
+  tyto_tensor *ins[MAX_IO];
+  if (!ia || !fa || !value || !absorbed) {
+    graph_oom(e->out, "fuse");
+    goto done;
+  }
+  const tyto_tensor *first = g->nodes[mem[0]];
+  size_t n = 0;
+#define INSTR(op_, a0, a1, a2, attr_)                                          \
+  do {                                                                         \
+    ia[1 + 4 * n] = (op_);                                                     \
+    ia[2 + 4 * n] = (a0);                                                      \
+    ia[3 + 4 * n] = (a1);                                                      \
+    ia[4 + 4 * n] = (a2);                                                      \
+    fa[n++] = (attr_);                                                         \
+  } while (0)
+  for (int k = 0; k < gr->n_ext; k++) {
+    ins[k] = e->map[gr->ext[k]];
+    INSTR(TYTO_PLUGIN_FUSED_INPUT, k, 0, 0, 0.0);
+  }
+  /* An ADD reading a MUL member that only it reads becomes one FMA. */
+  for (int m = 0; m < nm; m++) {
+    const tyto_tensor *t = g->nodes[mem[m]];
+    if (t->op != TYTO_OP_ADD)
+      continue;
+    for (int k = 0; k < 2; k++) {
+      const tyto_tensor *x = t->inputs[k];
+      if (x->op != TYTO_OP_MUL || e->uses[x->index] != 1 ||
+          e->is_out[x->index] || group_of(e->f, x->index) != r)
+        continue;
+      for (int j = 0; j < m; j++)
+        if (mem[j] == x->index)
+          absorbed[j] = 1;
+      break;
+    }
+  }
+  for (int m = 0; m < nm; m++) {
+    if (absorbed[m])
+      continue;
+    const tyto_tensor *t = g->nodes[mem[m]];
+    int64_t arg[3] = {0, 0, 0};
+    tyto_op op = t->op;
+    size_t na = t->n_inputs;
+    const tyto_tensor *src[3] = {NULL, NULL, NULL};
+    for (size_t k = 0; k < na; k++)
+      src[k] = t->inputs[k];
+    if (op == TYTO_OP_ADD) {
+      for (int k = 0; k < 2; k++) {
+        const tyto_tensor *x = t->inputs[k];
+        int64_t j;
+        for (j = 0; j < m && mem[j] != x->index; j++)
+          ;
+        if (j < m && absorbed[j]) {
+          op = TYTO_OP_FMA;
+          src[0] = x->inputs[0];
+          src[1] = x->inputs[1];
+          src[2] = t->inputs[1 - k];
+          na = 3;
+          break;
+        }
+      }
+    }
+    for (size_t k = 0; k < na; k++) {
+      const tyto_tensor *x = src[k];
+      int64_t j;
+      if (group_of(e->f, x->index) == r) {
+        for (j = 0; mem[j] != x->index; j++)
+          ;
+        arg[k] = value[j];
+      } else if (x->op == TYTO_OP_FULL) {
+        arg[k] = (int64_t)n;
+        INSTR(TYTO_PLUGIN_FUSED_CONST, 0, 0, 0, x->fattrs[0]);
+      } else {
+        for (j = 0; gr->ext[j] != x->index; j++)
+          ;
+        arg[k] = j; /* INPUT j is instruction j */
+      }
+    }
+    value[m] = (int64_t)n;
+    INSTR(op, arg[0], arg[1], arg[2], t->n_fattrs ? t->fattrs[0] : 0.0);
+  }
+  int n_out = 0;
+  int64_t out_member[MAX_IO];
+  for (int m = 0; m < nm; m++)
+    if (e->is_out[mem[m]]) {
+      INSTR(TYTO_PLUGIN_FUSED_OUTPUT, value[m], n_out, 0, 0.0);
+      out_member[n_out++] = mem[m];
+    }
+#undef INSTR
+  ia[0] = n_out;
+  tyto_tensor *fn =
+      node_new(e->out, TYTO_OP_FUSED, first->dtype, first->rank, first->shape,
+               (size_t)gr->n_ext, ins, 1 + 4 * n, ia, n, fa);
+  if (fn->kind == TYTO_KIND_ERROR)
+    goto done;
+  for (int k = 0; k < n_out; k++) {
+    int64_t idx = k;
+    e->map[out_member[k]] =
+        k == 0 ? fn
+               : node_new(e->out, TYTO_OP_FUSED_OUTPUT, first->dtype,
+                          first->rank, first->shape, 1, &fn, 1, &idx, 0, NULL);
+  }
+  e->changed += nm;
+done:
+  free(ia);
+  free(fa);
+  free(value);
+  free(absorbed);
+}
+
+/* The units a node waits for: its inputs, or its group's external
+ * inputs. Returns the first not yet emitted, or -1. */
+static int64_t pending(emitter *e, int64_t i) {
+  if (e->fused[i]) {
+    const fgroup *gr = &e->f->grp[root(e->f, i)];
+    for (int k = 0; k < gr->n_ext; k++)
+      if (!e->emitted[gr->ext[k]])
+        return gr->ext[k];
+    return -1;
+  }
+  const tyto_tensor *t = e->f->g->nodes[i];
+  for (size_t k = 0; k < t->n_inputs; k++)
+    if (!e->emitted[t->inputs[k]->index])
+      return t->inputs[k]->index;
+  return -1;
+}
+
+static void emit_unit(emitter *e, int64_t i) {
+  if (e->fused[i]) {
+    int64_t r = root(e->f, i);
+    emit_group(e, r);
+    for (int m = 0; m < e->n_members[r]; m++)
+      e->emitted[e->members[r][m]] = 1;
+    return;
+  }
+  const tyto_tensor *t = e->f->g->nodes[i];
+  tyto_tensor *ins[64], **buf = ins;
+  if (t->n_inputs > 64 && !(buf = malloc(t->n_inputs * sizeof *buf))) {
+    graph_oom(e->out, "fuse");
+    e->emitted[i] = 1;
+    return;
+  }
+  pass_inputs(t, e->map, buf);
+  e->map[i] = pass_clone(e->out, t, buf);
+  if (buf != ins)
+    free(buf);
+  e->emitted[i] = 1;
+}
+
+/* Emits every node in an order where each unit follows what it reads. */
+static void emit_all(emitter *e) {
+  const tyto_graph *g = e->f->g;
+  int64_t *stack = e->f->stack;
+  for (size_t s = 0; s < g->n_nodes && e->out->status == TYTO_OK; s++) {
+    if (e->emitted[s])
+      continue;
+    int64_t sp = 0;
+    stack[sp++] = (int64_t)s;
+    while (sp && e->out->status == TYTO_OK) {
+      int64_t i = stack[sp - 1];
+      if (e->emitted[i]) {
+        sp--;
+        continue;
+      }
+      int64_t p = pending(e, i);
+      if (p >= 0) {
+        if (sp == (int64_t)g->n_nodes) { /* a cycle: never, but no crash */
+          graph_fail(e->out, "fused groups depend on each other");
+          return;
+        }
+        stack[sp++] = p;
+        continue;
+      }
+      emit_unit(e, i);
+      sp--;
+    }
+  }
+}
+
+long pass_fuse(const pass_graph *in, pass_graph *out, tyto_tensor **map,
+               const pass_options *opt, char *msg, size_t msg_size) {
+  if (!opt || !opt->fuse_ok)
+    return 0;
+  const tyto_graph *g = in->g;
+  size_t n = g->n_nodes ? g->n_nodes : 1;
+  fuser f = {g,
+             malloc(n * sizeof(int64_t)),
+             malloc(n * sizeof(fgroup)),
+             calloc(n, sizeof(uint32_t)),
+             0,
+             malloc(n * sizeof(int64_t))};
+  emitter e = {&f,
+               in,
+               NULL,
+               map,
+               NULL,
+               calloc(n, 1),
+               calloc(n, 1),
+               calloc(n, 1),
+               calloc(n, sizeof(int64_t *)),
+               calloc(n, sizeof(int)),
+               0};
+  long rc = -1;
+  size_t *uses = pass_use_counts(in);
+  e.uses = uses;
+  if (!f.parent || !f.grp || !f.stamp || !f.stack || !uses || !e.is_out ||
+      !e.fused || !e.emitted || !e.members || !e.n_members) {
+    snprintf(msg, msg_size, "passes: out of memory");
+    goto done;
+  }
+  for (size_t i = 0; i < g->n_nodes; i++)
+    f.parent[i] = -1;
+  form_groups(&f);
+
+  /* Group outputs: members read by another unit, or program outputs. */
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const tyto_tensor *t = g->nodes[i];
+    int64_t gi = group_of(&f, (int64_t)i);
+    for (size_t k = 0; k < t->n_inputs; k++) {
+      int64_t x = t->inputs[k]->index, gx = group_of(&f, x);
+      if (gx >= 0 && gx != gi)
+        e.is_out[x] = 1;
+    }
+  }
+  for (size_t i = 0; i < in->n_out; i++)
+    e.is_out[in->outs[i]->index] = 1;
+  /* Which groups become FUSED nodes: within the output limit, and either
+   * several members or an inlined constant (a lone op gains nothing). */
+  int *n_outs = calloc(n, sizeof(int));
+  unsigned char *has_const = calloc(n, 1);
+  if (!n_outs || !has_const) {
+    free(n_outs);
+    free(has_const);
+    snprintf(msg, msg_size, "passes: out of memory");
+    goto done;
+  }
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    int64_t r = group_of(&f, (int64_t)i);
+    if (r < 0)
+      continue;
+    n_outs[r] += e.is_out[i];
+    for (size_t k = 0; k < g->nodes[i]->n_inputs; k++)
+      has_const[r] |= g->nodes[i]->inputs[k]->op == TYTO_OP_FULL;
+  }
+  long groups = 0;
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    int64_t r = group_of(&f, (int64_t)i);
+    /* A group of constants only is the fold pass's (next round). */
+    if (r < 0 || n_outs[r] > MAX_IO || f.grp[r].n_ext == 0 ||
+        (f.grp[r].members < 2 && !has_const[r]))
+      continue;
+    if (!e.members[r]) {
+      if (!(e.members[r] =
+                malloc((size_t)f.grp[r].members * sizeof(int64_t)))) {
+        free(n_outs);
+        free(has_const);
+        snprintf(msg, msg_size, "passes: out of memory");
+        goto done;
+      }
+      groups++;
+    }
+    e.members[r][e.n_members[r]++] = (int64_t)i;
+    e.fused[i] = 1;
+  }
+  free(n_outs);
+  free(has_const);
+  if (groups == 0) {
+    rc = 0;
+    goto done;
+  }
+  if (pass_begin(in, out, msg, msg_size) < 0)
+    goto done;
+  for (size_t i = 0; i < g->n_nodes; i++)
+    map[i] = NULL;
+  e.out = out->g;
+  emit_all(&e);
+  if (pass_end(in, out, map, "fuse", msg, msg_size) == 0)
+    rc = e.changed;
+done:
+  if (e.members)
+    for (size_t i = 0; i < g->n_nodes; i++)
+      free(e.members[i]);
+  free(e.members);
+  free(e.n_members);
+  free(e.is_out);
+  free(e.fused);
+  free(e.emitted);
+  free(uses);
+  free(f.parent);
+  free(f.grp);
+  free(f.stamp);
+  free(f.stack);
+  return rc;
+}
