@@ -1,8 +1,9 @@
 /*
  * The memory planner: hand-built problems with layouts worked out by hand
  * (in the comments), invalid problems and their messages, the verifier
- * against corrupted plans, random DAGs checked by the verifier and by the
- * bounds, and a timed 15,000-step problem (printed, never asserted).
+ * against corrupted plans, random DAGs checked by the verifier, by the
+ * bounds and (offline placements) against a slow reimplementation, and
+ * timed 15,000- and 1,000-step problems (printed, never asserted).
  */
 #include "common.h"
 
@@ -50,6 +51,162 @@ static const plan_problem *prob(tp *t) {
   return &t->p;
 }
 
+/* ---- Offline placements, checked the slow way --------------------------- */
+
+/* A value and the values that took its storage in place, rebuilt from a
+ * plan: one offset, alive from the first one's producer to the last one's
+ * last reader. */
+typedef struct tchain {
+  uint64_t bytes, off, key; /* key: the breadth, for by-breadth */
+  size_t first, last, out;  /* out: the first value's index in out[] */
+  uint64_t align;
+} tchain;
+
+/* Which of two chains a placement takes first: larger key (by breadth),
+ * larger size, earlier first position, earlier output. */
+static int tchain_before(const tchain *a, const tchain *b, int breadth) {
+  if (breadth && a->key != b->key)
+    return a->key > b->key;
+  if (a->bytes != b->bytes)
+    return a->bytes > b->bytes;
+  if (a->first != b->first)
+    return a->first < b->first;
+  return a->out < b->out;
+}
+
+/* Rebuilds the chains of r's arena. Returns how many; *out is malloc'd. */
+static size_t tchains(const plan_problem *p, const plan_result *r,
+                      tchain **out) {
+  size_t nv = p->n_values, ns = p->n_steps, n = 0;
+  size_t *pos = malloc((ns + 1) * sizeof *pos);
+  size_t *first = malloc((nv + 1) * sizeof *first);
+  size_t *last = malloc((nv + 1) * sizeof *last);
+  size_t *idx = malloc((nv + 1) * sizeof *idx);
+  int *taker = malloc((nv + 1) * sizeof *taker);
+  tchain *c = malloc((nv + 1) * sizeof *c);
+  ck_assert(pos && first && last && idx && taker && c);
+  for (size_t i = 0; i < ns; i++)
+    pos[r->order[i]] = i;
+  for (size_t v = 0; v < nv; v++) {
+    first[v] = SIZE_MAX;
+    taker[v] = -1;
+  }
+  for (size_t s = 0; s < ns; s++)
+    for (size_t j = 0; j < p->steps[s].n_out; j++) {
+      uint32_t v = p->steps[s].out[j];
+      first[v] = last[v] = pos[s];
+      idx[v] = j;
+    }
+  for (size_t s = 0; s < ns; s++)
+    for (size_t k = 0; k < p->steps[s].n_in; k++) {
+      uint32_t v = p->steps[s].in[k];
+      if (first[v] != SIZE_MAX && pos[s] > last[v])
+        last[v] = pos[s];
+    }
+  for (size_t v = 0; v < nv; v++)
+    if (r->inplace_of[v] >= 0)
+      taker[r->inplace_of[v]] = (int)v;
+  for (size_t v = 0; v < nv; v++) {
+    if (p->values[v].pinned || first[v] == SIZE_MAX || !p->values[v].bytes ||
+        r->inplace_of[v] >= 0)
+      continue;
+    tchain ch = {p->values[v].bytes, r->offset[v], 0, first[v], last[v], idx[v],
+                 p->values[v].align};
+    for (int u = taker[v]; u >= 0; u = taker[u]) {
+      ck_assert_uint_eq(r->offset[u], ch.off);
+      ch.last = last[u];
+      if (p->values[u].align > ch.align)
+        ch.align = p->values[u].align;
+    }
+    c[n++] = ch;
+  }
+  for (size_t i = 0; i < n; i++) /* breadth: the busiest position */
+    for (size_t t = c[i].first; t <= c[i].last; t++) {
+      uint64_t live = 0;
+      for (size_t j = 0; j < n; j++)
+        if (c[j].first <= t && t <= c[j].last)
+          live += c[j].bytes;
+      if (live > c[i].key)
+        c[i].key = live;
+    }
+  free(pos);
+  free(first);
+  free(last);
+  free(idx);
+  free(taker);
+  *out = c;
+  return n;
+}
+
+/* An offline placement puts each chain at the lowest offset, a multiple of
+ * its alignment, clear of the chains it takes before and shares a
+ * position with. */
+static void check_offline(const plan_problem *p, const plan_result *r) {
+  tchain *c;
+  size_t n = tchains(p, r, &c);
+  int breadth = r->placement == PLAN_PLACE_BY_BREADTH;
+  uint64_t end = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t y = 0;
+    for (int moved = 1; moved;) { /* up past every earlier chain in the way */
+      moved = 0;
+      for (size_t j = 0; j < n; j++)
+        if (j != i && tchain_before(&c[j], &c[i], breadth) &&
+            c[j].first <= c[i].last && c[i].first <= c[j].last &&
+            c[j].off < y + c[i].bytes && y < c[j].off + c[j].bytes) {
+          y = (c[j].off + c[j].bytes + c[i].align - 1) / c[i].align *
+              c[i].align;
+          moved = 1;
+        }
+    }
+    ck_assert_msg(c[i].off == y,
+                  "placement %d: the chain of %llu bytes at [%zu, %zu] "
+                  "sits at %llu, its lowest gap is at %llu",
+                  (int)r->placement, (unsigned long long)c[i].bytes, c[i].first,
+                  c[i].last, (unsigned long long)c[i].off,
+                  (unsigned long long)y);
+    if (y + c[i].bytes > end)
+      end = y + c[i].bytes;
+  }
+  ck_assert_uint_eq(end, r->arena_bytes);
+  free(c);
+}
+
+/* The placements' arenas (tried_arena) agree with the plan: each order
+ * tried ran best fit, keeps the smallest of its arenas, none below its
+ * live-set bound; the kept one is the plan's. */
+static void check_placements(const plan_problem *p, const plan_result *r) {
+  ck_assert_int_lt(r->placement, PLAN_PLACE_COUNT);
+  ck_assert_uint_eq(r->tried_arena[r->order_kind][r->placement],
+                    r->arena_bytes);
+  for (int k = 0; k < PLAN_ORDER_COUNT; k++) {
+    uint64_t least = UINT64_MAX;
+    for (int s = 0; s < PLAN_PLACE_COUNT; s++) {
+      uint64_t a = r->tried_arena[k][s];
+      if (!r->tried[k]) {
+        ck_assert_uint_eq(a, UINT64_MAX);
+        continue;
+      }
+      if (a == UINT64_MAX) {
+        ck_assert_int_ne(s, PLAN_PLACE_BEST_FIT);
+        continue;
+      }
+      ck_assert_uint_ge(a, r->tried_lower_bound[k] - r->pinned_bytes);
+      if (a < least)
+        least = a;
+      if (k == (int)r->order_kind) {
+        ck_assert_uint_le(r->arena_bytes, a);
+        if (s < (int)r->placement) /* ties keep the lowest */
+          ck_assert_uint_lt(r->arena_bytes, a);
+      }
+    }
+    if (r->tried[k])
+      ck_assert_uint_eq(r->tried_planned[k], r->pinned_bytes + least);
+  }
+  if (r->placement != PLAN_PLACE_BEST_FIT)
+    check_offline(p, r);
+}
+
 /* Plans with every order (kind < 0) or one, and checks what always holds. */
 static void plan_ok(tp *t, int kind, plan_result *r) {
   char msg[256] = "";
@@ -66,6 +223,7 @@ static void plan_ok(tp *t, int kind, plan_result *r) {
       slack += t->v[v].align - 1;
   ck_assert_uint_le(r->lower_bound, r->planned_bytes);
   ck_assert_uint_le(r->planned_bytes, r->naive_bytes + slack);
+  check_placements(prob(t), r);
 }
 
 static void expect_offsets(const plan_result *r, size_t n,
@@ -139,8 +297,10 @@ START_TEST(inplace_refused) {
   expect_offsets(&r, 4, (const uint64_t[]){NO, 0, 1000, NO});
   plan_result_free(&r);
 
-  /* p [0,3); a [3,67) (alignment 1); b, alignment 64, may not sit at 3:
-   * it goes to align_up(67, 64) = 128, leaving [67,128) free. */
+  /* Best fit: p [0,3); a [3,67) (alignment 1); b, alignment 64, may not
+   * sit at 3: it goes to align_up(67, 64) = 128, leaving [67,128) free,
+   * arena 192. By size: a [0,64), b [64,128) (not in place: best fit's
+   * decision stays), p [128,131): arena 131, all three alive at step 2. */
   tp u = {0};
   x = val(&u, 8, 8, 1);
   uint32_t p = val(&u, 3, 1, 0);
@@ -153,8 +313,14 @@ START_TEST(inplace_refused) {
   step(&u, 0, L(p, b), L(y));
   plan_ok(&u, PLAN_ORDER_GIVEN, &r);
   ck_assert_int_eq(r.inplace_of[b], -1);
-  expect_offsets(&r, 5, (const uint64_t[]){NO, 0, 3, 128, NO});
-  ck_assert_uint_eq(r.arena_bytes, 192);
+  expect_offsets(&r, 5, (const uint64_t[]){NO, 128, 0, 64, NO});
+  ck_assert_uint_eq(r.arena_bytes, 131);
+  ck_assert_uint_eq(r.lower_bound, 16 + 131);
+  ck_assert_int_eq(r.placement, PLAN_PLACE_BY_SIZE);
+  ck_assert_uint_eq(r.tried_arena[PLAN_ORDER_GIVEN][PLAN_PLACE_BEST_FIT], 192);
+  /* By size reached the bound: by breadth is not run. */
+  ck_assert_uint_eq(r.tried_arena[PLAN_ORDER_GIVEN][PLAN_PLACE_BY_BREADTH],
+                    UINT64_MAX);
   plan_result_free(&r);
 }
 END_TEST
@@ -378,8 +544,9 @@ START_TEST(zero_bytes) {
 }
 END_TEST
 
-/* a [0,3); b, alignment 8, at 8, leaving [3,8) free; c (2 bytes) fits
- * there at 3, the best fit. */
+/* Best fit: a [0,3); b, alignment 8, at 8, leaving [3,8) free; c (2
+ * bytes) fits there at 3, the best fit: arena 16. By size does better: b
+ * [0,8), a [8,11), c [11,13), the 13 bytes alive at step 3. */
 START_TEST(alignment) {
   tp t = {0};
   uint32_t x = val(&t, 8, 8, 1), a = val(&t, 3, 1, 0), b = val(&t, 8, 8, 0),
@@ -390,8 +557,10 @@ START_TEST(alignment) {
   step(&t, 0, L(a, b, c), L(y));
   plan_result r;
   plan_ok(&t, PLAN_ORDER_GIVEN, &r);
-  expect_offsets(&r, 5, (const uint64_t[]){NO, 0, 8, 3, NO});
-  ck_assert_uint_eq(r.arena_bytes, 16);
+  expect_offsets(&r, 5, (const uint64_t[]){NO, 8, 0, 11, NO});
+  ck_assert_uint_eq(r.arena_bytes, 13);
+  ck_assert_int_eq(r.placement, PLAN_PLACE_BY_SIZE);
+  ck_assert_uint_eq(r.tried_arena[PLAN_ORDER_GIVEN][PLAN_PLACE_BEST_FIT], 16);
   plan_result_free(&r);
 
   /* Two live 1-byte values with alignment 64: 65 bytes, more than the
@@ -410,6 +579,48 @@ START_TEST(alignment) {
   expect_offsets(&r, 4, (const uint64_t[]){NO, 0, 64, NO});
   ck_assert_uint_eq(r.arena_bytes, 65);
   ck_assert_uint_eq(r.naive_bytes, 18);
+  plan_result_free(&r);
+}
+END_TEST
+
+/* Best fit fragments, by size does not: A (100 bytes) lives over steps
+ * 0-2, B (50) over 1-5, and C1 (150) from step 3, taken in place by C2 at
+ * step 4, through step 5. Best fit puts A at 0 and B at 100; A's freed
+ * [0,100) is too small for C1, which goes to 150: arena 300, while at most
+ * 200 bytes are ever alive (B and the C chain). By size places the C chain
+ * (150 bytes, steps 3-5, one interval) at 0, A at 0 too (it is gone by
+ * step 3), and B above both at 150: 200, the bound. */
+START_TEST(by_size) {
+  tp t = {0};
+  uint32_t x = val(&t, 8, 8, 1), A = val(&t, 100, 2, 0), B = val(&t, 50, 2, 0),
+           C1 = val(&t, 150, 2, 0), C2 = val(&t, 150, 2, 0),
+           y = val(&t, 8, 8, 1);
+  step(&t, 0, L(x), L(A));
+  step(&t, 0, L(x), L(B));
+  step(&t, 0, L(A), NIL);
+  step(&t, 0, L(x), L(C1));
+  step(&t, 1, L(C1), L(C2));
+  step(&t, 0, L(B, C2), L(y));
+  plan_result r;
+  plan_ok(&t, PLAN_ORDER_GIVEN, &r);
+  ck_assert_int_eq(r.placement, PLAN_PLACE_BY_SIZE);
+  expect_offsets(&r, 6, (const uint64_t[]){NO, 0, 150, 0, 0, NO});
+  ck_assert_int_eq(r.inplace_of[C2], (int)C1);
+  ck_assert_uint_eq(r.arena_bytes, 200);
+  ck_assert_uint_eq(r.lower_bound, 16 + 200);
+  ck_assert_uint_eq(r.planned_bytes, 16 + 200);
+  const uint64_t *a = r.tried_arena[PLAN_ORDER_GIVEN];
+  ck_assert_uint_eq(a[PLAN_PLACE_BEST_FIT], 300);
+  ck_assert_uint_eq(a[PLAN_PLACE_BY_SIZE], 200);
+  ck_assert_uint_eq(a[PLAN_PLACE_BY_BREADTH], UINT64_MAX); /* not needed */
+  ck_assert_uint_eq(r.tried_arena[PLAN_ORDER_GREEDY][PLAN_PLACE_BEST_FIT],
+                    UINT64_MAX); /* not tried */
+  plan_result_free(&r);
+
+  /* Every order can do as well: the plan keeps the given one. */
+  plan_ok(&t, -1, &r);
+  ck_assert_uint_eq(r.arena_bytes, 200);
+  ck_assert_uint_eq(r.planned_bytes, r.lower_bound);
   plan_result_free(&r);
 }
 END_TEST
@@ -721,6 +932,64 @@ static void gen_problem(gen *q, rng *g, size_t n, int family, int shuffle) {
   q->p = (plan_problem){q->nv, q->v, q->ns, q->s};
 }
 
+/* By size with hundreds of neighbours to sort: 500 1024-byte values, each
+ * read by the next, alternate between [0,1024) and [1024,2048); T, 8
+ * bytes, alive throughout and the smallest, is placed last, above all of
+ * them and above the by_size pattern in front (A 3200 bytes, B 1600, C
+ * 4800: best fit needs 9600, the bound is B + C + T = 6408), so at 6400. */
+START_TEST(by_size_many) {
+  const size_t n = 500;
+  gen q;
+  q.v = malloc((n + 16) * sizeof *q.v);
+  q.s = malloc((n + 16) * sizeof *q.s);
+  q.ids = malloc(4 * (n + 16) * sizeof *q.ids);
+  ck_assert(q.v && q.s && q.ids);
+  q.nv = q.ns = q.nid = 0;
+#define V(b, al, pin) (q.v[q.nv] = (plan_value){b, al, pin}, (uint32_t)q.nv++)
+#define S(n_in, n_out, ...)                                                    \
+  do {                                                                         \
+    const uint32_t io[] = {__VA_ARGS__};                                       \
+    q.s[q.ns++] =                                                              \
+        (plan_step){n_in, &q.ids[q.nid], n_out, &q.ids[q.nid + n_in], 0};      \
+    memcpy(&q.ids[q.nid], io, sizeof io);                                      \
+    q.nid += n_in + n_out;                                                     \
+  } while (0)
+  uint32_t x = V(8, 8, 1), A = V(3200, 8, 0), B = V(1600, 8, 0),
+           C = V(4800, 8, 0), T = V(8, 8, 0);
+  S(1, 1, x, A);
+  S(1, 1, x, B);
+  S(1, 0, A);
+  S(1, 1, x, C);
+  S(2, 1, B, C, T); /* T: 8 bytes, alive to the end */
+  uint32_t prev = T;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t v = V(1024, 8, 0);
+    S(1, 1, prev, v);
+    prev = v;
+  }
+  uint32_t y = V(8, 8, 1);
+  S(2, 1, prev, T, y);
+#undef S
+#undef V
+  q.p = (plan_problem){q.nv, q.v, q.ns, q.s};
+  plan_result r;
+  char msg[256];
+  ck_assert_int_eq(
+      plan_build_order(&q.p, PLAN_ORDER_GIVEN, &r, msg, sizeof msg), 0);
+  ck_assert_msg(plan_verify(&q.p, &r, msg, sizeof msg) == 0, "%s", msg);
+  check_placements(&q.p, &r);
+  ck_assert_int_eq(r.placement, PLAN_PLACE_BY_SIZE);
+  ck_assert_uint_eq(r.tried_arena[PLAN_ORDER_GIVEN][PLAN_PLACE_BEST_FIT], 9600);
+  ck_assert_uint_eq(r.arena_bytes, 6408);
+  ck_assert_uint_eq(r.arena_bytes, r.lower_bound - r.pinned_bytes);
+  ck_assert_uint_eq(r.offset[T], 6400);
+  ck_assert_uint_eq(r.offset[T + 1], 0);
+  ck_assert_uint_eq(r.offset[T + 2], 1024);
+  plan_result_free(&r);
+  gen_free(&q);
+}
+END_TEST
+
 /* Whether the indices are a topological order, found the simple way. */
 static int given_is_topological(const gen *q) {
   int ok = 1;
@@ -743,7 +1012,9 @@ START_TEST(random_problems) {
   int n_problems = getenv("TYTO_TEST_UNDER_VALGRIND") ? 400 : 1500;
   rng g = {UINT64_C(0x9e3779b97f4a7c15)};
   double ratio[PLAN_ORDER_COUNT] = {0}, kept_ratio = 0, saved = 0;
+  double bf_ratio = 0; /* best fit alone: the plan before the offline ones */
   int n_ratio[PLAN_ORDER_COUNT] = {0}, wins[PLAN_ORDER_COUNT] = {0};
+  int placed[PLAN_PLACE_COUNT] = {0}, n_offline = 0;
   int n_kept = 0, over_naive = 0, inplace = 0;
   for (int it = 0; it < n_problems; it++) {
     gen q;
@@ -755,6 +1026,7 @@ START_TEST(random_problems) {
     ck_assert_msg(rc == 0, "problem %d: %d %s", it, rc, msg);
     ck_assert_msg(plan_verify(&q.p, &r, msg, sizeof msg) == 0, "problem %d: %s",
                   it, msg);
+    check_placements(&q.p, &r);
     uint64_t slack = 0;
     for (size_t v = 0; v < q.nv; v++)
       if (!q.v[v].pinned)
@@ -785,8 +1057,11 @@ START_TEST(random_problems) {
           plan_build_order(&q.p, (plan_order)k, &one, msg, sizeof msg), 0);
       ck_assert_msg(plan_verify(&q.p, &one, msg, sizeof msg) == 0,
                     "problem %d order %d: %s", it, k, msg);
+      check_placements(&q.p, &one);
       ck_assert_uint_eq(one.planned_bytes, r.tried_planned[k]);
       ck_assert_uint_eq(one.lower_bound, r.tried_lower_bound[k]);
+      for (int s = 0; s < PLAN_PLACE_COUNT; s++)
+        ck_assert_uint_eq(one.tried_arena[k][s], r.tried_arena[k][s]);
       ck_assert_uint_le(one.lower_bound, one.planned_bytes);
       if (one.lower_bound > r.pinned_bytes) {
         ratio[k] += (double)(one.planned_bytes - r.pinned_bytes) /
@@ -799,7 +1074,17 @@ START_TEST(random_problems) {
       kept_ratio +=
           (double)r.arena_bytes / (double)(r.lower_bound - r.pinned_bytes);
       n_kept++;
+      /* Best fit alone would have kept the order of least best-fit arena. */
+      int kb = -1;
+      for (int k = 0; k < PLAN_ORDER_COUNT; k++)
+        if (r.tried[k] &&
+            (kb < 0 || r.tried_arena[k][0] < r.tried_arena[kb][0]))
+          kb = k;
+      uint64_t bound = r.tried_lower_bound[kb] - r.pinned_bytes;
+      bf_ratio += bound ? (double)r.tried_arena[kb][0] / (double)bound : 1.0;
     }
+    placed[r.placement]++;
+    n_offline += r.tried_arena[r.order_kind][PLAN_PLACE_BY_SIZE] != UINT64_MAX;
     if (r.naive_bytes > r.pinned_bytes)
       saved += 1.0 -
                (double)r.arena_bytes / (double)(r.naive_bytes - r.pinned_bytes);
@@ -817,6 +1102,12 @@ START_TEST(random_problems) {
          n_problems, ratio[0] / n_ratio[0], ratio[1] / n_ratio[1],
          ratio[2] / n_ratio[2], kept_ratio / n_kept, wins[0], wins[1], wins[2],
          100 * saved / n_problems, inplace, over_naive);
+  printf("plan random: arena / live-set lower bound of the plan kept, best "
+         "fit alone %.4f, best of the placements %.4f; offline placements "
+         "run on %d kept orders; kept best fit/by size/by breadth "
+         "%d/%d/%d\n",
+         bf_ratio / n_kept, kept_ratio / n_kept, n_offline, placed[0],
+         placed[1], placed[2]);
 }
 END_TEST
 
@@ -874,12 +1165,13 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* A random 15,000-step DAG, harder than most graphs: 300 pinned
- * parameters, each step reading 1..3 recent values and, one read in 20,
- * any earlier value (long lifetimes, a fragmented arena), 64-byte
- * alignment, half the steps allowed in place. */
-START_TEST(large) {
-  const size_t n = 15000;
+/* A random n-step DAG, harder than most graphs: 300 pinned parameters,
+ * each step reading 1..3 recent values and, one read in 20, any earlier
+ * value (long lifetimes, a fragmented arena), 64-byte alignment, half the
+ * steps allowed in place. Timed (printed, never asserted): 15,000 steps,
+ * where the lifetimes overlap too much for the offline placements, and
+ * 1,000, where they run. */
+static void timed(size_t n) {
   int valgrind = getenv("TYTO_TEST_UNDER_VALGRIND") != NULL;
   rng g = {777};
   gen q;
@@ -938,28 +1230,50 @@ START_TEST(large) {
   t_verify = now() - t0;
   ck_assert_uint_le(r.lower_bound, r.planned_bytes);
   ck_assert_uint_le(r.planned_bytes, r.naive_bytes);
+  check_placements(&q.p, &r);
   qsort(t_all, (size_t)reps, sizeof *t_all, cmp_double);
   for (int k = 0; k < PLAN_ORDER_COUNT; k++)
     qsort(t_one[k], (size_t)reps, sizeof **t_one, cmp_double);
   const char *names[] = {"given", "greedy", "depth"};
-  printf("plan large: %zu steps, %zu values; plan_build (3 orders) min "
-         "%.2f ms, median %.2f ms over %d runs%s; plan_verify %.2f ms\n",
+  printf("plan timed: %zu steps, %zu values; plan_build (3 orders, all "
+         "placements) min %.2f ms, median %.2f ms over %d runs%s; "
+         "plan_verify %.2f ms\n",
          q.ns, q.nv, 1e3 * t_all[0], 1e3 * t_all[reps / 2], reps,
          valgrind ? " (under valgrind)" : "", 1e3 * t_verify);
-  printf("%-8s %12s %14s %14s %8s\n", "order", "median ms", "planned MB",
+  printf("%-8s %10s %12s %12s %12s %12s %12s %8s\n", "order", "median ms",
+         "planned MB", "best fit MB", "by size MB", "breadth MB",
          "lower bnd MB", "ratio");
-  for (int k = 0; k < PLAN_ORDER_COUNT; k++)
-    printf("%-8s %12.2f %14.2f %14.2f %8.4f\n", names[k],
-           1e3 * t_one[k][reps / 2], r.tried_planned[k] / 1048576.0,
-           r.tried_lower_bound[k] / 1048576.0,
+  for (int k = 0; k < PLAN_ORDER_COUNT; k++) {
+    char col[PLAN_PLACE_COUNT][32];
+    for (int p = 0; p < PLAN_PLACE_COUNT; p++) {
+      uint64_t a = r.tried_arena[k][p];
+      if (a == UINT64_MAX)
+        snprintf(col[p], sizeof col[p], "not run");
+      else
+        snprintf(col[p], sizeof col[p], "%.2f",
+                 (r.pinned_bytes + a) / 1048576.0);
+    }
+    printf("%-8s %10.2f %12.2f %12s %12s %12s %12.2f %8.4f\n", names[k],
+           1e3 * t_one[k][reps / 2], r.tried_planned[k] / 1048576.0, col[0],
+           col[1], col[2], r.tried_lower_bound[k] / 1048576.0,
            (double)r.tried_planned[k] / (double)r.tried_lower_bound[k]);
-  printf("plan large: naive %.1f MB, kept %s at %.1f MB (pinned %.1f MB)\n",
+  }
+  printf("plan timed: naive %.1f MB, kept %s at %.1f MB (pinned %.1f MB)\n",
          r.naive_bytes / 1048576.0, names[r.order_kind],
          r.planned_bytes / 1048576.0, r.pinned_bytes / 1048576.0);
   printf("BENCH plan_build steps=%zu min_ms=%.3f median_ms=%.3f\n", q.ns,
          1e3 * t_all[0], 1e3 * t_all[reps / 2]);
   plan_result_free(&r);
   gen_free(&q);
+}
+
+START_TEST(large) {
+  timed(15000);
+}
+END_TEST
+
+START_TEST(medium) {
+  timed(1000);
 }
 END_TEST
 
@@ -1057,12 +1371,15 @@ int main(void) {
   tcase_add_test(tc, read_twice);
   tcase_add_test(tc, zero_bytes);
   tcase_add_test(tc, alignment);
+  tcase_add_test(tc, by_size);
+  tcase_add_test(tc, by_size_many);
   tcase_add_test(tc, invalid);
   tcase_add_test(tc, given_not_topological);
   tcase_add_test(tc, verify_catches);
   tcase_add_test(tc, random_problems);
   tcase_add_test(tc, random_garbage);
   tcase_add_test(tc, large);
+  tcase_add_test(tc, medium);
   tcase_add_test(tc, large_network);
   suite_add_tcase(s, tc);
   return test_run(s);

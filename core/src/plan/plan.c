@@ -1,8 +1,10 @@
 /*
  * The memory planner (plan.h): index and validate the problem once, build
  * up to three topological orders, simulate each with reference-counted
- * lifetimes over a best-fit arena, and keep the cheapest. plan_verify
- * (verify.c) checks a result without sharing any of this code.
+ * lifetimes over a best-fit arena, place the same lifetimes again offline
+ * (greedy by size, by breadth) where that is affordable, and keep the
+ * cheapest. plan_verify (verify.c) checks a result without sharing any of
+ * this code.
  */
 #include "config.h"
 
@@ -13,8 +15,8 @@
 #include <string.h>
 
 #include "plan.h"
+#include "plan_internal.h"
 
-#define NONE UINT32_MAX
 /* Indices are 32-bit inside; counts beyond this are refused as invalid. */
 #define MAX_ITEMS (UINT32_C(1) << 30)
 /* Sizes (plus alignments) must add up to at most this, so that arena ends
@@ -28,10 +30,6 @@ void plan_say(char *msg, size_t n, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, n, fmt, ap);
   va_end(ap);
-}
-
-static uint64_t align_up(uint64_t x, uint64_t a) {
-  return (x + a - 1) & ~(a - 1);
 }
 
 /* ---- The problem, indexed ---------------------------------------------- */
@@ -749,14 +747,17 @@ static void arena_release(arena *a, uint32_t x) {
 /* ---- Placing one order -------------------------------------------------- */
 
 typedef struct vstate {
-  uint32_t rem; /* reads still to come */
-  uint32_t blk; /* its block, or NONE */
+  uint32_t rem;   /* reads still to come */
+  uint32_t blk;   /* its block, or NONE */
+  uint32_t chain; /* its chain (below), or NONE */
 } vstate;
 
 typedef struct work {
   vstate *vs;
   uint32_t *dying; /* this step's inputs read for the last time */
   arena a;
+  chain *ch;
+  size_t nc;
 } work;
 
 /* Simulates `order`, filling offset and inplace_of; returns the arena's
@@ -767,10 +768,11 @@ static void place(const ix *x, work *w, const uint32_t *order, uint64_t *offset,
   vstate *vs = w->vs;
   arena_reset(a);
   for (size_t v = 0; v < x->nv; v++) {
-    vs[v] = (vstate){x->v[v].n_reads, NONE};
+    vs[v] = (vstate){x->v[v].n_reads, NONE, NONE};
     offset[v] = UINT64_MAX;
     inplace_of[v] = -1;
   }
+  w->nc = 0;
   uint64_t live = 0, top = 0;
   for (size_t i = 0; i < x->ns; i++) {
     const sinfo *st = &x->s[order[i]];
@@ -799,12 +801,18 @@ static void place(const ix *x, work *w, const uint32_t *order, uint64_t *offset,
         vs[o].blk = vs[taken].blk;
         vs[taken].blk = NONE;
         inplace_of[o] = (int)taken;
+        uint32_t c = vs[o].chain = vs[taken].chain;
+        if (c != NONE && w->ch[c].align < ov->align)
+          w->ch[c].align = ov->align;
       } else if (!ov->bytes) {
         offset[o] = 0;
       } else {
         vs[o].blk = arena_alloc(a, ov->bytes, ov->align);
         offset[o] = a->b[vs[o].blk].off;
         live += ov->bytes;
+        vs[o].chain = (uint32_t)w->nc;
+        w->ch[w->nc++] =
+            (chain){ov->bytes, (uint32_t)i, (uint32_t)i, ov->align};
       }
     }
     if (live > top)
@@ -812,6 +820,7 @@ static void place(const ix *x, work *w, const uint32_t *order, uint64_t *offset,
     for (size_t k = 0; k < nd; k++) {
       uint32_t v = w->dying[k];
       if (vs[v].blk != NONE) {
+        w->ch[vs[v].chain].last = (uint32_t)i;
         arena_release(a, vs[v].blk);
         vs[v].blk = NONE;
         live -= x->v[v].bytes;
@@ -820,6 +829,7 @@ static void place(const ix *x, work *w, const uint32_t *order, uint64_t *offset,
     for (size_t j = 0; j < st->n_out; j++) {
       uint32_t o = ou[j];
       if (!x->v[o].n_reads && vs[o].blk != NONE) {
+        w->ch[vs[o].chain].last = (uint32_t)i;
         arena_release(a, vs[o].blk);
         vs[o].blk = NONE;
         live -= x->v[o].bytes;
@@ -857,7 +867,9 @@ static int build(const plan_problem *p, unsigned kinds, plan_result *r,
     return -2;
   }
   size_t nv = x.nv, ns = x.ns;
+  memset(r->tried_arena, 0xff, sizeof r->tried_arena); /* none run yet */
   work w;
+  offline off;
   memset(&w, 0, sizeof w);
   uint32_t *ord[PLAN_ORDER_COUNT] = {NULL};
   uint64_t *off2 = malloc((nv ? nv : 1) * sizeof *off2);
@@ -868,10 +880,12 @@ static int build(const plan_problem *p, unsigned kinds, plan_result *r,
   w.vs = malloc((nv ? nv : 1) * sizeof *w.vs);
   w.dying = malloc((x.max_in ? x.max_in : 1) * sizeof *w.dying);
   w.a.cap = (uint32_t)(2 * nv + 2);
+  w.ch = malloc((nv ? nv : 1) * sizeof *w.ch);
   w.a.b = malloc(w.a.cap * sizeof *w.a.b);
+  int off_rc = offline_init(&off, ns);
   rc = -1;
   if (!off2 || !inpl2 || !r->order || !r->offset || !r->inplace_of || !w.vs ||
-      !w.dying || !w.a.b)
+      !w.dying || !w.a.b || !w.ch || off_rc)
     goto out;
   int have = 0;
   for (int k = 0; k < PLAN_ORDER_COUNT; k++) {
@@ -896,10 +910,19 @@ static int build(const plan_problem *p, unsigned kinds, plan_result *r,
     if (same >= 0) {
       r->tried_planned[k] = r->tried_planned[same];
       r->tried_lower_bound[k] = r->tried_lower_bound[same];
+      memcpy(r->tried_arena[k], r->tried_arena[same], sizeof r->tried_arena[k]);
       continue;
     }
     uint64_t arena_bytes, peak;
     place(&x, &w, o, off2, inpl2, &arena_bytes, &peak);
+    plan_placement how;
+    if (offline_place(w.ch, w.nc, &off, nv, ns, peak, r->tried_arena[k],
+                      &arena_bytes, &how))
+      goto out;
+    if (how != PLAN_PLACE_BEST_FIT)
+      for (size_t v = 0; v < nv; v++)
+        if (w.vs[v].chain != NONE)
+          off2[v] = off.best[w.vs[v].chain];
     uint64_t planned = x.pinned_bytes + arena_bytes;
     r->tried_planned[k] = planned;
     r->tried_lower_bound[k] = x.pinned_bytes + peak;
@@ -907,6 +930,7 @@ static int build(const plan_problem *p, unsigned kinds, plan_result *r,
       continue;
     have = 1;
     r->order_kind = (plan_order)k;
+    r->placement = how;
     r->arena_bytes = arena_bytes;
     r->planned_bytes = planned;
     r->lower_bound = x.pinned_bytes + peak;
@@ -935,6 +959,8 @@ out:
   free(w.vs);
   free(w.dying);
   free(w.a.b);
+  free(w.ch);
+  offline_free(&off);
   ix_free(&x);
   return rc;
 }

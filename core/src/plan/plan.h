@@ -19,6 +19,17 @@
  * arena's end, extending a free block there), and its block is released,
  * and coalesced with free neighbours, after its last reader has run.
  *
+ * Offline placements (plan.c): with all of an order's lifetimes known,
+ * the arena values are also placed "greedy by size" (largest first) and
+ * "greedy by breadth" (those alive at the busiest positions first), each
+ * at the lowest aligned offset clear of every value already placed that
+ * is alive at a common position. A value and the values that took its
+ * storage in place stay together, at one offset: the in-place decisions
+ * are best fit's. Each order keeps the smallest of its arenas (ties: best
+ * fit, then by size). They are skipped where best fit already needs no
+ * more than the most bytes alive at once, and where too many lifetimes
+ * overlap to place them quickly (MAX_PAIRS in plan.c).
+ *
  * Alignment padding: planned_bytes <= naive_bytes holds whenever no padding
  * is needed (every size a multiple of the largest alignment, e.g. all 1);
  * with mixed alignments the arena may exceed the plain sum of the sizes by
@@ -70,6 +81,14 @@ typedef enum plan_order {
   PLAN_ORDER_COUNT
 } plan_order;
 
+/* How an order's arena values were placed (see above). */
+typedef enum plan_placement {
+  PLAN_PLACE_BEST_FIT = 0,   /* online, best fit over free blocks */
+  PLAN_PLACE_BY_SIZE = 1,    /* offline, largest first */
+  PLAN_PLACE_BY_BREADTH = 2, /* offline, busiest positions first */
+  PLAN_PLACE_COUNT
+} plan_placement;
+
 typedef struct plan_result {
   plan_order order_kind;  /* the order kept: lowest planned_bytes */
   size_t *order;          /* n_steps step indices in execution order */
@@ -89,6 +108,12 @@ typedef struct plan_result {
   uint64_t tried_planned[PLAN_ORDER_COUNT];
   uint64_t tried_lower_bound[PLAN_ORDER_COUNT];
   int tried[PLAN_ORDER_COUNT]; /* 1 where the order was tried */
+  plan_placement placement;    /* how the kept order's arena was placed */
+  /* Per order and placement: the arena it gave; UINT64_MAX where it was
+   * not run (the order not tried, the offline placements skipped; by
+   * breadth also once by size needs no more than the most bytes alive at
+   * once). The kept order's arena_bytes is the smallest of its row. */
+  uint64_t tried_arena[PLAN_ORDER_COUNT][PLAN_PLACE_COUNT];
 } plan_result;
 
 /* Plans p into *r (arrays malloc'd; free with plan_result_free, also after
