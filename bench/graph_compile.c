@@ -44,7 +44,7 @@ static double min(double a, double b) {
 
 /* Best (smallest) time of each phase over the runs, each phase on its own. */
 typedef struct phases {
-  double build, ad, update, passes, plan, prepare, compile, whole;
+  double build, ad, update, passes, plan, prepare, alloc, compile, whole;
 } phases;
 
 int main(int argc, char **argv) {
@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   const char *device = tyto_device_get_info(tyto_context_device(ctx, 0))->id;
-  phases best = {1e9, 1e9, 1e9, 1e9, 1e9, 1e9, 1e9, 1e9};
+  phases best = {1e9, 1e9, 1e9, 1e9, 1e9, 1e9, 1e9, 1e9, 1e9};
   model_graph m = {0};
   tyto_program_stats st;
   memset(&st, 0, sizeof st);
@@ -78,9 +78,12 @@ int main(int argc, char **argv) {
       return 1;
     }
     tyto_program *p = NULL;
+    tyto_program_options opts;
+    tyto_program_options_init(&opts);
+    model_options(&m, &opts);
     double t0 = now();
     tyto_status s =
-        tyto_program_compile(ctx, m.g, m.n_outputs, m.outputs, NULL, &p);
+        tyto_program_compile(ctx, m.g, m.n_outputs, m.outputs, &opts, &p);
     double compile = now() - t0;
     st.struct_size = sizeof st;
     if (s == TYTO_OK)
@@ -98,6 +101,7 @@ int main(int argc, char **argv) {
     best.passes = min(best.passes, st.passes_seconds);
     best.plan = min(best.plan, st.plan_seconds);
     best.prepare = min(best.prepare, st.prepare_seconds);
+    best.alloc = min(best.alloc, st.alloc_seconds);
     best.compile = min(best.compile, compile);
     best.whole = min(best.whole, m.forward_seconds + m.ad_seconds +
                                      m.update_seconds + compile);
@@ -134,6 +138,7 @@ int main(int argc, char **argv) {
          best.passes * 1e3, OWL_OPTIMISE_MS);
   printf("%-34s %9.3f ms\n", "memory plan", best.plan * 1e3);
   printf("%-34s %9.3f ms\n", "prepare kernels", best.prepare * 1e3);
+  printf("%-34s %9.3f ms\n", "allocate memory", best.alloc * 1e3);
   printf("%-34s %9.3f ms\n", "tyto_program_compile, all of it",
          best.compile * 1e3);
   printf("%-34s %9.3f ms %9.0f ms\n", "whole compile", best.whole * 1e3,
@@ -148,13 +153,13 @@ int main(int argc, char **argv) {
          "\"edges_built\":%zu,\"nodes_before\":%zu,\"edges_before\":%zu,"
          "\"nodes_after\":%zu,\"edges_after\":%zu,\"fused_nodes\":%zu,"
          "\"kernels\":%zu,\"seconds\":{\"build\":%.6g,\"ad\":%.6g,"
-         "\"update\":%.6g,\"passes\":%.6g,\"plan\":%.6g,\"prepare\":%.6g,"
+         "\"update\":%.6g,\"passes\":%.6g,\"plan\":%.6g,\"prepare\":%.6g,\"alloc\":%.6g,"
          "\"compile\":%.6g,\"whole\":%.6g},\"owl\":{\"nodes\":%d,"
          "\"compile_seconds\":%.3f,\"optimise_seconds\":%.3f},"
          "\"goal_seconds\":%.3f}\n",
          device, runs, built, built_edges, st.nodes_before, st.edges_before,
          st.nodes_after, st.edges_after, st.fused_nodes, st.kernels, best.build,
-         best.ad, best.update, best.passes, best.plan, best.prepare,
+         best.ad, best.update, best.passes, best.plan, best.prepare, best.alloc,
          best.compile, best.whole, OWL_NODES, OWL_COMPILE_MS / 1e3,
          OWL_OPTIMISE_MS / 1e3, GOAL_MS / 1e3);
   model_free(&m);

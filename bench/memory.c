@@ -45,6 +45,7 @@ static int measure(tyto_context *ctx, model_graph *m, unsigned passes_off,
   tyto_program_options opts;
   tyto_program_options_init(&opts);
   opts.passes_off = passes_off;
+  model_options(m, &opts);
   tyto_program *p = NULL;
   tyto_status s =
       tyto_program_compile(ctx, m->g, m->n_outputs, m->outputs, &opts, &p);

@@ -170,9 +170,11 @@ static void adam(model_graph *m, size_t k, tyto_tensor *c1, tyto_tensor *c2) {
   tyto_tensor *vhat = tyto_div(v1, c2);
   tyto_tensor *upd = tyto_div(mhat, tyto_add_scalar(tyto_sqrt(vhat), ADAM_EPS));
   tyto_tensor *p1 = tyto_sub(p, tyto_mul_scalar(upd, ADAM_LR));
-  m->outputs[m->n_outputs++] = p1;
-  m->outputs[m->n_outputs++] = m1;
-  m->outputs[m->n_outputs++] = v1;
+  tyto_tensor *const from[3] = {p, m->m[k], m->v[k]}, *to[3] = {p1, m1, v1};
+  for (int i = 0; i < 3; i++) {
+    m->update_params[m->n_updates] = from[i];
+    m->update_values[m->n_updates++] = to[i];
+  }
 }
 
 static void update(model_graph *m) {
@@ -185,7 +187,14 @@ static void update(model_graph *m) {
   m->outputs[m->n_outputs++] = m->loss;
   for (size_t k = 0; k < m->n_params; k++)
     adam(m, k, c1, c2);
-  m->outputs[m->n_outputs++] = tyto_add(m->step, one);
+  m->update_params[m->n_updates] = m->step;
+  m->update_values[m->n_updates++] = tyto_add(m->step, one);
+}
+
+void model_options(const model_graph *m, tyto_program_options *opts) {
+  opts->n_updates = m->n_updates;
+  opts->update_params = m->update_params;
+  opts->update_values = m->update_values;
 }
 
 int model_default_batch(const char *name) {

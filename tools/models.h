@@ -5,8 +5,8 @@
  *
  * Each model is built in a fresh graph: the forward pass and its loss, the
  * gradients of every trained parameter in one reverse sweep (tyto_grads),
- * and Adam's update written with ordinary ops, so that compiling the
- * outputs compiles one whole training step.
+ * and Adam's update written with ordinary ops, so that compiling the loss
+ * with the updates (model_options()) compiles one whole training step.
  *
  *   "mlp"   784-128-10, ReLU, softmax cross-entropy; batch 64
  *   "cnn"   the seed CNN of Owl's computation-graph chapter: conv 5x5x32
@@ -43,10 +43,14 @@ typedef struct model_graph {
   tyto_tensor *m[MODEL_MAX_PARAMS], *v[MODEL_MAX_PARAMS];
   tyto_tensor *step;
   tyto_tensor *loss; /* rank 0 */
-  /* What one step computes: the loss, then p', m', v' of each parameter
-   * in turn, then step + 1 (to be written back by the caller). */
+  /* What one step computes: the loss; and what it writes back, as
+   * parameter updates (tyto_program_options): p', m', v' of each
+   * parameter in turn, then step + 1. */
   size_t n_outputs;
-  tyto_tensor *outputs[2 + 3 * MODEL_MAX_PARAMS];
+  tyto_tensor *outputs[1];
+  size_t n_updates;
+  tyto_tensor *update_params[1 + 3 * MODEL_MAX_PARAMS];
+  tyto_tensor *update_values[1 + 3 * MODEL_MAX_PARAMS];
   /* Tensors and edges each phase added, and its time in seconds. */
   size_t forward_nodes, ad_nodes, update_nodes;
   size_t forward_edges, ad_edges, update_edges;
@@ -66,6 +70,10 @@ int model_default_batch(const char *name);
  * model_free(). */
 int model_build(const char *name, int batch, model_graph *out, char *err,
                 size_t n);
+
+/* Sets the updates of m into opts (filled with tyto_program_options_init()
+ * first). */
+void model_options(const model_graph *m, tyto_program_options *opts);
 
 /* Frees the model's graph (NULL or a zeroed model: nothing). */
 void model_free(model_graph *m);

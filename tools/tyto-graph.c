@@ -82,9 +82,10 @@ static void print_text(const report *r) {
   size_t built = m->forward_nodes + m->ad_nodes + m->update_nodes;
   printf("model %s, batch %d, device %s\n", m->name, m->batch, r->device);
   printf("built %zu tensors, %zu edges: forward %zu, gradients %zu, "
-         "Adam %zu; %zu outputs\n",
+         "Adam %zu; %zu outputs, %zu parameter updates (%zu in place)\n",
          built, m->forward_edges + m->ad_edges + m->update_edges,
-         m->forward_nodes, m->ad_nodes, m->update_nodes, m->n_outputs);
+         m->forward_nodes, m->ad_nodes, m->update_nodes, m->n_outputs,
+         m->n_updates, st->updates_in_place);
   printf("\nGraph        nodes    edges\n");
   printf("  needed  %9zu %8zu\n", st->nodes_before, st->edges_before);
   printf("  compiled%9zu %8zu   (%zu fused nodes, %zu kernels per run)\n",
@@ -107,6 +108,8 @@ static void print_text(const report *r) {
   printf("\nMemory%s (MB = 10^6 bytes)\n",
          r->memory_plan ? "" : ", planner off: every tensor its own buffer");
   printf("  %-22s %10.3f MB\n", "naive", mb(st->naive_bytes));
+  printf("  %-22s %10.3f MB\n", "naive after passes",
+         mb(st->compiled_naive_bytes));
   printf("  %-22s %10.3f MB\n", "planned", mb(st->planned_bytes));
   printf("  %-22s %10.3f MB\n", "lower bound", mb(st->lower_bound_bytes));
   printf("  %-22s %10.3f MB\n", "arena", mb(st->arena_bytes));
@@ -124,6 +127,7 @@ static void print_text(const report *r) {
   printf("  %-22s %9.3f\n", "passes", st->passes_seconds * 1e3);
   printf("  %-22s %9.3f\n", "memory plan", st->plan_seconds * 1e3);
   printf("  %-22s %9.3f\n", "prepare kernels", st->prepare_seconds * 1e3);
+  printf("  %-22s %9.3f\n", "allocate memory", st->alloc_seconds * 1e3);
   printf("  %-22s %9.3f\n", "compile (all of it)", r->compile_seconds * 1e3);
 }
 
@@ -168,6 +172,7 @@ static json_t *json_report(const report *r) {
   json_object_set_new(built, "parameters",
                       json_integer((json_int_t)m->n_params));
   json_object_set_new(built, "outputs", json_integer((json_int_t)m->n_outputs));
+  json_object_set_new(built, "updates", json_integer((json_int_t)m->n_updates));
   json_object_set_new(root, "built", built);
 
   json_object_set_new(root, "nodes_before",
@@ -207,6 +212,10 @@ static json_t *json_report(const report *r) {
                       json_integer((json_int_t)st->naive_bytes));
   json_object_set_new(mem, "planned_bytes",
                       json_integer((json_int_t)st->planned_bytes));
+  json_object_set_new(mem, "compiled_naive_bytes",
+                      json_integer((json_int_t)st->compiled_naive_bytes));
+  json_object_set_new(mem, "updates_in_place",
+                      json_integer((json_int_t)st->updates_in_place));
   json_object_set_new(mem, "lower_bound_bytes",
                       json_integer((json_int_t)st->lower_bound_bytes));
   json_object_set_new(mem, "arena_bytes",
@@ -228,6 +237,7 @@ static json_t *json_report(const report *r) {
   json_object_set_new(sec, "passes", json_real(st->passes_seconds));
   json_object_set_new(sec, "plan", json_real(st->plan_seconds));
   json_object_set_new(sec, "prepare", json_real(st->prepare_seconds));
+  json_object_set_new(sec, "alloc", json_real(st->alloc_seconds));
   json_object_set_new(sec, "compile", json_real(r->compile_seconds));
   json_object_set_new(root, "seconds", sec);
   return root;
@@ -398,6 +408,7 @@ int main(int argc, char **argv) {
   tyto_program_options_init(&opts);
   opts.passes_off = r.passes_off;
   opts.no_memory_plan = !r.memory_plan;
+  model_options(&r.m, &opts);
   double t0 = now();
   tyto_status st =
       tyto_program_compile(ctx, r.m.g, r.m.n_outputs, r.m.outputs, &opts, &p);

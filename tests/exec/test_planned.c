@@ -254,6 +254,248 @@ START_TEST(dot_export_colours_memory_blocks) {
 }
 END_TEST
 
+
+static tyto_program *compile_updates(tyto_graph *g, size_t n,
+                                     tyto_tensor **outs, size_t n_u,
+                                     tyto_tensor **params,
+                                     tyto_tensor **values,
+                                     unsigned passes_off, int no_plan) {
+  tyto_program_options o;
+  tyto_program_options_init(&o);
+  o.passes_off = passes_off;
+  o.no_memory_plan = no_plan;
+  o.n_updates = n_u;
+  o.update_params = params;
+  o.update_values = values;
+  tyto_program *p = NULL;
+  ck_assert_msg(tyto_program_compile(ctx, g, n, outs, &o, &p) == TYTO_OK,
+                "%s", tyto_errmsg());
+  return p;
+}
+
+/* SGD on loss = sum(w * x): w <- w - 0.5 x each run, written in place;
+ * the loss of each run uses the w from before it. */
+START_TEST(sgd_update_in_place) {
+  for (int variant = 0; variant < 3; variant++) {
+    tyto_graph *g = tyto_graph_new();
+    tyto_tensor *x = tyto_input(g, TYTO_F64, 1, S(1000), "x");
+    tyto_tensor *w = tyto_parameter(g, TYTO_F64, 1, S(1000), "w");
+    tyto_tensor *loss = tyto_sum(tyto_mul(w, x), 0, NULL, 0);
+    tyto_tensor *w2 = tyto_sub(w, tyto_mul_scalar(x, 0.5));
+    tyto_program *p =
+        compile_updates(g, 1, &loss, 1, &w, &w2,
+                        variant == 1 ? TYTO_PASS_ALL : 0, variant == 2);
+    tyto_program_stats st = stats(p);
+    ck_assert_uint_eq(st.updates_in_place, 1);
+    double xv[1000], wv[1000], got;
+    for (int i = 0; i < 1000; i++) {
+      xv[i] = 0.001 * i;
+      wv[i] = 1.0;
+    }
+    ck_assert_int_eq(tyto_program_write_parameter(p, w, wv, sizeof wv),
+                     TYTO_OK);
+    ck_assert_int_eq(tyto_program_set_input(p, x, xv, sizeof xv), TYTO_OK);
+    for (int run = 0; run < 3; run++) {
+      ck_assert_int_eq(tyto_program_run(p), TYTO_OK);
+      ck_assert_int_eq(tyto_program_read_output(p, 0, &got, sizeof got),
+                       TYTO_OK);
+      double want = 0;
+      for (int i = 0; i < 1000; i++)
+        want += (1.0 - 0.5 * run * xv[i]) * xv[i];
+      ck_assert_double_eq_tol(got, want, 1e-9);
+    }
+    ck_assert_int_eq(tyto_program_read_parameter(p, w, wv, sizeof wv),
+                     TYTO_OK);
+    for (int i = 0; i < 1000; i++)
+      ck_assert_double_eq_tol(wv[i], 1.0 - 1.5 * xv[i], 1e-12);
+    tyto_program_free(p);
+    tyto_graph_free(g);
+  }
+}
+END_TEST
+
+/* Adam (as the training issue writes it) on a quadratic, three steps:
+ * p, m, v and the step counter are all updated in place, and the values
+ * match a float64 transcription of the same formulas. */
+START_TEST(adam_updates_in_place_match_closed_form) {
+  enum { N = 300 };
+  tyto_graph *g = tyto_graph_new();
+  tyto_tensor *p = tyto_parameter(g, TYTO_F64, 1, S(N), "p");
+  tyto_tensor *m = tyto_parameter(g, TYTO_F64, 1, S(N), "p.m");
+  tyto_tensor *v = tyto_parameter(g, TYTO_F64, 1, S(N), "p.v");
+  tyto_tensor *t = tyto_parameter(g, TYTO_F64, 0, NULL, "step");
+  tyto_tensor *c = tyto_input(g, TYTO_F64, 1, S(N), "c");
+  /* loss = sum((p - c)^2) / 2: the gradient is p - c */
+  tyto_tensor *d = tyto_sub(p, c);
+  tyto_tensor *loss = tyto_div_scalar(tyto_sum(tyto_square(d), 0, NULL, 0), 2);
+  tyto_tensor *grad = tyto_grad(loss, p);
+  double b1 = 0.9, b2 = 0.999, lr = 0.01, eps = 1e-8;
+  tyto_tensor *t1 = tyto_add_scalar(t, 1);
+  tyto_tensor *m2 =
+      tyto_add(tyto_mul_scalar(m, b1), tyto_mul_scalar(grad, 1 - b1));
+  tyto_tensor *v2 = tyto_add(tyto_mul_scalar(v, b2),
+                             tyto_mul_scalar(tyto_square(grad), 1 - b2));
+  tyto_tensor *c1 = tyto_sub(tyto_scalar(g, TYTO_F64, 1),
+                             tyto_pow(tyto_scalar(g, TYTO_F64, b1), t1));
+  tyto_tensor *c2 = tyto_sub(tyto_scalar(g, TYTO_F64, 1),
+                             tyto_pow(tyto_scalar(g, TYTO_F64, b2), t1));
+  tyto_tensor *p2 = tyto_sub(
+      p, tyto_mul_scalar(tyto_div(tyto_div(m2, c1),
+                                  tyto_add_scalar(
+                                      tyto_sqrt(tyto_div(v2, c2)), eps)),
+                         lr));
+  tyto_tensor *params[4] = {p, m, v, t}, *values[4] = {p2, m2, v2, t1};
+  tyto_program *prog = compile_updates(g, 1, &loss, 4, params, values, 0, 0);
+  tyto_program_stats st = stats(prog);
+  ck_assert_uint_eq(st.updates_in_place, 4);
+  double pv[N], cv[N], mv[N] = {0}, vv[N] = {0}, step = 0, zeros[N] = {0};
+  for (int i = 0; i < N; i++) {
+    pv[i] = sin(i);
+    cv[i] = 0.5 * cos(3 * i);
+  }
+  tyto_program_write_parameter(prog, p, pv, sizeof pv);
+  tyto_program_write_parameter(prog, m, zeros, sizeof zeros);
+  tyto_program_write_parameter(prog, v, zeros, sizeof zeros);
+  tyto_program_write_parameter(prog, t, &step, sizeof step);
+  tyto_program_set_input(prog, c, cv, sizeof cv);
+  for (int k = 1; k <= 3; k++) {
+    ck_assert_int_eq(tyto_program_run(prog), TYTO_OK);
+    for (int i = 0; i < N; i++) {
+      double gr = pv[i] - cv[i];
+      mv[i] = b1 * mv[i] + (1 - b1) * gr;
+      vv[i] = b2 * vv[i] + (1 - b2) * gr * gr;
+      double mh = mv[i] / (1 - pow(b1, k)), vh = vv[i] / (1 - pow(b2, k));
+      pv[i] -= lr * (mh / (sqrt(vh) + eps));
+    }
+  }
+  double got[N];
+  tyto_program_read_parameter(prog, p, got, sizeof got);
+  for (int i = 0; i < N; i++)
+    ck_assert_double_eq_tol(got[i], pv[i], 1e-12);
+  tyto_program_read_parameter(prog, v, got, sizeof got);
+  for (int i = 0; i < N; i++)
+    ck_assert_double_eq_tol(got[i], vv[i], 1e-15);
+  tyto_program_read_parameter(prog, t, &step, sizeof step);
+  ck_assert_double_eq(step, 3);
+  tyto_program_free(prog);
+  tyto_graph_free(g);
+}
+END_TEST
+
+/* An update that is no elementwise op of its parameter (a matrix product)
+ * is copied at the end of the run, after every reader of the old value;
+ * so is one whose value an output also reads. */
+START_TEST(updates_copied_after_every_reader) {
+  tyto_graph *g = tyto_graph_new();
+  tyto_tensor *a = tyto_input(g, TYTO_F64, 2, S(3, 3), "a");
+  tyto_tensor *w = tyto_parameter(g, TYTO_F64, 2, S(3, 3), "w");
+  tyto_tensor *u = tyto_parameter(g, TYTO_F64, 1, S(3), "u");
+  tyto_tensor *w2 = tyto_matmul(a, w, 0, 0);
+  tyto_tensor *u2 = tyto_exp(u);
+  /* Outputs read the old w and the new u. */
+  tyto_tensor *outs[2] = {tyto_sum(w, 0, NULL, 0), u2};
+  tyto_tensor *params[2] = {w, u}, *values[2] = {w2, u2};
+  tyto_program *p = compile_updates(g, 2, outs, 2, params, values, 0, 0);
+  tyto_program_stats st = stats(p);
+  ck_assert_uint_eq(st.updates_in_place, 0);
+  double av[9] = {0, 1, 0, 0, 0, 1, 1, 0, 0}; /* a cyclic permutation */
+  double wv[9], uv[3] = {0, 1, -1}, s, o[3];
+  for (int i = 0; i < 9; i++)
+    wv[i] = i + 1;
+  tyto_program_write_parameter(p, w, wv, sizeof wv);
+  tyto_program_write_parameter(p, u, uv, sizeof uv);
+  tyto_program_set_input(p, a, av, sizeof av);
+  ck_assert_int_eq(tyto_program_run(p), TYTO_OK);
+  tyto_program_read_output(p, 0, &s, sizeof s);
+  ck_assert_double_eq(s, 45);
+  tyto_program_read_output(p, 1, o, sizeof o);
+  for (int i = 0; i < 3; i++)
+    ck_assert_double_eq_tol(o[i], exp(uv[i]), 1e-15);
+  double w1[9], u1[3];
+  tyto_program_read_parameter(p, w, w1, sizeof w1);
+  tyto_program_read_parameter(p, u, u1, sizeof u1);
+  /* a w moves the rows of w up by one */
+  for (int i = 0; i < 9; i++)
+    ck_assert_double_eq(w1[i], wv[(i + 3) % 9]);
+  for (int i = 0; i < 3; i++)
+    ck_assert_double_eq_tol(u1[i], exp(uv[i]), 1e-15);
+  tyto_program_free(p);
+  tyto_graph_free(g);
+}
+END_TEST
+
+/* A reader of the old value that also depends on the new one: the value's
+ * kernel cannot overwrite the parameter (the reader would have to run
+ * before and after it), so the update is copied. Passes off, so the two
+ * stay separate kernels. */
+START_TEST(update_whose_old_value_is_read_downstream) {
+  tyto_graph *g = tyto_graph_new();
+  tyto_tensor *w = tyto_parameter(g, TYTO_F64, 2, S(2, 2), "w");
+  tyto_tensor *w2 = tyto_mul_scalar(w, 2);
+  tyto_tensor *z = tyto_matmul(w2, w, 0, 0); /* reads w and w2 */
+  for (int passes = 0; passes < 2; passes++) {
+    tyto_program *p = compile_updates(g, 1, &z, 1, &w, &w2,
+                                      passes ? 0 : TYTO_PASS_ALL, 0);
+    ck_assert_uint_eq(stats(p).updates_in_place, 0);
+    double wv[4] = {1, 2, 3, 4}, got[4];
+    double want[4] = {2 * 7, 2 * 10, 2 * 15, 2 * 22}; /* 2 w w */
+    tyto_program_write_parameter(p, w, wv, sizeof wv);
+    ck_assert_int_eq(tyto_program_run(p), TYTO_OK);
+    tyto_program_read_output(p, 0, got, sizeof got);
+    for (int i = 0; i < 4; i++)
+      ck_assert_double_eq(got[i], want[i]);
+    tyto_program_read_parameter(p, w, wv, sizeof wv);
+    ck_assert_double_eq(wv[3], 8);
+    tyto_program_free(p);
+  }
+  tyto_graph_free(g);
+}
+END_TEST
+
+START_TEST(bad_updates_are_refused) {
+  tyto_graph *g = tyto_graph_new();
+  tyto_tensor *x = tyto_input(g, TYTO_F32, 1, S(3), "x");
+  tyto_tensor *w = tyto_parameter(g, TYTO_F32, 1, S(3), "w");
+  tyto_tensor *y = tyto_add(x, w);
+  tyto_tensor *big = tyto_parameter(g, TYTO_F32, 1, S(4), "b");
+  struct {
+    tyto_tensor *param, *value;
+    const char *msg;
+  } cases[] = {
+      {x, y, "expected a parameter to update, found input 'x' (#0) f32[3]"},
+      {big, y, "parameter 'b' (#3) f32[4] cannot take the value of "
+               "computed (#2) f32[3]"},
+  };
+  for (size_t i = 0; i < 2; i++) {
+    tyto_program_options o;
+    tyto_program_options_init(&o);
+    o.n_updates = 1;
+    o.update_params = &cases[i].param;
+    o.update_values = &cases[i].value;
+    tyto_program *p = NULL;
+    ck_assert_int_eq(tyto_program_compile(ctx, g, 1, &y, &o, &p),
+                     TYTO_ERR_INVALID_ARGUMENT);
+    ck_assert_msg_contains(tyto_errmsg(), cases[i].msg);
+    ck_assert_ptr_null(p);
+  }
+  tyto_tensor *twice[2] = {w, w}, *vals[2] = {y, y};
+  tyto_program_options o;
+  tyto_program_options_init(&o);
+  o.n_updates = 2;
+  o.update_params = twice;
+  o.update_values = vals;
+  tyto_program *p = NULL;
+  ck_assert_int_eq(tyto_program_compile(ctx, g, 1, &y, &o, &p),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg_contains(tyto_errmsg(), "is already updated by update 0");
+  o.update_params = NULL;
+  ck_assert_int_eq(tyto_program_compile(ctx, g, 1, &y, &o, &p),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg_contains(tyto_errmsg(), "n_updates is 2 but update_params");
+  tyto_graph_free(g);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("planned");
   TCase *tc = tcase_create("planned");
@@ -265,6 +507,11 @@ static Suite *suite(void) {
   tcase_add_test(tc, outputs_rewritten_away_still_read);
   tcase_add_test(tc, bad_options_and_arguments_are_refused);
   tcase_add_test(tc, dot_export_colours_memory_blocks);
+  tcase_add_test(tc, sgd_update_in_place);
+  tcase_add_test(tc, adam_updates_in_place_match_closed_form);
+  tcase_add_test(tc, updates_copied_after_every_reader);
+  tcase_add_test(tc, update_whose_old_value_is_read_downstream);
+  tcase_add_test(tc, bad_updates_are_refused);
   suite_add_tcase(s, tc);
   return s;
 }

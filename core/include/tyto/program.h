@@ -42,6 +42,18 @@ typedef struct tyto_program_options {
   /* Non-zero: every buffer gets memory of its own (no arena, no reuse).
    * For debugging the planner and for measuring what it saves. */
   int no_memory_plan;
+  /* Parameter updates, the write-back of a training step: after each run
+   * parameter update_params[i] holds what update_values[i] computed, as if
+   * assigned at the end of the run (every read of the parameter in the
+   * run sees its old value). A value is a tensor of the graph with its
+   * parameter's dtype and shape; a parameter is updated at most once.
+   * Where the value's last kernel is elementwise over the parameter (an
+   * optimiser's update), it writes the parameter's memory in place;
+   * otherwise the value is copied over the parameter once nothing reads
+   * the old one. n_updates 0: none. */
+  size_t n_updates;
+  tyto_tensor *const *update_params;
+  tyto_tensor *const *update_values;
 } tyto_program_options;
 
 /* The graph passes, in the order they run (each round runs them all). */
@@ -61,7 +73,9 @@ TYTO_API void tyto_program_options_init(tyto_program_options *opts);
  * kernel is prepared and constants are uploaded now. On success *out owns
  * the program; free it with tyto_program_free() before ctx. Errors:
  * TYTO_ERR_INVALID_ARGUMENT for a graph in error ("compile: graph is in
- * error: <its message>"), an output of another graph or an error tensor;
+ * error: <its message>"), an output of another graph or an error tensor,
+ * a bad parameter update (not a parameter of g, updated twice, a value of
+ * another dtype or shape);
  * TYTO_ERR_UNSUPPORTED for an op that cannot be lowered yet or that the
  * device refuses (the device's message); TYTO_ERR_NOT_FOUND when ctx has
  * no such device; TYTO_ERR_OUT_OF_MEMORY. */
@@ -131,17 +145,27 @@ typedef struct tyto_program_stats {
   /* Every pass run, in order (owned by the program). */
   size_t n_passes;
   const tyto_pass_stats *passes;
-  /* Device memory for the program's tensors, in bytes: every tensor its
-   * own buffer; what the plan uses (pinned buffers plus the arena); the
+  /* Device memory for the program's tensors, in bytes (each rounded up to
+   * 64, as buffers are): every tensor its own buffer; what the plan uses
+   * (pinned buffers plus the arena); the
    * live-set lower bound of the kept order (no placement in that order
    * can do better); the arena alone; inputs, parameters, constants and
    * outputs, which are never reused. */
   uint64_t naive_bytes, planned_bytes, lower_bound_bytes;
   uint64_t arena_bytes, pinned_bytes;
+  /* naive_bytes is measured on the graph as given (what running it op by
+   * op with a fresh buffer for every result would take, as Owl's figures
+   * count "without CG"); this is the same on the graph after the passes. */
+  uint64_t compiled_naive_bytes;
+  /* Parameter updates written in place by their last kernel (the others
+   * are copied at the end of the run). */
+  size_t updates_in_place;
   tyto_plan_order order;
   const char *order_name; /* "graph", "greedy", "depth" */
-  /* Seconds spent in each phase of tyto_program_compile(). */
-  double passes_seconds, plan_seconds, prepare_seconds;
+  /* Seconds spent in each phase of tyto_program_compile(): the passes,
+   * the memory plan (and its verification), preparing kernels, and
+   * allocating and initialising device memory. */
+  double passes_seconds, plan_seconds, prepare_seconds, alloc_seconds;
 } tyto_program_stats;
 
 /* Fills *stats (set stats->struct_size first; fields past it are left

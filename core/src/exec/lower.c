@@ -414,6 +414,20 @@ static tyto_status lower_fused(tyto_program *p, int s) {
   return TYTO_OK;
 }
 
+tyto_status exec_lower_update(tyto_program *p, size_t u) {
+  int vs = p->upd_value[u], ps = p->upd_param[u];
+  const tyto_tensor *t = p->slots[ps].t;
+  tyto_plugin_layout l;
+  exec_layout(&l, t);
+  size_t i = p->n_kernels;
+  exec_kernel *k = copy(p, vs, p->slots[vs].t, &l, &l);
+  if (!k)
+    return oom();
+  k->out[0] = ps;
+  k->update = (int)u + 1;
+  return exec_prepare(p, &p->kernels[i], t);
+}
+
 tyto_status exec_lower(tyto_program *p, int s) {
   const tyto_tensor *t = p->slots[s].t;
   exec_kernel *k;

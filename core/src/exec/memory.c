@@ -17,9 +17,6 @@
 #include "../runtime/error.h"
 #include "../runtime/runtime.h"
 
-/* Offsets in the arena are multiples of this: a cache line, and enough
- * for any vector load. */
-#define EXEC_ALIGN 64
 
 static const tyto_plugin_device_fns *fns(const tyto_program *p) {
   return &p->dev->plugin->dfns;
@@ -62,8 +59,11 @@ static int same_layout(const tyto_plugin_layout *a,
                        const tyto_plugin_layout *b) {
   if (a->rank != b->rank || a->offset != b->offset || a->dtype != b->dtype)
     return 0;
+  /* The stride of an extent-1 axis is never used (broadcast layouts give
+   * it 0, row-major ones the product of the extents after it). */
   for (uint32_t i = 0; i < a->rank; i++)
-    if (a->shape[i] != b->shape[i] || a->strides[i] != b->strides[i])
+    if (a->shape[i] != b->shape[i] ||
+        (a->shape[i] != 1 && a->strides[i] != b->strides[i]))
       return 0;
   return 1;
 }
@@ -85,29 +85,61 @@ static uint32_t inplace_mask(const tyto_program *p, const exec_kernel *k) {
   return m;
 }
 
+/* A growable list of value ids. */
+typedef struct idlist {
+  uint32_t *v;
+  size_t n, cap;
+} idlist;
+
+static int push(idlist *l, uint32_t x) {
+  if (l->n == l->cap) {
+    size_t cap = 2 * l->cap + 4;
+    uint32_t *v = realloc(l->v, cap * sizeof *v);
+    if (!v)
+      return -1;
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = x;
+  return 0;
+}
+
 typedef struct problem {
   plan_problem pr;
   plan_value *values;
+  size_t n_values, cap_values;
   plan_step *steps;
-  uint32_t *ids;   /* the steps' in/out lists */
-  int *step_slot;  /* step -> slot */
-  size_t *first_k; /* slot -> its first kernel; n_k[slot] of them */
-  size_t *n_k;
-  int *ws_value; /* kernel -> its workspace value, or -1 */
+  size_t n_steps;
+  idlist *ins, *outs;    /* per step, until flattened into ids */
+  uint32_t *ids;
+  size_t *k_first, *k_n; /* per step: its kernels */
+  int *step_slot;        /* per step: its slot, or -1 (an update's copy) */
+  size_t *first_k, *n_k; /* per slot: its kernels */
+  int *ws_value;         /* per kernel: its workspace value, or -1 */
+  int *alias; /* per slot: the parameter slot it is written into, or -1 */
+  int *done;  /* per step: its "has run" token value, or -1 */
 } problem;
 
 static void problem_free(problem *q) {
+  for (size_t i = 0; i < q->n_steps; i++) {
+    if (q->ins)
+      free(q->ins[i].v);
+    if (q->outs)
+      free(q->outs[i].v);
+  }
+  free(q->ins);
+  free(q->outs);
   free(q->values);
   free(q->steps);
   free(q->ids);
+  free(q->k_first);
+  free(q->k_n);
   free(q->step_slot);
   free(q->first_k);
   free(q->n_k);
   free(q->ws_value);
-}
-
-static uint64_t round_up(uint64_t bytes) {
-  return (bytes + EXEC_ALIGN - 1) / EXEC_ALIGN * EXEC_ALIGN;
+  free(q->alias);
+  free(q->done);
 }
 
 static int is_pinned(const tyto_program *p, size_t s) {
@@ -120,74 +152,242 @@ static int is_pinned(const tyto_program *p, size_t s) {
   return 0;
 }
 
-static tyto_status build_problem(const tyto_program *p, problem *q) {
-  size_t ns = p->n_slots, nk = p->n_kernels, n_ws = 0, n_ids = 0;
+static int add_value(problem *q, uint64_t bytes, uint32_t align, int pinned) {
+  if (q->n_values == q->cap_values) {
+    size_t cap = 2 * q->cap_values + 16;
+    plan_value *v = realloc(q->values, cap * sizeof *v);
+    if (!v)
+      return -1;
+    q->values = v;
+    q->cap_values = cap;
+  }
+  plan_value *v = &q->values[q->n_values];
+  v->bytes = bytes;
+  v->align = align;
+  v->pinned = pinned;
+  return (int)q->n_values++;
+}
+
+/* The slot whose kernels write slot s (a fused output's fused node). */
+static int writer_slot(const tyto_program *p, int s) {
+  const tyto_tensor *t = p->slots[s].t;
+  return t->op == TYTO_OP_FUSED_OUTPUT ? p->slot_of[t->inputs[0]->index] : s;
+}
+
+/* Whether update i can be written by its value's own kernel straight into
+ * the parameter: the kernel is elementwise (or fused) and reads the
+ * parameter with the layout it writes, the value is no output and no other
+ * update's, and nothing that reads the old parameter depends on the
+ * kernel (it would have to run both before and after it). */
+static int update_in_place(const tyto_program *p, const problem *q, size_t i,
+                           unsigned char *mark) {
+  int vs = p->upd_value[i], ps = p->upd_param[i];
+  if (vs == ps || is_pinned(p, (size_t)vs))
+    return 0;
+  for (size_t j = 0; j < p->n_updates; j++)
+    if (j != i && p->upd_value[j] == vs)
+      return 0;
+  int ws = writer_slot(p, vs);
+  if (ws < 0 || q->n_k[ws] != 1)
+    return 0;
+  const exec_kernel *k = &p->kernels[q->first_k[ws]];
+  if (!((k->op >= TYTO_PLUGIN_OP_NEG && k->op <= TYTO_PLUGIN_OP_FMA) ||
+        k->op == TYTO_PLUGIN_OP_FUSED))
+    return 0;
+  uint32_t w = 0;
+  while (w < k->n_out && k->out[w] != vs)
+    w++;
+  if (w == k->n_out)
+    return 0;
+  int reads = 0;
+  for (uint32_t j = 0; j < k->n_in; j++)
+    if (k->in[j] == ps) {
+      if (!same_layout(&k->in_l[j], &k->out_l[w]))
+        return 0;
+      reads = 1;
+    }
+  if (!reads)
+    return 0;
+  /* Everything downstream of the kernel, in slot order (topological). */
+  memset(mark, 0, p->n_slots);
+  mark[ws] = 1;
+  for (size_t s = (size_t)ws + 1; s < p->n_slots; s++) {
+    const tyto_tensor *t = p->slots[s].t;
+    for (size_t j = 0; j < t->n_inputs && !mark[s]; j++) {
+      int x = p->slot_of[t->inputs[j]->index];
+      mark[s] = x >= 0 && mark[x];
+    }
+    for (size_t j = 0; mark[s] && j < t->n_inputs; j++)
+      if (p->slot_of[t->inputs[j]->index] == ps)
+        return 0; /* reads the old parameter after the update */
+  }
+  return 1;
+}
+
+/* A step over kernels [k0, k0 + kn) writing slot s (-1: an update's copy,
+ * which writes only its token). */
+static int add_step(const tyto_program *p, problem *q, int s, size_t k0,
+                    size_t kn) {
+  size_t st = q->n_steps++;
+  q->step_slot[st] = s;
+  q->k_first[st] = k0;
+  q->k_n[st] = kn;
+  q->done[st] = -1;
+  idlist *in = &q->ins[st], *out = &q->outs[st];
+  if (s >= 0 && push(out, (uint32_t)s) < 0)
+    return -1;
+  for (size_t i = k0; i < k0 + kn; i++) {
+    const exec_kernel *k = &p->kernels[i];
+    for (uint32_t j = 0; j < k->n_in; j++)
+      if (push(in, (uint32_t)k->in[j]) < 0)
+        return -1;
+    /* A fused kernel's other outputs, and every workspace. */
+    for (uint32_t j = 1; s >= 0 && j < k->n_out; j++)
+      if (k->out[j] >= 0 && k->out[j] != s &&
+          push(out, (uint32_t)k->out[j]) < 0)
+        return -1;
+    if (q->ws_value[i] >= 0 && push(out, (uint32_t)q->ws_value[i]) < 0)
+      return -1;
+  }
+  return 0;
+}
+
+static tyto_status oom(void) {
+  return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+}
+
+/* Orders the overwrite of each updated parameter after every other step
+ * that reads it: each such step writes a "has run" token (a zero-byte
+ * value) that the overwriting step reads. */
+static int add_tokens(const tyto_program *p, problem *q) {
+  for (size_t u = 0; u < p->n_updates; u++) {
+    int ps = p->upd_param[u], vs = p->upd_value[u];
+    size_t over = SIZE_MAX;
+    for (size_t st = 0; st < q->n_steps && over == SIZE_MAX; st++) {
+      int s = q->step_slot[st];
+      if (s < 0 ? p->kernels[q->k_first[st]].update == (int)u + 1
+                : q->alias[vs] == ps && s == writer_slot(p, vs))
+        over = st;
+    }
+    if (over == SIZE_MAX)
+      continue; /* the value is the parameter itself: nothing to do */
+    for (size_t st = 0; st < q->n_steps; st++) {
+      int reads = 0;
+      for (size_t j = 0; j < q->ins[st].n && !reads; j++)
+        reads = q->ins[st].v[j] == (uint32_t)ps;
+      if (st == over || !reads)
+        continue;
+      if (q->done[st] < 0) {
+        if ((q->done[st] = add_value(q, 0, 1, 0)) < 0 ||
+            push(&q->outs[st], (uint32_t)q->done[st]) < 0)
+          return -1;
+      }
+      if (push(&q->ins[over], (uint32_t)q->done[st]) < 0)
+        return -1;
+    }
+    /* A copy writes its own token (a step must write something). */
+    if (q->step_slot[over] < 0 && !q->outs[over].n) {
+      int t = add_value(q, 0, 1, 0);
+      if (t < 0 || push(&q->outs[over], (uint32_t)t) < 0)
+        return -1;
+    }
+  }
+  return 0;
+}
+
+/* One step per computed slot, in slot order (topological), one per update
+ * that is copied, and the tokens that order the updates. */
+static tyto_status build_problem(tyto_program *p, problem *q) {
+  size_t ns = p->n_slots, nk = p->n_kernels, nst = ns + p->n_updates;
   memset(q, 0, sizeof *q);
-  q->first_k = calloc(ns ? ns : 1, sizeof *q->first_k);
-  q->n_k = calloc(ns ? ns : 1, sizeof *q->n_k);
-  q->ws_value = malloc((nk ? nk : 1) * sizeof *q->ws_value);
-  q->step_slot = malloc((ns ? ns : 1) * sizeof *q->step_slot);
-  q->steps = calloc(ns ? ns : 1, sizeof *q->steps);
-  if (!q->first_k || !q->n_k || !q->ws_value || !q->step_slot || !q->steps)
-    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+#define ALLOC(f, n) (q->f = calloc((n) ? (n) : 1, sizeof *q->f))
+  if (!ALLOC(first_k, ns) || !ALLOC(n_k, ns) || !ALLOC(step_slot, nst) || !ALLOC(steps, nst) || !ALLOC(ins, nst) ||
+      !ALLOC(outs, nst) || !ALLOC(k_first, nst) || !ALLOC(k_n, nst) ||
+      !ALLOC(alias, ns) || !ALLOC(done, nst))
+    return oom();
+#undef ALLOC
   for (size_t i = nk; i-- > 0;) {
     const exec_kernel *k = &p->kernels[i];
+    if (k->update)
+      continue;
     q->first_k[k->slot] = i;
     q->n_k[k->slot]++;
-    q->ws_value[i] = k->workspace_bytes ? (int)(ns + n_ws++) : -1;
-    n_ids += k->n_in + k->n_out + 1;
   }
-  size_t nv = ns + n_ws;
-  q->values = calloc(nv ? nv : 1, sizeof *q->values);
-  q->ids = malloc((n_ids + ns) * sizeof *q->ids);
-  if (!q->values || !q->ids)
-    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
-  /* Sizes count whole alignment units, as separate buffers would take
-   * them too: naive, planned and lower bound are then in one currency. */
   for (size_t s = 0; s < ns; s++) {
-    q->values[s].bytes = round_up(p->slots[s].bytes);
-    q->values[s].align = EXEC_ALIGN;
-    q->values[s].pinned = is_pinned(p, s);
+    q->alias[s] = -1;
+    if (add_value(q, exec_round_up(p->slots[s].bytes), EXEC_ALIGN,
+                  is_pinned(p, s)) < 0)
+      return oom();
+  }
+  unsigned char *mark = malloc(ns ? ns : 1);
+  if (!mark)
+    return oom();
+  p->stats.updates_in_place = 0;
+  for (size_t i = 0; i < p->n_updates; i++)
+    if (update_in_place(p, q, i, mark)) {
+      int vs = p->upd_value[i];
+      q->alias[vs] = p->upd_param[i];
+      q->values[vs].pinned = 1; /* it lives in the parameter's memory */
+      q->values[vs].bytes = 0;
+      p->stats.updates_in_place++;
+    }
+  free(mark);
+  /* The others are copied once nothing reads the old value. */
+  for (size_t i = 0; i < p->n_updates; i++) {
+    int vs = p->upd_value[i];
+    if (vs == p->upd_param[i] || q->alias[vs] == p->upd_param[i])
+      continue;
+    tyto_status st = exec_lower_update(p, i);
+    if (st != TYTO_OK)
+      return st;
+  }
+  nk = p->n_kernels;
+  if (!(q->ws_value = calloc(nk ? nk : 1, sizeof *q->ws_value)))
+    return oom();
+  for (size_t i = 0; i < nk; i++) {
+    q->ws_value[i] = -1;
+    uint64_t b = p->kernels[i].workspace_bytes;
+    if (b && (q->ws_value[i] =
+                  add_value(q, exec_round_up(b), EXEC_ALIGN, 0)) < 0)
+      return oom();
+  }
+  for (size_t s = 0; s < ns; s++) {
+    tyto_op op = p->slots[s].t->op;
+    if (op == TYTO_OP_INPUT || op == TYTO_OP_PARAMETER ||
+        op == TYTO_OP_CONSTANT || op == TYTO_OP_FUSED_OUTPUT)
+      continue;
+    if (add_step(p, q, (int)s, q->first_k[s], q->n_k[s]) < 0)
+      return oom();
+    if (q->n_k[s] == 1 && !q->values[s].pinned)
+      q->steps[q->n_steps - 1].inplace_mask =
+          inplace_mask(p, &p->kernels[q->first_k[s]]);
   }
   for (size_t i = 0; i < nk; i++)
-    if (q->ws_value[i] >= 0) {
-      plan_value *v = &q->values[q->ws_value[i]];
-      v->bytes = round_up(p->kernels[i].workspace_bytes);
-      v->align = EXEC_ALIGN;
-    }
-  /* One step per computed slot, in slot order (topological); the
-   * outputs of a fused kernel beyond the first are its step's too. */
+    if (p->kernels[i].update && add_step(p, q, -1, i, 1) < 0)
+      return oom();
+  if (add_tokens(p, q) < 0)
+    return oom();
+  size_t total = 0;
+  for (size_t st = 0; st < q->n_steps; st++)
+    total += q->ins[st].n + q->outs[st].n;
+  if (!(q->ids = malloc((total ? total : 1) * sizeof *q->ids)))
+    return oom();
   uint32_t *id = q->ids;
-  size_t n_steps = 0;
-  for (size_t s = 0; s < ns; s++) {
-    const tyto_tensor *t = p->slots[s].t;
-    if (t->op == TYTO_OP_INPUT || t->op == TYTO_OP_PARAMETER ||
-        t->op == TYTO_OP_CONSTANT || t->op == TYTO_OP_FUSED_OUTPUT)
-      continue;
-    plan_step *st = &q->steps[n_steps];
-    q->step_slot[n_steps++] = (int)s;
-    st->in = id;
-    for (size_t i = q->first_k[s]; i < q->first_k[s] + q->n_k[s]; i++)
-      for (uint32_t j = 0; j < p->kernels[i].n_in; j++)
-        id[st->n_in++] = (uint32_t)p->kernels[i].in[j];
-    id += st->n_in;
-    st->out = id;
-    id[st->n_out++] = (uint32_t)s;
-    for (size_t i = q->first_k[s]; i < q->first_k[s] + q->n_k[s]; i++) {
-      const exec_kernel *k = &p->kernels[i];
-      for (uint32_t j = 1; j < k->n_out; j++)
-        if (k->out[j] >= 0 && k->out[j] != (int)s)
-          id[st->n_out++] = (uint32_t)k->out[j];
-      if (q->ws_value[i] >= 0)
-        id[st->n_out++] = (uint32_t)q->ws_value[i];
-    }
-    id += st->n_out;
-    if (q->n_k[s] == 1 && !q->values[s].pinned)
-      st->inplace_mask = inplace_mask(p, &p->kernels[q->first_k[s]]);
+  for (size_t st = 0; st < q->n_steps; st++) {
+    plan_step *x = &q->steps[st];
+    x->n_in = q->ins[st].n;
+    x->in = id;
+    if (x->n_in)
+      memcpy(id, q->ins[st].v, x->n_in * sizeof *id);
+    id += x->n_in;
+    x->n_out = q->outs[st].n;
+    x->out = id;
+    memcpy(id, q->outs[st].v, x->n_out * sizeof *id);
+    id += x->n_out;
   }
-  q->pr.n_values = nv;
+  q->pr.n_values = q->n_values;
   q->pr.values = q->values;
-  q->pr.n_steps = n_steps;
+  q->pr.n_steps = q->n_steps;
   q->pr.steps = q->steps;
   return TYTO_OK;
 }
@@ -218,6 +418,7 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
   plan_result r;
   memset(&r, 0, sizeof r);
   char msg[256];
+  double t0 = exec_now();
   tyto_status st = build_problem(p, &q);
   if (st != TYTO_OK) {
     problem_free(&q);
@@ -226,6 +427,8 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
   int rc = plan_build(&q.pr, &r, msg, sizeof msg);
   if (rc == 0 && verify_plans() && plan_verify(&q.pr, &r, msg, sizeof msg))
     rc = -2;
+  double t1 = exec_now();
+  p->stats.plan_seconds = t1 - t0;
   if (rc != 0) {
     problem_free(&q);
     plan_result_free(&r);
@@ -233,7 +436,7 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
                     : rt_fail(TYTO_ERR_INTERNAL,
                               "compile: memory plan rejected: %s", msg);
   }
-  p->stats.naive_bytes = r.naive_bytes;
+  p->stats.compiled_naive_bytes = r.naive_bytes;
   p->stats.lower_bound_bytes = r.lower_bound;
   p->stats.pinned_bytes = r.pinned_bytes;
   p->stats.order = (tyto_plan_order)r.order_kind;
@@ -242,9 +445,10 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
     p->stats.planned_bytes = r.planned_bytes;
     p->stats.arena_bytes = r.arena_bytes;
   } else {
-    p->stats.planned_bytes = r.naive_bytes;
-    p->stats.order = TYTO_PLAN_ORDER_GRAPH;
-    p->stats.order_name = order_name(PLAN_ORDER_GIVEN);
+    /* Every value its own buffer; the plan's order is still the one run
+     * (updates must come after the old parameter's readers). */
+    p->stats.planned_bytes = p->stats.pinned_bytes = r.naive_bytes;
+    p->stats.arena_bytes = 0;
   }
   tyto_plugin_error *e = NULL;
   /* Even an empty arena is a buffer: zero-byte tensors bind to it. */
@@ -254,6 +458,8 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
                         (unsigned long long)r.arena_bytes, p->dev->info.id);
   for (size_t s = 0; s < p->n_slots && st == TYTO_OK; s++) {
     exec_slot *sl = &p->slots[s];
+    if (q.alias[s] >= 0)
+      continue; /* below, once its parameter has its buffer */
     if (!plan || q.values[s].pinned) {
       st = own_buffer(p, sl);
     } else {
@@ -261,6 +467,11 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
       sl->offset = r.offset[s];
     }
   }
+  for (size_t s = 0; s < p->n_slots && st == TYTO_OK; s++)
+    if (q.alias[s] >= 0) {
+      p->slots[s].buf = p->slots[q.alias[s]].buf;
+      p->slots[s].offset = 0;
+    }
   for (size_t i = 0; i < p->n_kernels && st == TYTO_OK; i++) {
     exec_kernel *k = &p->kernels[i];
     if (q.ws_value[i] < 0)
@@ -278,20 +489,19 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
   if (st == TYTO_OK && !(p->launch = malloc((p->n_kernels ? p->n_kernels : 1) *
                                             sizeof *p->launch)))
     st = rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
-  if (st == TYTO_OK) {
-    for (size_t j = 0; j < q.pr.n_steps; j++) {
-      size_t step = plan ? r.order[j] : j;
-      int s = q.step_slot[step];
-      for (size_t i = q.first_k[s]; i < q.first_k[s] + q.n_k[s]; i++) {
-        exec_kernel *k = &p->kernels[i];
-        /* A reshape whose input it took: the bytes are already there. */
-        k->skip = plan && p->slots[s].t->op == TYTO_OP_RESHAPE &&
-                  r.inplace_of[s] >= 0;
-        if (!k->skip)
-          p->launch[p->n_launch++] = i;
-      }
+  for (size_t j = 0; j < q.pr.n_steps && st == TYTO_OK; j++) {
+    size_t step = r.order[j];
+    int s = q.step_slot[step];
+    for (size_t i = q.k_first[step]; i < q.k_first[step] + q.k_n[step]; i++) {
+      exec_kernel *k = &p->kernels[i];
+      /* A reshape whose input it took: the bytes are already there. */
+      k->skip = plan && s >= 0 && p->slots[s].t->op == TYTO_OP_RESHAPE &&
+                r.inplace_of[s] >= 0;
+      if (!k->skip)
+        p->launch[p->n_launch++] = i;
     }
   }
+  p->stats.alloc_seconds = exec_now() - t1;
   problem_free(&q);
   plan_result_free(&r);
   return st;

@@ -80,6 +80,8 @@ void tyto_program_free(tyto_program *p) {
   free(p->slot_of);
   free(p->user_slot);
   free(p->user_index);
+  free(p->upd_param);
+  free(p->upd_value);
   free(p->outputs);
   free(p->out_slot);
   free(p->pass_stats);
@@ -158,8 +160,8 @@ static tyto_status plugin_fail(const tyto_program *p, tyto_plugin_error *e,
 
 /* Fills the descriptor of k, asks supports_op and prepares it; records
  * the workspace it needs and allocates scratch for outputs of -1. */
-static tyto_status prepare(tyto_program *p, exec_kernel *k,
-                           const tyto_tensor *t) {
+tyto_status exec_prepare(tyto_program *p, exec_kernel *k,
+                         const tyto_tensor *t) {
   const tyto_plugin_device_fns *f = fns(p);
   tyto_plugin_device *d = p->dev->handle;
   tyto_plugin_op_desc *desc = &k->desc;
@@ -210,7 +212,7 @@ static tyto_status prepare(tyto_program *p, exec_kernel *k,
   return TYTO_OK;
 }
 
-static double now(void) {
+double exec_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -270,38 +272,71 @@ static tyto_status optimise(tyto_program *p, tyto_graph *g, size_t n_outputs,
   return TYTO_OK;
 }
 
+/* What tyto_program_compile() was asked, options resolved. */
+typedef struct compile_opts {
+  unsigned passes_off;
+  int plan;
+  size_t n_updates;
+  tyto_tensor *const *update_params;
+  tyto_tensor *const *update_values;
+} compile_opts;
+
 static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
-                           tyto_tensor *const *outputs, unsigned passes_off,
-                           int plan) {
-  double t0 = now();
+                           tyto_tensor *const *outputs,
+                           const compile_opts *o) {
+  double t0 = exec_now();
+  size_t n_u = o->n_updates, n_all = n_outputs + 2 * n_u;
   p->src = g;
   p->n_graph = g->n_nodes;
   p->outputs = malloc(n_outputs * sizeof *p->outputs);
   p->out_slot = malloc(n_outputs * sizeof *p->out_slot);
   p->user_slot = malloc((g->n_nodes ? g->n_nodes : 1) * sizeof *p->user_slot);
+  p->upd_param = malloc((n_u ? n_u : 1) * sizeof *p->upd_param);
+  p->upd_value = malloc((n_u ? n_u : 1) * sizeof *p->upd_value);
   tyto_tensor **map = malloc((g->n_nodes ? g->n_nodes : 1) * sizeof *map);
-  unsigned char *need = mark_needed(g, n_outputs, outputs);
-  if (!p->outputs || !p->out_slot || !p->user_slot || !map || !need) {
+  /* The passes keep the outputs, the update values and the updated
+   * parameters (an update needs its parameter even when nothing reads
+   * it). */
+  tyto_tensor **all = malloc(n_all * sizeof *all);
+  if (!p->outputs || !p->out_slot || !p->user_slot || !p->upd_param ||
+      !p->upd_value || !map || !all) {
     free(map);
-    free(need);
+    free(all);
     return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
   }
+  memcpy(all, outputs, n_outputs * sizeof *all);
+  if (n_u) {
+    memcpy(all + n_outputs, o->update_values, n_u * sizeof *all);
+    memcpy(all + n_outputs + n_u, o->update_params, n_u * sizeof *all);
+  }
+  unsigned char *need = mark_needed(g, n_all, all);
+  if (!need) {
+    free(map);
+    free(all);
+    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  }
+  uint64_t naive = 0;
   for (size_t i = 0; i < g->n_nodes; i++)
     if (need[i]) {
+      const tyto_tensor *t = g->nodes[i];
       p->stats.nodes_before++;
-      p->stats.edges_before += g->nodes[i]->n_inputs;
+      p->stats.edges_before += t->n_inputs;
+      naive += exec_round_up((uint64_t)tyto_tensor_numel(t) *
+                             tyto_dtype_size(t->dtype));
     }
   free(need);
   memcpy(p->outputs, outputs, n_outputs * sizeof *p->outputs);
   p->n_outputs = n_outputs;
+  p->n_updates = n_u;
   pass_graph pg;
-  tyto_status st = optimise(p, g, n_outputs, outputs, passes_off, map, &pg);
+  tyto_status st = optimise(p, g, n_all, all, o->passes_off, map, &pg);
+  free(all);
   if (st != TYTO_OK) {
     free(map);
     return st;
   }
   tyto_graph *og = p->graph;
-  p->stats.passes_seconds = now() - t0;
+  p->stats.passes_seconds = exec_now() - t0;
 
   /* One slot per node the (optimised) outputs need. */
   need = mark_needed(og, pg.n_out, pg.outs);
@@ -344,6 +379,10 @@ static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
   }
   for (size_t i = 0; i < n_outputs; i++)
     p->out_slot[i] = p->slot_of[pg.outs[i]->index];
+  for (size_t i = 0; i < n_u; i++) {
+    p->upd_value[i] = p->slot_of[pg.outs[n_outputs + i]->index];
+    p->upd_param[i] = p->slot_of[pg.outs[n_outputs + n_u + i]->index];
+  }
   free(map);
   free(pg.outs);
 
@@ -352,7 +391,7 @@ static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
   if (e)
     return rt_fail_plugin(e, "compile: creating a stream on %s failed",
                           p->dev->info.id);
-  double t1 = now();
+  double t1 = exec_now();
   for (size_t s = 0; s < p->n_slots; s++) {
     tyto_op op = p->slots[s].t->op;
     if (op == TYTO_OP_INPUT || op == TYTO_OP_PARAMETER ||
@@ -362,15 +401,66 @@ static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
     if ((st = exec_lower(p, (int)s)) != TYTO_OK)
       return st;
     for (size_t i = first; i < p->n_kernels; i++)
-      if ((st = prepare(p, &p->kernels[i], p->slots[s].t)) != TYTO_OK)
+      if ((st = exec_prepare(p, &p->kernels[i], p->slots[s].t)) != TYTO_OK)
         return st;
   }
-  p->stats.prepare_seconds = now() - t1;
-  t1 = now();
-  st = exec_plan_memory(p, plan);
-  p->stats.plan_seconds = now() - t1;
+  p->stats.prepare_seconds = exec_now() - t1;
+  st = exec_plan_memory(p, o->plan);
+  p->stats.naive_bytes = naive;
   p->stats.kernels = p->n_launch;
   return st;
+}
+
+/* "parameter 'w' (#3) f32[4,4]" */
+static const char *brief(char *buf, size_t size, const tyto_tensor *t) {
+  char dims[TYTO_MAX_RANK * 21 + 1] = "";
+  size_t d = 0;
+  for (int i = 0; i < t->rank; i++)
+    d += (size_t)snprintf(dims + d, sizeof dims - d, "%s%lld", i ? "," : "",
+                          (long long)t->shape[i]);
+  snprintf(buf, size, "%s%s%.64s%s (#%lld) %s[%s]", tyto_kind_name(t->kind),
+           t->name ? " '" : "", t->name ? t->name : "", t->name ? "'" : "",
+           (long long)t->index, tyto_dtype_name(t->dtype), dims);
+  return buf;
+}
+
+static tyto_status check_updates(const tyto_graph *g, const compile_opts *o) {
+  static const char fn[] = "compile: update";
+  if (o->n_updates && (!o->update_params || !o->update_values))
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%ss: n_updates is %zu but update_params or update_values "
+                   "is NULL",
+                   fn, o->n_updates);
+  for (size_t i = 0; i < o->n_updates; i++) {
+    const tyto_tensor *pm = o->update_params[i], *v = o->update_values[i];
+    char a[160], b[160];
+    if (!pm || !v)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s %zu: %s is NULL", fn, i,
+                     pm ? "the value" : "the parameter");
+    if (pm->graph != g || v->graph != g || v->kind == TYTO_KIND_ERROR)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "%s %zu: the %s is %s", fn, i,
+                     pm->graph != g ? "parameter" : "value",
+                     v->kind == TYTO_KIND_ERROR && pm->graph == g
+                         ? "an error tensor"
+                         : "a tensor of another graph");
+    if (pm->kind != TYTO_KIND_PARAMETER)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "%s %zu: expected a parameter to update, found %s", fn, i,
+                     brief(a, sizeof a, pm));
+    if (v->dtype != pm->dtype || v->rank != pm->rank ||
+        memcmp(v->shape, pm->shape, (size_t)v->rank * sizeof *v->shape))
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "%s %zu: %s cannot take the value of %s (dtype or "
+                     "shape differ)",
+                     fn, i, brief(a, sizeof a, pm), brief(b, sizeof b, v));
+    for (size_t j = 0; j < i; j++)
+      if (o->update_params[j] == pm)
+        return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                       "%s %zu: %s is already updated by update %zu", fn, i,
+                       brief(a, sizeof a, pm), j);
+  }
+  return TYTO_OK;
 }
 
 tyto_status tyto_program_compile(tyto_context *ctx, tyto_graph *g,
@@ -409,11 +499,21 @@ tyto_status tyto_program_compile(tyto_context *ctx, tyto_graph *g,
                    "compile: passes_off 0x%x has bits outside TYTO_PASS_ALL "
                    "(0x%x)",
                    passes_off, (unsigned)TYTO_PASS_ALL);
+  compile_opts co = {passes_off, plan, 0, NULL, NULL};
+  if (opts && opts->struct_size >=
+                  offsetof(tyto_program_options, update_values) +
+                      sizeof opts->update_values) {
+    co.n_updates = opts->n_updates;
+    co.update_params = opts->update_params;
+    co.update_values = opts->update_values;
+    if ((st = check_updates(g, &co)) != TYTO_OK)
+      return st;
+  }
   tyto_program *p = calloc(1, sizeof *p);
   if (!p)
     return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
   p->dev = dev;
-  if ((st = compile(p, g, n_outputs, outputs, passes_off, plan)) != TYTO_OK) {
+  if ((st = compile(p, g, n_outputs, outputs, &co)) != TYTO_OK) {
     tyto_program_free(p);
     return st;
   }

@@ -47,7 +47,8 @@ typedef struct exec_kernel {
   uint32_t n_fattrs;
   void *blob; /* a fused program, malloc'd; freed after prepare */
   size_t blob_size;
-  int slot; /* the node it computes */
+  int slot;   /* the node it computes; for an update's copy, the value */
+  int update; /* 1 + the update it copies, or 0 */
   int skip; /* not launched: a reshape planned in place */
   tyto_plugin_kernel *k;
   uint64_t workspace_bytes;
@@ -75,6 +76,9 @@ struct tyto_program {
   size_t n_outputs;
   tyto_tensor **outputs;
   int *out_slot; /* the slot of each output */
+  size_t n_updates; /* parameter updates (tyto_program_options) */
+  int *upd_param;   /* the slot of each updated parameter */
+  int *upd_value;   /* the slot of each update's value */
   tyto_plugin_buffer *arena;
   tyto_program_stats stats;
   tyto_pass_stats *pass_stats;
@@ -89,9 +93,26 @@ void exec_layout(tyto_plugin_layout *l, const tyto_tensor *t);
  * lowered yet" for ops it cannot lower. */
 tyto_status exec_lower(tyto_program *p, int s);
 
+/* Appends and prepares the COPY that writes update u's value over its
+ * parameter at the end of a run (lower.c). */
+tyto_status exec_lower_update(tyto_program *p, size_t u);
+
+/* Fills k's descriptor, asks the device and prepares it (program.c). */
+tyto_status exec_prepare(tyto_program *p, exec_kernel *k,
+                         const tyto_tensor *t);
+
 /* 1 when the program reads or computes tensor t of the caller's graph
  * (an input it needs, say). */
 int exec_uses(const tyto_program *p, const tyto_tensor *t);
+
+/* Seconds on a monotonic clock. */
+double exec_now(void);
+
+/* Buffer sizes: whole multiples of EXEC_ALIGN (64), as allocations take. */
+#define EXEC_ALIGN 64
+static inline uint64_t exec_round_up(uint64_t bytes) {
+  return (bytes + EXEC_ALIGN - 1) / EXEC_ALIGN * EXEC_ALIGN;
+}
 
 /* The index in the caller's graph of t (a node of p's graph), for
  * messages; -1 for a node the passes made. */
