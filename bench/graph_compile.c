@@ -153,7 +153,8 @@ int main(int argc, char **argv) {
          "\"edges_built\":%zu,\"nodes_before\":%zu,\"edges_before\":%zu,"
          "\"nodes_after\":%zu,\"edges_after\":%zu,\"fused_nodes\":%zu,"
          "\"kernels\":%zu,\"seconds\":{\"build\":%.6g,\"ad\":%.6g,"
-         "\"update\":%.6g,\"passes\":%.6g,\"plan\":%.6g,\"prepare\":%.6g,\"alloc\":%.6g,"
+         "\"update\":%.6g,\"passes\":%.6g,\"plan\":%.6g,\"prepare\":%.6g,"
+         "\"alloc\":%.6g,"
          "\"compile\":%.6g,\"whole\":%.6g},\"owl\":{\"nodes\":%d,"
          "\"compile_seconds\":%.3f,\"optimise_seconds\":%.3f},"
          "\"goal_seconds\":%.3f}\n",

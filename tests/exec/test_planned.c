@@ -254,11 +254,9 @@ START_TEST(dot_export_colours_memory_blocks) {
 }
 END_TEST
 
-
 static tyto_program *compile_updates(tyto_graph *g, size_t n,
                                      tyto_tensor **outs, size_t n_u,
-                                     tyto_tensor **params,
-                                     tyto_tensor **values,
+                                     tyto_tensor **params, tyto_tensor **values,
                                      unsigned passes_off, int no_plan) {
   tyto_program_options o;
   tyto_program_options_init(&o);
@@ -268,8 +266,8 @@ static tyto_program *compile_updates(tyto_graph *g, size_t n,
   o.update_params = params;
   o.update_values = values;
   tyto_program *p = NULL;
-  ck_assert_msg(tyto_program_compile(ctx, g, n, outs, &o, &p) == TYTO_OK,
-                "%s", tyto_errmsg());
+  ck_assert_msg(tyto_program_compile(ctx, g, n, outs, &o, &p) == TYTO_OK, "%s",
+                tyto_errmsg());
   return p;
 }
 
@@ -304,8 +302,7 @@ START_TEST(sgd_update_in_place) {
         want += (1.0 - 0.5 * run * xv[i]) * xv[i];
       ck_assert_double_eq_tol(got, want, 1e-9);
     }
-    ck_assert_int_eq(tyto_program_read_parameter(p, w, wv, sizeof wv),
-                     TYTO_OK);
+    ck_assert_int_eq(tyto_program_read_parameter(p, w, wv, sizeof wv), TYTO_OK);
     for (int i = 0; i < 1000; i++)
       ck_assert_double_eq_tol(wv[i], 1.0 - 1.5 * xv[i], 1e-12);
     tyto_program_free(p);
@@ -340,10 +337,10 @@ START_TEST(adam_updates_in_place_match_closed_form) {
   tyto_tensor *c2 = tyto_sub(tyto_scalar(g, TYTO_F64, 1),
                              tyto_pow(tyto_scalar(g, TYTO_F64, b2), t1));
   tyto_tensor *p2 = tyto_sub(
-      p, tyto_mul_scalar(tyto_div(tyto_div(m2, c1),
-                                  tyto_add_scalar(
-                                      tyto_sqrt(tyto_div(v2, c2)), eps)),
-                         lr));
+      p, tyto_mul_scalar(
+             tyto_div(tyto_div(m2, c1),
+                      tyto_add_scalar(tyto_sqrt(tyto_div(v2, c2)), eps)),
+             lr));
   tyto_tensor *params[4] = {p, m, v, t}, *values[4] = {p2, m2, v2, t1};
   tyto_program *prog = compile_updates(g, 1, &loss, 4, params, values, 0, 0);
   tyto_program_stats st = stats(prog);
@@ -434,8 +431,8 @@ START_TEST(update_whose_old_value_is_read_downstream) {
   tyto_tensor *w2 = tyto_mul_scalar(w, 2);
   tyto_tensor *z = tyto_matmul(w2, w, 0, 0); /* reads w and w2 */
   for (int passes = 0; passes < 2; passes++) {
-    tyto_program *p = compile_updates(g, 1, &z, 1, &w, &w2,
-                                      passes ? 0 : TYTO_PASS_ALL, 0);
+    tyto_program *p =
+        compile_updates(g, 1, &z, 1, &w, &w2, passes ? 0 : TYTO_PASS_ALL, 0);
     ck_assert_uint_eq(stats(p).updates_in_place, 0);
     double wv[4] = {1, 2, 3, 4}, got[4];
     double want[4] = {2 * 7, 2 * 10, 2 * 15, 2 * 22}; /* 2 w w */
@@ -463,8 +460,9 @@ START_TEST(bad_updates_are_refused) {
     const char *msg;
   } cases[] = {
       {x, y, "expected a parameter to update, found input 'x' (#0) f32[3]"},
-      {big, y, "parameter 'b' (#3) f32[4] cannot take the value of "
-               "computed (#2) f32[3]"},
+      {big, y,
+       "parameter 'b' (#3) f32[4] cannot take the value of "
+       "computed (#2) f32[3]"},
   };
   for (size_t i = 0; i < 2; i++) {
     tyto_program_options o;

@@ -563,6 +563,44 @@ START_TEST(fuse_adam_update_into_one_node) {
 }
 END_TEST
 
+/* SGD (p - lr g) and momentum (v' = mu v + g; p' = p - lr v'), each one
+ * fused node: one output for SGD, two for momentum. */
+START_TEST(fuse_sgd_and_momentum_updates) {
+  tyto_graph *g = tyto_graph_new();
+  tyto_tensor *p = tyto_parameter(g, TYTO_F32, 2, S(128, 64), "w");
+  tyto_tensor *v = tyto_parameter(g, TYTO_F32, 2, S(128, 64), "w.v");
+  tyto_tensor *q = tyto_parameter(g, TYTO_F32, 1, S(64), "b");
+  tyto_tensor *gw = tyto_exp(IN(g, 2, 128, 64)); /* some gradient */
+  tyto_tensor *gb = tyto_sum(IN(g, 2, 128, 64), 1, (const int[]){0}, 0);
+  tyto_tensor *v2 = tyto_add(tyto_mul_scalar(v, 0.9), gw);
+  tyto_tensor *p2 = tyto_sub(p, tyto_mul_scalar(v2, 0.01));
+  tyto_tensor *q2 = tyto_sub(q, tyto_mul_scalar(gb, 0.1));
+  tyto_tensor *outs[3] = {p2, v2, q2};
+  pass_run r = run_pass(pass_fuse, g, 3, outs, 1);
+  size_t fused = 0;
+  for (size_t i = 0; i < r.out.g->n_nodes; i++) {
+    const tyto_tensor *n = r.out.g->nodes[i];
+    if (n->op != TYTO_OP_FUSED)
+      continue;
+    fused++;
+    if (n->rank == 1) { /* SGD on b: reads b and its gradient */
+      ck_assert_int_eq(n->iattrs[0], 1);
+      ck_assert_uint_eq(n->n_inputs, 2);
+    } else { /* momentum on w: exp(x) joins it; reads x, v, w */
+      ck_assert_int_eq(n->iattrs[0], 2);
+      ck_assert_uint_eq(n->n_inputs, 3);
+      /* mu v + g is one FMA (p - lr v' stays a product and a difference) */
+      ck_assert_uint_eq(count_instr(n, TYTO_OP_FMA), 1);
+    }
+  }
+  ck_assert_uint_eq(fused, 2);
+  for (size_t i = 0; i < r.out.g->n_nodes; i++)
+    ck_assert(!pass_is_elementwise(r.out.g->nodes[i]->op));
+  run_free(&r);
+  tyto_graph_free(g);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------- */
 /* The driver                                                              */
 
@@ -663,6 +701,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, fuse_never_makes_a_cycle_between_groups);
   tcase_add_test(tc, fuse_keeps_shapes_apart);
   tcase_add_test(tc, fuse_adam_update_into_one_node);
+  tcase_add_test(tc, fuse_sgd_and_momentum_updates);
   suite_add_tcase(s, tc);
   tc = tcase_create("driver");
   tcase_add_test(tc, passes_run_to_a_fixed_point_with_statistics);

@@ -17,7 +17,6 @@
 #include "../runtime/error.h"
 #include "../runtime/runtime.h"
 
-
 static const tyto_plugin_device_fns *fns(const tyto_program *p) {
   return &p->dev->plugin->dfns;
 }
@@ -110,7 +109,7 @@ typedef struct problem {
   size_t n_values, cap_values;
   plan_step *steps;
   size_t n_steps;
-  idlist *ins, *outs;    /* per step, until flattened into ids */
+  idlist *ins, *outs; /* per step, until flattened into ids */
   uint32_t *ids;
   size_t *k_first, *k_n; /* per step: its kernels */
   int *step_slot;        /* per step: its slot, or -1 (an update's copy) */
@@ -301,9 +300,10 @@ static tyto_status build_problem(tyto_program *p, problem *q) {
   size_t ns = p->n_slots, nk = p->n_kernels, nst = ns + p->n_updates;
   memset(q, 0, sizeof *q);
 #define ALLOC(f, n) (q->f = calloc((n) ? (n) : 1, sizeof *q->f))
-  if (!ALLOC(first_k, ns) || !ALLOC(n_k, ns) || !ALLOC(step_slot, nst) || !ALLOC(steps, nst) || !ALLOC(ins, nst) ||
-      !ALLOC(outs, nst) || !ALLOC(k_first, nst) || !ALLOC(k_n, nst) ||
-      !ALLOC(alias, ns) || !ALLOC(done, nst))
+  if (!ALLOC(first_k, ns) || !ALLOC(n_k, ns) || !ALLOC(step_slot, nst) ||
+      !ALLOC(steps, nst) || !ALLOC(ins, nst) || !ALLOC(outs, nst) ||
+      !ALLOC(k_first, nst) || !ALLOC(k_n, nst) || !ALLOC(alias, ns) ||
+      !ALLOC(done, nst))
     return oom();
 #undef ALLOC
   for (size_t i = nk; i-- > 0;) {
@@ -347,8 +347,8 @@ static tyto_status build_problem(tyto_program *p, problem *q) {
   for (size_t i = 0; i < nk; i++) {
     q->ws_value[i] = -1;
     uint64_t b = p->kernels[i].workspace_bytes;
-    if (b && (q->ws_value[i] =
-                  add_value(q, exec_round_up(b), EXEC_ALIGN, 0)) < 0)
+    if (b &&
+        (q->ws_value[i] = add_value(q, exec_round_up(b), EXEC_ALIGN, 0)) < 0)
       return oom();
   }
   for (size_t s = 0; s < ns; s++) {

@@ -282,8 +282,7 @@ typedef struct compile_opts {
 } compile_opts;
 
 static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
-                           tyto_tensor *const *outputs,
-                           const compile_opts *o) {
+                           tyto_tensor *const *outputs, const compile_opts *o) {
   double t0 = exec_now();
   size_t n_u = o->n_updates, n_all = n_outputs + 2 * n_u;
   p->src = g;
@@ -438,8 +437,7 @@ static tyto_status check_updates(const tyto_graph *g, const compile_opts *o) {
       return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s %zu: %s is NULL", fn, i,
                      pm ? "the value" : "the parameter");
     if (pm->graph != g || v->graph != g || v->kind == TYTO_KIND_ERROR)
-      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                     "%s %zu: the %s is %s", fn, i,
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s %zu: the %s is %s", fn, i,
                      pm->graph != g ? "parameter" : "value",
                      v->kind == TYTO_KIND_ERROR && pm->graph == g
                          ? "an error tensor"
@@ -500,9 +498,9 @@ tyto_status tyto_program_compile(tyto_context *ctx, tyto_graph *g,
                    "(0x%x)",
                    passes_off, (unsigned)TYTO_PASS_ALL);
   compile_opts co = {passes_off, plan, 0, NULL, NULL};
-  if (opts && opts->struct_size >=
-                  offsetof(tyto_program_options, update_values) +
-                      sizeof opts->update_values) {
+  if (opts &&
+      opts->struct_size >= offsetof(tyto_program_options, update_values) +
+                               sizeof opts->update_values) {
     co.n_updates = opts->n_updates;
     co.update_params = opts->update_params;
     co.update_values = opts->update_values;

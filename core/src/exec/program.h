@@ -49,7 +49,7 @@ typedef struct exec_kernel {
   size_t blob_size;
   int slot;   /* the node it computes; for an update's copy, the value */
   int update; /* 1 + the update it copies, or 0 */
-  int skip; /* not launched: a reshape planned in place */
+  int skip;   /* not launched: a reshape planned in place */
   tyto_plugin_kernel *k;
   uint64_t workspace_bytes;
   tyto_plugin_buffer *workspace;
@@ -75,7 +75,7 @@ struct tyto_program {
   size_t n_launch;
   size_t n_outputs;
   tyto_tensor **outputs;
-  int *out_slot; /* the slot of each output */
+  int *out_slot;    /* the slot of each output */
   size_t n_updates; /* parameter updates (tyto_program_options) */
   int *upd_param;   /* the slot of each updated parameter */
   int *upd_value;   /* the slot of each update's value */
@@ -98,8 +98,7 @@ tyto_status exec_lower(tyto_program *p, int s);
 tyto_status exec_lower_update(tyto_program *p, size_t u);
 
 /* Fills k's descriptor, asks the device and prepares it (program.c). */
-tyto_status exec_prepare(tyto_program *p, exec_kernel *k,
-                         const tyto_tensor *t);
+tyto_status exec_prepare(tyto_program *p, exec_kernel *k, const tyto_tensor *t);
 
 /* 1 when the program reads or computes tensor t of the caller's graph
  * (an input it needs, say). */
