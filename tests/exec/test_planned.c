@@ -486,6 +486,15 @@ START_TEST(bad_updates_are_refused) {
   ck_assert_int_eq(tyto_program_compile(ctx, g, 1, &y, &o, &p),
                    TYTO_ERR_INVALID_ARGUMENT);
   ck_assert_msg_contains(tyto_errmsg(), "is already updated by update 0");
+  /* A swap: each parameter's value is the other, updated in the same run. */
+  tyto_tensor *w2 = tyto_parameter(g, TYTO_F32, 1, S(3), "w2");
+  tyto_tensor *swap_p[2] = {w, w2}, *swap_v[2] = {w2, w};
+  o.update_params = swap_p;
+  o.update_values = swap_v;
+  ck_assert_int_eq(tyto_program_compile(ctx, g, 1, &y, &o, &p),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg_contains(tyto_errmsg(), "the value is parameter 'w2' (#4) "
+                                        "f32[3], which update 1 changes");
   o.update_params = NULL;
   ck_assert_int_eq(tyto_program_compile(ctx, g, 1, &y, &o, &p),
                    TYTO_ERR_INVALID_ARGUMENT);

@@ -75,7 +75,8 @@ TYTO_API void tyto_program_options_init(tyto_program_options *opts);
  * TYTO_ERR_INVALID_ARGUMENT for a graph in error ("compile: graph is in
  * error: <its message>"), an output of another graph or an error tensor,
  * a bad parameter update (not a parameter of g, updated twice, a value of
- * another dtype or shape);
+ * another dtype or shape, a value that is a parameter another update
+ * changes);
  * TYTO_ERR_UNSUPPORTED for an op that cannot be lowered yet or that the
  * device refuses (the device's message); TYTO_ERR_NOT_FOUND when ctx has
  * no such device; TYTO_ERR_OUT_OF_MEMORY. */

@@ -452,11 +452,20 @@ static tyto_status check_updates(const tyto_graph *g, const compile_opts *o) {
                      "%s %zu: %s cannot take the value of %s (dtype or "
                      "shape differ)",
                      fn, i, brief(a, sizeof a, pm), brief(b, sizeof b, v));
-    for (size_t j = 0; j < i; j++)
-      if (o->update_params[j] == pm)
+    for (size_t j = 0; j < o->n_updates; j++) {
+      if (j < i && o->update_params[j] == pm)
         return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                        "%s %zu: %s is already updated by update %zu", fn, i,
                        brief(a, sizeof a, pm), j);
+      /* p <- q while q <- ...: each copy would wait for the other. */
+      if (j != i && o->update_params[j] == v)
+        return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                       "%s %zu: the value is %s, which update %zu changes "
+                       "in the same run; give it as a computed value "
+                       "(read it into an output first) or update in two "
+                       "programs",
+                       fn, i, brief(a, sizeof a, v), j);
+    }
   }
   return TYTO_OK;
 }
