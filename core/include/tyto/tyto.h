@@ -13,5 +13,7 @@
 #include <tyto/ops.h>
 #include <tyto/program.h>
 #include <tyto/ad.h>
+#include <tyto/data.h>
+#include <tyto/checkpoint.h>
 
 #endif /* TYTO_H */

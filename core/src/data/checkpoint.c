@@ -1,0 +1,160 @@
+/* Checkpoints against models (see <tyto/checkpoint.h>): what a checkpoint
+ * must hold for a model, and a compiled program's parameters saved into one
+ * and restored from one. */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tyto/checkpoint.h>
+#include <tyto/program.h>
+
+#include "../runtime/error.h"
+#include "checkpoint.h"
+
+/* ---------------------------------------------------------------------- */
+/* Checking against a model                                                */
+
+static int same_type(const entry *e, const tyto_checkpoint_spec *sp) {
+  if (e->dtype != sp->dtype || e->rank != sp->rank)
+    return 0;
+  for (int i = 0; i < sp->rank; i++)
+    if (e->shape[i] != sp->shape[i])
+      return 0;
+  return 1;
+}
+
+static tyto_status check_specs(const char *fn, size_t n,
+                               const tyto_checkpoint_spec *specs) {
+  for (size_t i = 0; i < n; i++) {
+    const tyto_checkpoint_spec *sp = &specs[i];
+    if (!sp->name || !ck_dtype_ok(sp->dtype) || sp->rank < 0 ||
+        sp->rank > TYTO_MAX_RANK || (sp->rank && !sp->shape))
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "%s: spec %zu ('%s') has no name, an unknown dtype or "
+                     "a bad rank",
+                     fn, i, sp->name ? sp->name : "");
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(specs[j].name, sp->name) == 0)
+        return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                       "%s: '%s' is expected twice (specs %zu and %zu)", fn,
+                       sp->name, j, i);
+  }
+  return TYTO_OK;
+}
+
+tyto_status tyto_checkpoint_expect(const tyto_checkpoint *ck, size_t n,
+                                   const tyto_checkpoint_spec *specs,
+                                   unsigned flags) {
+  const char *fn = "tyto_checkpoint_expect";
+  if (!ck || (n && !specs))
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
+  tyto_status st = check_specs(fn, n, specs);
+  if (st != TYTO_OK)
+    return st;
+  strbuf b = {0};
+  int diffs = 0;
+  ck_printf(&b, "checkpoint '%s' does not match this model: ", ck_source(ck));
+  for (size_t i = 0; i < n; i++)
+    if (!ck_find(ck, specs[i].name)) {
+      ck_printf(&b, "%smissing '%s' ", diffs++ ? "; " : "", specs[i].name);
+      ck_type(&b, specs[i].dtype, specs[i].rank, specs[i].shape);
+    }
+  for (size_t i = 0; i < ck->n && !(flags & TYTO_CHECKPOINT_ALLOW_EXTRA); i++) {
+    const entry *e = &ck->e[i];
+    size_t j = 0;
+    while (j < n && strcmp(specs[j].name, e->name) != 0)
+      j++;
+    if (j == n) {
+      ck_printf(&b, "%sunexpected '%s' ", diffs++ ? "; " : "", e->name);
+      ck_type(&b, e->dtype, e->rank, e->shape);
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    const entry *e = ck_find(ck, specs[i].name);
+    if (e && !same_type(e, &specs[i])) {
+      ck_printf(&b, "%s'%s' is ", diffs++ ? "; " : "", e->name);
+      ck_type(&b, e->dtype, e->rank, e->shape);
+      ck_printf(&b, " in the file, ");
+      ck_type(&b, specs[i].dtype, specs[i].rank, specs[i].shape);
+      ck_printf(&b, " here");
+    }
+  }
+  if (b.oom)
+    st = rt_fail(TYTO_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  else if (diffs)
+    st = rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s", b.s);
+  free(b.s);
+  return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Parameters of a compiled program                                        */
+
+static tyto_status param_spec(const char *fn, tyto_tensor *t, size_t i,
+                              tyto_checkpoint_spec *sp) {
+  if (!t || tyto_tensor_kind(t) != TYTO_KIND_PARAMETER)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: params[%zu] (#%" PRId64 ") is not a parameter", fn, i,
+                   t ? tyto_tensor_index(t) : -1);
+  const char *name = tyto_tensor_name(t);
+  if (!name || !*name)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: parameter #%" PRId64 " has no name; name it with "
+                   "tyto_tensor_set_name() to keep it in a checkpoint",
+                   fn, tyto_tensor_index(t));
+  sp->name = name;
+  sp->dtype = (tyto_checkpoint_dtype)tyto_tensor_dtype(t);
+  sp->rank = tyto_tensor_rank(t);
+  sp->shape = tyto_tensor_shape(t);
+  return TYTO_OK;
+}
+
+tyto_status tyto_checkpoint_add_parameters(tyto_checkpoint *ck, tyto_program *p,
+                                           size_t n,
+                                           tyto_tensor *const *params) {
+  const char *fn = "tyto_checkpoint_add_parameters";
+  if (!ck || !p || (n && !params))
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
+  for (size_t i = 0; i < n; i++) {
+    tyto_checkpoint_spec sp;
+    tyto_status st = param_spec(fn, params[i], i, &sp);
+    if (st != TYTO_OK)
+      return st;
+    size_t bytes =
+        (size_t)tyto_tensor_numel(params[i]) * ck_dtype_size(sp.dtype);
+    void *buf = malloc(bytes ? bytes : 1);
+    if (!buf)
+      return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    st = tyto_program_read_parameter(p, params[i], buf, bytes);
+    if (st == TYTO_OK)
+      st = tyto_checkpoint_add(ck, sp.name, sp.dtype, sp.rank, sp.shape, buf);
+    free(buf);
+    if (st != TYTO_OK)
+      return st;
+  }
+  return TYTO_OK;
+}
+
+tyto_status tyto_checkpoint_restore_parameters(const tyto_checkpoint *ck,
+                                               tyto_program *p, size_t n,
+                                               tyto_tensor *const *params) {
+  const char *fn = "tyto_checkpoint_restore_parameters";
+  if (!ck || !p || (n && !params))
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
+  tyto_checkpoint_spec *specs = calloc(n ? n : 1, sizeof *specs);
+  if (!specs)
+    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  tyto_status st = TYTO_OK;
+  for (size_t i = 0; i < n && st == TYTO_OK; i++)
+    st = param_spec(fn, params[i], i, &specs[i]);
+  if (st == TYTO_OK)
+    st = tyto_checkpoint_expect(ck, n, specs, TYTO_CHECKPOINT_ALLOW_EXTRA);
+  for (size_t i = 0; i < n && st == TYTO_OK; i++) {
+    const entry *e = ck_find(ck, specs[i].name);
+    st = tyto_program_write_parameter(p, params[i], e->data, e->bytes);
+  }
+  free(specs);
+  return st;
+}
