@@ -198,17 +198,61 @@ static void chunk_fn(void *ctx, size_t i) {
     one_batch(r, b, slot);
 }
 
+/* A single GEMM split over the pool: block i of `parts` takes rows of A
+ * and C (by_cols 0) or columns of B and C (by_cols 1), in multiples of 16,
+ * and runs as one single-threaded GEMM. */
+typedef struct mm_split {
+  const mm_run *r;
+  int by_cols;
+  int64_t parts, extent;
+} mm_split;
+
+static void split_fn(void *ctx, size_t i) {
+  const mm_split *sp = ctx;
+  const mm_op *op = sp->r->op;
+  int64_t e = (int64_t)op->elem;
+  int64_t units = (sp->extent + 15) / 16;
+  int64_t lo = 16 * (units * (int64_t)i / sp->parts),
+          hi = 16 * (units * ((int64_t)i + 1) / sp->parts);
+  if (hi > sp->extent)
+    hi = sp->extent;
+  if (lo >= hi)
+    return;
+  const unsigned char *A = sp->r->base[0], *B = sp->r->base[1];
+  unsigned char *C = sp->r->base[2];
+  int64_t m = op->m, n = op->n;
+  if (sp->by_cols) {
+    B += lo * op->b.sc * e;
+    C += lo * op->c.sc * e;
+    n = hi - lo;
+  } else {
+    A += lo * op->a.sr * e;
+    C += lo * op->c.sr * e;
+    m = hi - lo;
+  }
+  int ta = op->a.mode == MM_COL, tb = op->b.mode == MM_COL;
+  if (op->c.mode == MM_ROW)
+    gemm(op->elem, ta, tb, m, n, op->k, A, op->a.ld, B, op->b.ld, C, op->c.ld);
+  else
+    gemm(op->elem, !tb, !ta, n, m, op->k, B, op->b.ld, A, op->a.ld, C,
+         op->c.ld);
+}
+
+/* Below this many multiply-adds a lone GEMM runs on one thread. */
+#define MM_SPLIT_MIN ((int64_t)1 << 18)
+
 static tyto_plugin_error *mm_exec(const cpu_op *base, const cpu_desc *d,
                                   unsigned char *const *args, cpu_pool *pool) {
   (void)d;
   const mm_op *op = (const mm_op *)base;
-  /* OpenBLAS threads as many as our pool has cores, once: more would
-   * fight our own workers. The serial pool says 1: leave OpenBLAS's
-   * default then. */
+  /* Our pool threads every GEMM (batches of small ones, blocks of a big
+   * one), so OpenBLAS runs single-threaded inside each task: its own
+   * threads would spin beside our workers on the same cores (a 2-core MLP
+   * step spent a third of its time in their sched_yield loops). */
   unsigned threads = cpu_pool_size(pool);
   if (threads > 1 && !atomic_load(&blas_threads_set) &&
       !atomic_exchange(&blas_threads_set, 1))
-    openblas_set_num_threads((int)threads);
+    openblas_set_num_threads(1);
   if (op->batches == 0 || op->m == 0 || op->n == 0)
     return NULL;
   int64_t e = (int64_t)op->elem;
@@ -222,10 +266,20 @@ static tyto_plugin_error *mm_exec(const cpu_op *base, const cpu_desc *d,
     if (op->shared[1])
       move(op->elem, &op->b, r.base[1], r.ws + op->shared_off[1] * e, 0);
   }
-  if (op->chunks > 1)
+  if (op->chunks > 1) {
     cpu_pool_for(pool, (size_t)op->chunks, chunk_fn, &r);
-  else
+  } else if (threads > 1 && op->batches == 1 && op->k > 0 &&
+             op->a.mode != MM_PACK && op->b.mode != MM_PACK &&
+             op->c.mode != MM_PACK && op->m * op->n * op->k >= MM_SPLIT_MIN &&
+             (op->m >= 32 || op->n >= 32)) {
+    mm_split sp = {&r, op->n >= op->m, 0, 0};
+    sp.extent = sp.by_cols ? op->n : op->m;
+    int64_t units = (sp.extent + 15) / 16;
+    sp.parts = units < (int64_t)threads ? units : (int64_t)threads;
+    cpu_pool_for(pool, (size_t)sp.parts, split_fn, &sp);
+  } else {
     chunk_fn(&r, 0);
+  }
   return NULL;
 }
 

@@ -15,8 +15,13 @@
 
 #include <hwloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
 
 #include "pool.h"
 
@@ -54,12 +59,59 @@ static void drain(cpu_pool *p, void (*fn)(void *, size_t), void *ctx,
   }
 }
 
+uint64_t cpu_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int cpu_spin(int (*pred)(void *ctx), void *ctx, uint64_t ns) {
+  uint64_t end = cpu_now_ns() + ns;
+  do {
+    if (pred(ctx))
+      return 1;
+    sched_yield();
+  } while (cpu_now_ns() < end);
+  return pred(ctx);
+}
+
+typedef struct gen_wait {
+  cpu_pool *p;
+  uint64_t seen;
+} gen_wait;
+
+/* Racy peeks, confirmed under the lock. */
+static int new_job(void *ctx) {
+  gen_wait *g = ctx;
+  return __atomic_load_n(&g->p->generation, __ATOMIC_ACQUIRE) != g->seen ||
+         __atomic_load_n(&g->p->quit, __ATOMIC_RELAXED);
+}
+
+static int all_left(void *ctx) {
+  return __atomic_load_n(&((cpu_pool *)ctx)->busy, __ATOMIC_ACQUIRE) == 0;
+}
+
+void cpu_flush_subnormals(void) {
+#if defined(__SSE2__)
+  _mm_setcsr(_mm_getcsr() | 0x8040); /* FTZ (bit 15) and DAZ (bit 6) */
+#endif
+}
+
 static void *worker_main(void *arg) {
   pool_worker *w = arg;
+  cpu_flush_subnormals();
   cpu_pool *p = w->pool;
   uint64_t seen = 0;
   pthread_mutex_lock(&p->mu);
   for (;;) {
+    if (!p->quit && p->generation == seen) {
+      /* Jobs come in bursts (one per kernel of a program): poll a while
+       * before sleeping, as a futex wake costs as much as a small job. */
+      gen_wait g = {p, seen};
+      pthread_mutex_unlock(&p->mu);
+      cpu_spin(new_job, &g, CPU_SPIN_NS);
+      pthread_mutex_lock(&p->mu);
+    }
     while (!p->quit && p->generation == seen)
       pthread_cond_wait(&p->wake, &p->mu);
     if (p->quit)
@@ -71,7 +123,8 @@ static void *worker_main(void *arg) {
     pthread_mutex_unlock(&p->mu);
     drain(p, fn, ctx, n);
     pthread_mutex_lock(&p->mu);
-    if (--p->busy == 0)
+    __atomic_store_n(&p->busy, p->busy - 1, __ATOMIC_RELEASE);
+    if (p->busy == 0)
       pthread_cond_signal(&p->done);
   }
   pthread_mutex_unlock(&p->mu);
@@ -94,7 +147,7 @@ void cpu_pool_for(cpu_pool *pool, size_t n, void (*fn)(void *ctx, size_t i),
   pool->n = n;
   atomic_store_explicit(&pool->next, 0, memory_order_relaxed);
   pool->busy = pool->nworkers;
-  pool->generation++;
+  __atomic_store_n(&pool->generation, pool->generation + 1, __ATOMIC_RELEASE);
   pthread_cond_broadcast(&pool->wake);
   pthread_mutex_unlock(&pool->mu);
 
@@ -102,6 +155,7 @@ void cpu_pool_for(cpu_pool *pool, size_t n, void (*fn)(void *ctx, size_t i),
 
   /* Every worker must have left the job before fn/ctx go out of scope and
    * before the next job resets the counter. */
+  cpu_spin(all_left, pool, CPU_SPIN_NS);
   pthread_mutex_lock(&pool->mu);
   while (pool->busy > 0)
     pthread_cond_wait(&pool->done, &pool->mu);
@@ -210,7 +264,7 @@ void cpu_pool_free(cpu_pool *pool) {
   if (!pool)
     return;
   pthread_mutex_lock(&pool->mu);
-  pool->quit = 1;
+  __atomic_store_n(&pool->quit, 1, __ATOMIC_RELAXED);
   pthread_cond_broadcast(&pool->wake);
   pthread_mutex_unlock(&pool->mu);
   for (unsigned i = 0; i < pool->nworkers; i++)

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "pool.h"
 
 static cpu_marker *marker_new(void) {
   cpu_marker *m = calloc(1, sizeof *m);
@@ -65,16 +66,39 @@ static tyto_plugin_error *run_cmd(tyto_plugin_stream *s, cpu_cmd *c) {
   return err;
 }
 
+/* Racy peeks, confirmed under the lock by the caller. */
+static int has_work(void *ctx) {
+  tyto_plugin_stream *s = ctx;
+  return __atomic_load_n(&s->head, __ATOMIC_RELAXED) != NULL ||
+         __atomic_load_n(&s->quit, __ATOMIC_RELAXED);
+}
+
+typedef struct sync_wait {
+  tyto_plugin_stream *s;
+  uint64_t target;
+} sync_wait;
+
+static int reached(void *ctx) {
+  sync_wait *w = ctx;
+  return __atomic_load_n(&w->s->completed, __ATOMIC_ACQUIRE) >= w->target;
+}
+
 static void *worker(void *arg) {
   tyto_plugin_stream *s = arg;
+  cpu_flush_subnormals();
   pthread_mutex_lock(&s->mu);
   for (;;) {
+    if (!s->head && !s->quit) {
+      pthread_mutex_unlock(&s->mu);
+      cpu_spin(has_work, s, CPU_SPIN_NS);
+      pthread_mutex_lock(&s->mu);
+    }
     while (!s->head && !s->quit)
       pthread_cond_wait(&s->cv, &s->mu);
     if (!s->head)
       break; /* quit, and nothing left to run */
     cpu_cmd *c = s->head;
-    s->head = c->next;
+    __atomic_store_n(&s->head, c->next, __ATOMIC_RELAXED);
     if (!s->head)
       s->tail = NULL;
     pthread_mutex_unlock(&s->mu);
@@ -85,8 +109,11 @@ static void *worker(void *arg) {
       s->error = err;
     else if (err) /* only the first error is reported */
       s->dev->st->host->error_free(err);
-    s->completed++;
-    pthread_cond_broadcast(&s->cv);
+    __atomic_store_n(&s->completed, s->completed + 1, __ATOMIC_RELEASE);
+    /* Synchronize waits for the queue to drain: wake it then, not after
+     * every command. */
+    if (!s->head)
+      pthread_cond_broadcast(&s->cv);
   }
   pthread_mutex_unlock(&s->mu);
   return NULL;
@@ -119,7 +146,7 @@ void cpu_stream_destroy(tyto_plugin_device *dev, tyto_plugin_stream *s) {
   if (!s)
     return;
   pthread_mutex_lock(&s->mu);
-  s->quit = 1;
+  __atomic_store_n(&s->quit, 1, __ATOMIC_RELAXED);
   pthread_cond_broadcast(&s->cv);
   pthread_mutex_unlock(&s->mu);
   pthread_join(s->thread, NULL); /* the worker drains the queue first */
@@ -141,7 +168,7 @@ tyto_plugin_error *cpu_stream_enqueue(tyto_plugin_stream *s, cpu_cmd *cmd) {
   if (s->tail)
     s->tail->next = cmd;
   else
-    s->head = cmd;
+    __atomic_store_n(&s->head, cmd, __ATOMIC_RELEASE);
   s->tail = cmd;
   s->enqueued++;
   pthread_cond_broadcast(&s->cv);
@@ -153,8 +180,13 @@ tyto_plugin_error *cpu_stream_synchronize(tyto_plugin_device *dev,
                                           tyto_plugin_stream *s) {
   (void)dev;
   pthread_mutex_lock(&s->mu);
-  uint64_t target = s->enqueued;
-  while (s->completed < target)
+  sync_wait w = {s, s->enqueued};
+  if (s->completed < w.target) {
+    pthread_mutex_unlock(&s->mu);
+    cpu_spin(reached, &w, CPU_SPIN_NS);
+    pthread_mutex_lock(&s->mu);
+  }
+  while (s->completed < w.target)
     pthread_cond_wait(&s->cv, &s->mu);
   tyto_plugin_error *err = s->error;
   s->error = NULL;

@@ -784,6 +784,10 @@ static void pool_grad_case(int64_t N, int64_t C, int64_t H, int64_t W,
 
 START_TEST(pool_backward) {
   pool_grad_case(2, 3, 8, 8, (int64_t[]){2, 2, 2, 2, 0, 0});
+  /* Tiling windows with a row and a column left over (the 2x2 path and
+   * the general tiled one). */
+  pool_grad_case(2, 3, 7, 9, (int64_t[]){2, 2, 2, 2, 0, 0});
+  pool_grad_case(1, 2, 10, 8, (int64_t[]){3, 3, 3, 3, 0, 0});
   pool_grad_case(2, 3, 7, 8, (int64_t[]){3, 3, 2, 2, 1, 1});
   pool_grad_case(1, 2, 9, 6, (int64_t[]){3, 2, 1, 2, 1, 0});
   pool_grad_case(1, 4, 5, 5, (int64_t[]){5, 5, 3, 3, 2, 2});
@@ -840,6 +844,43 @@ START_TEST(pool_backward_ties_and_nan) {
   h_tensor_free(&dx);
   h_tensor_free(&t);
   h_tensor_free(&sel);
+}
+END_TEST
+
+/* The 2x2, stride-2 path: a NaN wins its window (the first of two), a tie
+ * goes to the first element, and the odd last row and column get zeros. */
+START_TEST(pool_backward_2x2_nan_and_edges) {
+  int64_t a[6] = {2, 2, 2, 2, 0, 0};
+  for (int f = 0; f < 2; f++) {
+    uint32_t dt = f ? F64 : F32;
+    h_tensor x = h_tensor_new(dt, 4, (int64_t[]){1, 1, 5, 5}, NULL),
+             dy = h_tensor_new(dt, 4, (int64_t[]){1, 1, 2, 2}, NULL),
+             dx = h_tensor_new(dt, 4, (int64_t[]){1, 1, 5, 5}, NULL);
+    for (int i = 0; i < 25; i++)
+      x.values[i] = 1, dx.values[i] = 77; /* 77: must be overwritten */
+    x.values[0 * 5 + 1] = 9;              /* window (0,0): a plain maximum */
+    x.values[1 * 5 + 2] = NAN; /* window (0,1): 1, 9, NaN, NaN: the first NaN */
+    x.values[1 * 5 + 3] = NAN;
+    x.values[0 * 5 + 3] = 9;
+    /* window (1,0): all ties -> the first; window (1,1): -inf first */
+    x.values[2 * 5 + 2] = -INFINITY;
+    for (int i = 0; i < 4; i++)
+      dy.values[i] = 10 + i;
+    ck_assert_ptr_null(harness_run(&hx, TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD,
+                                   (h_tensor[]){x, dy}, 2, &dx, 1, a, 6, NULL,
+                                   0));
+    double want[25] = {0};
+    want[0 * 5 + 1] = 10;
+    want[1 * 5 + 2] = 11;
+    want[2 * 5 + 0] = 12;
+    want[2 * 5 + 3] = 13;
+    for (int i = 0; i < 25; i++)
+      ck_assert_msg(dx.values[i] == want[i], "%s dx[%d] = %g, want %g",
+                    f ? "f64" : "f32", i, dx.values[i], want[i]);
+    h_tensor_free(&x);
+    h_tensor_free(&dy);
+    h_tensor_free(&dx);
+  }
 }
 END_TEST
 
@@ -983,6 +1024,7 @@ int main(void) {
   tcase_add_loop_test(tc, conv_backward_strided, 0, 2);
   tcase_add_test(tc, pool_backward);
   tcase_add_test(tc, pool_backward_ties_and_nan);
+  tcase_add_test(tc, pool_backward_2x2_nan_and_edges);
   tcase_add_test(tc, pool_backward_strided);
   tcase_add_test(tc, derivative_errors);
   suite_add_tcase(s, tc);

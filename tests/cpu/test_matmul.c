@@ -118,7 +118,25 @@ START_TEST(transpose_flags) {
   int ta = _i & 1, tb = (_i >> 1) & 1;
   plain(dt, 5, 7, 3, ta, tb);
   plain(dt, 33, 65, 17, ta, tb);
-  plain(dt, 130, 97, 70, ta, tb); /* big enough for OpenBLAS threads */
+  plain(dt, 130, 97, 70, ta, tb); /* big enough to split over the pool */
+  plain(dt, 301, 70, 20, ta, tb); /* split by rows, a partial block */
+  plain(dt, 20, 70, 301, ta, tb); /* split by columns */
+}
+END_TEST
+
+/* A GEMM split over the pool into a column-major output (C^T = B^T A^T
+ * per block). */
+START_TEST(split_into_a_column_major_output) {
+  uint32_t dt = _i ? F64 : F32;
+  int64_t m = 97, k = 60, n = 250;
+  h_tensor a = mk(dt, 2, (int64_t[]){m, k}, 3),
+           b = mk(dt, 2, (int64_t[]){k, n}, 4),
+           c = h_tensor_new(dt, 2, (int64_t[]){n, m}, NULL);
+  view(&c, 2, (int64_t[]){m, n}, (int64_t[]){1, m}, 0);
+  run_ok(&a, 0, &b, 0, &c);
+  h_tensor_free(&a);
+  h_tensor_free(&b);
+  h_tensor_free(&c);
 }
 END_TEST
 
@@ -341,6 +359,7 @@ int main(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 60);
   tcase_add_loop_test(tc, transpose_flags, 0, 8);
+  tcase_add_loop_test(tc, split_into_a_column_major_output, 0, 2);
   tcase_add_loop_test(tc, vectors, 0, 2);
   tcase_add_loop_test(tc, k_zero_gives_zeros, 0, 2);
   tcase_add_test(tc, empty_output);

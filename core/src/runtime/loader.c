@@ -602,6 +602,14 @@ tyto_status loader_load_all(tyto_context *ctx) {
     return rt_fail(TYTO_ERR_PLUGIN, "libltdl could not be initialised: %s",
                    lt_dlerror());
   ctx->ltdl_ready = 1;
+  /* Plugins share the cores between their own thread pools, BLAS threads
+   * and OpenMP runtimes (oneDNN's, in the CPU plugin). An OpenMP worker
+   * left in its default wait policy spins after every parallel region and
+   * starves the others: a CNN training step on 2 cores took 64 ms so and
+   * 27 ms with PASSIVE. OpenMP reads the policy once, when its runtime is
+   * loaded -- for a plugin's dependency, at the dlopen below -- so ask for
+   * PASSIVE now unless the user chose (docs/configuration.md). */
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
   for (size_t i = 0; i < ctx->dirs.n; i++)
     scan_dir(ctx, ctx->dirs.items[i]);
   return TYTO_OK;
