@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include <tyto/tyto.h>
 
@@ -43,6 +44,31 @@ static inline const char *test_write_file(const char *text) {
   ck_assert_msg(strstr((haystack), (needle)) != NULL,                          \
                 "expected to find\n  \"%s\"\nin\n  \"%s\"", (needle),          \
                 (haystack))
+
+/* Runs `cmd` with the shell; returns its exit status (-1 when a signal
+ * ended it) and, when out is not NULL, what it wrote to stdout (malloc'd,
+ * NUL-terminated: free it). */
+static inline int test_popen(const char *cmd, char **out) {
+  FILE *p = popen(cmd, "r");
+  ck_assert_ptr_nonnull(p);
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  ck_assert_ptr_nonnull(buf);
+  for (size_t r; (r = fread(buf + n, 1, cap - n - 1, p)) > 0;) {
+    n += r;
+    if (n + 1 == cap) {
+      buf = realloc(buf, cap *= 2);
+      ck_assert_ptr_nonnull(buf);
+    }
+  }
+  buf[n] = '\0';
+  int status = pclose(p);
+  if (out)
+    *out = buf;
+  else
+    free(buf);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
 
 /* Runs one suite and returns the exit status automake expects. */
 static inline int test_run(Suite *s) {

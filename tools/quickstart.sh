@@ -6,14 +6,16 @@
 #                                  into build/prefix, run the main job
 #   sh tools/quickstart.sh check   install what is missing, build, run the
 #                                  test suite (make check)
+#   sh tools/quickstart.sh bench   as run, then PyTorch (Debian's
+#                                  python3-torch) and bench/train_vs_torch.py
 #
 # TYTO_BUILD_DIR chooses the build folder (default: build/ in the tree).
 set -eu
 
 mode=${1:-run}
 case $mode in
-  run|check) ;;
-  *) echo "usage: sh tools/quickstart.sh [run|check]" >&2; exit 2 ;;
+  run|check|bench) ;;
+  *) echo "usage: sh tools/quickstart.sh [run|check|bench]" >&2; exit 2 ;;
 esac
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,11 +24,16 @@ prefix=$build/prefix
 jobs=$(nproc 2>/dev/null || echo 2)
 
 # Debian packages: the toolchain, the libraries configure looks for, PoCL
-# so that the OpenCL plugin has a real device, and valgrind for the suite.
+# so that the OpenCL plugin has a real device, valgrind for the suite, and
+# Fashion-MNIST for the main job and the training tests. The benchmark adds
+# PyTorch (for Debian's own /usr/bin/python3) to compare against.
 packages="gcc make autoconf automake libtool libltdl-dev pkg-config
   libhwloc-dev libopenblas-dev liblapacke-dev libdnnl-dev check libsubunit-dev
   libinih-dev libjansson-dev ocl-icd-opencl-dev opencl-c-headers
-  pocl-opencl-icd libclblast-dev zlib1g-dev valgrind"
+  pocl-opencl-icd libclblast-dev zlib1g-dev valgrind dataset-fashion-mnist"
+if [ "$mode" = bench ]; then
+  packages="$packages python3-torch python3-numpy"
+fi
 
 missing=""
 for p in $packages; do
@@ -85,4 +92,13 @@ echo "Demo: Newton's method with AD-built gradient and Hessian (examples/newton.
 "$build/examples/newton" | tail -4
 echo
 echo "Demo: the seed CNN's training step through the graph passes and the memory planner (tyto-graph)"
-"$prefix/bin/tyto-graph" --model cnn
+"$prefix/bin/tyto-graph" --model cnn | head -12
+echo
+echo "The main job: the seed CNN trained on Fashion-MNIST for one epoch (tyto-train)"
+"$prefix/bin/tyto-train" --model cnn --data /usr/share/datasets/fashion-mnist
+
+if [ "$mode" = bench ]; then
+  echo
+  echo "Benchmark: tyto-train against PyTorch in the same run (bench/train_vs_torch.py)"
+  /usr/bin/python3 "$top/bench/train_vs_torch.py" --tyto "$prefix/bin/tyto-train"
+fi

@@ -62,6 +62,16 @@ static inline void tyto_philox_block(uint64_t seed, uint64_t n,
   tyto_philox4x32_10(ctr, key, out);
 }
 
+/* The block of stream n at step s (an op with a step input): counter words
+ * 2 and 3 hold the low and high 32 bits of s. Step 0 is the block above. */
+static inline void tyto_philox_block_step(uint64_t seed, uint64_t n, uint64_t s,
+                                          uint32_t out[4]) {
+  uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+  uint32_t ctr[4] = {(uint32_t)n, (uint32_t)(n >> 32), (uint32_t)s,
+                     (uint32_t)(s >> 32)};
+  tyto_philox4x32_10(ctr, key, out);
+}
+
 /* Uniform on (0, 1) for f32: ((r >> 9) + 0.5) * 2^-23. Exact in binary32
  * (24 significant bits at most), never 0 or 1, symmetric about 1/2. */
 static inline float tyto_philox_u01_f32(uint32_t r) {

@@ -18,6 +18,7 @@
 
 typedef struct random_op {
   cpu_op base;
+  const tyto_plugin_host *h;
   uint32_t op;
   uint64_t seed, offset;
   double a, b; /* low, high / mean, stddev / p */
@@ -25,6 +26,7 @@ typedef struct random_op {
 
 typedef struct random_job {
   const random_op *op;
+  uint64_t step; /* counter words 2, 3: the step input's value, or 0 */
   const tyto_plugin_layout *l;
   unsigned char *dst;
   int64_t n;
@@ -41,9 +43,10 @@ static int64_t offset_of(const tyto_plugin_layout *l, int64_t i) {
 }
 
 /* Values of the 4 lanes of counter block `n` (philox.h, random.md). */
-static void block_f32(const random_op *op, uint64_t n, float v[4]) {
+static void block_f32(const random_op *op, uint64_t n, uint64_t step,
+                      float v[4]) {
   uint32_t r[4];
-  tyto_philox_block(op->seed, op->offset + n, r);
+  tyto_philox_block_step(op->seed, op->offset + n, step, r);
   if (op->op == TYTO_PLUGIN_OP_RANDOM_UNIFORM) {
     float lo = (float)op->a, span = (float)op->b - lo;
     for (int j = 0; j < 4; j++)
@@ -63,9 +66,10 @@ static void block_f32(const random_op *op, uint64_t n, float v[4]) {
   }
 }
 
-static void block_f64(const random_op *op, uint64_t n, double v[4]) {
+static void block_f64(const random_op *op, uint64_t n, uint64_t step,
+                      double v[4]) {
   uint32_t r[4];
-  tyto_philox_block(op->seed, op->offset + n, r);
+  tyto_philox_block_step(op->seed, op->offset + n, step, r);
   if (op->op == TYTO_PLUGIN_OP_RANDOM_UNIFORM) {
     double span = op->b - op->a;
     for (int j = 0; j < 4; j++)
@@ -101,9 +105,9 @@ static void random_chunk(void *ctx, size_t c) {
     float vf[4];
     double vd[4];
     if (f32)
-      block_f32(job->op, (uint64_t)(i / 4), vf);
+      block_f32(job->op, (uint64_t)(i / 4), job->step, vf);
     else
-      block_f64(job->op, (uint64_t)(i / 4), vd);
+      block_f64(job->op, (uint64_t)(i / 4), job->step, vd);
     for (int j = 0; j < 4 && i + j < end; j++) {
       if (f32)
         ((float *)job->dst)[off] = vf[j];
@@ -123,8 +127,20 @@ static void random_chunk(void *ctx, size_t c) {
 static tyto_plugin_error *random_run(const cpu_op *base, const cpu_desc *d,
                                      unsigned char *const *args,
                                      cpu_pool *pool) {
-  random_job job = {(const random_op *)base, &d->out[0].l, args[0],
+  random_job job = {(const random_op *)base, 0, &d->out[0].l, args[d->n_in],
                     cpu_numel(&d->out[0].l)};
+  if (d->n_in == 1) {
+    /* The step: its value truncated to an integer (random.md). */
+    const tyto_plugin_layout *sl = &d->in[0].l;
+    double v = sl->dtype == TYTO_PLUGIN_DTYPE_F32
+                   ? (double)((const float *)args[0])[sl->offset]
+                   : ((const double *)args[0])[sl->offset];
+    if (!(v >= 0 && v <= 0x1p53))
+      return job.op->h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                                  "%s: step %g is not in [0, 2^53]",
+                                  cpu_op_name(job.op->op), v);
+    job.step = (uint64_t)v;
+  }
   if (job.n > 0) {
     size_t chunks =
         (size_t)((job.n + CHUNK_COUNTERS * 4 - 1) / (CHUNK_COUNTERS * 4));
@@ -142,10 +158,19 @@ tyto_plugin_error *cpu_random_prepare(const tyto_plugin_host *h,
   const tyto_plugin_op_desc *d = desc->d;
   const char *name = cpu_op_name(d->op);
   uint32_t want_f = d->op == TYTO_PLUGIN_OP_RANDOM_BERNOULLI ? 1 : 2;
-  if (desc->n_in != 0 || desc->n_out != 1)
+  if (desc->n_in > 1 || desc->n_out != 1)
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: expected 0 inputs and 1 output, got %u and %u",
+                        "%s: expected 0 inputs (or a step) and 1 output, got "
+                        "%u and %u",
                         name, desc->n_in, desc->n_out);
+  if (desc->n_in == 1 &&
+      (desc->in[0].l.rank != 0 || desc->in[0].l.dtype != desc->out[0].l.dtype))
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: the step input must be a rank-0 %s tensor, got "
+                        "rank %u %s",
+                        name, cpu_dtype_name(desc->out[0].l.dtype),
+                        desc->in[0].l.rank,
+                        cpu_dtype_name(desc->in[0].l.dtype));
   if (d->n_iattrs != 2)
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                         "%s: expected 2 integer attributes (seed, offset), "
@@ -181,6 +206,7 @@ tyto_plugin_error *cpu_random_prepare(const tyto_plugin_host *h,
   random_op *op = calloc(1, sizeof *op);
   if (!op)
     return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY, "out of memory");
+  op->h = h;
   op->base.run = random_run;
   op->base.destroy = random_destroy;
   op->op = d->op;

@@ -309,8 +309,13 @@ START_TEST(invalid_calls) {
                         "stddev), got 1");
   err = harness_run(&hx, TYTO_PLUGIN_OP_RANDOM_UNIFORM, &x, 1, &y, 1, ia, 2,
                     (double[]){0, 1}, 2);
-  ck_assert_str_eq(err, "random_uniform: expected 0 inputs and 1 output, got "
-                        "1 and 1");
+  /* One input is the step (ABI 1.3): it must be rank 0. */
+  ck_assert_str_eq(err, "random_uniform: the step input must be a rank-0 f32 "
+                        "tensor, got rank 1 f32");
+  err = harness_run(&hx, TYTO_PLUGIN_OP_RANDOM_UNIFORM, (h_tensor[]){x, x}, 2,
+                    &y, 1, ia, 2, (double[]){0, 1}, 2);
+  ck_assert_str_eq(err, "random_uniform: expected 0 inputs (or a step) and 1 "
+                        "output, got 2 and 1");
   h_tensor_free(&x);
   h_tensor_free(&y);
   harness_close(&hx);

@@ -13,22 +13,7 @@ static int run_graph(const char *env, const char *args, char **out) {
            "env -u TYTO_CONFIG -u TYTO_LOG_LEVEL TYTO_DEVICES=cpu "
            "TYTO_PLUGIN_PATH='%s' %s '%s/tyto-graph' %s 2>&1",
            TEST_PLUGIN_DIRS, env, TEST_TOOLS_DIR, args);
-  FILE *p = popen(cmd, "r");
-  ck_assert_ptr_nonnull(p);
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  ck_assert_ptr_nonnull(buf);
-  for (size_t r; (r = fread(buf + n, 1, cap - n - 1, p)) > 0;) {
-    n += r;
-    if (n + 1 == cap) {
-      buf = realloc(buf, cap *= 2);
-      ck_assert_ptr_nonnull(buf);
-    }
-  }
-  buf[n] = '\0';
-  int status = pclose(p);
-  *out = buf;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return test_popen(cmd, out);
 }
 
 /* Runs it with `args` and parses stdout as one JSON object. */
@@ -159,8 +144,7 @@ START_TEST(cnn_json_and_options) {
   check_consistent(root);
   ck_assert(json_is_false(json_object_get(root, "memory_plan")));
   json_t *mem = json_object_get(root, "memory");
-  ck_assert_int_eq(num(mem, "planned_bytes"),
-                   num(mem, "compiled_naive_bytes"));
+  ck_assert_int_eq(num(mem, "planned_bytes"), num(mem, "compiled_naive_bytes"));
   ck_assert_int_eq(num(mem, "arena_bytes"), 0);
   ck_assert_int_le(num(mem, "compiled_naive_bytes"), num(mem, "naive_bytes"));
   json_decref(root);

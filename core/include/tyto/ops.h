@@ -74,6 +74,17 @@ TYTO_API tyto_tensor *tyto_random_normal(tyto_graph *g, tyto_dtype dtype,
 TYTO_API tyto_tensor *tyto_random_bernoulli(tyto_graph *g, tyto_dtype dtype,
                                             int rank, const int64_t *shape,
                                             double p, uint64_t seed);
+/* A random op (TYTO_OP_RANDOM_UNIFORM, _NORMAL or _BERNOULLI, with a, b
+ * the parameters above: low, high / mean, stddev / p, unused) that draws
+ * fresh numbers at every run: step is a rank-0 tensor (typically a
+ * parameter that a training step advances) whose value, truncated to an
+ * integer s in [0, 2^53], selects Philox counter words 2 and 3
+ * (sdk/docs/random.md). s = 0 draws exactly the numbers of the op without
+ * a step; each other s an independent stream. The output has step's
+ * dtype. "random: step must be a rank-0 tensor, got [3]". */
+TYTO_API tyto_tensor *tyto_random_stepped(tyto_op op, tyto_tensor *step,
+                                          int rank, const int64_t *shape,
+                                          double a, double b, uint64_t seed);
 
 /* ---------------------------------------------------------------------- */
 /* Elementwise                                                             */

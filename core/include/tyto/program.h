@@ -116,6 +116,12 @@ TYTO_API tyto_status tyto_program_write_parameter(tyto_program *p,
                                                   const void *src,
                                                   size_t bytes);
 
+/* Non-zero when t is an input or parameter that p reads (the graph's
+ * tensor handles, as given to tyto_program_compile()); 0 otherwise, NULL
+ * arguments included. For moving state between programs compiled from one
+ * graph: a training step's parameters into an evaluation program. */
+TYTO_API int tyto_program_uses(const tyto_program *p, const tyto_tensor *t);
+
 /* ---------------------------------------------------------------------- */
 /* What compiling did                                                      */
 

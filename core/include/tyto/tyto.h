@@ -15,5 +15,7 @@
 #include <tyto/ad.h>
 #include <tyto/data.h>
 #include <tyto/checkpoint.h>
+#include <tyto/nn.h>
+#include <tyto/optim.h>
 
 #endif /* TYTO_H */

@@ -12,9 +12,22 @@ static tyto_tensor *no_rule(tyto_tensor *n) {
                     tyto_op_name(n->op), (long long)n->index);
 }
 
+/* A random op's only input is its step: the numbers are piecewise
+ * constant in it, so its derivative is zero (a symbolic NULL). */
+static int is_random(tyto_op op) {
+  return in_range(op, TYTO_OP_RANDOM_UNIFORM, TYTO_OP_RANDOM_BERNOULLI);
+}
+
 int ad_vjp(tyto_tensor *n, tyto_tensor *g, const unsigned char *need,
            tyto_tensor **adj) {
   tyto_op op = n->op;
+  (void)g;
+  if (is_random(op)) {
+    for (size_t i = 0; i < n->n_inputs; i++)
+      if (need[i])
+        adj[i] = NULL;
+    return 0;
+  }
   if (in_range(op, TYTO_OP_NEG, TYTO_OP_ROUND) ||
       in_range(op, TYTO_OP_ADD, TYTO_OP_GE) || op == TYTO_OP_WHERE ||
       op == TYTO_OP_FMA)
@@ -34,6 +47,8 @@ int ad_vjp(tyto_tensor *n, tyto_tensor *g, const unsigned char *need,
 
 tyto_tensor *ad_jvp(tyto_tensor *n, tyto_tensor *const *tan) {
   tyto_op op = n->op;
+  if (is_random(op))
+    return NULL;
   if (in_range(op, TYTO_OP_NEG, TYTO_OP_ROUND) ||
       in_range(op, TYTO_OP_ADD, TYTO_OP_GE) || op == TYTO_OP_WHERE ||
       op == TYTO_OP_FMA)

@@ -30,6 +30,10 @@ struct tyto_batcher {
   int64_t batches;
   uint64_t epoch;
   int64_t next; /* next batch of the epoch */
+  /* Byte images into f32: each byte's value, v * scale rounded as
+   * idx_convert() does, looked up instead of converted (lut_ok). */
+  int lut_ok;
+  float lut[256];
 };
 
 /* ---------------------------------------------------------------------- */
@@ -271,6 +275,15 @@ tyto_status tyto_batcher_new(const tyto_dataset *d,
   }
   b->d = d;
   b->o = o;
+  if (d->images->type == TYTO_IDX_U8 && o.dtype == TYTO_F32) {
+    for (int v = 0; v < 256; v++) {
+      unsigned char byte = (unsigned char)v;
+      tyto_idx one = *d->images;
+      one.data = &byte;
+      idx_convert(&one, 0, 1, TYTO_F32, o.scale, &b->lut[v]);
+    }
+    b->lut_ok = 1;
+  }
   b->batches = o.drop_last ? o.count / o.batch_size
                            : (o.count + o.batch_size - 1) / o.batch_size;
   tyto_batcher_seek(b, 0, 0);
@@ -355,11 +368,21 @@ tyto_status tyto_batcher_next(tyto_batcher *b, void *images, size_t image_bytes,
   int64_t n = b->o.count - start < b->o.batch_size ? b->o.count - start
                                                    : b->o.batch_size;
   if (images) {
-    memset(images, 0, iwant);
-    for (int64_t k = 0; k < n; k++)
-      idx_convert(d->images, b->order[start + k] * (int64_t)item, (int64_t)item,
-                  b->o.dtype, b->o.scale,
-                  (unsigned char *)images + (size_t)k * item * es);
+    /* Only the rows past the last item are zeroed: the rest is written. */
+    memset((unsigned char *)images + (size_t)n * item * es, 0,
+           iwant - (size_t)n * item * es);
+    for (int64_t k = 0; k < n; k++) {
+      int64_t at = b->order[start + k] * (int64_t)item;
+      if (b->lut_ok) {
+        const unsigned char *src = d->images->data + at;
+        float *dst = (float *)images + (size_t)k * item;
+        for (size_t i = 0; i < item; i++)
+          dst[i] = b->lut[src[i]];
+      } else {
+        idx_convert(d->images, at, (int64_t)item, b->o.dtype, b->o.scale,
+                    (unsigned char *)images + (size_t)k * item * es);
+      }
+    }
   }
   if (labels) {
     memset(labels, 0, lwant);

@@ -12,6 +12,7 @@
 
 #include "program.h"
 #include "../runtime/error.h"
+#include "../runtime/runtime.h"
 
 /* Graph op codes are passed to plugins as kernel op codes in these ranges;
  * keep the two enums in step. */
@@ -453,6 +454,14 @@ tyto_status exec_lower(tyto_program *p, int s) {
   case TYTO_OP_RANDOM_UNIFORM:
   case TYTO_OP_RANDOM_NORMAL:
   case TYTO_OP_RANDOM_BERNOULLI:
+    /* The step input came with ABI 1.3: an older plugin would ignore it
+     * and draw the same numbers at every run. */
+    if (t->n_inputs == 1 && p->dev->plugin->pub.abi_minor < 3)
+      return rt_fail(TYTO_ERR_UNSUPPORTED,
+                     "compile: %s with a step input needs a plugin of ABI "
+                     "1.3 or newer; plugin %s of %s is ABI 1.%u",
+                     tyto_op_name(op), p->dev->plugin->pub.name,
+                     p->dev->info.id, p->dev->plugin->pub.abi_minor);
     if (!(k = plain(p, s,
                     TYTO_PLUGIN_OP_RANDOM_UNIFORM +
                         (uint32_t)(op - TYTO_OP_RANDOM_UNIFORM),

@@ -51,6 +51,9 @@ const char *exec_slot_desc(const tyto_program *p, const exec_slot *sl,
 void tyto_program_free(tyto_program *p) {
   if (!p)
     return;
+  if (p->profile && p->prof_runs)
+    exec_profile_report(p);
+  free(p->prof_seconds);
   const tyto_plugin_device_fns *f = fns(p);
   tyto_plugin_device *d = p->dev->handle;
   if (p->stream) {
@@ -407,6 +410,13 @@ static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
   st = exec_plan_memory(p, o->plan);
   p->stats.naive_bytes = naive;
   p->stats.kernels = p->n_launch;
+  const char *prof = getenv("TYTO_PROFILE");
+  if (st == TYTO_OK && prof && prof[0] && strcmp(prof, "0") != 0) {
+    p->prof_seconds = calloc(p->n_kernels ? p->n_kernels : 1, sizeof(double));
+    if (!p->prof_seconds)
+      return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    p->profile = 1;
+  }
   return st;
 }
 
@@ -671,8 +681,10 @@ tyto_status tyto_program_run(tyto_program *p) {
   const tyto_plugin_device_fns *f = fns(p);
   tyto_plugin_device *d = p->dev->handle;
   tyto_plugin_error *e = NULL;
+  double t_run = p->profile ? exec_now() : 0;
   for (size_t i = 0; i < p->n_launch && !e; i++) {
     exec_kernel *k = &p->kernels[p->launch[i]];
+    double t_k = p->profile ? exec_now() : 0;
     tyto_plugin_binding in[EXEC_MAX_IO], out[EXEC_MAX_IO], ws;
     for (uint32_t j = 0; j < k->n_in; j++) {
       const exec_slot *sl = &p->slots[k->in[j]];
@@ -685,8 +697,16 @@ tyto_status tyto_program_run(tyto_program *p) {
     ws = bind(k->workspace, k->workspace_offset);
     e = f->launch(d, p->stream, k->k, in, k->n_in, out, k->n_out,
                   k->workspace ? &ws : NULL);
+    if (p->profile && !e) {
+      e = f->stream_synchronize(d, p->stream);
+      p->prof_seconds[p->launch[i]] += exec_now() - t_k;
+    }
   }
   tyto_plugin_error *e2 = f->stream_synchronize(d, p->stream);
+  if (p->profile) {
+    p->prof_total += exec_now() - t_run;
+    p->prof_runs++;
+  }
   if (e) {
     if (e2)
       rt_error_free(e2);
@@ -701,6 +721,12 @@ tyto_status tyto_program_run(tyto_program *p) {
 int exec_uses(const tyto_program *p, const tyto_tensor *t) {
   return t->graph == p->src && t->index >= 0 && (size_t)t->index < p->n_graph &&
          p->user_slot[t->index] >= 0;
+}
+
+int tyto_program_uses(const tyto_program *p, const tyto_tensor *t) {
+  return p && t &&
+         (t->kind == TYTO_KIND_INPUT || t->kind == TYTO_KIND_PARAMETER) &&
+         exec_uses(p, t);
 }
 
 tyto_status tyto_program_stats_get(const tyto_program *p,

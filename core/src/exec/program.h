@@ -83,7 +83,16 @@ struct tyto_program {
   tyto_program_stats stats;
   tyto_pass_stats *pass_stats;
   int ran;
+  /* TYTO_PROFILE: each kernel timed on its own (synchronised after every
+   * launch); the table is printed to stderr when the program is freed. */
+  int profile;
+  double *prof_seconds; /* per kernel */
+  uint64_t prof_runs;
+  double prof_total;
 };
+
+/* Prints the profile table of p to stderr (profile.c). */
+void exec_profile_report(const tyto_program *p);
 
 /* A row-major layout of t's shape. */
 void exec_layout(tyto_plugin_layout *l, const tyto_tensor *t);

@@ -120,6 +120,44 @@ static tyto_tensor *random_new(tyto_graph *g, tyto_op op, tyto_dtype dtype,
   return t;
 }
 
+tyto_tensor *tyto_random_stepped(tyto_op op, tyto_tensor *step, int rank,
+                                 const int64_t *shape, double a, double b,
+                                 uint64_t seed) {
+  if (!step)
+    return NULL;
+  tyto_graph *g = step->graph;
+  if (step->kind == TYTO_KIND_ERROR)
+    return step;
+  if (op != TYTO_OP_RANDOM_UNIFORM && op != TYTO_OP_RANDOM_NORMAL &&
+      op != TYTO_OP_RANDOM_BERNOULLI)
+    return graph_fail(g, "random: op %s is not a random op", tyto_op_name(op));
+  if (step->rank != 0) {
+    char ss[64];
+    return graph_fail(g, "random: step must be a rank-0 tensor, got %s",
+                      tensor_shape_str(ss, step));
+  }
+  if (op == TYTO_OP_RANDOM_UNIFORM && !(a < b))
+    return graph_fail(g, "uniform: low %g is not below high %g", a, b);
+  if (op == TYTO_OP_RANDOM_NORMAL && !(b >= 0))
+    return graph_fail(g, "normal: negative stddev %g", b);
+  if (op == TYTO_OP_RANDOM_BERNOULLI && !(a >= 0 && a <= 1))
+    return graph_fail(g, "bernoulli: p %g outside [0, 1]", a);
+  const char *name = tyto_op_name(op);
+  if (source_check(g, name, step->dtype, rank, shape) < 0)
+    return &g->error;
+  int64_t n = shape_numel(rank, shape);
+  uint64_t counters = ((uint64_t)n + 3) / 4;
+  int64_t iattrs[2] = {(int64_t)seed, (int64_t)g->random_offset};
+  double fattrs[2] = {a, b};
+  size_t n_f = op == TYTO_OP_RANDOM_BERNOULLI ? 1 : 2;
+  tyto_tensor *t = node_new(g, op, step->dtype, rank, shape, 1, &step, 2,
+                            iattrs, n_f, fattrs);
+  if (t->kind == TYTO_KIND_ERROR)
+    return t;
+  g->random_offset += counters;
+  return t;
+}
+
 tyto_tensor *tyto_random_uniform(tyto_graph *g, tyto_dtype dtype, int rank,
                                  const int64_t *shape, double low, double high,
                                  uint64_t seed) {

@@ -60,7 +60,7 @@ extern "C" {
 #endif
 
 #define TYTO_PLUGIN_ABI_MAJOR 1
-#define TYTO_PLUGIN_ABI_MINOR 2
+#define TYTO_PLUGIN_ABI_MINOR 3
 
 /* True when `field` of *ptr lies wholly inside ptr->struct_size. */
 #define TYTO_PLUGIN_HAS_FIELD(ptr, type, field)                                \
@@ -399,7 +399,11 @@ typedef enum tyto_plugin_op {
    * bits), iattrs[1] = stream offset. Element i of the row-major output
    * takes counter (offset + i/4) and lane i%4, identically on every
    * device. UNIFORM: fattrs low, high. NORMAL: fattrs mean, stddev
-   * (Box-Muller on lanes pairs). BERNOULLI: fattrs[0] = p. */
+   * (Box-Muller on lanes pairs). BERNOULLI: fattrs[0] = p. ABI 1.3: an
+   * optional input, the step: a rank-0 tensor of the output's dtype whose
+   * value s (truncated; in [0, 2^53]) fills counter words 2 and 3
+   * (sdk/docs/random.md); a plugin that cannot honour it must refuse the
+   * op at prepare. */
   TYTO_PLUGIN_OP_RANDOM_UNIFORM = 256,
   TYTO_PLUGIN_OP_RANDOM_NORMAL = 257,
   TYTO_PLUGIN_OP_RANDOM_BERNOULLI = 258,

@@ -1,0 +1,206 @@
+#!/usr/bin/python3
+"""PyTorch side of bench/train_vs_torch.py: train one Fashion-MNIST model.
+
+Run as a subprocess by train_vs_torch.py, which sets the threading
+environment (OMP_WAIT_POLICY, ...) before this process imports torch.
+Prints one JSON line on stdout; progress goes to stderr.
+
+The models are the ones tools/models.c builds for tyto-train:
+  cnn: conv2d 5x5, 32 filters, stride 1, same padding, ReLU -> max_pool 2x2
+       -> dropout 0.1 -> fully connected 1024 ReLU -> linear 10
+  mlp: 784 -> 128 ReLU -> 10
+both with softmax cross-entropy (batch mean).  Weights keep PyTorch's
+default initialisation.
+
+The whole data set lives in memory as float tensors scaled by 1/255 and is
+batched by slicing a torch.randperm permutation each epoch: no DataLoader,
+no workers, which is PyTorch's fastest path for a data set this small.
+The last partial batch is kept (DataLoader's default drop_last=False).
+
+Usage: torch_fashion.py --model cnn|mlp [--optimizer adam|sgd] [--lr X]
+         [--batch N] [--epochs N] [--limit N] [--test-limit N]
+         [--threads N] [--seed N] [--data DIR]
+"""
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import sys
+import time
+
+import numpy as np
+
+DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
+IDX_IMAGES_MAGIC = 0x00000803  # unsigned byte, 3 dimensions
+IDX_LABELS_MAGIC = 0x00000801  # unsigned byte, 1 dimension
+
+
+def read_idx(path, magic):
+    """Reads a gzip IDX file; returns a uint8 array shaped as its header."""
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    ndim = magic & 0xFF
+    header = 4 + 4 * ndim
+    if len(data) < header:
+        raise ValueError(f"{path}: {len(data)} bytes, shorter than an IDX header")
+    found = int.from_bytes(data[0:4], "big")
+    if found != magic:
+        raise ValueError(
+            f"{path}: IDX magic 0x{found:08x}, expected 0x{magic:08x}")
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big")
+            for i in range(ndim)]
+    count = int(np.prod(dims))
+    if len(data) - header != count:
+        raise ValueError(f"{path}: {len(data) - header} data bytes, "
+                         f"header {dims} says {count}")
+    return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
+
+
+def load_split(data_dir, prefix, limit):
+    """Images [n, 28, 28] uint8 and labels [n] uint8 of one split."""
+    images = read_idx(os.path.join(data_dir, f"{prefix}-images-idx3-ubyte.gz"),
+                      IDX_IMAGES_MAGIC)
+    labels = read_idx(os.path.join(data_dir, f"{prefix}-labels-idx1-ubyte.gz"),
+                      IDX_LABELS_MAGIC)
+    if images.shape[0] != labels.shape[0]:
+        raise ValueError(f"{data_dir}/{prefix}: {images.shape[0]} images but "
+                         f"{labels.shape[0]} labels")
+    if limit and limit > 0:
+        images, labels = images[:limit], labels[:limit]
+    return images, labels
+
+
+def build_model(torch, name):
+    nn = torch.nn
+    if name == "cnn":
+        return nn.Sequential(
+            nn.Conv2d(1, 32, kernel_size=5, stride=1, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2, 2),
+            nn.Dropout(0.1),
+            nn.Flatten(),
+            nn.Linear(32 * 14 * 14, 1024),
+            nn.ReLU(),
+            nn.Linear(1024, 10),
+        )
+    if name == "mlp":
+        return nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(28 * 28, 128),
+            nn.ReLU(),
+            nn.Linear(128, 10),
+        )
+    raise ValueError(f"unknown model '{name}': expected cnn or mlp")
+
+
+def to_tensor(torch, images, labels, model):
+    x = torch.from_numpy(images.astype(np.float32) / np.float32(255.0))
+    x = x.reshape(-1, 1, 28, 28) if model == "cnn" else x.reshape(-1, 28 * 28)
+    return x.contiguous(), torch.from_numpy(labels.astype(np.int64))
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", choices=["cnn", "mlp"], required=True)
+    ap.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--limit", type=int, default=0,
+                    help="training images (0: all)")
+    ap.add_argument("--test-limit", type=int, default=0,
+                    help="test images (0: all)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch.set_num_threads (0: leave torch's default)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--data", default=DEFAULT_DATA)
+    args = ap.parse_args(argv)
+    if args.batch < 1 or args.epochs < 1 or args.lr <= 0:
+        ap.error("--batch and --epochs must be >= 1 and --lr > 0")
+
+    try:
+        train_np = load_split(args.data, "train", args.limit)
+        test_np = load_split(args.data, "t10k", args.test_limit)
+    except (OSError, ValueError) as e:
+        print(f"torch_fashion: {e}", file=sys.stderr)
+        return 2
+
+    import torch  # after the environment is final: OpenMP reads it at load
+
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+
+    x_train, y_train = to_tensor(torch, *train_np, args.model)
+    x_test, y_test = to_tensor(torch, *test_np, args.model)
+    del train_np, test_np
+    n_train = x_train.shape[0]
+
+    model = build_model(torch, args.model)
+    loss_fn = torch.nn.CrossEntropyLoss()  # mean over the batch
+    if args.optimizer == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=args.lr)
+
+    epoch_seconds = []
+    steps = 0
+    train_loss = float("nan")
+    for epoch in range(args.epochs):
+        model.train()
+        loss_sum = 0.0
+        t0 = time.perf_counter()
+        perm = torch.randperm(n_train)
+        for i in range(0, n_train, args.batch):
+            idx = perm[i:i + args.batch]
+            xb, yb = x_train[idx], y_train[idx]
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(xb), yb)
+            loss.backward()
+            opt.step()
+            loss_sum += loss.item() * idx.shape[0]
+            steps += 1
+        epoch_seconds.append(time.perf_counter() - t0)
+        train_loss = loss_sum / n_train
+        print(f"torch_fashion: {args.model} epoch {epoch + 1}/{args.epochs}: "
+              f"loss {train_loss:.4f}, {epoch_seconds[-1]:.2f} s",
+              file=sys.stderr)
+
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for i in range(0, x_test.shape[0], 1000):
+            pred = model(x_test[i:i + 1000]).argmax(dim=1)
+            correct += int((pred == y_test[i:i + 1000]).sum())
+
+    train_seconds = sum(epoch_seconds)
+    # ru_maxrss is in KiB on Linux.
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({
+        "framework": "pytorch",
+        "model": args.model,
+        "optimizer": args.optimizer,
+        "lr": args.lr,
+        "batch": args.batch,
+        "epochs": args.epochs,
+        "steps": steps,
+        "seed": args.seed,
+        "threads": torch.get_num_threads(),
+        "wait_policy": os.environ.get("OMP_WAIT_POLICY", "default"),
+        "train_images": n_train,
+        "test_images": int(x_test.shape[0]),
+        "test_accuracy": correct / max(1, x_test.shape[0]),
+        "train_loss": train_loss,
+        "seconds_per_epoch": train_seconds / len(epoch_seconds),
+        "epoch_seconds": epoch_seconds,
+        "images_per_second": n_train * args.epochs / train_seconds,
+        "peak_rss_bytes": peak_rss,
+        "torch_version": torch.__version__,
+    }), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
