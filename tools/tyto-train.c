@@ -701,10 +701,15 @@ static int compile(run *r) {
     free(uv);
     return fail_status("compile");
   }
-  memcpy(up, tyto_nn_update_params(r->nn), nn_u * sizeof *up);
-  memcpy(uv, tyto_nn_update_values(r->nn), nn_u * sizeof *uv);
-  memcpy(up + nn_u, tyto_optim_update_params(r->optim), op_u * sizeof *up);
-  memcpy(uv + nn_u, tyto_optim_update_values(r->optim), op_u * sizeof *uv);
+  /* Either list may be empty (and its array NULL). */
+  for (size_t i = 0; i < nn_u; i++) {
+    up[i] = tyto_nn_update_params(r->nn)[i];
+    uv[i] = tyto_nn_update_values(r->nn)[i];
+  }
+  for (size_t i = 0; i < op_u; i++) {
+    up[nn_u + i] = tyto_optim_update_params(r->optim)[i];
+    uv[nn_u + i] = tyto_optim_update_values(r->optim)[i];
+  }
   tyto_program_options po;
   tyto_program_options_init(&po);
   po.n_updates = nu;

@@ -16,14 +16,34 @@
 /* Runs tyto-train with `args` on this tree's CPU plugin; returns its exit
  * status (-1 when killed by a signal) and, when out is not NULL, stdout
  * (stderr too when merge). */
+static char tmp[64];
+
+/* stderr of the last run without merge, for failure messages. */
+static char errlog[128];
+
 static int train(const char *args, int merge, char **out) {
   char cmd[8192];
+  snprintf(errlog, sizeof errlog, "%s/stderr.txt", tmp);
   snprintf(cmd, sizeof cmd,
            "env -u TYTO_CONFIG -u TYTO_LOG_LEVEL TYTO_DEVICES=cpu "
-           "TYTO_PLUGIN_PATH='%s' '%s/tyto-train' --no-progress %s %s",
-           TEST_PLUGIN_DIRS, TEST_TOOLS_DIR, args,
-           merge ? "2>&1" : "2>/dev/null");
+           "TYTO_PLUGIN_PATH='%s' '%s/tyto-train' --no-progress %s 2>%s",
+           TEST_PLUGIN_DIRS, TEST_TOOLS_DIR, args, merge ? "&1" : errlog);
   return test_popen(cmd, out);
+}
+
+/* Runs tyto-train and fails with its stderr unless it exits 0. */
+static void train_ok(const char *args, char **out) {
+  int rc = train(args, 0, out);
+  if (rc != 0) {
+    char msg[4096] = "";
+    FILE *f = fopen(errlog, "r");
+    if (f) {
+      size_t n = fread(msg, 1, sizeof msg - 1, f);
+      msg[n] = '\0';
+      fclose(f);
+    }
+    ck_abort_msg("tyto-train %s exited %d:\n%s", args, rc, msg);
+  }
 }
 
 /* Expects exit status 2 and `needle` in the output. */
@@ -36,8 +56,6 @@ static void expect_bad(const char *args, const char *needle) {
   ck_assert_msg(strstr(out, "Segmentation") == NULL, "%s", out);
   free(out);
 }
-
-static char tmp[64];
 
 static void path_in_tmp(char *buf, size_t n, const char *name) {
   snprintf(buf, n, "%s/%s", tmp, name);
@@ -155,7 +173,7 @@ START_TEST(synthetic_data_is_learnt_and_reported) {
            "--model mlp --data %s/good --epochs 4 --batch 32 --optimizer sgd "
            "--lr 0.1 --json --plot %s",
            tmp, svg);
-  ck_assert_int_eq(train(args, 0, &out), 0);
+  train_ok(args, &out);
   json_t *root = json_of(out);
   ck_assert_str_eq(json_string_value(json_object_get(root, "model")), "mlp");
   ck_assert_int_eq((int)real(root, "steps"), 4 * 10);
@@ -194,11 +212,11 @@ START_TEST(a_resumed_run_continues_bit_for_bit) {
   snprintf(args, sizeof args,
            "--model-file %s --data %s/good %s --checkpoint %s", net, tmp,
            common, a);
-  ck_assert_int_eq(train(args, 0, NULL), 0);
+  train_ok(args, NULL);
   snprintf(args, sizeof args,
            "--model-file %s --data %s/good %s --checkpoint %s --max-steps 7",
            net, tmp, common, b);
-  ck_assert_int_eq(train(args, 0, NULL), 0);
+  train_ok(args, NULL);
   size_t na, nb;
   char *fa = slurp(a, &na), *fb = slurp(b, &nb);
   ck_assert(na != nb || memcmp(fa, fb, na) != 0); /* not there yet */
@@ -206,7 +224,7 @@ START_TEST(a_resumed_run_continues_bit_for_bit) {
   snprintf(args, sizeof args,
            "--model-file %s --data %s/good %s --checkpoint %s --resume", net,
            tmp, common, b);
-  ck_assert_int_eq(train(args, 0, NULL), 0);
+  train_ok(args, NULL);
   fb = slurp(b, &nb);
   ck_assert_uint_eq(na, nb);
   ck_assert_msg(memcmp(fa, fb, na) == 0,
@@ -275,7 +293,7 @@ START_TEST(a_foreign_checkpoint_is_refused_and_kept) {
   snprintf(args, sizeof args,
            "--model mlp --data %s/good --batch 32 --quiet --checkpoint %s", tmp,
            ck);
-  ck_assert_int_eq(train(args, 0, NULL), 0);
+  train_ok(args, NULL);
   size_t n0, n1;
   char *before = slurp(ck, &n0);
   snprintf(args, sizeof args,
@@ -310,7 +328,7 @@ START_TEST(a_kill_during_a_checkpoint_write_keeps_the_last_one) {
   snprintf(args, sizeof args,
            "--model mlp-big --data %s/good --batch 32 --quiet --checkpoint %s",
            tmp, ck);
-  ck_assert_int_eq(train(args, 0, NULL), 0);
+  train_ok(args, NULL);
   size_t n0, n1;
   char *before = slurp(ck, &n0);
   ck_assert_uint_gt(n0, 512 * 1024);
@@ -351,7 +369,7 @@ START_TEST(mlp_learns_fashion_mnist) {
            "--model mlp --data %s --limit 2000 --test-limit 1000 --epochs 5 "
            "--batch 32 --optimizer sgd --lr 0.1 --json",
            dir);
-  ck_assert_int_eq(train(args, 0, &out), 0);
+  train_ok(args, &out);
   json_t *root = json_of(out);
   double acc = real(root, "test_accuracy");
   fprintf(stderr, "mlp on 2,000 Fashion-MNIST images: test accuracy %.3f\n",
