@@ -1,0 +1,74 @@
+/*
+ * The conformance op catalogue: for each op of tyto_plugin_op it covers,
+ * descriptors over several layouts (contiguous, broadcast, transposed,
+ * stepped, flipped, offset, size 0, rank 0) with the input domain to draw
+ * random values from and the tolerance to compare with.
+ */
+#ifndef TYTO_CONFORM_CATALOGUE_H
+#define TYTO_CONFORM_CATALOGUE_H
+
+#include <stddef.h>
+
+#include <tyto/plugin.h>
+
+#define CF_MAX_IN 4
+#define CF_MAX_OUT 2
+#define CF_MAX_INSTRS 24
+
+/* How an input's values are drawn. */
+typedef enum cf_values {
+  CF_UNIFORM = 0, /* uniform in [lo, hi] */
+  CF_WHOLE = 1,   /* whole numbers in [lo, hi] */
+  CF_SPD = 2      /* diagonally dominant matrices (linear algebra) */
+} cf_values;
+
+/* One tensor of a case: its layout (offset and strides index into a
+ * storage of `storage` elements) and, for inputs, its value domain. */
+typedef struct cf_tensor {
+  tyto_plugin_layout l;
+  int64_t storage;
+  cf_values values;
+  double lo, hi;
+} cf_tensor;
+
+/* One descriptor to run on both devices. */
+typedef struct cf_case {
+  uint32_t op;
+  const char *op_name;
+  char name[64];
+  uint32_t dtype;
+  uint32_t n_in, n_out;
+  cf_tensor in[CF_MAX_IN], out[CF_MAX_OUT];
+  uint32_t n_iattrs;
+  int64_t iattrs[24];
+  uint32_t n_fattrs;
+  double fattrs[4];
+  uint32_t n_instrs; /* FUSED: the program */
+  tyto_plugin_fused_instr instrs[CF_MAX_INSTRS];
+  tyto_plugin_fused_program program;
+  tyto_plugin_layout lin[CF_MAX_IN], lout[CF_MAX_OUT]; /* for the desc */
+  double rtol, atol;
+} cf_case;
+
+/* Builds the cases of every catalogued op for `dtype` (F32 or F64),
+ * restricted to the op named `only` when not NULL. *out is malloc'ed (free
+ * it with free()). Returns -1 when out of memory. */
+int cf_catalogue_build(uint32_t dtype, const char *only, cf_case **out,
+                       size_t *n);
+
+/* Fills desc from c (pointing into c, which must outlive desc). */
+void cf_case_desc(cf_case *c, tyto_plugin_op_desc *desc);
+
+/* The name of an op code ("add"), or NULL when not catalogued. */
+const char *cf_op_name(uint32_t op);
+
+/* Whether `name` is the name of a catalogued op. */
+int cf_op_known(const char *name);
+
+/* Sets a tensor's layout: strides NULL means row-major; storage is computed
+ * from offset and strides. */
+void cf_tensor_set(cf_tensor *t, uint32_t dtype, uint32_t rank,
+                   const int64_t *shape, const int64_t *strides,
+                   int64_t offset);
+
+#endif
