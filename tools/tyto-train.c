@@ -16,11 +16,8 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <math.h>
-#include <pthread.h>
-#include <semaphore.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,376 +30,13 @@
 #include <tyto/tyto.h>
 
 #include "train/model_file.h"
+#include "train/options.h"
 #include "train/plot.h"
+#include "train/prefetch.h"
 
-#define PROG "tyto-train"
-#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 #define CHECKPOINT_FORMAT "tyto-train 1"
 
-enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2, MAX_BATCH = 1 << 16 };
-
-/* ---------------------------------------------------------------------- */
-/* Options                                                                 */
-
-typedef struct options {
-  const char *model, *model_file, *data, *devices, *checkpoint, *plot;
-  int64_t epochs, batch, limit, test_limit, validation, eval_every,
-      checkpoint_every, max_steps;
-  uint64_t seed;
-  int resume, json, quiet, progress; /* progress: -1 auto, 0 off, 1 on */
-  /* Optimiser: the kind, and the fields given on the command line (NaN /
-   * -1 when not given: the kind's defaults stay). */
-  tyto_optim_kind optim;
-  double lr, momentum, weight_decay, beta1, beta2, alpha, eps, gamma, min_lr,
-      clip_value, clip_norm;
-  int nesterov;
-  int schedule;
-  int64_t step_size, total_steps, warmup, accumulate;
-} options;
-
-static void usage(FILE *f) {
-  fprintf(
-      f,
-      "usage: " PROG " [options]\n"
-      "\n"
-      "Model and data\n"
-      "  --model NAME          preset: cnn (default), mlp, mlp-big\n"
-      "  --model-file FILE     a model file (docs/model-format.md)\n"
-      "  --data DIR            IDX dataset directory (default " DEFAULT_DATA
-      ")\n"
-      "  --limit N             train on the first N training images\n"
-      "  --test-limit N        evaluate on the first N test images\n"
-      "  --validation N        hold out the last N training images for\n"
-      "                        validation\n"
-      "Training\n"
-      "  --epochs N            passes over the training images (default 1)\n"
-      "  --batch N             images per step (default 64)\n"
-      "  --seed N              initial weights, dropout, shuffling (default "
-      "42)\n"
-      "  --max-steps N         stop after N steps in all (a checkpoint is "
-      "written)\n"
-      "  --devices SPEC        device selection (default: TYTO_DEVICES or "
-      "the config)\n"
-      "Optimiser\n"
-      "  --optimizer NAME      sgd, adagrad, rmsprop, adam (default), adamw\n"
-      "  --lr X  --momentum X  --nesterov  --weight-decay X\n"
-      "  --beta1 X  --beta2 X  --alpha X  --eps X\n"
-      "  --schedule NAME       constant (default), step, exponential, "
-      "cosine\n"
-      "  --step-size N  --gamma X  --total-steps N  --min-lr X  --warmup N\n"
-      "  --clip-value X        clip each gradient element to [-X, X]\n"
-      "  --clip-norm X         scale gradients to global L2 norm <= X\n"
-      "  --accumulate N        steps per update (gradient accumulation)\n"
-      "Checkpoints and evaluation\n"
-      "  --checkpoint FILE     safetensors checkpoint, written at each epoch "
-      "end\n"
-      "  --checkpoint-every N  ... and every N steps\n"
-      "  --resume              continue from --checkpoint\n"
-      "  --eval-every N        evaluate every N steps (default: each epoch)\n"
-      "Output\n"
-      "  --json                a JSON summary on stdout\n"
-      "  --plot FILE.svg       loss and accuracy curves\n"
-      "  --progress / --no-progress   live progress bar (default: on a "
-      "terminal)\n"
-      "  --quiet               no progress lines\n"
-      "  --help\n");
-}
-
-static int bad_value(const char *opt, const char *what, const char *got) {
-  fprintf(stderr, PROG ": --%s: expected %s, got '%s'\n", opt, what, got);
-  return -1;
-}
-
-static int parse_count(const char *opt, const char *s, int64_t lo, int64_t hi,
-                       int64_t *v) {
-  char *end;
-  errno = 0;
-  long long x = strtoll(s, &end, 10);
-  if (!*s || *end || errno || x < lo || x > hi) {
-    char what[96];
-    snprintf(what, sizeof what, "an integer in [%lld, %lld]", (long long)lo,
-             (long long)hi);
-    return bad_value(opt, what, s);
-  }
-  *v = x;
-  return 0;
-}
-
-static int parse_real(const char *opt, const char *s, double lo, double *v) {
-  char *end;
-  errno = 0;
-  double x = strtod(s, &end);
-  if (!*s || *end || errno || !isfinite(x) || x < lo) {
-    char what[64];
-    snprintf(what, sizeof what, "a finite number >= %g", lo);
-    return bad_value(opt, what, s);
-  }
-  *v = x;
-  return 0;
-}
-
-enum {
-  O_MODEL = 256,
-  O_MODEL_FILE,
-  O_DATA,
-  O_LIMIT,
-  O_TEST_LIMIT,
-  O_VALIDATION,
-  O_EPOCHS,
-  O_BATCH,
-  O_SEED,
-  O_MAX_STEPS,
-  O_DEVICES,
-  O_OPTIMIZER,
-  O_LR,
-  O_MOMENTUM,
-  O_NESTEROV,
-  O_WEIGHT_DECAY,
-  O_BETA1,
-  O_BETA2,
-  O_ALPHA,
-  O_EPS,
-  O_SCHEDULE,
-  O_STEP_SIZE,
-  O_GAMMA,
-  O_TOTAL_STEPS,
-  O_MIN_LR,
-  O_WARMUP,
-  O_CLIP_VALUE,
-  O_CLIP_NORM,
-  O_ACCUMULATE,
-  O_CHECKPOINT,
-  O_CHECKPOINT_EVERY,
-  O_RESUME,
-  O_EVAL_EVERY,
-  O_JSON,
-  O_PLOT,
-  O_PROGRESS,
-  O_NO_PROGRESS,
-  O_QUIET,
-  O_HELP
-};
-
-static const struct option long_options[] = {
-    {"model", required_argument, NULL, O_MODEL},
-    {"model-file", required_argument, NULL, O_MODEL_FILE},
-    {"data", required_argument, NULL, O_DATA},
-    {"limit", required_argument, NULL, O_LIMIT},
-    {"test-limit", required_argument, NULL, O_TEST_LIMIT},
-    {"validation", required_argument, NULL, O_VALIDATION},
-    {"epochs", required_argument, NULL, O_EPOCHS},
-    {"batch", required_argument, NULL, O_BATCH},
-    {"seed", required_argument, NULL, O_SEED},
-    {"max-steps", required_argument, NULL, O_MAX_STEPS},
-    {"devices", required_argument, NULL, O_DEVICES},
-    {"optimizer", required_argument, NULL, O_OPTIMIZER},
-    {"lr", required_argument, NULL, O_LR},
-    {"momentum", required_argument, NULL, O_MOMENTUM},
-    {"nesterov", no_argument, NULL, O_NESTEROV},
-    {"weight-decay", required_argument, NULL, O_WEIGHT_DECAY},
-    {"beta1", required_argument, NULL, O_BETA1},
-    {"beta2", required_argument, NULL, O_BETA2},
-    {"alpha", required_argument, NULL, O_ALPHA},
-    {"eps", required_argument, NULL, O_EPS},
-    {"schedule", required_argument, NULL, O_SCHEDULE},
-    {"step-size", required_argument, NULL, O_STEP_SIZE},
-    {"gamma", required_argument, NULL, O_GAMMA},
-    {"total-steps", required_argument, NULL, O_TOTAL_STEPS},
-    {"min-lr", required_argument, NULL, O_MIN_LR},
-    {"warmup", required_argument, NULL, O_WARMUP},
-    {"clip-value", required_argument, NULL, O_CLIP_VALUE},
-    {"clip-norm", required_argument, NULL, O_CLIP_NORM},
-    {"accumulate", required_argument, NULL, O_ACCUMULATE},
-    {"checkpoint", required_argument, NULL, O_CHECKPOINT},
-    {"checkpoint-every", required_argument, NULL, O_CHECKPOINT_EVERY},
-    {"resume", no_argument, NULL, O_RESUME},
-    {"eval-every", required_argument, NULL, O_EVAL_EVERY},
-    {"json", no_argument, NULL, O_JSON},
-    {"plot", required_argument, NULL, O_PLOT},
-    {"progress", no_argument, NULL, O_PROGRESS},
-    {"no-progress", no_argument, NULL, O_NO_PROGRESS},
-    {"quiet", no_argument, NULL, O_QUIET},
-    {"help", no_argument, NULL, O_HELP},
-    {NULL, 0, NULL, 0}};
-
-/* Returns 0, 1 for --help, -1 on a usage error (message printed). */
-static int parse_options(int argc, char **argv, options *o) {
-  memset(o, 0, sizeof *o);
-  o->data = DEFAULT_DATA;
-  o->epochs = 1;
-  o->batch = 64;
-  o->seed = 42;
-  o->progress = -1;
-  o->optim = TYTO_OPTIM_ADAM;
-  o->schedule = -1;
-  double *reals[] = {&o->lr,     &o->momentum,   &o->weight_decay, &o->beta1,
-                     &o->beta2,  &o->alpha,      &o->eps,          &o->gamma,
-                     &o->min_lr, &o->clip_value, &o->clip_norm};
-  for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++)
-    *reals[i] = NAN;
-  o->step_size = o->total_steps = o->warmup = o->accumulate = -1;
-  opterr = 0;
-  int c, idx;
-  int64_t v;
-  const int64_t big = INT64_C(1) << 40;
-  while ((c = getopt_long(argc, argv, ":", long_options, &idx)) != -1) {
-    const char *name =
-        c >= O_MODEL && c <= O_HELP ? long_options[c - O_MODEL].name : "";
-    int rc = 0;
-    switch (c) {
-    case O_MODEL:
-      o->model = optarg;
-      if (!mf_preset(optarg)) {
-        fprintf(stderr,
-                PROG ": --model: unknown model '%s' (expected %s, or "
-                     "--model-file FILE)\n",
-                optarg, mf_preset_list());
-        return -1;
-      }
-      break;
-    case O_MODEL_FILE: o->model_file = optarg; break;
-    case O_DATA: o->data = optarg; break;
-    case O_LIMIT: rc = parse_count(name, optarg, 1, big, &o->limit); break;
-    case O_TEST_LIMIT:
-      rc = parse_count(name, optarg, 1, big, &o->test_limit);
-      break;
-    case O_VALIDATION:
-      rc = parse_count(name, optarg, 1, big, &o->validation);
-      break;
-    case O_EPOCHS:
-      rc = parse_count(name, optarg, 1, 1000000, &o->epochs);
-      break;
-    case O_BATCH:
-      rc = parse_count(name, optarg, 1, MAX_BATCH, &o->batch);
-      break;
-    case O_SEED:
-      rc = parse_count(name, optarg, 0, INT64_MAX, &v);
-      o->seed = (uint64_t)v;
-      break;
-    case O_MAX_STEPS:
-      rc = parse_count(name, optarg, 1, big, &o->max_steps);
-      break;
-    case O_DEVICES: o->devices = optarg; break;
-    case O_OPTIMIZER: {
-      int k = tyto_optim_kind_from_name(optarg);
-      if (k < 0) {
-        fprintf(stderr,
-                PROG ": --optimizer: unknown optimiser '%s' (expected "
-                     "sgd, adagrad, rmsprop, adam or adamw)\n",
-                optarg);
-        return -1;
-      }
-      o->optim = (tyto_optim_kind)k;
-      break;
-    }
-    case O_LR: rc = parse_real(name, optarg, 0, &o->lr); break;
-    case O_MOMENTUM: rc = parse_real(name, optarg, 0, &o->momentum); break;
-    case O_NESTEROV: o->nesterov = 1; break;
-    case O_WEIGHT_DECAY:
-      rc = parse_real(name, optarg, 0, &o->weight_decay);
-      break;
-    case O_BETA1: rc = parse_real(name, optarg, 0, &o->beta1); break;
-    case O_BETA2: rc = parse_real(name, optarg, 0, &o->beta2); break;
-    case O_ALPHA: rc = parse_real(name, optarg, 0, &o->alpha); break;
-    case O_EPS: rc = parse_real(name, optarg, 0, &o->eps); break;
-    case O_SCHEDULE:
-      o->schedule = tyto_schedule_from_name(optarg);
-      if (o->schedule < 0) {
-        fprintf(stderr,
-                PROG ": --schedule: unknown schedule '%s' (expected "
-                     "constant, step, exponential or cosine)\n",
-                optarg);
-        return -1;
-      }
-      break;
-    case O_STEP_SIZE:
-      rc = parse_count(name, optarg, 1, big, &o->step_size);
-      break;
-    case O_GAMMA: rc = parse_real(name, optarg, 0, &o->gamma); break;
-    case O_TOTAL_STEPS:
-      rc = parse_count(name, optarg, 1, big, &o->total_steps);
-      break;
-    case O_MIN_LR: rc = parse_real(name, optarg, 0, &o->min_lr); break;
-    case O_WARMUP: rc = parse_count(name, optarg, 0, big, &o->warmup); break;
-    case O_CLIP_VALUE: rc = parse_real(name, optarg, 0, &o->clip_value); break;
-    case O_CLIP_NORM: rc = parse_real(name, optarg, 0, &o->clip_norm); break;
-    case O_ACCUMULATE:
-      rc = parse_count(name, optarg, 1, 1 << 20, &o->accumulate);
-      break;
-    case O_CHECKPOINT: o->checkpoint = optarg; break;
-    case O_CHECKPOINT_EVERY:
-      rc = parse_count(name, optarg, 1, big, &o->checkpoint_every);
-      break;
-    case O_RESUME: o->resume = 1; break;
-    case O_EVAL_EVERY:
-      rc = parse_count(name, optarg, 1, big, &o->eval_every);
-      break;
-    case O_JSON: o->json = 1; break;
-    case O_PLOT: o->plot = optarg; break;
-    case O_PROGRESS: o->progress = 1; break;
-    case O_NO_PROGRESS: o->progress = 0; break;
-    case O_QUIET: o->quiet = 1; break;
-    case O_HELP: usage(stdout); return 1;
-    case ':':
-      fprintf(stderr, PROG ": option '%s' needs a value\n", argv[optind - 1]);
-      return -1;
-    default:
-      fprintf(stderr, PROG ": unknown option '%s' (see " PROG " --help)\n",
-              argv[optind - 1]);
-      return -1;
-    }
-    if (rc < 0)
-      return -1;
-  }
-  if (optind < argc) {
-    fprintf(stderr, PROG ": unexpected argument '%s' (see " PROG " --help)\n",
-            argv[optind]);
-    return -1;
-  }
-  if (o->model && o->model_file) {
-    fprintf(stderr, PROG ": give --model or --model-file, not both\n");
-    return -1;
-  }
-  if (!o->model && !o->model_file)
-    o->model = "cnn";
-  if ((o->resume || o->checkpoint_every) && !o->checkpoint) {
-    fprintf(stderr, PROG ": --%s needs --checkpoint FILE\n",
-            o->resume ? "resume" : "checkpoint-every");
-    return -1;
-  }
-  return 0;
-}
-
-/* The optimiser options: the kind's defaults with the given fields. */
-static void optim_options(const options *o, tyto_optim_options *oo) {
-  tyto_optim_options_init(oo, o->optim);
-#define SET(field, v)                                                          \
-  if (!isnan(v))                                                               \
-  oo->field = v
-  SET(lr, o->lr);
-  SET(momentum, o->momentum);
-  SET(weight_decay, o->weight_decay);
-  SET(beta1, o->beta1);
-  SET(beta2, o->beta2);
-  SET(alpha, o->alpha);
-  SET(eps, o->eps);
-  SET(gamma, o->gamma);
-  SET(min_lr, o->min_lr);
-  SET(clip_value, o->clip_value);
-  SET(clip_norm, o->clip_norm);
-#undef SET
-  oo->nesterov = o->nesterov;
-  if (o->schedule >= 0)
-    oo->schedule = (tyto_schedule_kind)o->schedule;
-  if (o->step_size > 0)
-    oo->step_size = o->step_size;
-  if (o->total_steps > 0)
-    oo->total_steps = o->total_steps;
-  if (o->warmup >= 0)
-    oo->warmup_steps = o->warmup;
-  if (o->accumulate > 0)
-    oo->accumulate = o->accumulate;
-}
+enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
 /* ---------------------------------------------------------------------- */
 /* The run                                                                 */
@@ -484,21 +118,14 @@ static int fail_status(const char *what) {
   return -1;
 }
 
-/* Exit status for a library error: bad input for invalid arguments and
- * missing things, a runtime failure otherwise. */
-static int status_exit(tyto_status s) {
-  return s == TYTO_ERR_INVALID_ARGUMENT || s == TYTO_ERR_NOT_FOUND
-             ? EXIT_USAGE
-             : EXIT_RUNTIME;
-}
-
 static int load_data(run *r, int *code) {
   tyto_status s = tyto_dataset_load_dir(r->o.data, "train", 0, &r->train);
   if (s == TYTO_OK)
     s = tyto_dataset_load_dir(r->o.data, "t10k", 0, &r->test);
   if (s != TYTO_OK) {
-    *code = status_exit(s) == EXIT_RUNTIME && s != TYTO_ERR_IO ? EXIT_RUNTIME
-                                                               : EXIT_USAGE;
+    /* A missing, unreadable or damaged dataset is bad input; running out
+     * of memory is not. */
+    *code = s == TYTO_ERR_OUT_OF_MEMORY ? EXIT_RUNTIME : EXIT_USAGE;
     fprintf(stderr, PROG ": data: %s\n", tyto_errmsg());
     return -1;
   }
@@ -660,7 +287,7 @@ static int build(run *r, int *code) {
     free(grads);
     return -1;
   }
-  optim_options(&r->o, &r->oo);
+  options_optim(&r->o, &r->oo);
   tyto_status s = tyto_optim_build(&r->oo, np, params, grads, &r->optim);
   free(grads);
   if (s != TYTO_OK) {
@@ -1033,108 +660,6 @@ static int eval_now(run *r) {
 }
 
 /* ---------------------------------------------------------------------- */
-/* Prefetching                                                             */
-
-/* One thread fills the next batch while the current step runs: two slots,
- * handed back and forth with semaphores, in the batcher's order (so a run
- * sees the batches it would see without it). It stops after the epoch's
- * last batch (a slot with filled 0) or when asked. */
-typedef struct prefetch {
-  tyto_batcher *b;
-  size_t xbytes, ybytes;
-  float *x[2], *y[2];
-  int64_t filled[2];
-  tyto_status st[2];
-  char msg[2][512];
-  sem_t empty[2], full[2];
-  volatile int stop;
-  pthread_t thread;
-  int running;
-} prefetch;
-
-static void *prefetch_main(void *arg) {
-  prefetch *pf = arg;
-  for (int slot = 0;; slot ^= 1) {
-    sem_wait(&pf->empty[slot]);
-    if (pf->stop) {
-      pf->filled[slot] = 0;
-      pf->st[slot] = TYTO_OK;
-      sem_post(&pf->full[slot]);
-      return NULL;
-    }
-    pf->st[slot] =
-        tyto_batcher_next(pf->b, pf->x[slot], pf->xbytes, pf->y[slot],
-                          pf->ybytes, &pf->filled[slot]);
-    if (pf->st[slot] != TYTO_OK)
-      snprintf(pf->msg[slot], sizeof pf->msg[slot], "%s", tyto_errmsg());
-    int last = pf->st[slot] != TYTO_OK || pf->filled[slot] == 0;
-    sem_post(&pf->full[slot]);
-    if (last)
-      return NULL;
-  }
-}
-
-static int prefetch_init(prefetch *pf, tyto_batcher *b, size_t xbytes,
-                         size_t ybytes) {
-  memset(pf, 0, sizeof *pf);
-  pf->b = b;
-  pf->xbytes = xbytes;
-  pf->ybytes = ybytes;
-  for (int i = 0; i < 2; i++) {
-    pf->x[i] = malloc(xbytes);
-    pf->y[i] = malloc(ybytes);
-    if (!pf->x[i] || !pf->y[i])
-      return -1;
-  }
-  return 0;
-}
-
-/* Starts filling from the batcher's current position. */
-static int prefetch_start(prefetch *pf) {
-  pf->stop = 0;
-  for (int i = 0; i < 2; i++) {
-    sem_init(&pf->empty[i], 0, 1);
-    sem_init(&pf->full[i], 0, 0);
-  }
-  if (pthread_create(&pf->thread, NULL, prefetch_main, pf) != 0)
-    return -1;
-  pf->running = 1;
-  return 0;
-}
-
-/* Waits for slot's batch. */
-static void prefetch_take(prefetch *pf, int slot) {
-  sem_wait(&pf->full[slot]);
-}
-
-/* Gives slot back to be filled again. */
-static void prefetch_give(prefetch *pf, int slot) {
-  sem_post(&pf->empty[slot]);
-}
-
-static void prefetch_stop(prefetch *pf) {
-  if (!pf->running)
-    return;
-  pf->stop = 1;
-  for (int i = 0; i < 2; i++)
-    sem_post(&pf->empty[i]);
-  pthread_join(pf->thread, NULL);
-  for (int i = 0; i < 2; i++) {
-    sem_destroy(&pf->empty[i]);
-    sem_destroy(&pf->full[i]);
-  }
-  pf->running = 0;
-}
-
-static void prefetch_free(prefetch *pf) {
-  prefetch_stop(pf);
-  for (int i = 0; i < 2; i++) {
-    free(pf->x[i]);
-    free(pf->y[i]);
-  }
-}
-
-/* ---------------------------------------------------------------------- */
 /* Training                                                                */
 
 static volatile sig_atomic_t interrupted;
@@ -1146,10 +671,10 @@ static void on_signal(int sig) {
 static int train_epochs(run *r, prefetch *pf);
 
 static int train(run *r) {
-  r->epoch_seconds = calloc((size_t)r->o.epochs, sizeof *r->epoch_seconds);
   prefetch pf;
-  if (!r->epoch_seconds ||
-      prefetch_init(&pf, r->train_b, r->xbytes, r->ybytes) < 0) {
+  int pf_ok = prefetch_init(&pf, r->train_b, r->xbytes, r->ybytes) == 0;
+  r->epoch_seconds = calloc((size_t)r->o.epochs, sizeof *r->epoch_seconds);
+  if (!r->epoch_seconds || !pf_ok) {
     prefetch_free(&pf);
     return fail_status("train");
   }
@@ -1377,7 +902,7 @@ static void run_free(run *r) {
 int main(int argc, char **argv) {
   run r;
   memset(&r, 0, sizeof r);
-  int prc = parse_options(argc, argv, &r.o);
+  int prc = options_parse(argc, argv, &r.o);
   if (prc != 0)
     return prc > 0 ? 0 : EXIT_USAGE;
   int code = EXIT_USAGE;

@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "model_file.h"
+#include "model_file_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -15,69 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum {
-  MF_MAX_KEYS = 16,
-  MF_MAX_FROM = 16,
-  MF_NAME = 64,
-  MF_VALUE = 160,
-  MF_MAX_LINE = 4096
-};
-
 /* ---------------------------------------------------------------------- */
 /* The layer table                                                         */
-
-typedef enum key_type {
-  T_COUNT,  /* integer >= 1 */
-  T_INDEX,  /* integer >= 0 */
-  T_AXIS,   /* any integer */
-  T_PAIR,   /* N or NxM, each >= 1 */
-  T_PAIR0,  /* N or NxM, each >= 0 */
-  T_DIMS,   /* AxBxC..., each >= 1 (input shapes) */
-  T_SDIMS,  /* AxBxC..., each >= 1 or one -1 (reshape) */
-  T_RATE,   /* real in [0, 1) */
-  T_REAL,   /* finite real */
-  T_NONNEG, /* finite real >= 0 */
-  T_BOOL,   /* true / false */
-  T_PAD,    /* valid / same / N / NxM */
-  T_ACT,    /* activation name */
-  T_INIT,   /* initialiser name */
-  T_LOSS,   /* loss name */
-  T_NAME,   /* a layer name */
-  T_FROM    /* names, comma-separated */
-} key_type;
-
-typedef struct key_spec {
-  const char *key;
-  key_type type;
-} key_spec;
-
-typedef enum layer_kind {
-  L_INPUT,
-  L_LINEAR,
-  L_FC,
-  L_CONV1D,
-  L_CONV2D,
-  L_CONV2D_T,
-  L_MAX_POOL1D,
-  L_MAX_POOL2D,
-  L_AVG_POOL1D,
-  L_AVG_POOL2D,
-  L_GLOBAL_MAX,
-  L_GLOBAL_AVG,
-  L_DROPOUT,
-  L_BATCH_NORM,
-  L_EMBEDDING,
-  L_FLATTEN,
-  L_RESHAPE,
-  L_CONCAT,
-  L_ADD,
-  L_ACT, /* relu, tanh, ...: the type is the activation */
-  L_RNN,
-  L_LSTM,
-  L_GRU,
-  L_LOSS,
-  L_REGULARIZE
-} layer_kind;
 
 #define COMMON                                                                 \
   {"name", T_NAME}, {                                                          \
@@ -93,13 +33,6 @@ typedef enum layer_kind {
   COMMON, {"kernel", T_PAIR}, {"stride", T_PAIR}, {                            \
     "padding", T_PAD                                                           \
   }
-
-typedef struct layer_spec {
-  const char *type;
-  layer_kind kind;
-  const char *required; /* space-separated keys that must be given */
-  key_spec keys[MF_MAX_KEYS];
-} layer_spec;
 
 static const layer_spec layer_specs[] = {
     {"input", L_INPUT, "shape", {{"shape", T_DIMS}, {"name", T_NAME}}},
@@ -172,45 +105,8 @@ static const layer_spec layer_specs[] = {
 static const char *const loss_names[] = {"cross_entropy", "mse", "l1", "hinge",
                                          NULL};
 
-/* ---------------------------------------------------------------------- */
-/* Parsed form                                                             */
-
-typedef struct mf_value {
-  const key_spec *spec;
-  int col;
-  char text[MF_VALUE];
-  /* Decoded: */
-  int64_t i[TYTO_MAX_RANK];
-  int n_i;
-  double r;
-  int word; /* enum value (activation, init, loss, padding: -1 same, -2
-             * valid), or the boolean */
-} mf_value;
-
-typedef struct mf_layer {
-  const layer_spec *spec;
-  int line;
-  char name[MF_NAME];
-  int n_values;
-  mf_value values[MF_MAX_KEYS];
-  int n_from;
-  int from[MF_MAX_FROM]; /* layer indices */
-} mf_layer;
-
-struct mf_model {
-  size_t n_layers, cap;
-  mf_layer *layers;
-  char *file;
-  char *canonical;
-  int input; /* index of the input layer */
-  mf_loss loss;
-  double l1, l2;
-};
-
-static int fail(char *err, size_t n, const char *file, int line, int col,
-                const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static int fail(char *err, size_t n, const char *file, int line, int col,
-                const char *fmt, ...) {
+int mf_fail(char *err, size_t n, const char *file, int line, int col,
+            const char *fmt, ...) {
   int k = snprintf(err, n, "%s:%d:%d: ", file, line, col);
   if (k >= 0 && (size_t)k < n) {
     va_list ap;
@@ -307,13 +203,13 @@ static int decode(mf_model *m, mf_layer *l, mf_value *v, const char *file,
   case T_AXIS: {
     int64_t x;
     if (parse_int(s, &x) < 0)
-      return fail(err, n, file, line, col, "%s: expected an integer, got '%s'",
-                  key, s);
+      return mf_fail(err, n, file, line, col,
+                     "%s: expected an integer, got '%s'", key, s);
     if ((v->spec->type == T_COUNT && x < 1) ||
         (v->spec->type == T_INDEX && x < 0))
-      return fail(err, n, file, line, col,
-                  "%s: expected an integer >= %d, got %s", key,
-                  v->spec->type == T_COUNT ? 1 : 0, s);
+      return mf_fail(err, n, file, line, col,
+                     "%s: expected an integer >= %d, got %s", key,
+                     v->spec->type == T_COUNT ? 1 : 0, s);
     v->i[0] = x;
     v->n_i = 1;
     return 0;
@@ -324,23 +220,24 @@ static int decode(mf_model *m, mf_layer *l, mf_value *v, const char *file,
   case T_SDIMS: {
     int k;
     if (parse_dims(s, v->i, &k) < 0)
-      return fail(err, n, file, line, col, "%s: expected %s, got '%s'", key,
-                  v->spec->type == T_PAIR || v->spec->type == T_PAIR0
-                      ? "N or NxM"
-                      : "dimensions such as 1x28x28",
-                  s);
+      return mf_fail(err, n, file, line, col, "%s: expected %s, got '%s'", key,
+                     v->spec->type == T_PAIR || v->spec->type == T_PAIR0
+                         ? "N or NxM"
+                         : "dimensions such as 1x28x28",
+                     s);
     if ((v->spec->type == T_PAIR || v->spec->type == T_PAIR0) && k > 2)
-      return fail(err, n, file, line, col,
-                  "%s: expected N or NxM, got %d numbers in '%s'", key, k, s);
+      return mf_fail(err, n, file, line, col,
+                     "%s: expected N or NxM, got %d numbers in '%s'", key, k,
+                     s);
     int minus = 0;
     for (int a = 0; a < k; a++) {
       int64_t lo = v->spec->type == T_PAIR0 ? 0 : 1;
       if (v->spec->type == T_SDIMS && v->i[a] == -1 && !minus++)
         continue;
       if (v->i[a] < lo)
-        return fail(err, n, file, line, col,
-                    "%s: dimension %lld is below %lld in '%s'", key,
-                    (long long)v->i[a], (long long)lo, s);
+        return mf_fail(err, n, file, line, col,
+                       "%s: dimension %lld is below %lld in '%s'", key,
+                       (long long)v->i[a], (long long)lo, s);
     }
     if (k == 1 && (v->spec->type == T_PAIR || v->spec->type == T_PAIR0))
       v->i[1] = v->i[0]; /* N means NxN */
@@ -354,14 +251,14 @@ static int decode(mf_model *m, mf_layer *l, mf_value *v, const char *file,
     char *end;
     double x = strtod(s, &end);
     if (!*s || *end || errno || !isfinite(x))
-      return fail(err, n, file, line, col, "%s: expected a number, got '%s'",
-                  key, s);
+      return mf_fail(err, n, file, line, col, "%s: expected a number, got '%s'",
+                     key, s);
     if (v->spec->type == T_RATE && !(x >= 0 && x < 1))
-      return fail(err, n, file, line, col,
-                  "%s: expected a value in [0, 1), got %s", key, s);
+      return mf_fail(err, n, file, line, col,
+                     "%s: expected a value in [0, 1), got %s", key, s);
     if (v->spec->type == T_NONNEG && x < 0)
-      return fail(err, n, file, line, col, "%s: expected a value >= 0, got %s",
-                  key, s);
+      return mf_fail(err, n, file, line, col,
+                     "%s: expected a value >= 0, got %s", key, s);
     v->r = x;
     return 0;
   }
@@ -370,8 +267,8 @@ static int decode(mf_model *m, mf_layer *l, mf_value *v, const char *file,
       v->word = s[0] == 't';
       return 0;
     }
-    return fail(err, n, file, line, col, "%s: expected true or false, got '%s'",
-                key, s);
+    return mf_fail(err, n, file, line, col,
+                   "%s: expected true or false, got '%s'", key, s);
   case T_PAD:
     if (strcmp(s, "same") == 0 || strcmp(s, "valid") == 0) {
       v->word = s[0] == 's' ? -1 : -2;
@@ -387,49 +284,51 @@ static int decode(mf_model *m, mf_layer *l, mf_value *v, const char *file,
         return 0;
       }
     }
-    return fail(err, n, file, line, col,
-                "%s: expected same, valid, N or NxM, got '%s'", key, s);
+    return mf_fail(err, n, file, line, col,
+                   "%s: expected same, valid, N or NxM, got '%s'", key, s);
   case T_ACT: {
     int a = tyto_nn_activation_from_name(s);
     if (a < 0)
-      return fail(err, n, file, line, col,
-                  "%s: unknown activation '%s' (expected none, relu, "
-                  "leaky_relu, elu, tanh, sigmoid, softmax or gelu)",
-                  key, s);
+      return mf_fail(err, n, file, line, col,
+                     "%s: unknown activation '%s' (expected none, relu, "
+                     "leaky_relu, elu, tanh, sigmoid, softmax or gelu)",
+                     key, s);
     v->word = a;
     return 0;
   }
   case T_INIT: {
     int a = tyto_init_from_name(s);
     if (a < 0)
-      return fail(err, n, file, line, col,
-                  "%s: unknown initialiser '%s' (expected glorot_uniform, "
-                  "glorot_normal, he_uniform, he_normal, lecun_uniform, "
-                  "lecun_normal, zeros or ones)",
-                  key, s);
+      return mf_fail(err, n, file, line, col,
+                     "%s: unknown initialiser '%s' (expected glorot_uniform, "
+                     "glorot_normal, he_uniform, he_normal, lecun_uniform, "
+                     "lecun_normal, zeros or ones)",
+                     key, s);
     v->word = a;
     return 0;
   }
   case T_LOSS: {
     int a = word_of(loss_names, s);
     if (a < 0)
-      return fail(err, n, file, line, col,
-                  "%s: unknown loss '%s' (expected cross_entropy, mse, l1 or "
-                  "hinge)",
-                  key, s);
+      return mf_fail(
+          err, n, file, line, col,
+          "%s: unknown loss '%s' (expected cross_entropy, mse, l1 or "
+          "hinge)",
+          key, s);
     v->word = a;
     return 0;
   }
   case T_NAME:
     if (!is_ident(s) || strlen(s) >= MF_NAME)
-      return fail(err, n, file, line, col,
-                  "name: '%s' is not a name (a letter, then letters, digits, "
-                  "'_', '-' or '.'; at most %d characters)",
-                  s, MF_NAME - 1);
+      return mf_fail(
+          err, n, file, line, col,
+          "name: '%s' is not a name (a letter, then letters, digits, "
+          "'_', '-' or '.'; at most %d characters)",
+          s, MF_NAME - 1);
     if (find_layer(m, s) >= 0)
-      return fail(err, n, file, line, col,
-                  "name: a layer named '%s' already exists (line %d)", s,
-                  m->layers[find_layer(m, s)].line);
+      return mf_fail(err, n, file, line, col,
+                     "name: a layer named '%s' already exists (line %d)", s,
+                     m->layers[find_layer(m, s)].line);
     snprintf(l->name, sizeof l->name, "%s", s);
     return 0;
   case T_FROM: {
@@ -441,25 +340,26 @@ static int decode(mf_model *m, mf_layer *l, mf_value *v, const char *file,
          tok = strtok_r(NULL, ",", &save)) {
       int idx = find_layer(m, tok);
       if (idx < 0)
-        return fail(err, n, file, line, col,
-                    "from: no layer named '%s' before this line", tok);
+        return mf_fail(err, n, file, line, col,
+                       "from: no layer named '%s' before this line", tok);
       if (m->layers[idx].spec->kind == L_LOSS ||
           m->layers[idx].spec->kind == L_REGULARIZE)
-        return fail(err, n, file, line, col, "from: '%s' is not a layer", tok);
+        return mf_fail(err, n, file, line, col, "from: '%s' is not a layer",
+                       tok);
       if (l->n_from == MF_MAX_FROM)
-        return fail(err, n, file, line, col, "from: more than %d layers",
-                    MF_MAX_FROM);
+        return mf_fail(err, n, file, line, col, "from: more than %d layers",
+                       MF_MAX_FROM);
       l->from[l->n_from++] = idx;
     }
     if (l->n_from == 0)
-      return fail(err, n, file, line, col, "from: expected layer names");
+      return mf_fail(err, n, file, line, col, "from: expected layer names");
     return 0;
   }
   }
   return 0;
 }
 
-static const mf_value *get(const mf_layer *l, const char *key) {
+const mf_value *mf_get(const mf_layer *l, const char *key) {
   for (int i = 0; i < l->n_values; i++)
     if (strcmp(l->values[i].spec->key, key) == 0)
       return &l->values[i];
@@ -483,15 +383,15 @@ static int parse_line(mf_model *m, const char *file, int line, char *s,
     if (strcmp(layer_specs[i].type, type) == 0)
       ls = &layer_specs[i];
   if (!ls)
-    return fail(err, n, file, line, type_col,
-                "unknown layer type '%s' (see docs/model-format.md for the "
-                "layers)",
-                type);
+    return mf_fail(err, n, file, line, type_col,
+                   "unknown layer type '%s' (see docs/model-format.md for the "
+                   "layers)",
+                   type);
   if (m->n_layers == m->cap) {
     size_t cap = m->cap ? 2 * m->cap : 16;
     mf_layer *nl = realloc(m->layers, cap * sizeof *nl);
     if (!nl)
-      return fail(err, n, file, line, 1, "out of memory");
+      return mf_fail(err, n, file, line, 1, "out of memory");
     m->layers = nl;
     m->cap = cap;
   }
@@ -500,15 +400,15 @@ static int parse_line(mf_model *m, const char *file, int line, char *s,
   l->spec = ls;
   l->line = line;
   if (ls->kind == L_INPUT && m->input >= 0)
-    return fail(err, n, file, line, type_col,
-                "a second input layer (the first is on line %d)",
-                m->layers[m->input].line);
+    return mf_fail(err, n, file, line, type_col,
+                   "a second input layer (the first is on line %d)",
+                   m->layers[m->input].line);
   if (ls->kind != L_INPUT && ls->kind != L_LOSS && ls->kind != L_REGULARIZE &&
       m->input < 0)
-    return fail(err, n, file, line, type_col,
-                "%s before the input layer (the first layer must be 'input "
-                "shape=...')",
-                type);
+    return mf_fail(err, n, file, line, type_col,
+                   "%s before the input layer (the first layer must be 'input "
+                   "shape=...')",
+                   type);
   for (;;) {
     while (*p == ' ' || *p == '\t')
       p++;
@@ -522,20 +422,21 @@ static int parse_line(mf_model *m, const char *file, int line, char *s,
       *p++ = '\0';
     char *eq = strchr(tok, '=');
     if (!eq || eq == tok || !eq[1])
-      return fail(err, n, file, line, col, "expected key=value, got '%s'", tok);
+      return mf_fail(err, n, file, line, col, "expected key=value, got '%s'",
+                     tok);
     *eq = '\0';
     const key_spec *ks = find_key(ls, tok);
     if (!ks) {
       char keys[512];
       key_list(ls, keys, sizeof keys);
-      return fail(err, n, file, line, col, "%s: unknown key '%s' (expected %s)",
-                  type, tok, keys);
+      return mf_fail(err, n, file, line, col,
+                     "%s: unknown key '%s' (expected %s)", type, tok, keys);
     }
-    if (get(l, tok))
-      return fail(err, n, file, line, col, "%s: key '%s' given twice", type,
-                  tok);
+    if (mf_get(l, tok))
+      return mf_fail(err, n, file, line, col, "%s: key '%s' given twice", type,
+                     tok);
     if (strlen(eq + 1) >= MF_VALUE)
-      return fail(err, n, file, line, col, "%s: value too long", tok);
+      return mf_fail(err, n, file, line, col, "%s: value too long", tok);
     mf_value *v = &l->values[l->n_values++];
     v->spec = ks;
     v->col = (int)(eq + 1 - s) + 1;
@@ -548,14 +449,14 @@ static int parse_line(mf_model *m, const char *file, int line, char *s,
   snprintf(req, sizeof req, "%s", ls->required);
   char *save = NULL;
   for (char *k = strtok_r(req, " ", &save); k; k = strtok_r(NULL, " ", &save))
-    if (!get(l, k))
-      return fail(err, n, file, line, type_col, "%s: missing %s=", type, k);
+    if (!mf_get(l, k))
+      return mf_fail(err, n, file, line, type_col, "%s: missing %s=", type, k);
   switch (ls->kind) {
   case L_INPUT: {
-    const mf_value *sh = get(l, "shape");
+    const mf_value *sh = mf_get(l, "shape");
     if (sh->n_i > TYTO_MAX_RANK - 1)
-      return fail(err, n, file, line, sh->col, "shape: at most %d dimensions",
-                  TYTO_MAX_RANK - 1);
+      return mf_fail(err, n, file, line, sh->col,
+                     "shape: at most %d dimensions", TYTO_MAX_RANK - 1);
     m->input = (int)m->n_layers;
     break;
   }
@@ -565,19 +466,19 @@ static int parse_line(mf_model *m, const char *file, int line, char *s,
     for (int i = 0; i < l->n_values; i++)
       if (l->values[i].spec->type == T_PAIR && l->values[i].n_i == 2 &&
           strchr(l->values[i].text, 'x'))
-        return fail(err, n, file, line, l->values[i].col,
-                    "%s: a 1-d layer takes one number, got '%s'",
-                    l->values[i].spec->key, l->values[i].text);
+        return mf_fail(err, n, file, line, l->values[i].col,
+                       "%s: a 1-d layer takes one number, got '%s'",
+                       l->values[i].spec->key, l->values[i].text);
     break;
   case L_CONCAT:
   case L_ADD:
     if (l->n_from < 2)
-      return fail(err, n, file, line, get(l, "from")->col,
-                  "%s: from= needs two layers or more", type);
+      return mf_fail(err, n, file, line, mf_get(l, "from")->col,
+                     "%s: from= needs two layers or more", type);
     break;
-  case L_LOSS: m->loss = (mf_loss)get(l, "type")->word; break;
+  case L_LOSS: m->loss = (mf_loss)mf_get(l, "type")->word; break;
   case L_REGULARIZE: {
-    const mf_value *a = get(l, "l1"), *b = get(l, "l2");
+    const mf_value *a = mf_get(l, "l1"), *b = mf_get(l, "l2");
     m->l1 = a ? a->r : 0;
     m->l2 = b ? b->r : 0;
     break;
@@ -594,7 +495,7 @@ static int parse_line(mf_model *m, const char *file, int line, char *s,
     else
       snprintf(l->name, sizeof l->name, "%.40s_%d", ls->type, k);
     if (find_layer(m, l->name) >= 0)
-      return fail(
+      return mf_fail(
           err, n, file, line, type_col,
           "the default name '%s' is taken; give this layer name=", l->name);
   }
@@ -608,8 +509,8 @@ static int parse_line(mf_model *m, const char *file, int line, char *s,
     l->from[l->n_from++] = prev;
   }
   if (l->n_from > 1 && ls->kind != L_CONCAT && ls->kind != L_ADD)
-    return fail(err, n, file, line, get(l, "from")->col,
-                "%s: takes one input, from= names %d", type, l->n_from);
+    return mf_fail(err, n, file, line, mf_get(l, "from")->col,
+                   "%s: takes one input, from= names %d", type, l->n_from);
   m->n_layers++;
   return 0;
 }
@@ -666,8 +567,8 @@ int mf_parse(const char *text, const char *file, mf_model **out, char *err,
     size_t len = end ? (size_t)(end - p) : strlen(p);
     char buf[MF_MAX_LINE];
     if (len >= sizeof buf) {
-      fail(err, n, file, line, 1, "line longer than %d characters",
-           MF_MAX_LINE - 1);
+      mf_fail(err, n, file, line, 1, "line longer than %d characters",
+              MF_MAX_LINE - 1);
       mf_free(m);
       return -1;
     }
@@ -680,8 +581,8 @@ int mf_parse(const char *text, const char *file, mf_model **out, char *err,
       *hash = '\0';
     for (char *c = buf; *c; c++)
       if (!isprint((unsigned char)*c) && *c != '\t') {
-        fail(err, n, file, line, (int)(c - buf) + 1, "unexpected byte 0x%02x",
-             (unsigned char)*c);
+        mf_fail(err, n, file, line, (int)(c - buf) + 1,
+                "unexpected byte 0x%02x", (unsigned char)*c);
         mf_free(m);
         return -1;
       }
@@ -695,8 +596,8 @@ int mf_parse(const char *text, const char *file, mf_model **out, char *err,
     p += len + (end ? 1 : 0);
   }
   if (m->input < 0) {
-    fail(err, n, file, line ? line : 1, 1,
-         "no input layer (the first layer must be 'input shape=...')");
+    mf_fail(err, n, file, line ? line : 1, 1,
+            "no input layer (the first layer must be 'input shape=...')");
     mf_free(m);
     return -1;
   }
@@ -706,7 +607,7 @@ int mf_parse(const char *text, const char *file, mf_model **out, char *err,
               m->layers[i].spec->kind != L_LOSS &&
               m->layers[i].spec->kind != L_REGULARIZE;
   if (layers == 0) {
-    fail(err, n, file, line, 1, "no layers after the input");
+    mf_fail(err, n, file, line, 1, "no layers after the input");
     mf_free(m);
     return -1;
   }
@@ -780,11 +681,11 @@ const char *mf_canonical(const mf_model *m) {
 }
 
 int mf_input_rank(const mf_model *m) {
-  return get(&m->layers[m->input], "shape")->n_i;
+  return mf_get(&m->layers[m->input], "shape")->n_i;
 }
 
 const int64_t *mf_input_shape(const mf_model *m) {
-  return get(&m->layers[m->input], "shape")->i;
+  return mf_get(&m->layers[m->input], "shape")->i;
 }
 
 mf_loss mf_loss_kind(const mf_model *m) {
@@ -794,193 +695,6 @@ mf_loss mf_loss_kind(const mf_model *m) {
 void mf_regularization(const mf_model *m, double *l1, double *l2) {
   *l1 = m->l1;
   *l2 = m->l2;
-}
-
-/* ---------------------------------------------------------------------- */
-/* Building                                                                */
-
-static int64_t pair_or(const mf_layer *l, const char *key, int i, int64_t def) {
-  const mf_value *v = get(l, key);
-  return v ? v->i[i] : def;
-}
-
-static void conv_of(const mf_layer *l, tyto_nn_conv *c) {
-  memset(c, 0, sizeof *c);
-  c->filters = get(l, "filters")->i[0];
-  for (int i = 0; i < 2; i++) {
-    c->kernel[i] = pair_or(l, "kernel", i, 1);
-    c->stride[i] = pair_or(l, "stride", i, 1);
-    c->dilation[i] = pair_or(l, "dilation", i, 1);
-    c->output_pad[i] = pair_or(l, "output_padding", i, 0);
-  }
-  const mf_value *g = get(l, "groups"), *b = get(l, "bias"),
-                 *in = get(l, "init"), *pd = get(l, "padding");
-  c->groups = g ? g->i[0] : 1;
-  c->no_bias = b && !b->word;
-  if (in)
-    c->weight_init.kind = (tyto_init_kind)in->word;
-  const mf_value *gn = get(l, "gain");
-  if (gn)
-    c->weight_init.gain = gn->r;
-  if (!pd || pd->word == -2) {
-    c->padding = TYTO_NN_VALID;
-  } else if (pd->word == -1) {
-    c->padding = TYTO_NN_SAME;
-  } else {
-    c->padding = TYTO_NN_EXPLICIT;
-    c->pad[0] = pd->i[0];
-    c->pad[1] = pd->i[1];
-  }
-}
-
-static void pool_of(const mf_layer *l, tyto_nn_pool *p) {
-  memset(p, 0, sizeof *p);
-  for (int i = 0; i < 2; i++) {
-    p->kernel[i] = pair_or(l, "kernel", i, 1);
-    p->stride[i] = pair_or(l, "stride", i, p->kernel[i]);
-  }
-  const mf_value *pd = get(l, "padding");
-  if (!pd || pd->word == -2) {
-    p->padding = TYTO_NN_VALID;
-  } else if (pd->word == -1) {
-    p->padding = TYTO_NN_SAME;
-  } else {
-    p->padding = TYTO_NN_EXPLICIT;
-    p->pad[0] = pd->i[0];
-    p->pad[1] = pd->i[1];
-  }
-}
-
-static tyto_tensor *activation_of(const mf_layer *l, tyto_tensor *x) {
-  const mf_value *a = get(l, "activation");
-  return a ? tyto_nn_activate(x, (tyto_nn_activation)a->word, 0) : x;
-}
-
-static tyto_tensor *build_one(const mf_model *m, const mf_layer *l, tyto_nn *nn,
-                              tyto_tensor **outs) {
-  tyto_tensor *x = l->n_from ? outs[l->from[0]] : NULL;
-  const char *name = l->name;
-  tyto_init init = {TYTO_INIT_DEFAULT, 0, 0, 0};
-  const mf_value *iv = get(l, "init");
-  if (iv)
-    init.kind = (tyto_init_kind)iv->word;
-  const mf_value *gv = get(l, "gain");
-  if (gv)
-    init.gain = gv->r;
-  tyto_nn_conv c;
-  tyto_nn_pool p;
-  (void)m;
-  switch (l->spec->kind) {
-  case L_LINEAR: {
-    const mf_value *b = get(l, "bias");
-    return activation_of(l, tyto_nn_linear(nn, name, x, get(l, "units")->i[0],
-                                           !b || b->word, init));
-  }
-  case L_FC: {
-    const mf_value *a = get(l, "activation");
-    return tyto_nn_fully_connected(
-        nn, name, x, get(l, "units")->i[0],
-        a ? (tyto_nn_activation)a->word : TYTO_ACT_NONE, init);
-  }
-  case L_CONV1D:
-    conv_of(l, &c);
-    return activation_of(l, tyto_nn_conv1d(nn, name, x, &c));
-  case L_CONV2D:
-    conv_of(l, &c);
-    return activation_of(l, tyto_nn_conv2d(nn, name, x, &c));
-  case L_CONV2D_T:
-    conv_of(l, &c);
-    return activation_of(l, tyto_nn_conv2d_transpose(nn, name, x, &c));
-  case L_MAX_POOL1D: pool_of(l, &p); return tyto_nn_max_pool1d(nn, x, &p);
-  case L_MAX_POOL2D: pool_of(l, &p); return tyto_nn_max_pool2d(nn, x, &p);
-  case L_AVG_POOL1D: pool_of(l, &p); return tyto_nn_avg_pool1d(nn, x, &p);
-  case L_AVG_POOL2D: pool_of(l, &p); return tyto_nn_avg_pool2d(nn, x, &p);
-  case L_GLOBAL_MAX: return tyto_nn_global_max_pool(nn, x);
-  case L_GLOBAL_AVG: return tyto_nn_global_avg_pool(nn, x);
-  case L_DROPOUT: return tyto_nn_dropout(nn, x, get(l, "rate")->r);
-  case L_BATCH_NORM: {
-    const mf_value *mo = get(l, "momentum"), *ep = get(l, "eps");
-    return tyto_nn_batch_norm(nn, name, x, mo ? mo->r : 0, ep ? ep->r : 0);
-  }
-  case L_EMBEDDING:
-    if (!iv)
-      init.kind = TYTO_INIT_DEFAULT;
-    return tyto_nn_embedding(nn, name, x, get(l, "vocab")->i[0],
-                             get(l, "dim")->i[0], init);
-  case L_FLATTEN: return tyto_nn_flatten(x);
-  case L_RESHAPE: {
-    const mf_value *sh = get(l, "shape");
-    return tyto_nn_reshape(x, sh->n_i, sh->i);
-  }
-  case L_CONCAT:
-  case L_ADD: {
-    tyto_tensor *xs[MF_MAX_FROM];
-    for (int i = 0; i < l->n_from; i++)
-      xs[i] = outs[l->from[i]];
-    if (l->spec->kind == L_ADD)
-      return tyto_nn_add((size_t)l->n_from, xs);
-    const mf_value *ax = get(l, "axis");
-    return tyto_nn_concat((size_t)l->n_from, xs, ax ? (int)ax->i[0] : 1);
-  }
-  case L_ACT: {
-    int a = tyto_nn_activation_from_name(l->spec->type);
-    const mf_value *pv = get(l, "slope");
-    if (!pv)
-      pv = get(l, "alpha");
-    return tyto_nn_activate(x, (tyto_nn_activation)a, pv ? pv->r : 0);
-  }
-  case L_RNN:
-  case L_LSTM:
-  case L_GRU: {
-    const mf_value *sq = get(l, "sequences");
-    int seq = sq && sq->word;
-    int64_t units = get(l, "units")->i[0];
-    return l->spec->kind == L_RNN    ? tyto_nn_rnn(nn, name, x, units, seq)
-           : l->spec->kind == L_LSTM ? tyto_nn_lstm(nn, name, x, units, seq)
-                                     : tyto_nn_gru(nn, name, x, units, seq);
-  }
-  case L_INPUT:
-  case L_LOSS:
-  case L_REGULARIZE: break;
-  }
-  return x;
-}
-
-tyto_tensor *mf_build(const mf_model *m, tyto_nn *nn, tyto_tensor *x, char *err,
-                      size_t n) {
-  tyto_graph *g = tyto_nn_graph(nn);
-  tyto_tensor **outs = calloc(m->n_layers, sizeof *outs);
-  if (!outs) {
-    snprintf(err, n, "%s: out of memory", m->file);
-    return NULL;
-  }
-  /* The layer whose output is the network's: the last one that is not a
-   * directive, less a final softmax under cross-entropy. */
-  size_t last = m->n_layers;
-  while (last > 0 && (m->layers[last - 1].spec->kind == L_LOSS ||
-                      m->layers[last - 1].spec->kind == L_REGULARIZE))
-    last--;
-  size_t result = last - 1;
-  if (m->loss == MF_LOSS_CROSS_ENTROPY &&
-      strcmp(m->layers[result].spec->type, "softmax") == 0)
-    result = (size_t)m->layers[result].from[0];
-  tyto_tensor *y = NULL;
-  for (size_t i = 0; i < m->n_layers; i++) {
-    const mf_layer *l = &m->layers[i];
-    if (l->spec->kind == L_LOSS || l->spec->kind == L_REGULARIZE)
-      continue;
-    outs[i] = l->spec->kind == L_INPUT ? x : build_one(m, l, nn, outs);
-    if (tyto_graph_status(g) != TYTO_OK) {
-      fail(err, n, m->file, l->line, 1, "%s '%s': %s", l->spec->type, l->name,
-           tyto_graph_error_message(g));
-      free(outs);
-      return NULL;
-    }
-    if (i == result)
-      y = outs[i];
-  }
-  free(outs);
-  return y;
 }
 
 /* ---------------------------------------------------------------------- */

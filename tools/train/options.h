@@ -1,0 +1,40 @@
+/*
+ * tyto-train's command line: the options, their parsing and checks, and the
+ * optimiser options they make. Internal to tools/.
+ */
+#ifndef TYTO_TOOLS_TRAIN_OPTIONS_H
+#define TYTO_TOOLS_TRAIN_OPTIONS_H
+
+#include <stdint.h>
+
+#include <tyto/tyto.h>
+
+#define PROG "tyto-train"
+#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+
+enum { MAX_BATCH = 1 << 16 };
+
+typedef struct options {
+  const char *model, *model_file, *data, *devices, *checkpoint, *plot;
+  int64_t epochs, batch, limit, test_limit, validation, eval_every,
+      checkpoint_every, max_steps;
+  uint64_t seed;
+  int resume, json, quiet, progress; /* progress: -1 auto, 0 off, 1 on */
+  /* Optimiser: the kind, and the fields given on the command line (NaN /
+   * -1 when not given: the kind's defaults stay). */
+  tyto_optim_kind optim;
+  double lr, momentum, weight_decay, beta1, beta2, alpha, eps, gamma, min_lr,
+      clip_value, clip_norm;
+  int nesterov;
+  int schedule;
+  int64_t step_size, total_steps, warmup, accumulate;
+} options;
+
+/* Fills *o from argv. Returns 0, 1 for --help (usage printed to stdout),
+ * -1 on a usage error (the message printed to stderr). */
+int options_parse(int argc, char **argv, options *o);
+
+/* The optimiser options: the kind's defaults with the fields given. */
+void options_optim(const options *o, tyto_optim_options *oo);
+
+#endif /* TYTO_TOOLS_TRAIN_OPTIONS_H */
