@@ -1,10 +1,12 @@
 /*
  * tyto-conform: the plugin conformance kit. Runs a plugin's devices through
- * the op catalogue against the CPU plugin as reference (test mode), or
- * times heavy kernels on both (perf mode). Uses only <tyto/plugin.h>, so
- * vendors can run it on a plugin built outside the tree.
+ * the op catalogue against the CPU plugin as reference (test mode), times
+ * heavy kernels on both (perf mode), or compiles differentiated graphs with
+ * libtyto for both and compares their values and gradients (grad mode).
+ * Test and perf mode drive the plugin through <tyto/plugin.h> alone, as a
+ * vendor's own host would; grad mode goes through libtyto.
  *
- *   tyto-conform PLUGIN.so [--mode test|perf] [--json] [--dtype f32|f64]
+ *   tyto-conform PLUGIN.so [--mode test|perf|grad] [--json] [--dtype f32|f64]
  *                [--op NAME] [--reference CPU_PLUGIN.so]
  *
  * Exit status: 0 every supported case passed; 1 a case failed; 2 usage
@@ -23,6 +25,7 @@
 #include "conform/catalogue.h"
 #include "conform/compare.h"
 #include "conform/device.h"
+#include "conform/grad.h"
 #include "conform/host.h"
 #include "conform/perf.h"
 
@@ -34,7 +37,7 @@
 
 typedef struct options {
   const char *plugin, *reference, *op;
-  int perf, json, dtypes[2]; /* dtypes: run F32, F64 */
+  int perf, grad, json, dtypes[2]; /* dtypes: run F32, F64 */
 } options;
 
 typedef struct tally {
@@ -43,7 +46,7 @@ typedef struct tally {
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: tyto-conform PLUGIN.so [--mode test|perf] [--json]\n"
+          "usage: tyto-conform PLUGIN.so [--mode test|perf|grad] [--json]\n"
           "                    [--dtype f32|f64] [--op NAME]\n"
           "                    [--reference CPU_PLUGIN.so]\n"
           "Checks a tyto device plugin against the CPU plugin "
@@ -64,11 +67,11 @@ static int parse(int argc, char **argv, options *o) {
     } else if (strcmp(a, "--json") == 0) {
       o->json = 1;
     } else if (strcmp(a, "--mode") == 0 && v) {
-      if (strcmp(v, "perf") == 0)
-        o->perf = 1;
-      else if (strcmp(v, "test") != 0) {
-        fprintf(stderr, "tyto-conform: --mode is test or perf, not \"%s\"\n",
-                v);
+      o->perf = strcmp(v, "perf") == 0;
+      o->grad = strcmp(v, "grad") == 0;
+      if (!o->perf && !o->grad && strcmp(v, "test") != 0) {
+        fprintf(stderr,
+                "tyto-conform: --mode is test, perf or grad, not \"%s\"\n", v);
         return -1;
       }
       i++;
@@ -81,14 +84,7 @@ static int parse(int argc, char **argv, options *o) {
       o->dtypes[1] = !o->dtypes[0];
       i++;
     } else if (strcmp(a, "--op") == 0 && v) {
-      if (!cf_op_known(v)) {
-        fprintf(stderr,
-                "tyto-conform: no op \"%s\" in the catalogue (names as in "
-                "the table: add, matmul, conv2d, fused, ...)\n",
-                v);
-        return -1;
-      }
-      o->op = v;
+      o->op = v; /* checked below, once the mode is known */
       i++;
     } else if (strcmp(a, "--reference") == 0 && v) {
       o->reference = v;
@@ -104,6 +100,20 @@ static int parse(int argc, char **argv, options *o) {
     fprintf(stderr, "tyto-conform: no plugin given\n");
     return -1;
   }
+  if (o->op && o->grad && !cf_grad_group_known(o->op)) {
+    fprintf(stderr,
+            "tyto-conform: no group \"%s\" among grad mode's cases (names "
+            "as in the table: elementwise, reduce, matmul, conv2d, ...)\n",
+            o->op);
+    return -1;
+  }
+  if (o->op && !o->grad && !cf_op_known(o->op)) {
+    fprintf(stderr,
+            "tyto-conform: no op \"%s\" in the catalogue (names as in "
+            "the table: add, matmul, conv2d, fused, ...)\n",
+            o->op);
+    return -1;
+  }
   return 0;
 }
 
@@ -117,7 +127,7 @@ static const char *dtype_name(uint32_t d) {
 static void report(const options *o, json_t *cases, const cf_case *c,
                    const char *result, double err, const char *msg) {
   if (!o->json) {
-    printf("%-16s %-5s %-34s %s%s%s\n", c->op_name, dtype_name(c->dtype),
+    printf("%-22s %-5s %-34s %s%s%s\n", c->op_name, dtype_name(c->dtype),
            c->name, result, msg && msg[0] ? ": " : "", msg ? msg : "");
   } else {
     json_t *r =
@@ -160,6 +170,8 @@ static void run_one(const options *o, cf_device *dut, cf_device *ref,
     t->noref++;
   } else {
     cf_cmp cmp;
+    cf_post_apply(c, rd.out);
+    cf_post_apply(c, rr.out);
     cf_compare(c, rd.out, rr.out, &cmp);
     if (cf_cmp_pass(&cmp)) {
       report(o, cases, c, "pass", cmp.max_err, NULL);
@@ -339,6 +351,11 @@ int main(int argc, char **argv) {
   else
     snprintf(ref_path, sizeof ref_path, "%s/tyto_plugin_cpu.so",
              TYTO_CONFORM_PLUGIN_DIR);
+  if (o.grad) {
+    free(dutp);
+    free(refp);
+    return cf_grad_main(o.plugin, ref_path, o.op, o.json, o.dtypes);
+  }
 
   if (cf_plugin_load(dutp, o.plugin, err, sizeof err) != 0) {
     fprintf(stderr, "tyto-conform: %s\n", err);
@@ -410,7 +427,7 @@ int main(int argc, char **argv) {
     if (!o.json)
       printf("\ndevice %s \"%s\"\n", dut.id, dut.info.name);
     if (!o.json && !o.perf)
-      printf("%-16s %-5s %-34s %s\n", "op", "dtype", "case", "result");
+      printf("%-22s %-5s %-34s %s\n", "op", "dtype", "case", "result");
     if (o.perf)
       perf_device(&o, &dut, &ref, jdev);
     else if (test_device(&o, &dut, &ref, jdev, &t) != 0)

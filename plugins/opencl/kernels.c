@@ -1,16 +1,9 @@
 /*
- * Ops: supports_op, prepare, launch and kernel_release for COPY and FILL,
- * and the per-device cache of built programs.
- *
- * prepare() validates the descriptor, plans the layouts (layout.c) and
- * creates a cl_kernel from the program built for the dtype; the program is
- * built at most once per open device and (source, options) pair. launch()
- * checks the bound buffers against the planned extents, then enqueues.
- * Dense cases skip the kernel: a contiguous copy is clEnqueueCopyBuffer and
- * a contiguous fill clEnqueueFillBuffer, which drivers run at copy-engine
- * speed.
+ * The generic part of supports_op, prepare, launch and kernel_release (see
+ * ops.h), and the services the op families share: building kernels,
+ * setting arguments, enqueueing, the prelude every program starts with.
  */
-#include "ocl.h"
+#include "ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,278 +12,402 @@
 #include "errors.h"
 #include "layout.h"
 
-#define HOST(dev) ((dev)->state->host)
-
-/* Work-items per launch at most; each loops over the rest. 2^20 keeps any
- * GPU busy and fits a 32-bit device's size_t. */
-#define MAX_GLOBAL ((size_t)1 << 20)
-/* Build logs longer than this are cut in error messages. */
-#define MAX_LOG 16384
-
-struct tyto_plugin_kernel {
-  /* clSetKernelArg and the enqueue that reads the arguments must not
-   * interleave with a launch of the same kernel on another stream. */
-  pthread_mutex_t lock;
-  cl_kernel kernel;
-  uint32_t op;    /* tyto_plugin_op */
-  uint32_t dtype; /* F32 or F64 */
-  size_t elem;    /* bytes per element */
-  ocl_plan plan;
-  double value; /* fill */
+static const ocl_family *const families[] = {
+    &ocl_family_copyfill, &ocl_family_eltwise, &ocl_family_reduce,
+    &ocl_family_blas,     &ocl_family_conv,    &ocl_family_pool,
+    &ocl_family_index,    &ocl_family_random,  &ocl_family_linalg,
 };
+#define N_FAMILIES (sizeof families / sizeof families[0])
 
-static const char *dtype_name(uint32_t d) {
+const char *ocl_dtype_name(uint32_t d) {
   static const char *names[] = {"f32", "f64", "f16", "bf16",
                                 "i32", "i64", "u8"};
   return d < sizeof names / sizeof names[0] ? names[d] : "unknown dtype";
 }
 
-static const char *op_name(uint32_t op) {
-  return op == TYTO_PLUGIN_OP_COPY   ? "copy"
-         : op == TYTO_PLUGIN_OP_FILL ? "fill"
-                                     : "op";
+const char *ocl_op_name(uint32_t op) {
+  static const struct {
+    uint32_t op;
+    const char *name;
+  } names[] = {
+#define N(o, s) {TYTO_PLUGIN_OP_##o, s}
+      N(COPY, "copy"),
+      N(FILL, "fill"),
+      N(NEG, "neg"),
+      N(ABS, "abs"),
+      N(SIGN, "sign"),
+      N(EXP, "exp"),
+      N(LOG, "log"),
+      N(LOG1P, "log1p"),
+      N(EXPM1, "expm1"),
+      N(SQRT, "sqrt"),
+      N(RSQRT, "rsqrt"),
+      N(SQUARE, "square"),
+      N(RECIPROCAL, "reciprocal"),
+      N(SIN, "sin"),
+      N(COS, "cos"),
+      N(TAN, "tan"),
+      N(ASIN, "asin"),
+      N(ACOS, "acos"),
+      N(ATAN, "atan"),
+      N(SINH, "sinh"),
+      N(COSH, "cosh"),
+      N(TANH, "tanh"),
+      N(ASINH, "asinh"),
+      N(ACOSH, "acosh"),
+      N(ATANH, "atanh"),
+      N(SIGMOID, "sigmoid"),
+      N(RELU, "relu"),
+      N(LEAKY_RELU, "leaky_relu"),
+      N(ELU, "elu"),
+      N(SOFTPLUS, "softplus"),
+      N(ERF, "erf"),
+      N(FLOOR, "floor"),
+      N(CEIL, "ceil"),
+      N(ROUND, "round"),
+      N(ADD, "add"),
+      N(SUB, "sub"),
+      N(MUL, "mul"),
+      N(DIV, "div"),
+      N(POW, "pow"),
+      N(MAX, "max"),
+      N(MIN, "min"),
+      N(ATAN2, "atan2"),
+      N(EQ, "eq"),
+      N(NE, "ne"),
+      N(LT, "lt"),
+      N(LE, "le"),
+      N(GT, "gt"),
+      N(GE, "ge"),
+      N(WHERE, "where"),
+      N(FMA, "fma"),
+      N(SUM, "sum"),
+      N(MEAN, "mean"),
+      N(MAX_REDUCE, "max_reduce"),
+      N(MIN_REDUCE, "min_reduce"),
+      N(PROD, "prod"),
+      N(ARGMAX, "argmax"),
+      N(ARGMIN, "argmin"),
+      N(LOG_SUM_EXP, "log_sum_exp"),
+      N(NORM_L1, "norm_l1"),
+      N(NORM_L2, "norm_l2"),
+      N(MATMUL, "matmul"),
+      N(PAD, "pad"),
+      N(GATHER, "gather"),
+      N(SCATTER_ADD, "scatter_add"),
+      N(ONE_HOT, "one_hot"),
+      N(SOFTMAX, "softmax"),
+      N(LOG_SOFTMAX, "log_softmax"),
+      N(CONV2D, "conv2d"),
+      N(MAX_POOL2D, "max_pool2d"),
+      N(AVG_POOL2D, "avg_pool2d"),
+      N(CONV2D_BACKWARD_DATA, "conv2d_backward_data"),
+      N(CONV2D_BACKWARD_FILTER, "conv2d_backward_filter"),
+      N(MAX_POOL2D_BACKWARD, "max_pool2d_backward"),
+      N(MAX_POOL2D_SELECT, "max_pool2d_select"),
+      N(AVG_POOL2D_BACKWARD, "avg_pool2d_backward"),
+      N(RANDOM_UNIFORM, "random_uniform"),
+      N(RANDOM_NORMAL, "random_normal"),
+      N(RANDOM_BERNOULLI, "random_bernoulli"),
+      N(INV, "inv"),
+      N(DET, "det"),
+      N(LOGDET, "logdet"),
+      N(SOLVE, "solve"),
+      N(CHOLESKY, "cholesky"),
+      N(QR, "qr"),
+      N(TRIANGULAR_SOLVE, "triangular_solve"),
+      N(FUSED, "fused"),
+#undef N
+  };
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (names[i].op == op)
+      return names[i].name;
+  return "unknown op";
 }
 
-/* A layout must carry every field of ABI 1.0: none of them has a default. */
-static int layout_complete(const tyto_plugin_layout *l) {
-  return TYTO_PLUGIN_HAS_FIELD(l, tyto_plugin_layout, offset);
+/* ---- the prelude -------------------------------------------------------- */
+
+const char ocl_prelude[] =
+    "#if defined(TYTO_FP64)\n"
+    "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+    "#endif\n"
+    "/* Element offset of row-major linear index i: dims fastest first. */\n"
+    "inline long tyto_offset(long i, long8 shape, long8 str, int rank) {\n"
+    "  long o = 0, q;\n"
+    "#define TYTO_PEEL(c, k) \\\n"
+    "  if ((k) < rank) { q = i / shape.c; o += (i - q * shape.c) * str.c; \\\n"
+    "                    i = q; }\n"
+    "  TYTO_PEEL(s0, 0) TYTO_PEEL(s1, 1) TYTO_PEEL(s2, 2) TYTO_PEEL(s3, 3)\n"
+    "  TYTO_PEEL(s4, 4) TYTO_PEEL(s5, 5) TYTO_PEEL(s6, 6) TYTO_PEEL(s7, 7)\n"
+    "#undef TYTO_PEEL\n"
+    "  return o;\n"
+    "}\n"
+    "#define TYTO_FOR(i, n) for (long i = get_global_id(0); i < (n); \\\n"
+    "                            i += (long)get_global_size(0))\n";
+
+/* ---- services ----------------------------------------------------------- */
+
+size_t ocl_global_size(int64_t n) {
+  const int64_t cap = (int64_t)1 << 20;
+  if (n < 1)
+    n = 1;
+  if (n > cap)
+    n = cap;
+  return (size_t)((n + 63) / 64 * 64);
 }
 
-/* Checks a descriptor against what this device can run. */
-static tyto_plugin_error *check_desc(tyto_plugin_device *dev,
-                                     const tyto_plugin_op_desc *desc) {
-  const tyto_plugin_host *host = HOST(dev);
-  const char *name = dev->info->name;
-  if (desc == NULL || !TYTO_PLUGIN_HAS_FIELD(desc, tyto_plugin_op_desc, fattrs))
+void ocl_dims(const tyto_plugin_layout *l, cl_long8 *shape, cl_long8 *strides,
+              cl_int *rank) {
+  for (int i = 0; i < 8; i++) {
+    shape->s[i] = 1;
+    strides->s[i] = 0;
+  }
+  uint32_t r = l->rank <= 8 ? l->rank : 8;
+  for (uint32_t k = 0; k < r; k++) {
+    shape->s[k] = l->shape[r - 1 - k];
+    strides->s[k] = l->strides[r - 1 - k];
+  }
+  *rank = (cl_int)r;
+}
+
+tyto_plugin_error *ocl_kernel_new(tyto_plugin_device *dev, uint32_t dtype,
+                                  const char *source, const char *options,
+                                  const char *name, cl_kernel *out) {
+  char opts[1024];
+  int n = snprintf(opts, sizeof opts, "%s%s%s",
+                   dtype == TYTO_PLUGIN_DTYPE_F64 ? "-DT=double -DTYTO_FP64"
+                                                  : "-DT=float",
+                   options != NULL && options[0] != '\0' ? " " : "",
+                   options != NULL ? options : "");
+  if (n < 0 || (size_t)n >= sizeof opts)
+    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INTERNAL,
+                     "building kernel %s: build options longer than %zu "
+                     "bytes",
+                     name, sizeof opts - 1);
+  cl_program prog = NULL;
+  tyto_plugin_error *e = ocl_program_get(dev, source, opts, &prog);
+  if (e != NULL)
+    return e;
+  cl_int err = CL_SUCCESS;
+  cl_kernel k = clCreateKernel(prog, name, &err);
+  if (k == NULL || err != CL_SUCCESS)
+    return ocl_error_cl(OCL_HOST(dev), "clCreateKernel",
+                        err == CL_SUCCESS ? CL_OUT_OF_HOST_MEMORY : err,
+                        "creating kernel %s (%s) on \"%s\"", name,
+                        ocl_dtype_name(dtype), dev->info->name);
+  *out = k;
+  return NULL;
+}
+
+/* The name of a cl_kernel, for messages; "kernel" when it cannot be had. */
+static void kernel_name(cl_kernel k, char *buf, size_t size) {
+  if (clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, size, buf, NULL) !=
+      CL_SUCCESS)
+    snprintf(buf, size, "kernel");
+  buf[size - 1] = '\0';
+}
+
+tyto_plugin_error *ocl_set_arg(tyto_plugin_device *dev, cl_kernel kernel,
+                               cl_uint index, size_t size, const void *value) {
+  cl_int err = clSetKernelArg(kernel, index, size, value);
+  if (err == CL_SUCCESS)
+    return NULL;
+  char name[128];
+  kernel_name(kernel, name, sizeof name);
+  return ocl_error_cl(OCL_HOST(dev), "clSetKernelArg", err,
+                      "argument %u (%zu bytes) of %s on \"%s\"",
+                      (unsigned)index, size, name, dev->info->name);
+}
+
+tyto_plugin_error *ocl_enqueue(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                               cl_kernel kernel, cl_uint dims,
+                               const size_t *global, const size_t *local,
+                               const char *what) {
+  tyto_plugin_error *e = ocl_stream_reserve(s);
+  if (e != NULL)
+    return e;
+  /* Without a work-group size some drivers (PoCL) compile the kernel
+   * again for every new global size, i.e. for every new tensor size: give
+   * 1-d launches of a multiple of 64 a fixed group of 64 when the kernel
+   * allows it. */
+  size_t group = 64, wg_max = 0;
+  if (local == NULL && dims == 1 && global[0] % group == 0 &&
+      clGetKernelWorkGroupInfo(kernel, dev->info->id, CL_KERNEL_WORK_GROUP_SIZE,
+                               sizeof wg_max, &wg_max, NULL) == CL_SUCCESS &&
+      wg_max >= group)
+    local = &group;
+  cl_event ev = NULL;
+  cl_int err = clEnqueueNDRangeKernel(s->queue, kernel, dims, NULL, global,
+                                      local, 0, NULL, &ev);
+  if (err != CL_SUCCESS) {
+    if (ev != NULL)
+      clReleaseEvent(ev);
+    char name[128];
+    kernel_name(kernel, name, sizeof name);
+    return ocl_error_cl(OCL_HOST(dev), "clEnqueueNDRangeKernel", err,
+                        "launching %s (%s, global %zu%s) on \"%s\"", what,
+                        name, global[0], dims > 1 ? " x ..." : "",
+                        dev->info->name);
+  }
+  ocl_stream_track(s, ev, what);
+  return NULL;
+}
+
+/* ---- reading a descriptor ------------------------------------------------ */
+
+/* Copies *src (of the caller's struct size) into *dst and measures it. */
+static tyto_plugin_error *read_layout(tyto_plugin_device *dev, const char *op,
+                                      const char *side, uint32_t i,
+                                      const tyto_plugin_layout *src,
+                                      ocl_reach *dst) {
+  char which[64];
+  snprintf(which, sizeof which, "%s %u", side, (unsigned)i);
+  if (src == NULL || !TYTO_PLUGIN_HAS_FIELD(src, tyto_plugin_layout, offset))
+    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "%s: the layout of %s is NULL or shorter than ABI "
+                     "1.0's",
+                     op, which);
+  memset(dst, 0, sizeof *dst);
+  memcpy(&dst->l, src, sizeof dst->l);
+  dst->l.struct_size = sizeof dst->l;
+  char why[256];
+  if (!ocl_layout_extent(&dst->l, which, &dst->n, &dst->lo, &dst->hi, why,
+                         sizeof why))
+    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT, "%s: %s",
+                     op, why);
+  return NULL;
+}
+
+/* The layouts of `desc` into *d, checked as ops.h describes, and the
+ * family that owns the op into *fam. */
+static tyto_plugin_error *read_desc(tyto_plugin_device *dev,
+                                    const tyto_plugin_op_desc *desc,
+                                    ocl_desc *d, const ocl_family **fam) {
+  const tyto_plugin_host *host = OCL_HOST(dev);
+  if (desc == NULL || !TYTO_PLUGIN_HAS_FIELD(desc, tyto_plugin_op_desc, blob))
     return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                      "op descriptor is NULL or shorter than ABI 1.0's");
-  const char *op = op_name(desc->op);
-  uint32_t want_in;
-  if (desc->op == TYTO_PLUGIN_OP_COPY)
-    want_in = 1;
-  else if (desc->op == TYTO_PLUGIN_OP_FILL)
-    want_in = 0;
-  else
+  memset(d, 0, sizeof *d);
+  d->d = desc;
+  d->op = desc->op;
+  const char *op = ocl_op_name(desc->op);
+  *fam = NULL;
+  for (size_t i = 0; i < N_FAMILIES && *fam == NULL; i++)
+    if (families[i]->owns(desc->op))
+      *fam = families[i];
+  if (*fam == NULL)
     return ocl_error(host, TYTO_PLUGIN_ERR_UNSUPPORTED,
-                     "op %u is not supported by the opencl plugin (it runs "
-                     "copy and fill)",
+                     "%s (op %u) is not supported by the opencl plugin", op,
                      (unsigned)desc->op);
-  if (desc->n_inputs != want_in || desc->n_outputs != 1)
+  if (desc->n_inputs > OCL_MAX_IO || desc->n_outputs > OCL_MAX_IO ||
+      desc->n_outputs == 0)
     return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: expected %u input(s) and 1 output, got %u and %u", op,
-                     (unsigned)want_in, (unsigned)desc->n_inputs,
-                     (unsigned)desc->n_outputs);
-  const tyto_plugin_layout *out = desc->outputs;
-  const tyto_plugin_layout *in = want_in ? desc->inputs : NULL;
-  if (out == NULL || !layout_complete(out) ||
-      (want_in && (in == NULL || !layout_complete(in))))
+                     "%s: %u inputs and %u outputs; expected at most %d of "
+                     "each and at least one output",
+                     op, (unsigned)desc->n_inputs, (unsigned)desc->n_outputs,
+                     OCL_MAX_IO);
+  if ((desc->n_inputs > 0 && desc->inputs == NULL) || desc->outputs == NULL)
     return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: a layout is NULL or shorter than ABI 1.0's", op);
-  if (desc->op == TYTO_PLUGIN_OP_FILL &&
-      (desc->n_fattrs < 1 || desc->fattrs == NULL))
+                     "%s: the inputs or outputs array is NULL", op);
+  if ((desc->n_iattrs > 0 && desc->iattrs == NULL) ||
+      (desc->n_fattrs > 0 && desc->fattrs == NULL))
     return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "fill: the value fattrs[0] is missing");
-  uint32_t dt = out->dtype;
-  if (in != NULL && in->dtype != dt)
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "copy: input dtype %s differs from output dtype %s",
-                     dtype_name(in->dtype), dtype_name(dt));
-  if (in != NULL && in->rank != out->rank)
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "copy: input rank %u differs from output rank %u",
-                     (unsigned)in->rank, (unsigned)out->rank);
-  if (in != NULL && in->rank <= TYTO_PLUGIN_MAX_RANK &&
-      memcmp(in->shape, out->shape, in->rank * sizeof in->shape[0]) != 0) {
-    char a[160], b[160];
-    ocl_format_shape(in, a, sizeof a);
-    ocl_format_shape(out, b, sizeof b);
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "copy: input shape %s differs from output shape %s", a, b);
+                     "%s: n_iattrs or n_fattrs is set but its array is NULL",
+                     op);
+  d->n_in = desc->n_inputs;
+  d->n_out = desc->n_outputs;
+  tyto_plugin_error *e;
+  /* The layouts' stride is the caller's struct size. */
+  for (uint32_t i = 0; i < d->n_in; i++) {
+    const tyto_plugin_layout *l =
+        (const tyto_plugin_layout *)((const char *)desc->inputs +
+                                     i * desc->inputs[0].struct_size);
+    if (i > 0 && desc->inputs[0].struct_size < sizeof(size_t))
+      l = NULL;
+    if ((e = read_layout(dev, op, "input", i, l, &d->in[i])) != NULL)
+      return e;
+  }
+  for (uint32_t i = 0; i < d->n_out; i++) {
+    const tyto_plugin_layout *l =
+        (const tyto_plugin_layout *)((const char *)desc->outputs +
+                                     i * desc->outputs[0].struct_size);
+    if (i > 0 && desc->outputs[0].struct_size < sizeof(size_t))
+      l = NULL;
+    if ((e = read_layout(dev, op, "output", i, l, &d->out[i])) != NULL)
+      return e;
+  }
+  uint32_t dt = d->out[0].l.dtype;
+  for (uint32_t i = 0; i < d->n_in + d->n_out; i++) {
+    const ocl_reach *r = i < d->n_in ? &d->in[i] : &d->out[i - d->n_in];
+    if (r->l.dtype != dt)
+      return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                       "%s: %s %u has dtype %s, output 0 has %s; every "
+                       "operand of this op has one dtype",
+                       op, i < d->n_in ? "input" : "output",
+                       (unsigned)(i < d->n_in ? i : i - d->n_in),
+                       ocl_dtype_name(r->l.dtype), ocl_dtype_name(dt));
   }
   if (dt != TYTO_PLUGIN_DTYPE_F32 && dt != TYTO_PLUGIN_DTYPE_F64)
     return ocl_error(host, TYTO_PLUGIN_ERR_UNSUPPORTED,
                      "%s: dtype %s is not supported by the opencl plugin "
                      "(f32 and f64 only)",
-                     op, dtype_name(dt));
+                     op, ocl_dtype_name(dt));
   if (!(dev->info->dtypes & TYTO_PLUGIN_DTYPE_BIT(dt)))
     return ocl_error(host, TYTO_PLUGIN_ERR_UNSUPPORTED,
                      "%s: dtype %s is not supported by device \"%s\" (it "
                      "lacks cl_khr_fp64); use f32 or another device",
-                     op, dtype_name(dt), name);
+                     op, ocl_dtype_name(dt), dev->info->name);
   if (!dev->info->has_compiler)
     return ocl_error(host, TYTO_PLUGIN_ERR_UNSUPPORTED,
                      "%s: device \"%s\" has no OpenCL C compiler "
                      "(CL_DEVICE_COMPILER_AVAILABLE is false), so it runs no "
                      "kernels",
-                     op, name);
+                     op, dev->info->name);
   if (!dev->info->has_int64)
     return ocl_error(host, TYTO_PLUGIN_ERR_UNSUPPORTED,
                      "%s: device \"%s\" is an embedded-profile device "
                      "without 64-bit integers (cles_khr_int64), which the "
                      "kernels index with",
-                     op, name);
-  return NULL;
+                     op, dev->info->name);
+  d->dtype = dt;
+  d->elem = dt == TYTO_PLUGIN_DTYPE_F64 ? 8 : 4;
+  return (*fam)->check(dev, d);
 }
 
 tyto_plugin_error *ocl_supports_op(tyto_plugin_device *dev,
                                    const tyto_plugin_op_desc *desc) {
-  tyto_plugin_error *e = check_desc(dev, desc);
-  if (e != NULL)
-    return e;
-  ocl_plan plan;
-  char why[256];
-  if (!ocl_plan_make(desc->op == TYTO_PLUGIN_OP_COPY ? desc->inputs : NULL,
-                     desc->outputs, &plan, why, sizeof why))
-    return ocl_error(HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT, "%s: %s",
-                     op_name(desc->op), why);
-  return NULL;
+  ocl_desc d;
+  const ocl_family *fam;
+  return read_desc(dev, desc, &d, &fam);
 }
-
-/* ---- program cache ----------------------------------------------------- */
-
-/* An error carrying the compiler's log for a failed clBuildProgram. */
-static tyto_plugin_error *build_error(tyto_plugin_device *dev, cl_program prog,
-                                      cl_int err, const char *options) {
-  size_t size = 0;
-  char *log = NULL;
-  if (clGetProgramBuildInfo(prog, dev->info->id, CL_PROGRAM_BUILD_LOG, 0, NULL,
-                            &size) == CL_SUCCESS &&
-      size > 0 && (log = malloc(size + 1)) != NULL) {
-    if (clGetProgramBuildInfo(prog, dev->info->id, CL_PROGRAM_BUILD_LOG, size,
-                              log, NULL) != CL_SUCCESS)
-      log[0] = '\0';
-    log[size] = '\0';
-  }
-  const char *text = log != NULL && log[0] != '\0' ? log : "(empty)";
-  size_t len = strlen(text);
-  int cut = len > MAX_LOG;
-  tyto_plugin_error *e = HOST(dev)->error_new(
-      ocl_code_for(err),
-      "clBuildProgram failed with %s (%d) on \"%s\" (driver %s, options "
-      "\"%s\"); this is a plugin or driver bug, please report it with this "
-      "build log%s:\n%.*s",
-      ocl_code_name(err), (int)err, dev->info->name, dev->info->driver_version,
-      options, cut ? " (cut to its first 16 KiB)" : "",
-      (int)(cut ? MAX_LOG : len), text);
-  free(log);
-  return e;
-}
-
-/* The program built from (source, options), from the cache or built now.
- * The cache owns it. Called with dev->lock held. */
-static tyto_plugin_error *program_get(tyto_plugin_device *dev,
-                                      const char *source, const char *options,
-                                      cl_program *out) {
-  for (ocl_program *p = dev->programs; p != NULL; p = p->next)
-    if (strcmp(p->options, options) == 0 && strcmp(p->source, source) == 0) {
-      *out = p->program;
-      return NULL;
-    }
-  ocl_program *p = calloc(1, sizeof *p);
-  if (p == NULL || (p->source = ocl_strdup(source)) == NULL ||
-      (p->options = ocl_strdup(options)) == NULL) {
-    if (p != NULL)
-      free(p->source);
-    free(p);
-    return ocl_error(HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
-                     "prepare: out of host memory");
-  }
-  cl_int err = CL_SUCCESS;
-  tyto_plugin_error *e = NULL;
-  p->program = clCreateProgramWithSource(dev->context, 1, &source, NULL, &err);
-  if (p->program == NULL || err != CL_SUCCESS)
-    e = ocl_error_cl(HOST(dev), "clCreateProgramWithSource",
-                     err == CL_SUCCESS ? CL_OUT_OF_HOST_MEMORY : err,
-                     "creating the kernels' program on \"%s\"",
-                     dev->info->name);
-  else if ((err = clBuildProgram(p->program, 1, &dev->info->id, options, NULL,
-                                 NULL)) != CL_SUCCESS)
-    e = build_error(dev, p->program, err, options);
-  if (e != NULL) {
-    if (p->program != NULL)
-      clReleaseProgram(p->program);
-    free(p->source);
-    free(p->options);
-    free(p);
-    return e;
-  }
-  p->next = dev->programs;
-  dev->programs = p;
-  *out = p->program;
-  return NULL;
-}
-
-void ocl_programs_release(tyto_plugin_device *dev) {
-  ocl_program *p = dev->programs;
-  while (p != NULL) {
-    ocl_program *next = p->next;
-    clReleaseProgram(p->program);
-    free(p->source);
-    free(p->options);
-    free(p);
-    p = next;
-  }
-  dev->programs = NULL;
-}
-
-/* ---- prepare / release ------------------------------------------------- */
 
 tyto_plugin_error *ocl_prepare(tyto_plugin_device *dev,
                                const tyto_plugin_op_desc *desc,
                                tyto_plugin_kernel **out,
                                tyto_plugin_kernel_info *info) {
   if (out == NULL)
-    return ocl_error(HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                      "prepare: out is NULL");
-  tyto_plugin_error *e = check_desc(dev, desc);
-  if (e != NULL)
-    return e;
   tyto_plugin_kernel *k = calloc(1, sizeof *k);
   if (k == NULL)
-    return ocl_error(HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                      "prepare: out of host memory");
-  k->op = desc->op;
-  k->dtype = desc->outputs->dtype;
-  k->elem = k->dtype == TYTO_PLUGIN_DTYPE_F64 ? 8 : 4;
-  k->value = k->op == TYTO_PLUGIN_OP_FILL ? desc->fattrs[0] : 0.0;
-  char why[256];
-  if (!ocl_plan_make(k->op == TYTO_PLUGIN_OP_COPY ? desc->inputs : NULL,
-                     desc->outputs, &k->plan, why, sizeof why)) {
-    free(k);
-    return ocl_error(HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT, "%s: %s",
-                     op_name(desc->op), why);
+  tyto_plugin_error *e = read_desc(dev, desc, &k->desc, &k->fam);
+  if (e == NULL && pthread_mutex_init(&k->lock, NULL) != 0)
+    e = ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                  "prepare: cannot create a mutex");
+  else if (e == NULL && (e = k->fam->prepare(dev, k)) != NULL) {
+    k->fam->release(k);
+    pthread_mutex_destroy(&k->lock);
   }
-  const char *options = k->dtype == TYTO_PLUGIN_DTYPE_F64
-                            ? "-DT=double -DTYTO_FP64"
-                            : "-DT=float";
-  cl_program prog = NULL;
-  pthread_mutex_lock(&dev->lock);
-  e = program_get(dev, ocl_kernel_source, options, &prog);
-  pthread_mutex_unlock(&dev->lock);
   if (e != NULL) {
     free(k);
     return e;
   }
-  /* Every prepared kernel gets its own cl_kernel: arguments are state of
-   * the cl_kernel, and two kernels must not share it. */
-  const char *kname = k->op == TYTO_PLUGIN_OP_COPY ? "tyto_copy" : "tyto_fill";
-  cl_int err = CL_SUCCESS;
-  k->kernel = clCreateKernel(prog, kname, &err);
-  if (k->kernel == NULL || err != CL_SUCCESS) {
-    free(k);
-    return ocl_error_cl(HOST(dev), "clCreateKernel",
-                        err == CL_SUCCESS ? CL_OUT_OF_HOST_MEMORY : err,
-                        "creating kernel %s (%s) on \"%s\"", kname,
-                        dtype_name(desc->outputs->dtype), dev->info->name);
-  }
-  if (pthread_mutex_init(&k->lock, NULL) != 0) {
-    clReleaseKernel(k->kernel);
-    free(k);
-    return ocl_error(HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
-                     "prepare: cannot create a mutex");
-  }
-  if (TYTO_PLUGIN_HAS_FIELD(info, tyto_plugin_kernel_info, workspace_bytes))
-    info->workspace_bytes = 0;
+  k->desc.d = NULL;
+  if (info != NULL &&
+      TYTO_PLUGIN_HAS_FIELD(info, tyto_plugin_kernel_info, workspace_bytes))
+    info->workspace_bytes = k->workspace_bytes;
   *out = k;
   return NULL;
 }
@@ -299,105 +416,75 @@ void ocl_kernel_release(tyto_plugin_device *dev, tyto_plugin_kernel *k) {
   (void)dev;
   if (k == NULL)
     return;
-  clReleaseKernel(k->kernel);
+  k->fam->release(k);
   pthread_mutex_destroy(&k->lock);
   free(k);
 }
 
-/* ---- launch ------------------------------------------------------------ */
+/* ---- launch -------------------------------------------------------------- */
 
-/* Resolves one binding into its buffer and base element index, checking
- * that the planned element range [lo, hi] lies inside the buffer. */
+/* Resolves binding b of operand r into *a, checking that every element r
+ * reaches lies inside the bound buffer. */
 static tyto_plugin_error *bind(tyto_plugin_device *dev,
                                const tyto_plugin_kernel *k,
                                const tyto_plugin_binding *b, const char *side,
-                               int64_t lo, int64_t hi, tyto_plugin_buffer **buf,
-                               int64_t *base) {
-  const char *op = op_name(k->op);
+                               uint32_t i, const ocl_reach *r, ocl_arg *a) {
+  const char *op = ocl_op_name(k->desc.op);
+  size_t elem = k->desc.elem;
   if (b == NULL || !TYTO_PLUGIN_HAS_FIELD(b, tyto_plugin_binding, buffer) ||
       b->buffer == NULL)
-    return ocl_error(HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: the %s binding has no buffer", op, side);
+    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "%s: %s binding %u has no buffer", op, side, (unsigned)i);
   uint64_t offset =
       TYTO_PLUGIN_HAS_FIELD(b, tyto_plugin_binding, offset) ? b->offset : 0;
-  if (offset % k->elem != 0)
-    return ocl_error(HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: the %s binding's offset %llu is not a multiple of "
+  if (offset % elem != 0)
+    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "%s: %s binding %u has offset %llu, not a multiple of "
                      "the %s element size %zu",
-                     op, side, (unsigned long long)offset, dtype_name(k->dtype),
-                     k->elem);
-  *buf = b->buffer;
-  *base = (int64_t)(offset / k->elem); /* < 2^62: offset is a uint64 */
-  if (k->plan.n == 0)
+                     op, side, (unsigned)i, (unsigned long long)offset,
+                     ocl_dtype_name(k->desc.dtype), elem);
+  int64_t base = (int64_t)(offset / elem); /* < 2^62 */
+  a->mem = b->buffer->mem;
+  a->origin = base;
+  int64_t count = (int64_t)(b->buffer->size / elem);
+  if (r == NULL) { /* the workspace */
+    if (b->buffer->size < offset ||
+        b->buffer->size - offset < k->workspace_bytes)
+      return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                       "%s: the workspace binding holds %llu bytes past its "
+                       "offset, the kernel asked for %llu",
+                       op,
+                       (unsigned long long)(b->buffer->size > offset
+                                                ? b->buffer->size - offset
+                                                : 0),
+                       (unsigned long long)k->workspace_bytes);
+    return NULL;
+  }
+  a->origin = base + r->l.offset; /* no overflow: |offset| < reach checked */
+  if (r->n == 0)
     return NULL;
   int64_t first, last;
-  int64_t count = (int64_t)(b->buffer->size / k->elem);
-  if (!ocl_add_ok(*base, lo, &first) || !ocl_add_ok(*base, hi, &last) ||
+  if (!ocl_add_ok(base, r->lo, &first) || !ocl_add_ok(base, r->hi, &last) ||
       first < 0 || last >= count)
-    return ocl_error(HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: the %s layout reaches elements %lld to %lld past "
-                     "the binding (offset %llu bytes), outside its "
-                     "%llu-byte buffer (%lld %s elements)",
-                     op, side, (long long)lo, (long long)hi,
+    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "%s: %s %u reaches elements %lld to %lld past its "
+                     "binding (offset %llu bytes), outside its %llu-byte "
+                     "buffer (%lld %s elements)",
+                     op, side, (unsigned)i, (long long)r->lo, (long long)r->hi,
                      (unsigned long long)offset,
                      (unsigned long long)b->buffer->size, (long long)count,
-                     dtype_name(k->dtype));
+                     ocl_dtype_name(k->desc.dtype));
   return NULL;
 }
 
-static cl_long8 long8_of(const int64_t *v) {
-  cl_long8 r;
-  for (int i = 0; i < 8; i++)
-    r.s[i] = v[i];
-  return r;
-}
-
-/* Sets the arguments and enqueues the kernel on `q`. */
-static cl_int enqueue_kernel(tyto_plugin_kernel *k, cl_command_queue q,
-                             cl_mem in, int64_t in_base, cl_mem out,
-                             int64_t out_base, cl_event *ev) {
-  const ocl_plan *p = &k->plan;
-  cl_long8 shape = long8_of(p->shape), istr = long8_of(p->in_strides),
-           ostr = long8_of(p->out_strides);
-  cl_long ib = in_base + p->in_offset, ob = out_base + p->out_offset;
-  cl_long n = p->n;
-  cl_int rank = (cl_int)p->rank;
-  cl_float vf = (cl_float)k->value;
-  cl_double vd = k->value;
-  cl_uint a = 0;
-  cl_int err = CL_SUCCESS;
-
-#define ARG(size, ptr)                                                         \
-  do {                                                                         \
-    if (err == CL_SUCCESS)                                                     \
-      err = clSetKernelArg(k->kernel, a++, (size), (ptr));                     \
-  } while (0)
-  pthread_mutex_lock(&k->lock);
-  if (k->op == TYTO_PLUGIN_OP_COPY) {
-    ARG(sizeof in, &in);
-    ARG(sizeof ib, &ib);
-    ARG(sizeof istr, &istr);
-  }
-  ARG(sizeof out, &out);
-  ARG(sizeof ob, &ob);
-  ARG(sizeof ostr, &ostr);
-  ARG(sizeof shape, &shape);
-  ARG(sizeof rank, &rank);
-  ARG(sizeof n, &n);
-  if (k->op == TYTO_PLUGIN_OP_FILL) {
-    int f64 = k->dtype == TYTO_PLUGIN_DTYPE_F64;
-    ARG(f64 ? sizeof vd : sizeof vf,
-        f64 ? (const void *)&vd : (const void *)&vf);
-  }
-#undef ARG
-  /* A multiple of 64 lets the driver pick any work-group size up to 64. */
-  size_t global = (size_t)n < MAX_GLOBAL ? (size_t)n : MAX_GLOBAL;
-  global = (global + 63) / 64 * 64;
-  if (err == CL_SUCCESS)
-    err = clEnqueueNDRangeKernel(q, k->kernel, 1, NULL, &global, NULL, 0, NULL,
-                                 ev);
-  pthread_mutex_unlock(&k->lock);
-  return err;
+/* Binding i of an array whose stride is the caller's struct size. */
+static const tyto_plugin_binding *binding_at(const tyto_plugin_binding *b,
+                                             uint32_t i) {
+  if (b == NULL || i == 0)
+    return b;
+  if (b->struct_size < sizeof(size_t))
+    return NULL;
+  return (const tyto_plugin_binding *)((const char *)b + i * b->struct_size);
 }
 
 tyto_plugin_error *
@@ -405,79 +492,39 @@ ocl_launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
            tyto_plugin_kernel *k, const tyto_plugin_binding *inputs,
            uint32_t n_inputs, const tyto_plugin_binding *outputs,
            uint32_t n_outputs, const tyto_plugin_binding *workspace) {
-  (void)workspace; /* prepare() asks for none */
   tyto_plugin_error *e = ocl_stream_check(dev, s, "launch");
   if (e != NULL)
     return e;
   if (k == NULL)
-    return ocl_error(HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                      "launch: the kernel is NULL");
-  const char *op = op_name(k->op);
-  uint32_t want_in = k->op == TYTO_PLUGIN_OP_COPY ? 1 : 0;
-  if (n_inputs != want_in || n_outputs != 1)
-    return ocl_error(HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+  const ocl_desc *d = &k->desc;
+  const char *op = ocl_op_name(d->op);
+  if (n_inputs != d->n_in || n_outputs != d->n_out)
+    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                      "%s: launched with %u input and %u output bindings, "
-                     "prepared for %u and 1",
+                     "prepared for %u and %u",
                      op, (unsigned)n_inputs, (unsigned)n_outputs,
-                     (unsigned)want_in);
-  const ocl_plan *p = &k->plan;
-  tyto_plugin_buffer *in = NULL, *out = NULL;
-  int64_t in_base = 0, out_base = 0;
-  if ((want_in && (e = bind(dev, k, inputs, "input", p->in_lo, p->in_hi, &in,
-                            &in_base)) != NULL) ||
-      (e = bind(dev, k, outputs, "output", p->out_lo, p->out_hi, &out,
-                &out_base)) != NULL)
+                     (unsigned)d->n_in, (unsigned)d->n_out);
+  ocl_arg in[OCL_MAX_IO], out[OCL_MAX_IO], ws = {NULL, 0};
+  for (uint32_t i = 0; i < d->n_in; i++)
+    if ((e = bind(dev, k, binding_at(inputs, i), "input", i, &d->in[i],
+                  &in[i])) != NULL)
+      return e;
+  int64_t written = 0;
+  for (uint32_t i = 0; i < d->n_out; i++) {
+    if ((e = bind(dev, k, binding_at(outputs, i), "output", i, &d->out[i],
+                  &out[i])) != NULL)
+      return e;
+    written += d->out[i].n > 0;
+  }
+  if (k->workspace_bytes > 0 &&
+      (e = bind(dev, k, workspace, "workspace", 0, NULL, &ws)) != NULL)
     return e;
-  if (p->n == 0)
+  if (written == 0)
     return NULL;
-
-  /* First element of each side, in bytes, for the dense paths. */
-  size_t bytes = (size_t)p->n * k->elem;
-  size_t in_at = (size_t)(in_base + p->in_lo) * k->elem;
-  size_t out_at = (size_t)(out_base + p->out_lo) * k->elem;
-  int dense_copy = k->op == TYTO_PLUGIN_OP_COPY && p->in_dense && p->out_dense;
-  if (dense_copy && in == out) {
-    if (in_at == out_at)
-      return NULL; /* onto itself: nothing changes */
-    /* clEnqueueCopyBuffer refuses overlap; the kernel path copies
-     * element-wise with no order guarantee, as for any aliased copy. */
-    if (in_at < out_at + bytes && out_at < in_at + bytes)
-      dense_copy = 0;
-  }
-  if ((e = ocl_stream_reserve(s)) != NULL)
-    return e;
-  cl_event ev = NULL;
-  cl_int err;
-  const char *call, *what;
-  if (dense_copy) {
-    call = "clEnqueueCopyBuffer";
-    what = "copy kernel (as a buffer copy)";
-    err = clEnqueueCopyBuffer(s->queue, in->mem, out->mem, in_at, out_at, bytes,
-                              0, NULL, &ev);
-  } else if (k->op == TYTO_PLUGIN_OP_FILL && p->out_dense) {
-    cl_float vf = (cl_float)k->value;
-    cl_double vd = k->value;
-    call = "clEnqueueFillBuffer";
-    what = "fill kernel (as a buffer fill)";
-    err = clEnqueueFillBuffer(s->queue, out->mem,
-                              k->elem == 8 ? (const void *)&vd
-                                           : (const void *)&vf,
-                              k->elem, out_at, bytes, 0, NULL, &ev);
-  } else {
-    call = "clEnqueueNDRangeKernel";
-    what = k->op == TYTO_PLUGIN_OP_COPY ? "copy kernel" : "fill kernel";
-    err = enqueue_kernel(k, s->queue, in != NULL ? in->mem : NULL, in_base,
-                         out->mem, out_base, &ev);
-  }
-  if (err != CL_SUCCESS) {
-    if (ev != NULL)
-      clReleaseEvent(ev);
-    return ocl_error_cl(HOST(dev), call, err,
-                        "launching %s (%s, %lld "
-                        "elements) on \"%s\"",
-                        op, dtype_name(k->dtype), (long long)p->n,
-                        dev->info->name);
-  }
-  ocl_stream_track(s, ev, what);
-  return NULL;
+  pthread_mutex_lock(&k->lock);
+  e = k->fam->launch(dev, s, k, in, out, &ws);
+  pthread_mutex_unlock(&k->lock);
+  return e;
 }

@@ -43,9 +43,7 @@ void ocl_format_shape(const tyto_plugin_layout *l, char *buf, size_t size) {
     snprintf(buf + used, size - used, "]");
 }
 
-/* Element count and the touched range [lo, hi] of one layout, offset
- * included. */
-static int extent(const tyto_plugin_layout *l, const char *which, int64_t *n,
+int ocl_layout_extent(const tyto_plugin_layout *l, const char *which, int64_t *n,
                   int64_t *lo, int64_t *hi, char *why, size_t why_size) {
   int64_t count = 1, low = l->offset, high = l->offset;
   if (l->rank > TYTO_PLUGIN_MAX_RANK) {
@@ -84,11 +82,11 @@ int ocl_plan_make(const tyto_plugin_layout *in, const tyto_plugin_layout *out,
                   ocl_plan *plan, char *why, size_t why_size) {
   int64_t n_in = 0;
   *plan = (ocl_plan){0};
-  if (!extent(out, "output", &plan->n, &plan->out_lo, &plan->out_hi, why,
+  if (!ocl_layout_extent(out, "output", &plan->n, &plan->out_lo, &plan->out_hi, why,
               why_size))
     return 0;
   if (in != NULL &&
-      !extent(in, "input", &n_in, &plan->in_lo, &plan->in_hi, why, why_size))
+      !ocl_layout_extent(in, "input", &n_in, &plan->in_lo, &plan->in_hi, why, why_size))
     return 0;
   plan->in_offset = in != NULL ? in->offset : 0;
   plan->out_offset = out->offset;

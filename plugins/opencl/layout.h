@@ -39,6 +39,14 @@ typedef struct ocl_plan {
 int ocl_plan_make(const tyto_plugin_layout *in, const tyto_plugin_layout *out,
                   ocl_plan *plan, char *why, size_t why_size);
 
+/* Element count *n and the range [*lo, *hi] of element indices `l`
+ * reaches (offset included; meaningful when *n > 0). Returns 0 and a
+ * reason in `why` (naming the layout `which`) for a rank above 8, a
+ * negative extent or 64-bit overflow. */
+int ocl_layout_extent(const tyto_plugin_layout *l, const char *which,
+                      int64_t *n, int64_t *lo, int64_t *hi, char *why,
+                      size_t why_size);
+
 /* *r = a + b, or 0 when it would overflow. */
 int ocl_add_ok(int64_t a, int64_t b, int64_t *r);
 

@@ -187,11 +187,8 @@ ocl_launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
            tyto_plugin_kernel *k, const tyto_plugin_binding *inputs,
            uint32_t n_inputs, const tyto_plugin_binding *outputs,
            uint32_t n_outputs, const tyto_plugin_binding *workspace);
+/* ---- cache.c ----------------------------------------------------------- */
 /* Releases every program cached for `dev` (at device_close). */
 void ocl_programs_release(tyto_plugin_device *dev);
-
-/* ---- source.c ---------------------------------------------------------- */
-/* OpenCL C source of the copy and fill kernels, built per dtype. */
-extern const char ocl_kernel_source[];
 
 #endif /* TYTO_OPENCL_OCL_H */

@@ -211,6 +211,10 @@ static const tyto_plugin_option_doc plugin_options[] = {
     {sizeof(tyto_plugin_option_doc), "device_type",
      "Which OpenCL device types to claim: all, gpu, cpu or accelerator. "
      "Default: all (CPU devices such as PoCL included)."},
+    {sizeof(tyto_plugin_option_doc), "cache_dir",
+     "Where built kernel programs are kept across runs (in an opencl/ "
+     "subdirectory), or \"off\". Default: $XDG_CACHE_HOME/tyto, else "
+     "~/.cache/tyto."},
 };
 
 static const tyto_plugin_info plugin_info = {

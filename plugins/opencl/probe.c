@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "pci.h"
 
 /* Vendor queries, defined here because not every <CL/cl_ext.h> has them;
  * the values are fixed by each extension's registry entry. */
@@ -47,11 +48,6 @@ typedef union {
   } pcie;
 } ocl_topology_amd;
 
-typedef struct {
-  int known;        /* the driver reported an address */
-  int domain_known; /* ... including the PCI domain */
-  unsigned domain, bus, device, function;
-} pci_addr;
 
 /* A device found during enumeration, before the claim/refuse decision. */
 typedef struct {
@@ -210,63 +206,6 @@ static pci_addr query_pci(cl_device_id dev, const char *exts) {
     }
   }
   return a;
-}
-
-/* Offered entries are strided by the host's struct_size, which is larger
- * than ours when the host is newer. */
-static const tyto_plugin_hw_device *offer_at(const tyto_plugin_hw_device *offer,
-                                             uint32_t i) {
-  return (const tyto_plugin_hw_device *)(const void *)((const char *)offer +
-                                                       (size_t)i *
-                                                           offer->struct_size);
-}
-
-/* Parses an offered entry's PCI address; 0 when it is not a PCI entry or
- * carries no parseable "dddd:bb:dd.f". */
-static int offer_pci(const tyto_plugin_hw_device *o, pci_addr *out) {
-  if (!TYTO_PLUGIN_HAS_FIELD(o, tyto_plugin_hw_device, pci_bus_id) ||
-      o->kind != TYTO_PLUGIN_HW_PCI || o->pci_bus_id == NULL)
-    return 0;
-  unsigned d, b, s, f;
-  if (sscanf(o->pci_bus_id, "%x:%x:%x.%x", &d, &b, &s, &f) != 4)
-    return 0;
-  *out = (pci_addr){1, 1, d, b, s, f};
-  return 1;
-}
-
-static int same_pci(const pci_addr *dev, const pci_addr *offered) {
-  return dev->bus == offered->bus && dev->device == offered->device &&
-         dev->function == offered->function &&
-         (!dev->domain_known || dev->domain == offered->domain);
-}
-
-/* The offered entry at the device's address, or -1. Without a domain the
- * match must be unique: guessing on a multi-domain server would attach the
- * device to the wrong NUMA node. */
-static int32_t match_offer(const pci_addr *a,
-                           const tyto_plugin_hw_device *offer, uint32_t n_offer,
-                           int32_t *numa, char *bus_id, size_t bus_id_size) {
-  int32_t found = -1;
-  int hits = 0;
-  if (!a->known)
-    return -1;
-  for (uint32_t i = 0; i < n_offer; i++) {
-    const tyto_plugin_hw_device *o = offer_at(offer, i);
-    pci_addr oa;
-    if (!offer_pci(o, &oa) || !same_pci(a, &oa))
-      continue;
-    hits++;
-    found = (int32_t)o->index;
-    *numa = TYTO_PLUGIN_HAS_FIELD(o, tyto_plugin_hw_device, numa_node)
-                ? o->numa_node
-                : -1;
-    snprintf(bus_id, bus_id_size, "%04x:%02x:%02x.%x", oa.domain, oa.bus,
-             oa.device, oa.function);
-  }
-  if (hits == 1)
-    return found;
-  *numa = -1;
-  return -1;
 }
 
 /* ---- one device -------------------------------------------------------- */
@@ -501,9 +440,9 @@ static void refuse_unmatched(const tyto_plugin_hw_device *offer,
     if (!(cs->c[i].type & CL_DEVICE_TYPE_CPU) && !cs->c[i].pci.known)
       return;
   for (uint32_t i = 0; i < n_offer; i++) {
-    const tyto_plugin_hw_device *o = offer_at(offer, i);
+    const tyto_plugin_hw_device *o = ocl_offer_at(offer, i);
     pci_addr oa;
-    if (!offer_pci(o, &oa) ||
+    if (!ocl_offer_pci(o, &oa) ||
         !TYTO_PLUGIN_HAS_FIELD(o, tyto_plugin_hw_device, pci_class_id) ||
         !gpu_like_class(o->pci_class_id))
       continue;
@@ -628,7 +567,7 @@ tyto_plugin_error *ocl_probe(tyto_plugin_state *state,
   for (size_t i = 0; i < cs.n; i++) {
     candidate *c = &cs.c[i];
     ocl_devinfo *d = &c->info;
-    d->hw_index = match_offer(&c->pci, offer, n_offer, &d->numa_node,
+    d->hw_index = ocl_match_offer(&c->pci, offer, n_offer, &d->numa_node,
                               d->pci_bus_id, sizeof d->pci_bus_id);
     /* Unmatched, the driver's own address is shown; without a reported
      * domain 0 is assumed, as clinfo does (wrong only on multi-domain

@@ -1,14 +1,19 @@
 #!/bin/sh
 # tyto-conform (the plugin conformance kit) on the plugins of this build
-# tree, each against the CPU plugin of this build tree:
+# tree, each against the CPU plugin of this build tree, in test mode (the op
+# catalogue through the plugin ABI) and in grad mode (differentiated graphs
+# compiled by libtyto):
 #  - the CPU plugin against itself: every case must pass;
-#  - the OpenCL plugin, where built: its device (PoCL on CI machines) runs
-#    COPY and FILL only today, everything else must come out "unsupported";
+#  - the OpenCL plugin, where built and its device (PoCL on CI machines)
+#    opens: no case may fail; what it does not implement yet must come out
+#    "unsupported";
 #  - the CUDA plugin, where built: without a GPU it has no device (tyto-conform
 #    exits 3) and is skipped;
 #  - the SDK's template plugin (a memory-only device): all "unsupported".
-# Then the usage errors (exit 2) and a perf-mode smoke run (timings are
-# printed, never checked). Exits 77 when no plugin had a device.
+# The CPU plugin's own run must also have passed every case it lists (no
+# "unsupported" row), so a catalogue case the reference refuses shows up.
+# Then the usage errors (exit 2), the JSON reports and a perf-mode smoke run
+# (timings are printed, never checked). Exits 77 when no plugin had a device.
 set -u
 conform=../tools/tyto-conform
 cpu=../plugins/cpu/.libs/tyto_plugin_cpu.so
@@ -20,45 +25,72 @@ failed=0
 log=conformance/test_conformance.out
 : >"$log"
 
-# check NAME PLUGIN.so: runs test mode, prints the summary line.
+# check NAME PLUGIN.so MODE: runs the mode, prints the summary line.
 check() {
-  "$conform" "$2" --reference "$cpu" >>"$log" 2>&1
+  echo "== $1, $3 mode" >>"$log"
+  "$conform" "$2" --reference "$cpu" --mode "$3" >"$log.one" 2>&1
   rc=$?
+  cat "$log.one" >>"$log"
   case $rc in
   0)
     tested=$((tested + 1))
-    echo "$1: $(grep '^summary:' "$log" | tail -n 1)"
+    echo "$1 ($3 mode): $(grep '^summary:' "$log.one" | tail -n 1)"
     ;;
   3)
-    echo "$1: no usable device here, skipped ($(grep '^no device\|cannot open' "$log" | tail -n 1))"
+    echo "$1 ($3 mode): no usable device here, skipped ($(grep '^no device\|cannot open' "$log.one" | tail -n 1))"
     ;;
   *)
     failed=1
-    echo "FAIL: $1: tyto-conform exited $rc (log: tests/$log)"
-    grep -E 'FAIL|out-of-bounds|tyto-conform:' "$log" | tail -n 40
+    echo "FAIL: $1: tyto-conform --mode $3 exited $rc (log: tests/$log)"
+    grep -E 'FAIL|out-of-bounds|tyto-conform:' "$log.one" | tail -n 40
     ;;
   esac
 }
 
-check cpu "$cpu"
-for p in opencl cuda; do
-  so=../plugins/$p/.libs/tyto_plugin_$p.so
-  [ -f "$so" ] && check "$p" "$so"
+for mode in test grad; do
+  check cpu "$cpu" $mode
+  # The reference against itself runs every case.
+  if ! grep -q '^summary: [1-9][0-9]* pass, 0 FAIL, 0 out-of-bounds, 0 error, 0 unsupported, 0 without' \
+    "$log.one"; then
+    failed=1
+    echo "FAIL: the CPU plugin against itself ($mode mode) left cases unrun:"
+    grep -E 'unsupported|^summary' "$log.one" | head -n 20
+  fi
+  for p in opencl cuda; do
+    so=../plugins/$p/.libs/tyto_plugin_$p.so
+    [ -f "$so" ] && check "$p" "$so" $mode
+  done
+  template=plugins/.libs/tyto_plugin_template.so
+  if [ -f "$template" ]; then
+    check template "$template" $mode
+    if ! grep -q '^summary: 0 pass, 0 FAIL, 0 out-of-bounds, 0 error, [1-9]' \
+      "$log.one"; then
+      failed=1
+      echo "FAIL: the template plugin ($mode mode) should support nothing"
+    fi
+  fi
 done
-template=plugins/.libs/tyto_plugin_template.so
-[ -f "$template" ] && check template "$template"
+rm -f "$log.one"
 
-# The JSON report parses as one object whose exit is 0 for the CPU plugin.
-json=$("$conform" "$cpu" --reference "$cpu" --json --op matmul --dtype f64)
-rc=$?
-if [ $rc -ne 0 ] || ! printf '%s' "$json" | grep -q '"exit": 0'; then
-  failed=1
-  echo "FAIL: --json on the CPU plugin: exit $rc"
-fi
+# The JSON reports are one object whose exit is 0 for the CPU plugin.
+for args in "--op matmul --dtype f64" "--mode grad --op conv2d --dtype f32"; do
+  # shellcheck disable=SC2086
+  json=$("$conform" "$cpu" --reference "$cpu" --json $args)
+  rc=$?
+  if [ $rc -ne 0 ] || ! printf '%s' "$json" | grep -q '"exit": 0' ||
+    ! printf '%s' "$json" | grep -q '"result": "pass"'; then
+    failed=1
+    echo "FAIL: --json $args on the CPU plugin: exit $rc"
+  fi
+done
 
 # Usage errors and unloadable plugins exit 2 with a message.
 for args in "" "$cpu --mode nope" "$cpu --dtype f16" "$cpu --op nope" \
-  "./no_such_plugin.so" "$cpu --reference ./no_such_plugin.so"; do
+  "$cpu --mode grad --op nope" "$cpu --mode grad --op add" \
+  "./no_such_plugin.so" "$cpu --reference ./no_such_plugin.so" \
+  "./no_such_plugin.so --mode grad" \
+  "./tyto_plugin_nosuch.so --mode grad" \
+  "$cpu --mode grad --reference ./no_such_plugin.so"; do
   # shellcheck disable=SC2086
   "$conform" $args >/dev/null 2>"$log.err"
   rc=$?

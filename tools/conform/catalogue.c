@@ -3,7 +3,7 @@
  * descriptor the CPU reference plugin accepts; shapes are small enough that
  * the whole catalogue runs in seconds on a CPU.
  */
-#include "catalogue.h"
+#include "catalogue_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,25 +22,16 @@ enum family {
   F_CONV,
   F_POOL,
   F_RANDOM,
-  F_FUSED
+  F_FUSED,
+  F_LAYOUT,   /* pad, gather, scatter_add, one_hot: catalogue_nn.c */
+  F_CONV_BWD, /* catalogue_nn.c */
+  F_POOL_BWD, /* catalogue_nn.c */
+  F_LINALG    /* catalogue_linalg.c */
 };
 
-/* Tolerance classes: exact-ish arithmetic, transcendental functions,
- * accumulations (sums, products of matrices). */
-enum tol { T_BASE, T_TRANS, T_ACCUM };
-
-typedef struct op_entry {
-  uint32_t op;
-  const char *name;
-  enum family family;
-  enum tol tol;
-  cf_values values;
-  double lo, hi;   /* domain of every input (binary: of the first) */
-  double lo2, hi2; /* binary: domain of the second input (0, 0: same) */
-} op_entry;
 
 #define O(x) TYTO_PLUGIN_OP_##x
-static const op_entry ops[] = {
+static const cf_op_entry ops[] = {
     {O(COPY), "copy", F_COPY, T_BASE, CF_UNIFORM, -2, 2, 0, 0},
     {O(FILL), "fill", F_FILL, T_BASE, CF_UNIFORM, -2, 2, 0, 0},
     {O(NEG), "neg", F_UNARY, T_BASE, CF_UNIFORM, -2, 2, 0, 0},
@@ -115,6 +106,31 @@ static const op_entry ops[] = {
     {O(RANDOM_BERNOULLI), "random_bernoulli", F_RANDOM, T_BASE, CF_UNIFORM, 0,
      0, 0, 0},
     {O(FUSED), "fused", F_FUSED, T_TRANS, CF_UNIFORM, -2, 2, 0, 0},
+    {O(PAD), "pad", F_LAYOUT, T_BASE, CF_UNIFORM, -2, 2, 0, 0},
+    {O(GATHER), "gather", F_LAYOUT, T_BASE, CF_UNIFORM, -2, 2, 0, 0},
+    {O(SCATTER_ADD), "scatter_add", F_LAYOUT, T_ACCUM, CF_UNIFORM, -2, 2, 0,
+     0},
+    {O(ONE_HOT), "one_hot", F_LAYOUT, T_BASE, CF_WHOLE, 0, 0, 0, 0},
+    {O(CONV2D_BACKWARD_DATA), "conv2d_backward_data", F_CONV_BWD, T_ACCUM,
+     CF_UNIFORM, -1, 1, 0, 0},
+    {O(CONV2D_BACKWARD_FILTER), "conv2d_backward_filter", F_CONV_BWD, T_ACCUM,
+     CF_UNIFORM, -1, 1, 0, 0},
+    {O(MAX_POOL2D_BACKWARD), "max_pool2d_backward", F_POOL_BWD, T_BASE,
+     CF_UNIFORM, -2, 2, 0, 0},
+    {O(MAX_POOL2D_SELECT), "max_pool2d_select", F_POOL_BWD, T_BASE,
+     CF_UNIFORM, -2, 2, 0, 0},
+    {O(AVG_POOL2D_BACKWARD), "avg_pool2d_backward", F_POOL_BWD, T_ACCUM,
+     CF_UNIFORM, -2, 2, 0, 0},
+    /* Linear algebra: the matrices' structure and domains are set per case
+     * (catalogue_linalg.c). */
+    {O(INV), "inv", F_LINALG, T_ACCUM, CF_DIAG_DOMINANT, -1, 1, 0, 0},
+    {O(DET), "det", F_LINALG, T_ACCUM, CF_DIAG_DOMINANT, -1, 1, 0, 0},
+    {O(LOGDET), "logdet", F_LINALG, T_ACCUM, CF_DIAG_DOMINANT, -1, 1, 0, 0},
+    {O(SOLVE), "solve", F_LINALG, T_ACCUM, CF_DIAG_DOMINANT, -1, 1, 0, 0},
+    {O(CHOLESKY), "cholesky", F_LINALG, T_ACCUM, CF_SPD, -1, 1, 0, 0},
+    {O(QR), "qr", F_LINALG, T_ACCUM, CF_DIAG_DOMINANT, -1, 1, 0, 0},
+    {O(TRIANGULAR_SOLVE), "triangular_solve", F_LINALG, T_ACCUM,
+     CF_DIAG_DOMINANT, -1, 1, 0, 0},
 };
 #undef O
 #define N_OPS (sizeof ops / sizeof ops[0])
@@ -154,16 +170,7 @@ void cf_tensor_set(cf_tensor *t, uint32_t dtype, uint32_t rank,
   t->storage = empty ? offset : hi + 1;
 }
 
-/* A builder: the growing case array and the op being built. */
-typedef struct builder {
-  cf_case *cases;
-  size_t n, cap;
-  uint32_t dtype;
-  const op_entry *e;
-  int oom;
-} builder;
-
-static cf_case *add(builder *b, const char *name) {
+cf_case *cf_add(cf_builder *b, const char *name) {
   if (b->n == b->cap) {
     size_t cap = b->cap ? 2 * b->cap : 256;
     cf_case *c = realloc(b->cases, cap * sizeof *c);
@@ -199,7 +206,7 @@ static cf_case *add(builder *b, const char *name) {
 }
 
 /* Sets input i of c with the entry's domain. */
-static void in_set(builder *b, cf_case *c, uint32_t i, uint32_t rank,
+void cf_in_set(cf_builder *b, cf_case *c, uint32_t i, uint32_t rank,
                    const int64_t *shape, const int64_t *strides,
                    int64_t offset) {
   cf_tensor *t = &c->in[i];
@@ -215,7 +222,14 @@ static void in_set(builder *b, cf_case *c, uint32_t i, uint32_t rank,
     c->n_in = i + 1;
 }
 
-static void out_set(builder *b, cf_case *c, uint32_t i, uint32_t rank,
+void cf_in_values(cf_case *c, uint32_t i, cf_values v, double lo,
+                  double hi) {
+  c->in[i].values = v;
+  c->in[i].lo = lo;
+  c->in[i].hi = hi;
+}
+
+void cf_out_set(cf_builder *b, cf_case *c, uint32_t i, uint32_t rank,
                     const int64_t *shape, const int64_t *strides,
                     int64_t offset) {
   cf_tensor_set(&c->out[i], b->dtype, rank, shape, strides, offset);
@@ -227,84 +241,84 @@ static void out_set(builder *b, cf_case *c, uint32_t i, uint32_t rank,
 
 /* The layouts every elementwise op (and FUSED, COPY) is run over: inputs of
  * arity n_in, one contiguous output of the case's shape. */
-static void eltwise_cases(builder *b, uint32_t n_in, uint32_t n_out,
-                          void (*finish)(builder *, cf_case *)) {
+static void eltwise_cases(cf_builder *b, uint32_t n_in, uint32_t n_out,
+                          void (*finish)(cf_builder *, cf_case *)) {
   static const int64_t s2[2] = {4, 33};
   cf_case *c;
   uint32_t i;
 #define EACH_OUT(rank, shape)                                                  \
   for (uint32_t o = 0; o < n_out; o++)                                         \
-  out_set(b, c, o, rank, shape, NULL, 0)
+  cf_out_set(b, c, o, rank, shape, NULL, 0)
 
-  if ((c = add(b, "contiguous [4,33]")) != NULL) {
+  if ((c = cf_add(b, "contiguous [4,33]")) != NULL) {
     for (i = 0; i < n_in; i++)
-      in_set(b, c, i, 2, s2, NULL, 0);
+      cf_in_set(b, c, i, 2, s2, NULL, 0);
     EACH_OUT(2, s2);
     finish(b, c);
   }
-  if ((c = add(b, "rank-0")) != NULL) {
+  if ((c = cf_add(b, "rank-0")) != NULL) {
     for (i = 0; i < n_in; i++)
-      in_set(b, c, i, 0, NULL, NULL, 0);
+      cf_in_set(b, c, i, 0, NULL, NULL, 0);
     EACH_OUT(0, NULL);
     finish(b, c);
   }
-  if ((c = add(b, "size-0 [0,33]")) != NULL) {
+  if ((c = cf_add(b, "size-0 [0,33]")) != NULL) {
     static const int64_t z[2] = {0, 33};
     for (i = 0; i < n_in; i++)
-      in_set(b, c, i, 2, z, NULL, 0);
+      cf_in_set(b, c, i, 2, z, NULL, 0);
     EACH_OUT(2, z);
     finish(b, c);
   }
-  if ((c = add(b, "transposed inputs")) != NULL) {
+  if ((c = cf_add(b, "transposed inputs")) != NULL) {
     static const int64_t st[2] = {1, 4};
     for (i = 0; i < n_in; i++)
-      in_set(b, c, i, 2, s2, st, 0);
+      cf_in_set(b, c, i, 2, s2, st, 0);
     EACH_OUT(2, s2);
     finish(b, c);
   }
-  if ((c = add(b, "stepped+offset inputs")) != NULL) {
+  if ((c = cf_add(b, "stepped+offset inputs")) != NULL) {
     static const int64_t st[2] = {70, 2};
     for (i = 0; i < n_in; i++)
-      in_set(b, c, i, 2, s2, st, 5 + i);
+      cf_in_set(b, c, i, 2, s2, st, 5 + i);
     EACH_OUT(2, s2);
     finish(b, c);
   }
-  if ((c = add(b, "flipped inputs")) != NULL) {
+  if ((c = cf_add(b, "flipped inputs")) != NULL) {
     static const int64_t st[2] = {-33, -1};
     for (i = 0; i < n_in; i++)
-      in_set(b, c, i, 2, s2, st, 4 * 33 - 1);
+      cf_in_set(b, c, i, 2, s2, st, 4 * 33 - 1);
     EACH_OUT(2, s2);
     finish(b, c);
   }
-  if ((c = add(b, "broadcast (stride 0)")) != NULL) {
+  if ((c = cf_add(b, "broadcast (stride 0)")) != NULL) {
     static const int64_t st[3][2] = {{0, 1}, {1, 0}, {0, 0}};
     for (i = 0; i < n_in; i++)
-      in_set(b, c, i, 2, s2, st[i % 3], 0);
+      cf_in_set(b, c, i, 2, s2, st[i % 3], 0);
     EACH_OUT(2, s2);
     finish(b, c);
   }
-  if ((c = add(b, "permuted rank-3 [3,4,5]")) != NULL) {
+  if ((c = cf_add(b, "permuted rank-3 [3,4,5]")) != NULL) {
     static const int64_t s3[3] = {3, 4, 5}, st[3] = {1, 3, 12};
     for (i = 0; i < n_in; i++)
-      in_set(b, c, i, 3, s3, i % 2 ? NULL : st, 0);
+      cf_in_set(b, c, i, 3, s3, i % 2 ? NULL : st, 0);
     EACH_OUT(3, s3);
     finish(b, c);
   }
-  if ((c = add(b, "large [300,517]")) != NULL) {
+  if ((c = cf_add(b, "large [300,517]")) != NULL) {
     static const int64_t sl[2] = {300, 517};
     for (i = 0; i < n_in; i++)
-      in_set(b, c, i, 2, sl, NULL, 0);
+      cf_in_set(b, c, i, 2, sl, NULL, 0);
     EACH_OUT(2, sl);
     finish(b, c);
   }
 #undef EACH_OUT
 }
 
-static void finish_none(builder *b, cf_case *c) {
+static void finish_none(cf_builder *b, cf_case *c) {
   (void)b, (void)c;
 }
 
-static void finish_unary(builder *b, cf_case *c) {
+static void finish_unary(cf_builder *b, cf_case *c) {
   if (b->e->op == TYTO_PLUGIN_OP_LEAKY_RELU) {
     c->n_fattrs = 1;
     c->fattrs[0] = 0.1;
@@ -314,7 +328,7 @@ static void finish_unary(builder *b, cf_case *c) {
   }
 }
 
-static void finish_ternary(builder *b, cf_case *c) {
+static void finish_ternary(cf_builder *b, cf_case *c) {
   if (b->e->op == TYTO_PLUGIN_OP_WHERE) {
     c->in[0].values = CF_WHOLE;
     c->in[0].lo = 0;
@@ -336,7 +350,7 @@ static void instr(cf_case *c, uint32_t op, uint32_t a0, uint32_t a1,
 }
 
 /* relu(x0 * x1 + 0.5) */
-static void prog_a(builder *b, cf_case *c) {
+static void prog_a(cf_builder *b, cf_case *c) {
   (void)b;
   instr(c, TYTO_PLUGIN_FUSED_INPUT, 0, 0, 0, 0);
   instr(c, TYTO_PLUGIN_FUSED_INPUT, 1, 0, 0, 0);
@@ -348,7 +362,7 @@ static void prog_a(builder *b, cf_case *c) {
 }
 
 /* y0 = exp(x0), y1 = x0 - tanh(x1) */
-static void prog_b(builder *b, cf_case *c) {
+static void prog_b(cf_builder *b, cf_case *c) {
   (void)b;
   instr(c, TYTO_PLUGIN_FUSED_INPUT, 0, 0, 0, 0);
   instr(c, TYTO_PLUGIN_FUSED_INPUT, 1, 0, 0, 0);
@@ -360,7 +374,7 @@ static void prog_b(builder *b, cf_case *c) {
 }
 
 /* sigmoid(fma(x0, x1, x2)) * leaky_relu(x0, 0.1) + where(x2 > 0, x1, -x1) */
-static void prog_c(builder *b, cf_case *c) {
+static void prog_c(cf_builder *b, cf_case *c) {
   (void)b;
   instr(c, TYTO_PLUGIN_FUSED_INPUT, 0, 0, 0, 0);
   instr(c, TYTO_PLUGIN_FUSED_INPUT, 1, 0, 0, 0);
@@ -377,11 +391,11 @@ static void prog_c(builder *b, cf_case *c) {
   instr(c, TYTO_PLUGIN_FUSED_OUTPUT, 11, 0, 0, 0);
 }
 
-static void fused_cases(builder *b) {
+static void fused_cases(cf_builder *b) {
   static const struct {
     const char *tag;
     uint32_t n_in, n_out;
-    void (*prog)(builder *, cf_case *);
+    void (*prog)(cf_builder *, cf_case *);
   } progs[] = {{"relu(a*b+0.5)", 2, 1, prog_a},
                {"exp(a), a-tanh(b)", 2, 2, prog_b},
                {"sigmoid(fma)*lrelu+where", 3, 1, prog_c}};
@@ -399,36 +413,36 @@ static void fused_cases(builder *b) {
 
 /* ------------------------------------------------------------ copy, fill -- */
 
-static void copy_cases(builder *b) {
+static void copy_cases(cf_builder *b) {
   static const int64_t s2[2] = {4, 33};
   cf_case *c;
   eltwise_cases(b, 1, 1, finish_none);
-  if ((c = add(b, "transposed output")) != NULL) {
+  if ((c = cf_add(b, "transposed output")) != NULL) {
     static const int64_t st[2] = {1, 4};
-    in_set(b, c, 0, 2, s2, NULL, 0);
-    out_set(b, c, 0, 2, s2, st, 0);
+    cf_in_set(b, c, 0, 2, s2, NULL, 0);
+    cf_out_set(b, c, 0, 2, s2, st, 0);
   }
-  if ((c = add(b, "stepped+offset output")) != NULL) {
+  if ((c = cf_add(b, "stepped+offset output")) != NULL) {
     static const int64_t st[2] = {70, 2};
-    in_set(b, c, 0, 2, s2, NULL, 0);
-    out_set(b, c, 0, 2, s2, st, 3);
+    cf_in_set(b, c, 0, 2, s2, NULL, 0);
+    cf_out_set(b, c, 0, 2, s2, st, 3);
   }
 }
 
-static void fill_cases(builder *b) {
+static void fill_cases(cf_builder *b) {
   static const int64_t s2[2] = {4, 33}, z[2] = {0, 5}, st[2] = {70, 2};
   static const int64_t sl[2] = {300, 517};
   cf_case *c;
-  if ((c = add(b, "contiguous [4,33]")) != NULL)
-    out_set(b, c, 0, 2, s2, NULL, 0);
-  if ((c = add(b, "rank-0")) != NULL)
-    out_set(b, c, 0, 0, NULL, NULL, 0);
-  if ((c = add(b, "size-0 [0,5]")) != NULL)
-    out_set(b, c, 0, 2, z, NULL, 0);
-  if ((c = add(b, "stepped+offset output")) != NULL)
-    out_set(b, c, 0, 2, s2, st, 7);
-  if ((c = add(b, "large [300,517]")) != NULL)
-    out_set(b, c, 0, 2, sl, NULL, 0);
+  if ((c = cf_add(b, "contiguous [4,33]")) != NULL)
+    cf_out_set(b, c, 0, 2, s2, NULL, 0);
+  if ((c = cf_add(b, "rank-0")) != NULL)
+    cf_out_set(b, c, 0, 0, NULL, NULL, 0);
+  if ((c = cf_add(b, "size-0 [0,5]")) != NULL)
+    cf_out_set(b, c, 0, 2, z, NULL, 0);
+  if ((c = cf_add(b, "stepped+offset output")) != NULL)
+    cf_out_set(b, c, 0, 2, s2, st, 7);
+  if ((c = cf_add(b, "large [300,517]")) != NULL)
+    cf_out_set(b, c, 0, 2, sl, NULL, 0);
   for (size_t k = 0; k < b->n; k++)
     if (b->cases[k].op == TYTO_PLUGIN_OP_FILL) {
       b->cases[k].n_fattrs = 1;
@@ -438,25 +452,25 @@ static void fill_cases(builder *b) {
 
 /* ------------------------------------------------------------ reductions -- */
 
-static void reduce_case(builder *b, const char *name, uint32_t rank,
+static void reduce_case(cf_builder *b, const char *name, uint32_t rank,
                         const int64_t *shape, const int64_t *strides,
                         const int64_t *axes, uint32_t n_axes) {
   int64_t os[TYTO_PLUGIN_MAX_RANK];
-  cf_case *c = add(b, name);
+  cf_case *c = cf_add(b, name);
   if (c == NULL)
     return;
   for (uint32_t i = 0; i < rank; i++)
     os[i] = shape[i];
   for (uint32_t a = 0; a < n_axes; a++)
     os[axes[a]] = 1;
-  in_set(b, c, 0, rank, shape, strides, 0);
-  out_set(b, c, 0, rank, os, NULL, 0);
+  cf_in_set(b, c, 0, rank, shape, strides, 0);
+  cf_out_set(b, c, 0, rank, os, NULL, 0);
   c->n_iattrs = n_axes;
   for (uint32_t a = 0; a < n_axes; a++)
     c->iattrs[a] = axes[a];
 }
 
-static void reduce_cases(builder *b) {
+static void reduce_cases(cf_builder *b) {
   static const int64_t s3[3] = {6, 7, 8}, perm[3] = {1, 6, 42};
   static const int64_t ax0[1] = {0}, ax1[1] = {1}, ax2[1] = {2};
   static const int64_t ax02[2] = {0, 2}, ax012[3] = {0, 1, 2};
@@ -474,7 +488,7 @@ static void reduce_cases(builder *b) {
   }
 }
 
-static void softmax_cases(builder *b) {
+static void softmax_cases(cf_builder *b) {
   static const int64_t s2[2] = {5, 17}, st[2] = {1, 5}, big[2] = {16, 2000};
   static const int64_t ax0[1] = {0}, ax1[1] = {1};
   const struct {
@@ -485,11 +499,11 @@ static void softmax_cases(builder *b) {
             {"transposed [5,17] axis 1", s2, st, ax1},
             {"[16,2000] axis 1", big, NULL, ax1}};
   for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
-    cf_case *c = add(b, cs[k].name);
+    cf_case *c = cf_add(b, cs[k].name);
     if (c == NULL)
       return;
-    in_set(b, c, 0, 2, cs[k].shape, cs[k].strides, 0);
-    out_set(b, c, 0, 2, cs[k].shape, NULL, 0);
+    cf_in_set(b, c, 0, 2, cs[k].shape, cs[k].strides, 0);
+    cf_out_set(b, c, 0, 2, cs[k].shape, NULL, 0);
     c->n_iattrs = 1;
     c->iattrs[0] = cs[k].axis[0];
   }
@@ -498,10 +512,10 @@ static void softmax_cases(builder *b) {
 /* ----------------------------------------------------------------- matmul --
  */
 
-static void matmul_case(builder *b, const char *name, int64_t batch, int64_t m,
+static void matmul_case(cf_builder *b, const char *name, int64_t batch, int64_t m,
                         int64_t k, int64_t n, int ta, int tb, int bcast_b,
                         int strided_a) {
-  cf_case *c = add(b, name);
+  cf_case *c = cf_add(b, name);
   if (c == NULL)
     return;
   const uint32_t r = batch ? 3 : 2, o = batch ? 1 : 0;
@@ -510,11 +524,11 @@ static void matmul_case(builder *b, const char *name, int64_t batch, int64_t m,
   int64_t ys[3] = {batch, m, n};
   int64_t ast[3], bst[3];
   const int64_t *ap = NULL, *bp = NULL;
-  if (strided_a) { /* A stored transposed, padded rows */
-    ast[o] = 1;
-    ast[o + 1] = as[o] + 3;
-    ast[0] = batch ? ast[2] * as[2] : 0;
-    ap = ast;
+  if (strided_a) { /* A stored column-major with padded columns */
+    ast[1] = 1;
+    ast[2] = as[1] + 3;
+    ast[0] = ast[2] * as[2];
+    ap = ast + (1 - o);
   }
   if (bcast_b) {
     bst[0] = 0;
@@ -522,15 +536,15 @@ static void matmul_case(builder *b, const char *name, int64_t batch, int64_t m,
     bst[2] = 1;
     bp = bst;
   }
-  in_set(b, c, 0, r, as + (1 - o), ap, strided_a ? 2 : 0);
-  in_set(b, c, 1, r, bs + (1 - o), bp, 0);
-  out_set(b, c, 0, r, ys + (1 - o), NULL, 0);
+  cf_in_set(b, c, 0, r, as + (1 - o), ap, strided_a ? 2 : 0);
+  cf_in_set(b, c, 1, r, bs + (1 - o), bp, 0);
+  cf_out_set(b, c, 0, r, ys + (1 - o), NULL, 0);
   c->n_iattrs = 2;
   c->iattrs[0] = ta;
   c->iattrs[1] = tb;
 }
 
-static void matmul_cases(builder *b) {
+static void matmul_cases(cf_builder *b) {
   matmul_case(b, "[5,7]x[7,3]", 0, 5, 7, 3, 0, 0, 0, 0);
   matmul_case(b, "[64,65]x[65,33]", 0, 64, 65, 33, 0, 0, 0, 0);
   matmul_case(b, "A^T [9,6]x[9,11]", 0, 6, 9, 11, 1, 0, 0, 0);
@@ -545,31 +559,31 @@ static void matmul_cases(builder *b) {
 
 /* --------------------------------------------------------- conv and pool -- */
 
-static int64_t out_extent(int64_t in, int64_t k, int64_t s, int64_t p,
+int64_t cf_out_extent(int64_t in, int64_t k, int64_t s, int64_t p,
                           int64_t d) {
   return (in + 2 * p - d * (k - 1) - 1) / s + 1;
 }
 
-static void conv_case(builder *b, const char *name, int64_t n, int64_t c_in,
+static void conv_case(cf_builder *b, const char *name, int64_t n, int64_t c_in,
                       int64_t h, int64_t w, int64_t o, int64_t kh, int64_t kw,
                       const int64_t at[7], int bias) {
-  cf_case *c = add(b, name);
+  cf_case *c = cf_add(b, name);
   if (c == NULL)
     return;
   int64_t xs[4] = {n, c_in, h, w}, ws[4] = {o, c_in / at[6], kh, kw};
-  int64_t ys[4] = {n, o, out_extent(h, kh, at[0], at[2], at[4]),
-                   out_extent(w, kw, at[1], at[3], at[5])};
-  in_set(b, c, 0, 4, xs, NULL, 0);
-  in_set(b, c, 1, 4, ws, NULL, 0);
+  int64_t ys[4] = {n, o, cf_out_extent(h, kh, at[0], at[2], at[4]),
+                   cf_out_extent(w, kw, at[1], at[3], at[5])};
+  cf_in_set(b, c, 0, 4, xs, NULL, 0);
+  cf_in_set(b, c, 1, 4, ws, NULL, 0);
   if (bias)
-    in_set(b, c, 2, 1, &o, NULL, 0);
-  out_set(b, c, 0, 4, ys, NULL, 0);
+    cf_in_set(b, c, 2, 1, &o, NULL, 0);
+  cf_out_set(b, c, 0, 4, ys, NULL, 0);
   c->n_iattrs = 7;
   for (int i = 0; i < 7; i++)
     c->iattrs[i] = at[i];
 }
 
-static void conv_cases(builder *b) {
+static void conv_cases(cf_builder *b) {
   static const int64_t a1[7] = {1, 1, 1, 1, 1, 1, 1};
   static const int64_t a2[7] = {2, 2, 0, 0, 2, 2, 1};
   static const int64_t ag[7] = {1, 2, 1, 0, 1, 1, 2};
@@ -579,19 +593,19 @@ static void conv_cases(builder *b) {
   conv_case(b, "1x1 [1,16,7,7]", 1, 16, 7, 7, 8, 1, 1, a1, 0);
 }
 
-static void pool_cases(builder *b) {
+static void pool_cases(cf_builder *b) {
   static const int64_t xs[4] = {2, 3, 9, 10};
   static const int64_t at[3][6] = {
       {3, 3, 2, 2, 1, 1}, {2, 2, 2, 2, 0, 0}, {3, 2, 1, 2, 1, 0}};
   static const char *const names[3] = {"3x3 s2 p1", "2x2 s2", "3x2 s(1,2)"};
   for (int k = 0; k < 3; k++) {
-    cf_case *c = add(b, names[k]);
+    cf_case *c = cf_add(b, names[k]);
     if (c == NULL)
       return;
-    int64_t ys[4] = {2, 3, out_extent(9, at[k][0], at[k][2], at[k][4], 1),
-                     out_extent(10, at[k][1], at[k][3], at[k][5], 1)};
-    in_set(b, c, 0, 4, xs, NULL, 0);
-    out_set(b, c, 0, 4, ys, NULL, 0);
+    int64_t ys[4] = {2, 3, cf_out_extent(9, at[k][0], at[k][2], at[k][4], 1),
+                     cf_out_extent(10, at[k][1], at[k][3], at[k][5], 1)};
+    cf_in_set(b, c, 0, 4, xs, NULL, 0);
+    cf_out_set(b, c, 0, 4, ys, NULL, 0);
     c->n_iattrs = 6;
     for (int i = 0; i < 6; i++)
       c->iattrs[i] = at[k][i];
@@ -600,20 +614,20 @@ static void pool_cases(builder *b) {
 
 /* ---------------------------------------------------------------- random -- */
 
-static void random_cases(builder *b) {
+static void random_cases(cf_builder *b) {
   static const int64_t s1[1] = {1001}, s2[2] = {7, 13};
   const uint32_t op = b->e->op;
   const double f0 = op == TYTO_PLUGIN_OP_RANDOM_BERNOULLI ? 0.3 : -1.0;
   const double f1 = op == TYTO_PLUGIN_OP_RANDOM_UNIFORM ? 3.0 : 2.0;
   const uint32_t nf = op == TYTO_PLUGIN_OP_RANDOM_BERNOULLI ? 1 : 2;
   cf_case *c;
-  if ((c = add(b, "[1001] seed 42")) != NULL) {
-    out_set(b, c, 0, 1, s1, NULL, 0);
+  if ((c = cf_add(b, "[1001] seed 42")) != NULL) {
+    cf_out_set(b, c, 0, 1, s1, NULL, 0);
     c->n_iattrs = 2;
     c->iattrs[0] = 42;
   }
-  if ((c = add(b, "[7,13] seed 7 offset 5")) != NULL) {
-    out_set(b, c, 0, 2, s2, NULL, 0);
+  if ((c = cf_add(b, "[7,13] seed 7 offset 5")) != NULL) {
+    cf_out_set(b, c, 0, 2, s2, NULL, 0);
     c->n_iattrs = 2;
     c->iattrs[0] = 7;
     c->iattrs[1] = 5;
@@ -631,7 +645,7 @@ static void random_cases(builder *b) {
 
 int cf_catalogue_build(uint32_t dtype, const char *only, cf_case **out,
                        size_t *n) {
-  builder b = {NULL, 0, 0, dtype, NULL, 0};
+  cf_builder b = {NULL, 0, 0, dtype, NULL, 0};
   for (size_t i = 0; i < N_OPS && !b.oom; i++) {
     if (only && strcmp(only, ops[i].name) != 0)
       continue;
@@ -649,6 +663,10 @@ int cf_catalogue_build(uint32_t dtype, const char *only, cf_case **out,
     case F_POOL: pool_cases(&b); break;
     case F_RANDOM: random_cases(&b); break;
     case F_FUSED: fused_cases(&b); break;
+    case F_LAYOUT: cf_layout_cases(&b); break;
+    case F_CONV_BWD: cf_conv_bwd_cases(&b); break;
+    case F_POOL_BWD: cf_pool_bwd_cases(&b); break;
+    case F_LINALG: cf_linalg_cases(&b); break;
     }
   }
   if (b.oom) {

@@ -19,8 +19,27 @@
 typedef enum cf_values {
   CF_UNIFORM = 0, /* uniform in [lo, hi] */
   CF_WHOLE = 1,   /* whole numbers in [lo, hi] */
-  CF_SPD = 2      /* diagonally dominant matrices (linear algebra) */
+  /* Matrices over the last two axes (linear algebra): off-diagonal
+   * elements uniform in [lo, hi], each diagonal element of sign + or -
+   * (drawn) and magnitude 1 + u + the sum of its row's other magnitudes
+   * (u uniform in [0, 1)): strictly diagonally dominant, so nonsingular
+   * and well-conditioned. Rectangular matrices get it on their leading
+   * square block. */
+  CF_DIAG_DOMINANT = 2,
+  /* The same, symmetric (upper triangle mirrored) with a positive
+   * diagonal: symmetric positive definite. */
+  CF_SPD = 3
 } cf_values;
+
+/* What is done to both devices' outputs before they are compared. */
+typedef enum cf_post {
+  CF_POST_NONE = 0,
+  /* QR: Q and R are unique only up to the sign of each column of Q and the
+   * matching row of R; both are scaled by sign(R[i][i]) so that R's
+   * diagonal is >= 0, which makes a reduced QR of a full-rank matrix
+   * unique. */
+  CF_POST_QR_SIGNS = 1
+} cf_post;
 
 /* One tensor of a case: its layout (offset and strides index into a
  * storage of `storage` elements) and, for inputs, its value domain. */
@@ -47,6 +66,7 @@ typedef struct cf_case {
   tyto_plugin_fused_instr instrs[CF_MAX_INSTRS];
   tyto_plugin_fused_program program;
   tyto_plugin_layout lin[CF_MAX_IN], lout[CF_MAX_OUT]; /* for the desc */
+  cf_post post;
   double rtol, atol;
 } cf_case;
 

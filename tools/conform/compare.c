@@ -29,6 +29,99 @@ static void store(uint32_t dtype, void *p, int64_t i, double v) {
     ((double *)p)[i] = v;
 }
 
+static double load(uint32_t dtype, const void *p, int64_t i) {
+  return dtype == TYTO_PLUGIN_DTYPE_F32 ? ((const float *)p)[i]
+                                        : ((const double *)p)[i];
+}
+
+/* Element offset of matrix number bi of layout l (row-major over the batch
+ * axes, the leading rank - 2). */
+static int64_t matrix_offset(const tyto_plugin_layout *l, int64_t bi) {
+  int64_t off = l->offset;
+  for (uint32_t a = l->rank - 2; a-- > 0;) {
+    off += (bi % l->shape[a]) * l->strides[a];
+    bi /= l->shape[a];
+  }
+  return off;
+}
+
+/* Matrices in the batch of layout l (rank >= 2). */
+static int64_t matrix_count(const tyto_plugin_layout *l) {
+  int64_t n = 1;
+  for (uint32_t a = 0; a + 2 < l->rank; a++)
+    n *= l->shape[a];
+  return n;
+}
+
+/* Gives the matrices of t (values already drawn off the diagonal) the
+ * structure of t->values: mirrored for CF_SPD, then a dominant diagonal.
+ * Each diagonal element's u and sign come from a hash of its storage
+ * position, so a matrix met twice (a stride-0 batch axis) comes out the
+ * same both times. */
+static void make_matrices(const cf_tensor *t, uint32_t dtype, void *p,
+                          uint64_t seed) {
+  const tyto_plugin_layout *l = &t->l;
+  if (l->rank < 2)
+    return;
+  const int64_t rows = l->shape[l->rank - 2], cols = l->shape[l->rank - 1];
+  const int64_t sr = l->strides[l->rank - 2], sc = l->strides[l->rank - 1];
+  const int64_t k = rows < cols ? rows : cols, nb = matrix_count(l);
+  for (int64_t bi = 0; bi < nb; bi++) {
+    const int64_t off = matrix_offset(l, bi);
+    if (t->values == CF_SPD)
+      for (int64_t i = 0; i < k; i++)
+        for (int64_t j = 0; j < i; j++)
+          store(dtype, p, off + i * sr + j * sc,
+                load(dtype, p, off + j * sr + i * sc));
+    for (int64_t i = 0; i < k; i++) {
+      const int64_t at = off + i * sr + i * sc;
+      uint64_t h = seed ^ ((uint64_t)at * UINT64_C(0x9E3779B97F4A7C15));
+      double sum = 1.0 + uniform(&h);
+      for (int64_t j = 0; j < cols; j++)
+        if (j != i)
+          sum += fabs(load(dtype, p, off + i * sr + j * sc));
+      if (t->values != CF_SPD && (next(&h) & 1))
+        sum = -sum;
+      store(dtype, p, at, sum);
+    }
+  }
+}
+
+void cf_post_apply(const cf_case *c, double *const *out) {
+  if (c->post != CF_POST_QR_SIGNS || c->n_out != 2)
+    return;
+  const tyto_plugin_layout *q = &c->out[0].l, *r = &c->out[1].l;
+  const uint32_t lq = q->rank - 2, lr = r->rank - 2;
+  const int64_t m = q->shape[lq], k = q->shape[lq + 1], n = r->shape[lr + 1];
+  const int64_t nb = matrix_count(q);
+  for (int64_t bi = 0; bi < nb; bi++) {
+    const int64_t oq = matrix_offset(q, bi), orr = matrix_offset(r, bi);
+    for (int64_t i = 0; i < k; i++) {
+      if (!(out[1][orr + i * r->strides[lr] + i * r->strides[lr + 1]] < 0))
+        continue;
+      for (int64_t j = 0; j < m; j++)
+        out[0][oq + j * q->strides[lq] + i * q->strides[lq + 1]] *= -1;
+      for (int64_t j = 0; j < n; j++)
+        out[1][orr + i * r->strides[lr] + j * r->strides[lr + 1]] *= -1;
+    }
+  }
+}
+
+void cf_values_fill(const cf_tensor *t, uint32_t dtype, void *p,
+                    uint64_t seed) {
+  uint64_t s = seed;
+  for (int64_t j = 0; j < t->storage; j++) {
+    double u = uniform(&s), v;
+    if (t->values == CF_WHOLE)
+      v = floor(t->lo + u * (t->hi - t->lo + 1));
+    else
+      v = t->lo + u * (t->hi - t->lo);
+    store(dtype, p, j, v);
+  }
+  if (t->values == CF_DIAG_DOMINANT || t->values == CF_SPD)
+    make_matrices(t, dtype, p, seed);
+}
+
 int cf_values_make(const cf_case *c, uint64_t seed, void **in, void **out) {
   const size_t es = cf_dtype_size(c->dtype);
   uint64_t s = seed;
@@ -44,14 +137,9 @@ int cf_values_make(const cf_case *c, uint64_t seed, void **in, void **out) {
       bad = 1;
       continue;
     }
-    for (int64_t j = 0; j < t->storage; j++) {
-      double u = uniform(&s), v;
-      if (t->values == CF_WHOLE)
-        v = floor(t->lo + u * (t->hi - t->lo + 1));
-      else
-        v = t->lo + u * (t->hi - t->lo);
-      store(c->dtype, in[i], j, v);
-    }
+    /* One stream per input, so that adding an input to a case leaves the
+     * others' values alone. */
+    cf_values_fill(t, c->dtype, in[i], next(&s));
   }
   for (uint32_t i = 0; i < c->n_out; i++) {
     const cf_tensor *t = &c->out[i];
@@ -81,11 +169,11 @@ void cf_values_free(void **in, void **out) {
   }
 }
 
-void cf_compare(const cf_case *c, double *const *got, double *const *want,
-                cf_cmp *r) {
+void cf_compare_n(uint32_t n_out, const int64_t *count, double *const *got,
+                  double *const *want, double rtol, double atol, cf_cmp *r) {
   memset(r, 0, sizeof *r);
-  for (uint32_t o = 0; o < c->n_out; o++)
-    for (int64_t i = 0; i < c->out[o].storage; i++) {
+  for (uint32_t o = 0; o < n_out; o++)
+    for (int64_t i = 0; i < count[o]; i++) {
       const double g = got[o][i], w = want[o][i];
       if (!isfinite(g) || !isfinite(w)) {
         int same = (isnan(g) && isnan(w)) || (isinf(g) && g == w);
@@ -97,7 +185,7 @@ void cf_compare(const cf_case *c, double *const *got, double *const *want,
         }
         continue;
       }
-      double err = fabs(g - w) / (c->atol + c->rtol * fabs(w));
+      double err = fabs(g - w) / (atol + rtol * fabs(w));
       if (err > r->max_err) {
         r->max_err = err;
         r->out = o;
@@ -106,6 +194,14 @@ void cf_compare(const cf_case *c, double *const *got, double *const *want,
         r->want = w;
       }
     }
+}
+
+void cf_compare(const cf_case *c, double *const *got, double *const *want,
+                cf_cmp *r) {
+  int64_t count[CF_MAX_OUT];
+  for (uint32_t o = 0; o < c->n_out; o++)
+    count[o] = c->out[o].storage;
+  cf_compare_n(c->n_out, count, got, want, c->rtol, c->atol, r);
 }
 
 int cf_cmp_pass(const cf_cmp *r) {

@@ -23,6 +23,14 @@ typedef struct cf_cmp {
 void cf_compare(const cf_case *c, double *const *got, double *const *want,
                 cf_cmp *r);
 
+/* The same over n_out arrays of count[o] doubles with one tolerance. */
+void cf_compare_n(uint32_t n_out, const int64_t *count, double *const *got,
+                  double *const *want, double rtol, double atol, cf_cmp *r);
+
+/* Applies c->post (see cf_post) to one device's outputs (whole storages,
+ * as cf_run_case gives them), in place. */
+void cf_post_apply(const cf_case *c, double *const *out);
+
 /* Whether the comparison passes (max_err <= 1, no special mismatch). */
 int cf_cmp_pass(const cf_cmp *r);
 
@@ -31,5 +39,10 @@ int cf_cmp_pass(const cf_cmp *r);
  * unless out of memory: returns -1); free with cf_values_free(). */
 int cf_values_make(const cf_case *c, uint64_t seed, void **in, void **out);
 void cf_values_free(void **in, void **out);
+
+/* Fills the whole storage of t (t->storage elements of dtype at p) with
+ * values of t's domain drawn from `seed` (CF_DIAG_DOMINANT and CF_SPD:
+ * matrices as cf_values says). */
+void cf_values_fill(const cf_tensor *t, uint32_t dtype, void *p, uint64_t seed);
 
 #endif

@@ -1,0 +1,874 @@
+/*
+ * MATMUL through CLBlast: [..., m, k] x [..., k, n] -> [..., m, n], batch
+ * axes broadcast by NumPy rules, optional transposes of either input's last
+ * two axes (iattrs[0], iattrs[1]).
+ *
+ * Planned once at prepare, as the CPU plugin's matmul.c plans: every matrix
+ * (A, B and the output C) is a 2-D view with two strides. A view that is
+ * row-major or column-major with a unit stride goes to CLBlast directly (a
+ * column-major input as a transposed operand, a column-major C by computing
+ * C^T = B^T A^T); any other view (steps in both axes, negative or zero
+ * strides) is packed into the workspace by a strided-copy kernel first, and
+ * such an output is computed in the workspace and copied out. A right
+ * operand that is the same matrix in every batch folds the batch into the
+ * rows of A and C (one taller GEMM). The batch axes that remain collapse,
+ * where they can, into one axis of uniform strides, run by
+ * CLBlastXgemmStridedBatched; otherwise CLBlastXgemmBatched gets one offset
+ * per batch and operand. k = 0 fills the output with zeros.
+ *
+ * CLBlast's kernels index with 32-bit ints: a call whose operand reaches
+ * past element INT_MAX of its buffer gets a sub-buffer that starts near the
+ * operand, and a batch whose operands span more than that is split into
+ * several calls.
+ *
+ * On PoCL's CPU devices, which CLBlast's tuning database lacks, GEMM
+ * parameters measured there are set once per device (tune_pocl).
+ */
+#include "ops.h"
+
+#include <clblast_c.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "layout.h"
+
+/* The highest element index CLBlast's kernels address (they index with
+ * int). Builds may lower it to exercise the sub-buffer and split paths. */
+#ifndef MM_INDEX_MAX
+#define MM_INDEX_MAX ((int64_t)INT_MAX)
+#endif
+
+#define MM_MAXR TYTO_PLUGIN_MAX_RANK
+
+enum { MM_ROW, MM_COL, MM_PACK };        /* how a view reaches CLBlast */
+enum { MM_SINGLE, MM_STRIDED, MM_LIST }; /* which CLBlast routine runs */
+
+/* Byte-identical to copyfill.c's source, so that the program cache builds
+ * one program per dtype for both families. tyto_copy packs and unpacks,
+ * tyto_fill writes the zeros of k = 0. */
+static const char source[] =
+    "__kernel void tyto_copy(__global const T *in, long in_base, long8 istr,\n"
+    "                        __global T *out, long out_base, long8 ostr,\n"
+    "                        long8 shape, int rank, long n) {\n"
+    "  TYTO_FOR(i, n)\n"
+    "    out[out_base + tyto_offset(i, shape, ostr, rank)] =\n"
+    "        in[in_base + tyto_offset(i, shape, istr, rank)];\n"
+    "}\n"
+    "__kernel void tyto_fill(__global T *out, long out_base, long8 ostr,\n"
+    "                        long8 shape, int rank, long n, T value) {\n"
+    "  TYTO_FOR(i, n)\n"
+    "    out[out_base + tyto_offset(i, shape, ostr, rank)] = value;\n"
+    "}\n";
+
+/* One of A, B, C. */
+typedef struct mm_opnd {
+  /* The r x c matrix at strides (sr, sc) in its bound buffer, and its batch
+   * strides over the plan's grid (0 where broadcast). */
+  int64_t r, c, sr, sc;
+  int64_t bstride[MM_MAXR];
+  int mode; /* MM_ROW, MM_COL or MM_PACK */
+  /* As CLBlast reads it: the packed copy in the workspace for MM_PACK. */
+  int trans;          /* stored column-major: a transposed operand */
+  int64_t ld;         /* leading dimension */
+  int shared;         /* packed once: the same matrix in every batch */
+  int64_t ws_off;     /* packed: its region of the workspace, in elements */
+  int64_t g[MM_MAXR]; /* batch strides over the collapsed grid */
+  int64_t shift;      /* offset of collapsed batch 0 from the base */
+  int64_t mhi;        /* last element of one matrix from its first */
+  int64_t lo, hi;     /* elements all batches reach, from the base */
+} mm_opnd;
+
+typedef struct mm_plan {
+  int64_t m, n, k; /* m counts the folded batch rows */
+  uint32_t nb;     /* batch axes of the grid */
+  int64_t bshape[MM_MAXR];
+  int64_t batches;
+  mm_opnd o[3]; /* A, B, C */
+  uint32_t ng;  /* axes of the collapsed grid */
+  int64_t gshape[MM_MAXR];
+  int call; /* MM_SINGLE, MM_STRIDED or MM_LIST */
+  int swap; /* C is column-major: CLBlast computes C^T = B^T A^T */
+  int64_t ws_elems;
+  char what[240]; /* "[3, 5, 7] x [7, 4]^T" for messages */
+  cl_kernel copy, fill;
+} mm_plan;
+
+static int owns(uint32_t op) {
+  return op == TYTO_PLUGIN_OP_MATMUL;
+}
+
+static int64_t max64(int64_t a, int64_t b) {
+  return a > b ? a : b;
+}
+
+/* "[2, 3]" or "[2, 3]^T" into buf. */
+static void fmt_shape(char *buf, size_t size, const tyto_plugin_layout *l,
+                      int t) {
+  ocl_format_shape(l, buf, size);
+  size_t used = strlen(buf);
+  if (t && used + 2 < size)
+    memcpy(buf + used, "^T", 3);
+}
+
+/* The last two axes of l, transposed when t. */
+static void set_view(mm_opnd *o, const tyto_plugin_layout *l, int t) {
+  uint32_t r = l->rank;
+  o->r = l->shape[r - 2];
+  o->c = l->shape[r - 1];
+  o->sr = l->strides[r - 2];
+  o->sc = l->strides[r - 1];
+  if (t) {
+    int64_t x = o->r;
+    o->r = o->c;
+    o->c = x;
+    x = o->sr;
+    o->sr = o->sc;
+    o->sc = x;
+  }
+}
+
+/* Row-major (unit column stride, ld = row stride >= columns), column-major
+ * (its transpose is row-major) or packed; CLBlast takes ld as an int. */
+static void pick(mm_opnd *v) {
+  if ((v->c <= 1 || v->sc == 1) && (v->r <= 1 || v->sr >= max64(v->c, 1))) {
+    v->mode = MM_ROW;
+    v->ld = v->r <= 1 ? max64(v->c, 1) : v->sr;
+  } else if ((v->r <= 1 || v->sr == 1) &&
+             (v->c <= 1 || v->sc >= max64(v->r, 1))) {
+    v->mode = MM_COL;
+    v->ld = v->c <= 1 ? max64(v->r, 1) : v->sc;
+  } else {
+    v->mode = MM_PACK;
+  }
+  if (v->mode != MM_PACK && v->ld > MM_INDEX_MAX)
+    v->mode = MM_PACK;
+}
+
+/* Merges the batch axes and the row axis of A and C into one row axis when
+ * B is the same matrix in every batch and the merged rows keep one stride
+ * in both A and C: one taller GEMM (a linear layer over [batch, seq, in]). */
+static void fold_batches(mm_plan *p) {
+  mm_opnd *a = &p->o[0], *c = &p->o[2];
+  if (p->batches <= 1 || p->m * p->batches > MM_INDEX_MAX)
+    return;
+  for (uint32_t ax = 0; ax < p->nb; ax++)
+    if (p->bshape[ax] > 1 && p->o[1].bstride[ax] != 0)
+      return;
+  int64_t ext[MM_MAXR + 1], sa[MM_MAXR + 1], sc[MM_MAXR + 1];
+  int n = 0;
+  for (uint32_t ax = 0; ax < p->nb; ax++)
+    if (p->bshape[ax] > 1) {
+      ext[n] = p->bshape[ax];
+      sa[n] = a->bstride[ax];
+      sc[n++] = c->bstride[ax];
+    }
+  if (p->m > 1) {
+    ext[n] = p->m;
+    sa[n] = a->sr;
+    sc[n++] = c->sr;
+  }
+  for (int i = 0; i + 1 < n; i++)
+    if (sa[i] != sa[i + 1] * ext[i + 1] || sc[i] != sc[i + 1] * ext[i + 1])
+      return;
+  p->m *= p->batches;
+  a->r = c->r = p->m;
+  a->sr = sa[n - 1];
+  c->sr = sc[n - 1];
+  p->nb = 0;
+  p->batches = 1;
+}
+
+/* Row-major contiguous strides of `shape`. */
+static void compact(const int64_t *shape, uint32_t rank, int64_t *str) {
+  int64_t st = 1;
+  for (uint32_t i = rank; i-- > 0;) {
+    str[i] = st;
+    st *= shape[i];
+  }
+}
+
+/* The packed region of operand o: its matrices over the grid (one matrix
+ * when shared), and the strides of the bound (source) layout over it. */
+static uint32_t pack_dims(const mm_plan *p, const mm_opnd *o, int64_t *shape,
+                          int64_t *str) {
+  uint32_t r = 0;
+  if (!o->shared)
+    for (uint32_t ax = 0; ax < p->nb; ax++) {
+      shape[r] = p->bshape[ax];
+      str[r++] = o->bstride[ax];
+    }
+  shape[r] = o->r;
+  str[r++] = o->sr;
+  shape[r] = o->c;
+  str[r++] = o->sc;
+  return r;
+}
+
+/* Drops unit batch axes and merges neighbours that every operand steps
+ * through uniformly, then picks the CLBlast routine. */
+static void collapse(mm_plan *p) {
+  uint32_t ng = 0;
+  for (uint32_t ax = 0; ax < p->nb; ax++) {
+    int64_t e = p->bshape[ax];
+    if (e == 1)
+      continue;
+    int merge = ng > 0;
+    for (int i = 0; i < 3 && merge; i++)
+      merge = p->o[i].g[ng - 1] == p->o[i].g[ax] * e;
+    if (merge) {
+      p->gshape[ng - 1] *= e;
+      for (int i = 0; i < 3; i++)
+        p->o[i].g[ng - 1] = p->o[i].g[ax];
+    } else {
+      p->gshape[ng] = e;
+      for (int i = 0; i < 3; i++)
+        p->o[i].g[ng] = p->o[i].g[ax];
+      ng++;
+    }
+  }
+  p->ng = ng;
+  for (int i = 0; i < 3; i++)
+    p->o[i].shift = 0;
+  if (ng == 0) {
+    p->call = MM_SINGLE;
+  } else if (ng == 1) {
+    int neg = 0, pos = 0;
+    for (int i = 0; i < 3; i++) {
+      neg |= p->o[i].g[0] < 0;
+      pos |= p->o[i].g[0] > 0;
+    }
+    p->call = neg && pos ? MM_LIST : MM_STRIDED;
+    if (neg && !pos) /* every stride <= 0: run the batches backwards */
+      for (int i = 0; i < 3; i++) {
+        p->o[i].shift = (p->gshape[0] - 1) * p->o[i].g[0];
+        p->o[i].g[0] = -p->o[i].g[0];
+      }
+  } else {
+    p->call = MM_LIST;
+  }
+  for (int i = 0; i < 3; i++) {
+    mm_opnd *o = &p->o[i];
+    o->lo = o->hi = o->shift;
+    for (uint32_t ax = 0; ax < ng; ax++) {
+      int64_t span = (p->gshape[ax] - 1) * o->g[ax];
+      if (span < 0)
+        o->lo += span;
+      else
+        o->hi += span;
+    }
+    o->hi += o->mhi;
+  }
+}
+
+/* Checks the descriptor and plans it into *p (kernels not built). */
+static tyto_plugin_error *plan_make(tyto_plugin_device *dev, const ocl_desc *d,
+                                    mm_plan *p) {
+  const tyto_plugin_host *host = OCL_HOST(dev);
+  const tyto_plugin_op_desc *od = d->d;
+  memset(p, 0, sizeof *p);
+  if (d->n_in != 2 || d->n_out != 1)
+    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "matmul: expected 2 inputs and 1 output, got %u and %u",
+                     (unsigned)d->n_in, (unsigned)d->n_out);
+  if (od->n_iattrs != 0 && od->n_iattrs != 2)
+    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "matmul: expected 0 or 2 integer attributes (the "
+                     "transpose flags of the inputs), got %u",
+                     (unsigned)od->n_iattrs);
+  int t[2] = {0, 0};
+  for (uint32_t i = 0; i < od->n_iattrs; i++) {
+    if (od->iattrs[i] != 0 && od->iattrs[i] != 1)
+      return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                       "matmul: transpose flag iattrs[%u] must be 0 or 1, "
+                       "got %lld",
+                       (unsigned)i, (long long)od->iattrs[i]);
+    t[i] = (int)od->iattrs[i];
+  }
+  const tyto_plugin_layout *la = &d->in[0].l, *lb = &d->in[1].l,
+                           *lc = &d->out[0].l;
+  char sa[100], sb[100], sc[100];
+  fmt_shape(sa, sizeof sa, la, t[0]);
+  fmt_shape(sb, sizeof sb, lb, t[1]);
+  fmt_shape(sc, sizeof sc, lc, 0);
+  snprintf(p->what, sizeof p->what, "%s x %s", sa, sb);
+  if (la->rank < 2 || lb->rank < 2)
+    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "matmul: both inputs need rank 2 or more, got %s x %s", sa,
+                     sb);
+  mm_opnd *A = &p->o[0], *B = &p->o[1], *C = &p->o[2];
+  set_view(A, la, t[0]);
+  set_view(B, lb, t[1]);
+  if (A->c != B->r)
+    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "matmul: inner dimensions differ: %s x %s", sa, sb);
+  uint32_t nba = la->rank - 2, nbb = lb->rank - 2;
+  uint32_t nb = nba > nbb ? nba : nbb;
+  for (uint32_t ax = 0; ax < nb; ax++) {
+    int64_t ea = ax + nba >= nb ? la->shape[ax + nba - nb] : 1;
+    int64_t eb = ax + nbb >= nb ? lb->shape[ax + nbb - nb] : 1;
+    if (ea != eb && ea != 1 && eb != 1)
+      return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                       "matmul: batch axes do not broadcast: %s x %s", sa, sb);
+    p->bshape[ax] = ea == 1 ? eb : ea;
+    A->bstride[ax] = ea == 1 ? 0 : la->strides[ax + nba - nb];
+    B->bstride[ax] = eb == 1 ? 0 : lb->strides[ax + nbb - nb];
+    C->bstride[ax] = p->bshape[ax] == 1 ? 0 : lc->strides[ax];
+  }
+  int shape_ok =
+      lc->rank == nb + 2 && lc->shape[nb] == A->r && lc->shape[nb + 1] == B->c;
+  for (uint32_t ax = 0; shape_ok && ax < nb; ax++)
+    shape_ok = lc->shape[ax] == p->bshape[ax];
+  if (!shape_ok) {
+    char want[160];
+    size_t used = (size_t)snprintf(want, sizeof want, "[");
+    for (uint32_t ax = 0; ax < nb && used < sizeof want; ax++)
+      used += (size_t)snprintf(want + used, sizeof want - used, "%lld, ",
+                               (long long)p->bshape[ax]);
+    if (used < sizeof want)
+      snprintf(want + used, sizeof want - used, "%lld, %lld]", (long long)A->r,
+               (long long)B->c);
+    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "matmul: output is %s, expected %s for %s x %s", sc, want,
+                     sa, sb);
+  }
+  for (uint32_t ax = 0; ax < lc->rank; ax++)
+    if (lc->shape[ax] > 1 && lc->strides[ax] == 0)
+      return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                       "matmul: output %s has a stride-0 axis %u: every "
+                       "element needs its own place",
+                       sc, (unsigned)ax);
+  p->m = A->r;
+  p->k = A->c;
+  p->n = B->c;
+  p->nb = nb;
+  if (d->out[0].n == 0 || p->k == 0)
+    return NULL; /* nothing to compute, or zeros only: no GEMM */
+  if (p->m > MM_INDEX_MAX || p->n > MM_INDEX_MAX || p->k > MM_INDEX_MAX)
+    return ocl_error(host, TYTO_PLUGIN_ERR_UNSUPPORTED,
+                     "matmul: %s has a matrix dimension above %lld, more "
+                     "than CLBlast's 32-bit indices reach",
+                     p->what, (long long)MM_INDEX_MAX);
+  p->batches = 1;
+  for (uint32_t ax = 0; ax < nb; ax++)
+    p->batches *= p->bshape[ax]; /* <= the output's element count */
+  C->r = p->m;
+  C->c = p->n;
+  C->sr = lc->strides[nb];
+  C->sc = lc->strides[nb + 1];
+  fold_batches(p);
+  size_t elem = d->elem;
+  int64_t align_e = (int64_t)(dev->info->alignment / elem), ws = 0;
+  for (int i = 0; i < 3; i++) {
+    mm_opnd *o = &p->o[i];
+    pick(o);
+    o->trans = o->mode == MM_COL;
+    memcpy(o->g, o->bstride, sizeof o->g);
+    if (o->mode != MM_PACK) {
+      o->mhi = (o->r > 1 ? (o->r - 1) * o->sr : 0) +
+               (o->c > 1 ? (o->c - 1) * o->sc : 0);
+    } else {
+      int shared = i < 2;
+      for (uint32_t ax = 0; ax < p->nb; ax++)
+        shared &= o->bstride[ax] == 0;
+      o->shared = shared;
+      o->ld = o->c;
+      int64_t region, mat;
+      if (__builtin_mul_overflow(o->r, o->c, &mat))
+        goto too_big;
+      o->mhi = mat - 1;
+      region = mat;
+      if (!shared && __builtin_mul_overflow(region, p->batches, &region))
+        goto too_big;
+      o->ws_off = ws;
+      if (__builtin_add_overflow(ws, region, &ws))
+        goto too_big;
+      if (shared) {
+        memset(o->g, 0, sizeof o->g);
+      } else {
+        compact(p->bshape, p->nb, o->g);
+        for (uint32_t ax = 0; ax < p->nb; ax++)
+          o->g[ax] *= mat; /* <= region: no overflow */
+      }
+    }
+    if (o->mhi > MM_INDEX_MAX - align_e)
+      return ocl_error(host, TYTO_PLUGIN_ERR_UNSUPPORTED,
+                       "matmul: %s: one matrix of operand %s spans %lld "
+                       "elements, more than CLBlast's 32-bit indices reach",
+                       p->what,
+                       i == 0   ? "A"
+                       : i == 1 ? "B"
+                                : "C",
+                       (long long)o->mhi + 1);
+  }
+  int64_t bytes;
+  if (__builtin_mul_overflow(ws, (int64_t)elem, &bytes))
+    goto too_big;
+  p->ws_elems = ws;
+  p->swap = C->trans;
+  collapse(p);
+  return NULL;
+too_big:
+  return ocl_error(host, TYTO_PLUGIN_ERR_UNSUPPORTED,
+                   "matmul: the packing workspace for %s is larger than 64 "
+                   "bits can count",
+                   p->what);
+}
+
+static tyto_plugin_error *check(tyto_plugin_device *dev, const ocl_desc *d) {
+  mm_plan *p = malloc(sizeof *p);
+  if (p == NULL)
+    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                     "matmul: out of host memory");
+  tyto_plugin_error *e = plan_make(dev, d, p);
+  free(p);
+  return e;
+}
+
+/* CLBlast's tuning database has no entry for PoCL's CPU devices, and its
+ * defaults run GEMM there at a few GFLOP/s (the direct kernel up to 512^3,
+ * then an untuned indirect one). These Xgemm parameters, measured with PoCL
+ * 3.1 on a 2-core Skylake-AVX512 and taken for both precisions, run 256^3 to
+ * 1024^3 GEMMs 3 to 8 times faster, with the indirect kernel from 224^3 up.
+ * Set once per device and precision, before the device's first GEMM (CLBlast
+ * keys its compiled programs by these values, so a later change would also
+ * take effect). */
+static void tune_pocl(tyto_plugin_device *dev, uint32_t dtype) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static struct {
+    cl_device_id id;
+    uint32_t dtype;
+  } done[16];
+  static size_t n_done;
+  static const char *xgemm_names[] = {
+      "GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB",
+      "NDIMC", "NWG",  "SA",  "SB",  "STRM",  "STRN",  "VWM", "VWN"};
+  static const size_t xgemm_values[] = {0, 1,   16, 2, 8, 8, 64, 8,
+                                        8, 128, 1,  1, 0, 0, 1,  8};
+  static const char *routine_names[] = {"XGEMM_MIN_INDIRECT_SIZE"};
+  static const size_t routine_values[] = {224};
+  const char *platform = dev->info->platform_name;
+  cl_device_type type = 0;
+  if (platform == NULL ||
+      strstr(platform, "Portable Computing Language") == NULL ||
+      clGetDeviceInfo(dev->info->id, CL_DEVICE_TYPE, sizeof type, &type,
+                      NULL) != CL_SUCCESS ||
+      !(type & CL_DEVICE_TYPE_CPU))
+    return;
+  pthread_mutex_lock(&lock);
+  int seen = 0;
+  for (size_t i = 0; i < n_done && !seen; i++)
+    seen = done[i].id == dev->info->id && done[i].dtype == dtype;
+  if (!seen && n_done < sizeof done / sizeof done[0]) {
+    done[n_done].id = dev->info->id;
+    done[n_done++].dtype = dtype;
+    CLBlastPrecision prec = dtype == TYTO_PLUGIN_DTYPE_F64
+                                ? CLBlastPrecisionDouble
+                                : CLBlastPrecisionSingle;
+    CLBlastStatusCode a = CLBlastOverrideParameters(
+        dev->info->id, "Xgemm", prec, 16, xgemm_names, xgemm_values);
+    CLBlastStatusCode b = CLBlastOverrideParameters(
+        dev->info->id, "GemmRoutine", prec, 1, routine_names, routine_values);
+    const tyto_plugin_host *host = OCL_HOST(dev);
+    if (a != CLBlastSuccess || b != CLBlastSuccess)
+      host->log(host->ctx, TYTO_PLUGIN_LOG_WARN,
+                "matmul: CLBlastOverrideParameters for PoCL on \"%s\" (%s) "
+                "returned %d and %d: CLBlast keeps its default GEMM "
+                "parameters",
+                dev->info->name, ocl_dtype_name(dtype), (int)a, (int)b);
+    else
+      host->log(host->ctx, TYTO_PLUGIN_LOG_DEBUG,
+                "matmul: CLBlast GEMM parameters for PoCL set on \"%s\" (%s)",
+                dev->info->name, ocl_dtype_name(dtype));
+  }
+  pthread_mutex_unlock(&lock);
+}
+
+static tyto_plugin_error *prepare(tyto_plugin_device *dev,
+                                  tyto_plugin_kernel *k) {
+  mm_plan *p = calloc(1, sizeof *p);
+  if (p == NULL)
+    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                     "prepare: out of host memory");
+  k->impl = p;
+  tyto_plugin_error *e = plan_make(dev, &k->desc, p);
+  if (e != NULL)
+    return e;
+  k->workspace_bytes = (uint64_t)p->ws_elems * k->desc.elem;
+  if (k->desc.out[0].n == 0)
+    return NULL;
+  if (p->k == 0)
+    return ocl_kernel_new(dev, k->desc.dtype, source, NULL, "tyto_fill",
+                          &p->fill);
+  tune_pocl(dev, k->desc.dtype);
+  if (p->ws_elems > 0)
+    return ocl_kernel_new(dev, k->desc.dtype, source, NULL, "tyto_copy",
+                          &p->copy);
+  return NULL;
+}
+
+static void release(tyto_plugin_kernel *k) {
+  mm_plan *p = k->impl;
+  if (p == NULL)
+    return;
+  if (p->copy != NULL)
+    clReleaseKernel(p->copy);
+  if (p->fill != NULL)
+    clReleaseKernel(p->fill);
+  free(p);
+  k->impl = NULL;
+}
+
+/* ---- launch -------------------------------------------------------------- */
+
+/* dims (slowest first) as the prelude's long8s (fastest first). */
+static cl_long8 long8_rev(const int64_t *v, uint32_t rank, int64_t pad) {
+  cl_long8 r;
+  for (uint32_t i = 0; i < 8; i++)
+    r.s[i] = i < rank ? v[rank - 1 - i] : pad;
+  return r;
+}
+
+/* tyto_copy over `shape` (rank dims, slowest first) from src to dst. */
+static tyto_plugin_error *
+run_copy(tyto_plugin_device *dev, tyto_plugin_stream *s, cl_kernel kernel,
+         cl_mem src, int64_t sbase, const int64_t *sstr, cl_mem dst,
+         int64_t dbase, const int64_t *dstr, const int64_t *shape,
+         uint32_t rank, const char *what) {
+  cl_long8 sh = long8_rev(shape, rank, 1), is = long8_rev(sstr, rank, 0),
+           os = long8_rev(dstr, rank, 0);
+  cl_long ib = sbase, ob = dbase, n = 1;
+  cl_int r = (cl_int)rank;
+  for (uint32_t i = 0; i < rank; i++)
+    n *= shape[i];
+  const struct {
+    size_t size;
+    const void *v;
+  } args[] = {{sizeof src, &src}, {sizeof ib, &ib}, {sizeof is, &is},
+              {sizeof dst, &dst}, {sizeof ob, &ob}, {sizeof os, &os},
+              {sizeof sh, &sh},   {sizeof r, &r},   {sizeof n, &n}};
+  for (cl_uint a = 0; a < sizeof args / sizeof args[0]; a++) {
+    tyto_plugin_error *e = ocl_set_arg(dev, kernel, a, args[a].size, args[a].v);
+    if (e != NULL)
+      return e;
+  }
+  size_t global = ocl_global_size(n);
+  return ocl_enqueue(dev, s, kernel, 1, &global, NULL, what);
+}
+
+/* Zeros over the output's layout (k = 0). */
+static tyto_plugin_error *run_zeros(tyto_plugin_device *dev,
+                                    tyto_plugin_stream *s,
+                                    const tyto_plugin_kernel *k, mm_plan *p,
+                                    const ocl_arg *out) {
+  cl_long8 shape, str;
+  cl_int rank;
+  ocl_dims(&k->desc.out[0].l, &shape, &str, &rank);
+  cl_long base = out->origin, n = k->desc.out[0].n;
+  cl_float zf = 0.0f;
+  cl_double zd = 0.0;
+  size_t elem = k->desc.elem;
+  const struct {
+    size_t size;
+    const void *v;
+  } args[] = {{sizeof out->mem, &out->mem},
+              {sizeof base, &base},
+              {sizeof str, &str},
+              {sizeof shape, &shape},
+              {sizeof rank, &rank},
+              {sizeof n, &n},
+              {elem, elem == 8 ? (const void *)&zd : (const void *)&zf}};
+  for (cl_uint a = 0; a < sizeof args / sizeof args[0]; a++) {
+    tyto_plugin_error *e =
+        ocl_set_arg(dev, p->fill, a, args[a].size, args[a].v);
+    if (e != NULL)
+      return e;
+  }
+  size_t global = ocl_global_size(n);
+  return ocl_enqueue(dev, s, p->fill, 1, &global, NULL,
+                     "matmul zeros (k = 0) kernel");
+}
+
+/* Offset of collapsed batch b of operand i from its base. */
+static int64_t rel(const mm_plan *p, int i, int64_t b) {
+  const mm_opnd *o = &p->o[i];
+  int64_t off = o->shift;
+  for (uint32_t ax = p->ng; ax-- > 0;) {
+    off += (b % p->gshape[ax]) * o->g[ax];
+    b /= p->gshape[ax];
+  }
+  return off;
+}
+
+static const struct {
+  int code;
+  const char *name, *meaning;
+  tyto_plugin_code tc;
+} clblast_codes[] = {
+#define C(n, m, t)                                                             \
+  { CLBlast##n, "CLBlast" #n, m, TYTO_PLUGIN_ERR_##t }
+    C(NotImplemented, "not implemented by CLBlast", UNSUPPORTED),
+    C(InvalidMatrixA, "matrix A is not a valid buffer", INTERNAL),
+    C(InvalidMatrixB, "matrix B is not a valid buffer", INTERNAL),
+    C(InvalidMatrixC, "matrix C is not a valid buffer", INTERNAL),
+    C(InvalidDimension, "m, n and k must be above zero", INTERNAL),
+    C(InvalidLeadDimA, "A's leading dimension is too small", INTERNAL),
+    C(InvalidLeadDimB, "B's leading dimension is too small", INTERNAL),
+    C(InvalidLeadDimC, "C's leading dimension is too small", INTERNAL),
+    C(InsufficientMemoryA, "A's buffer is too small", INTERNAL),
+    C(InsufficientMemoryB, "B's buffer is too small", INTERNAL),
+    C(InsufficientMemoryC, "C's buffer is too small", INTERNAL),
+    C(InsufficientMemoryTemp, "the temporary buffer is too small", INTERNAL),
+    C(InvalidBatchCount, "the batch count must be positive", INTERNAL),
+    C(InvalidLocalMemUsage, "the device has too little local memory",
+      UNSUPPORTED),
+    C(NoDoublePrecision, "the device has no double precision", UNSUPPORTED),
+    C(DatabaseError, "no entry for the device in CLBlast's database", DEVICE),
+    C(UnknownError, "an unspecified error", DEVICE),
+    C(UnexpectedError, "an unexpected exception inside CLBlast", DEVICE),
+#undef C
+};
+
+/* The error of a failed CLBlast call: its codes above -1000 are OpenCL's. */
+static tyto_plugin_error *clblast_error(tyto_plugin_device *dev,
+                                        const tyto_plugin_kernel *k,
+                                        const char *call,
+                                        CLBlastStatusCode code) {
+  const mm_plan *p = k->impl;
+  const char *dt = ocl_dtype_name(k->desc.dtype), *name = dev->info->name;
+  if ((int)code > -1000)
+    return ocl_error_cl(OCL_HOST(dev), call, (cl_int)code,
+                        "matmul %s (%s) on \"%s\"", p->what, dt, name);
+  const char *cname = "an unknown CLBlast status", *meaning = "";
+  tyto_plugin_code tc = TYTO_PLUGIN_ERR_DEVICE;
+  for (size_t i = 0; i < sizeof clblast_codes / sizeof clblast_codes[0]; i++)
+    if (clblast_codes[i].code == (int)code) {
+      cname = clblast_codes[i].name;
+      meaning = clblast_codes[i].meaning;
+      tc = clblast_codes[i].tc;
+    }
+  return ocl_error(OCL_HOST(dev), tc,
+                   "%s failed with %s (%d%s%s): matmul %s (%s) on \"%s\"", call,
+                   cname, (int)code, meaning[0] ? ", " : "", meaning, p->what,
+                   dt, name);
+}
+
+/* One CLBlast call over collapsed batches [b0, b0 + count): mem and adj are
+ * each operand's buffer and the element index of its base in it. */
+static tyto_plugin_error *gemm_call(tyto_plugin_device *dev,
+                                    tyto_plugin_stream *s,
+                                    const tyto_plugin_kernel *k,
+                                    const cl_mem *mem, const int64_t *adj,
+                                    int64_t b0, int64_t count) {
+  const mm_plan *p = k->impl;
+  int dbl = k->desc.elem == 8;
+  /* CLBlast's a and b: A and B, or B^T and A^T when C is column-major. */
+  int ia = p->swap ? 1 : 0, ib = 1 - ia;
+  const mm_opnd *oa = &p->o[ia], *ob = &p->o[ib], *oc = &p->o[2];
+  CLBlastTranspose ta = oa->trans != p->swap ? CLBlastTransposeYes
+                                             : CLBlastTransposeNo,
+                   tb = ob->trans != p->swap ? CLBlastTransposeYes
+                                             : CLBlastTransposeNo;
+  size_t m = (size_t)(p->swap ? p->n : p->m),
+         n = (size_t)(p->swap ? p->m : p->n), kk = (size_t)p->k;
+  size_t lda = (size_t)oa->ld, ldb = (size_t)ob->ld, ldc = (size_t)oc->ld;
+  size_t off[3];
+  for (int i = 0; i < 3; i++)
+    off[i] = (size_t)(adj[i] + rel(p, i, b0));
+  size_t offa = off[ia], offb = off[ib], offc = off[2];
+  cl_mem ma = mem[ia], mb = mem[ib], mc = mem[2];
+  const CLBlastLayout L = CLBlastLayoutRowMajor;
+  tyto_plugin_error *e = ocl_stream_reserve(s);
+  if (e != NULL)
+    return e;
+  cl_event ev = NULL;
+  CLBlastStatusCode st;
+  const char *call;
+  if (count == 1 || p->call == MM_SINGLE) {
+    call = dbl ? "CLBlastDgemm" : "CLBlastSgemm";
+    st = dbl ? CLBlastDgemm(L, ta, tb, m, n, kk, 1.0, ma, offa, lda, mb, offb,
+                            ldb, 0.0, mc, offc, ldc, &s->queue, &ev)
+             : CLBlastSgemm(L, ta, tb, m, n, kk, 1.0f, ma, offa, lda, mb, offb,
+                            ldb, 0.0f, mc, offc, ldc, &s->queue, &ev);
+  } else if (p->call == MM_STRIDED) {
+    size_t sa = (size_t)oa->g[0], sb = (size_t)ob->g[0], sc = (size_t)oc->g[0];
+    call = dbl ? "CLBlastDgemmStridedBatched" : "CLBlastSgemmStridedBatched";
+    st = dbl ? CLBlastDgemmStridedBatched(
+                   L, ta, tb, m, n, kk, 1.0, ma, offa, lda, sa, mb, offb, ldb,
+                   sb, 0.0, mc, offc, ldc, sc, (size_t)count, &s->queue, &ev)
+             : CLBlastSgemmStridedBatched(
+                   L, ta, tb, m, n, kk, 1.0f, ma, offa, lda, sa, mb, offb, ldb,
+                   sb, 0.0f, mc, offc, ldc, sc, (size_t)count, &s->queue, &ev);
+  } else {
+    /* Offsets of each batch, then the alphas (1) and betas (0). */
+    size_t n_c = (size_t)count, esz = k->desc.elem;
+    size_t *offs = malloc(n_c * (3 * sizeof *offs + 2 * esz));
+    if (offs == NULL)
+      return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                       "matmul %s: out of host memory for %lld batch offsets",
+                       p->what, (long long)count);
+    for (size_t b = 0; b < n_c; b++)
+      for (int i = 0; i < 3; i++)
+        offs[(size_t)i * n_c + b] =
+            (size_t)(adj[i] + rel(p, i, b0 + (int64_t)b));
+    const size_t *oa_ = offs + (size_t)ia * n_c, *ob_ = offs + (size_t)ib * n_c,
+                 *oc_ = offs + 2 * n_c;
+    void *ab = offs + 3 * n_c;
+    call = dbl ? "CLBlastDgemmBatched" : "CLBlastSgemmBatched";
+    if (dbl) {
+      double *al = ab, *be = al + n_c;
+      for (size_t b = 0; b < n_c; b++) {
+        al[b] = 1.0;
+        be[b] = 0.0;
+      }
+      st = CLBlastDgemmBatched(L, ta, tb, m, n, kk, al, ma, oa_, lda, mb, ob_,
+                               ldb, be, mc, oc_, ldc, n_c, &s->queue, &ev);
+    } else {
+      float *al = ab, *be = al + n_c;
+      for (size_t b = 0; b < n_c; b++) {
+        al[b] = 1.0f;
+        be[b] = 0.0f;
+      }
+      st = CLBlastSgemmBatched(L, ta, tb, m, n, kk, al, ma, oa_, lda, mb, ob_,
+                               ldb, be, mc, oc_, ldc, n_c, &s->queue, &ev);
+    }
+    free(offs);
+  }
+  if (st != CLBlastSuccess) {
+    if (ev != NULL)
+      clReleaseEvent(ev);
+    return clblast_error(dev, k, call, st);
+  }
+  ocl_stream_track(s, ev, "matmul (CLBlast GEMM)");
+  return NULL;
+}
+
+/* Whether an operand reaching [base + lo, base + hi] can be handed to
+ * CLBlast: directly, or through a sub-buffer starting at an aligned element
+ * at most align_e - 1 before base + lo. */
+static int reachable(int64_t base, int64_t lo, int64_t hi, int64_t align_e) {
+  return base + hi <= MM_INDEX_MAX || hi - lo <= MM_INDEX_MAX - align_e;
+}
+
+/* The GEMMs: one call when every operand is reachable over all batches,
+ * else calls over runs of batches that are. */
+static tyto_plugin_error *gemm_all(tyto_plugin_device *dev,
+                                   tyto_plugin_stream *s,
+                                   const tyto_plugin_kernel *k,
+                                   const cl_mem *mem, const int64_t *base) {
+  const mm_plan *p = k->impl;
+  size_t elem = k->desc.elem;
+  int64_t align_e = (int64_t)(dev->info->alignment / elem);
+  int whole = 1;
+  for (int i = 0; i < 3; i++)
+    whole &= reachable(base[i], p->o[i].lo, p->o[i].hi, align_e);
+  tyto_plugin_error *e = NULL;
+  for (int64_t b0 = 0, b1; b0 < p->batches && e == NULL; b0 = b1) {
+    int64_t lo[3], hi[3];
+    if (whole) {
+      b1 = p->batches;
+      for (int i = 0; i < 3; i++) {
+        lo[i] = p->o[i].lo;
+        hi[i] = p->o[i].hi;
+      }
+    } else {
+      for (int i = 0; i < 3; i++) {
+        lo[i] = rel(p, i, b0);
+        hi[i] = lo[i] + p->o[i].mhi;
+      }
+      for (b1 = b0 + 1; b1 < p->batches; b1++) {
+        int64_t nlo[3], nhi[3];
+        int ok = 1;
+        for (int i = 0; i < 3 && ok; i++) {
+          int64_t r = rel(p, i, b1);
+          nlo[i] = r < lo[i] ? r : lo[i];
+          nhi[i] = r + p->o[i].mhi > hi[i] ? r + p->o[i].mhi : hi[i];
+          ok = reachable(base[i], nlo[i], nhi[i], align_e);
+        }
+        if (!ok)
+          break;
+        memcpy(lo, nlo, sizeof lo);
+        memcpy(hi, nhi, sizeof hi);
+      }
+    }
+    cl_mem use[3] = {mem[0], mem[1], mem[2]}, sub[3] = {NULL, NULL, NULL};
+    int64_t adj[3] = {base[0], base[1], base[2]};
+    for (int i = 0; i < 3 && e == NULL; i++) {
+      if (base[i] + hi[i] <= MM_INDEX_MAX)
+        continue;
+      /* A sub-buffer from an aligned byte at or before the first element
+       * to the last, so the indices CLBlast sees start near 0. */
+      uint64_t align = dev->info->alignment;
+      uint64_t first = (uint64_t)(base[i] + lo[i]) * elem / align * align;
+      cl_buffer_region reg = {first,
+                              (uint64_t)(base[i] + hi[i] + 1) * elem - first};
+      cl_int err = CL_SUCCESS;
+      sub[i] = clCreateSubBuffer(mem[i], 0, CL_BUFFER_CREATE_TYPE_REGION, &reg,
+                                 &err);
+      if (sub[i] == NULL || err != CL_SUCCESS) {
+        sub[i] = NULL;
+        e = ocl_error_cl(OCL_HOST(dev), "clCreateSubBuffer",
+                         err == CL_SUCCESS ? CL_OUT_OF_HOST_MEMORY : err,
+                         "matmul %s: a view of bytes %llu to %llu of operand "
+                         "%d for CLBlast's 32-bit indices on \"%s\"",
+                         p->what, (unsigned long long)first,
+                         (unsigned long long)(first + reg.size), i,
+                         dev->info->name);
+        break;
+      }
+      use[i] = sub[i];
+      adj[i] = base[i] - (int64_t)(first / elem);
+    }
+    if (e == NULL)
+      e = gemm_call(dev, s, k, use, adj, b0, b1 - b0);
+    /* Commands already enqueued keep their sub-buffers alive. */
+    for (int i = 0; i < 3; i++)
+      if (sub[i] != NULL)
+        clReleaseMemObject(sub[i]);
+  }
+  return e;
+}
+
+static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                                 tyto_plugin_kernel *k, const ocl_arg *in,
+                                 const ocl_arg *out, const ocl_arg *ws) {
+  mm_plan *p = k->impl;
+  if (p->k == 0)
+    return run_zeros(dev, s, k, p, out);
+  cl_mem mem[3];
+  int64_t base[3];
+  int64_t shape[MM_MAXR + 2], str[MM_MAXR + 2], packed[MM_MAXR + 2];
+  tyto_plugin_error *e = NULL;
+  for (int i = 0; i < 3 && e == NULL; i++) {
+    const mm_opnd *o = &p->o[i];
+    const ocl_arg *a = i < 2 ? &in[i] : out;
+    if (o->mode != MM_PACK) {
+      mem[i] = a->mem;
+      base[i] = a->origin;
+      continue;
+    }
+    mem[i] = ws->mem;
+    base[i] = ws->origin + o->ws_off;
+    if (i == 2)
+      continue;
+    uint32_t rank = pack_dims(p, o, shape, str);
+    compact(shape, rank, packed);
+    e = run_copy(dev, s, p->copy, a->mem, a->origin, str, ws->mem, base[i],
+                 packed, shape, rank, "matmul input packing kernel");
+  }
+  if (e == NULL)
+    e = gemm_all(dev, s, k, mem, base);
+  if (e == NULL && p->o[2].mode == MM_PACK) {
+    uint32_t rank = pack_dims(p, &p->o[2], shape, str);
+    compact(shape, rank, packed);
+    e = run_copy(dev, s, p->copy, ws->mem, base[2], packed, out->mem,
+                 out->origin, str, shape, rank,
+                 "matmul output unpacking kernel");
+  }
+  return e;
+}
+
+const ocl_family ocl_family_blas = {"blas",  owns,   check,
+                                    prepare, launch, release};

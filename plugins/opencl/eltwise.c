@@ -1,0 +1,829 @@
+/*
+ * Elementwise ops (NEG .. ROUND, ADD .. GE, WHERE, FMA) and fused
+ * elementwise programs (FUSED).
+ *
+ * Both run generated OpenCL C. A program of instructions (plugin.h's
+ * tyto_plugin_fused_program; a single op is the program "load the inputs,
+ * apply the op, store") becomes a kernel body with one statement per live
+ * instruction, each a call of the op's helper function returning T, so
+ * every value is rounded to the dtype as the op run alone would round it;
+ * FP_CONTRACT is off so that no a*b + c becomes an FMA nobody asked for.
+ * All loads of an element come before its stores: an output may be the
+ * memory of an input with the same layout (in-place updates).
+ *
+ * Programs: every single op of a dtype lives in ONE source (two kernels per
+ * op), with LEAKY_RELU's and ELU's parameter passed as an argument, so the
+ * whole family costs one build per dtype. A fused program gets its own
+ * source, with its constants baked in as exact bit patterns; the program
+ * cache (cache.c) keeps it in memory and on disk.
+ *
+ * Layouts: at prepare the iteration space is collapsed over all operands
+ * (dimensions ordered by the output's strides, size-1 ones dropped,
+ * neighbours merged where every operand steps through them as one). When
+ * that leaves one dimension along which every operand has unit stride, the
+ * "_d" kernel indexes linearly from each operand's origin; otherwise the
+ * "_n" kernel splits the linear index into coordinates once per element
+ * (rank - 1 divisions) and applies each operand's strides, read from a
+ * small constant table built at prepare.
+ *
+ * Each work-item computes one element (no grid-stride loop: PoCL
+ * vectorises across work-items only when each runs straight-line code, and
+ * GPUs prefer it too), in work-groups of a fixed size (PoCL compiles a
+ * kernel anew for each work-group size it is given).
+ */
+#include "ops.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "layout.h"
+
+/* Inputs then outputs. */
+#define ELT_MAX_OPERANDS (2 * OCL_MAX_IO)
+/* A bigger program would make a source the device compiler chews on for
+ * minutes: it is refused as unsupported, so the host runs it elsewhere. */
+#define ELT_MAX_INSTRS 16384
+/* Work-items per work-group, and per enqueue (a multiple of it that any
+ * device's size_t holds). */
+#define ELT_LOCAL 64
+#define ELT_CHUNK ((cl_long)1 << 30)
+
+/* The smallest structs we read: the whole of ABI 1.2's. */
+#define ELT_PROG_MIN                                                           \
+  (offsetof(tyto_plugin_fused_program, instrs) +                               \
+   sizeof(((tyto_plugin_fused_program *)0)->instrs))
+#define ELT_INSTR_MIN                                                          \
+  (offsetof(tyto_plugin_fused_instr, attr) +                                   \
+   sizeof(((tyto_plugin_fused_instr *)0)->attr))
+
+/* ---- the ops ------------------------------------------------------------- */
+
+/* Each op as an OpenCL C expression of x (y, z) and pa, the parameter of
+ * LEAKY_RELU and ELU; the semantics are the CPU plugin's (eltwise_ops.h):
+ * SIGN keeps the sign of a zero and propagates NaN, RELU, LEAKY_RELU, ELU,
+ * MAX and MIN propagate NaN, comparisons with NaN are false (1 only for
+ * NE), ROUND takes halves away from zero (OpenCL's round(), as C's), FMA
+ * rounds once. */
+typedef struct elt_opdef {
+  uint32_t op;
+  int arity;
+  const char *expr;
+} elt_opdef;
+
+static const elt_opdef opdefs[] = {
+    {TYTO_PLUGIN_OP_NEG, 1, "-x"},
+    {TYTO_PLUGIN_OP_ABS, 1, "fabs(x)"},
+    {TYTO_PLUGIN_OP_SIGN, 1,
+     "x != x ? x : copysign(x == (T)0 ? (T)0 : (T)1, x)"},
+    {TYTO_PLUGIN_OP_EXP, 1, "exp(x)"},
+    {TYTO_PLUGIN_OP_LOG, 1, "log(x)"},
+    {TYTO_PLUGIN_OP_LOG1P, 1, "log1p(x)"},
+    {TYTO_PLUGIN_OP_EXPM1, 1, "expm1(x)"},
+    {TYTO_PLUGIN_OP_SQRT, 1, "sqrt(x)"},
+    {TYTO_PLUGIN_OP_RSQRT, 1, "(T)1 / sqrt(x)"},
+    {TYTO_PLUGIN_OP_SQUARE, 1, "x * x"},
+    {TYTO_PLUGIN_OP_RECIPROCAL, 1, "(T)1 / x"},
+    {TYTO_PLUGIN_OP_SIN, 1, "sin(x)"},
+    {TYTO_PLUGIN_OP_COS, 1, "cos(x)"},
+    {TYTO_PLUGIN_OP_TAN, 1, "tan(x)"},
+    {TYTO_PLUGIN_OP_ASIN, 1, "asin(x)"},
+    {TYTO_PLUGIN_OP_ACOS, 1, "acos(x)"},
+    {TYTO_PLUGIN_OP_ATAN, 1, "atan(x)"},
+    {TYTO_PLUGIN_OP_SINH, 1, "sinh(x)"},
+    {TYTO_PLUGIN_OP_COSH, 1, "cosh(x)"},
+    {TYTO_PLUGIN_OP_TANH, 1, "tanh(x)"},
+    {TYTO_PLUGIN_OP_ASINH, 1, "asinh(x)"},
+    {TYTO_PLUGIN_OP_ACOSH, 1, "acosh(x)"},
+    {TYTO_PLUGIN_OP_ATANH, 1, "atanh(x)"},
+    {TYTO_PLUGIN_OP_SIGMOID, 1, "(T)1 / ((T)1 + exp(-x))"},
+    {TYTO_PLUGIN_OP_RELU, 1, "x < (T)0 ? (T)0 : x"},
+    {TYTO_PLUGIN_OP_LEAKY_RELU, 1, "x < (T)0 ? pa * x : x"},
+    {TYTO_PLUGIN_OP_ELU, 1, "x < (T)0 ? pa * expm1(x) : x"},
+    /* log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow, no
+     * cancellation */
+    {TYTO_PLUGIN_OP_SOFTPLUS, 1,
+     "(x > (T)0 ? x : (T)0) + log1p(exp(-fabs(x)))"},
+    {TYTO_PLUGIN_OP_ERF, 1, "erf(x)"},
+    {TYTO_PLUGIN_OP_FLOOR, 1, "floor(x)"},
+    {TYTO_PLUGIN_OP_CEIL, 1, "ceil(x)"},
+    {TYTO_PLUGIN_OP_ROUND, 1, "round(x)"},
+    {TYTO_PLUGIN_OP_ADD, 2, "x + y"},
+    {TYTO_PLUGIN_OP_SUB, 2, "x - y"},
+    {TYTO_PLUGIN_OP_MUL, 2, "x * y"},
+    {TYTO_PLUGIN_OP_DIV, 2, "x / y"},
+    {TYTO_PLUGIN_OP_POW, 2, "pow(x, y)"},
+    {TYTO_PLUGIN_OP_MAX, 2, "(x > y || x != x) ? x : y"},
+    {TYTO_PLUGIN_OP_MIN, 2, "(x < y || x != x) ? x : y"},
+    {TYTO_PLUGIN_OP_ATAN2, 2, "atan2(x, y)"},
+    {TYTO_PLUGIN_OP_EQ, 2, "x == y ? (T)1 : (T)0"},
+    {TYTO_PLUGIN_OP_NE, 2, "x != y ? (T)1 : (T)0"},
+    {TYTO_PLUGIN_OP_LT, 2, "x < y ? (T)1 : (T)0"},
+    {TYTO_PLUGIN_OP_LE, 2, "x <= y ? (T)1 : (T)0"},
+    {TYTO_PLUGIN_OP_GT, 2, "x > y ? (T)1 : (T)0"},
+    {TYTO_PLUGIN_OP_GE, 2, "x >= y ? (T)1 : (T)0"},
+    {TYTO_PLUGIN_OP_WHERE, 3, "x != (T)0 ? y : z"},
+    {TYTO_PLUGIN_OP_FMA, 3, "fma(x, y, z)"},
+};
+#define N_OPDEFS (sizeof opdefs / sizeof opdefs[0])
+
+/* The index of op in opdefs, or -1 for an op that is not elementwise. */
+static int opdef_index(uint32_t op) {
+  for (size_t i = 0; i < N_OPDEFS; i++)
+    if (opdefs[i].op == op)
+      return (int)i;
+  return -1;
+}
+
+static int has_param(uint32_t op) {
+  return op == TYTO_PLUGIN_OP_LEAKY_RELU || op == TYTO_PLUGIN_OP_ELU;
+}
+
+static int owns(uint32_t op) {
+  return op == TYTO_PLUGIN_OP_FUSED || opdef_index(op) >= 0;
+}
+
+/* ---- programs ------------------------------------------------------------ */
+
+/* An instruction as we keep it (the caller's array is gone after prepare).
+ */
+typedef struct elt_instr {
+  uint32_t op, arg[3];
+  double attr;
+} elt_instr;
+
+/* Whether instruction i may read value v. */
+static tyto_plugin_error *check_value(tyto_plugin_device *dev,
+                                      const elt_instr *fi, uint32_t i,
+                                      uint32_t v) {
+  if (v >= i)
+    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "fused: instruction %u reads value %u, which is not "
+                     "defined before it (operands must name earlier "
+                     "instructions)",
+                     (unsigned)i, (unsigned)v);
+  if (fi[v].op == TYTO_PLUGIN_FUSED_OUTPUT)
+    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "fused: instruction %u reads value %u, which is an "
+                     "OUTPUT and defines no value",
+                     (unsigned)i, (unsigned)v);
+  return NULL;
+}
+
+/* Reads and checks the fused program of d's blob into *out (n instructions,
+ * malloc'd: the caller frees it). */
+static tyto_plugin_error *read_program(tyto_plugin_device *dev,
+                                       const ocl_desc *d, elt_instr **out,
+                                       uint32_t *n_out) {
+  const tyto_plugin_host *host = OCL_HOST(dev);
+  const tyto_plugin_op_desc *desc = d->d;
+  *out = NULL;
+  if (desc->blob == NULL || desc->blob_size < ELT_PROG_MIN)
+    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "fused: expected a tyto_plugin_fused_program of at "
+                     "least %zu bytes as the blob, got %s%zu bytes",
+                     (size_t)ELT_PROG_MIN,
+                     desc->blob != NULL ? "" : "no blob and ", desc->blob_size);
+  const tyto_plugin_fused_program *p = desc->blob;
+  if (p->struct_size < ELT_PROG_MIN)
+    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "fused: the program's struct_size is %zu, expected at "
+                     "least %zu (a tyto_plugin_fused_program of ABI 1.2)",
+                     p->struct_size, (size_t)ELT_PROG_MIN);
+  if (p->n_instrs == 0)
+    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "fused: the program has no instructions (expected at "
+                     "least one OUTPUT for each of the %u outputs)",
+                     (unsigned)d->n_out);
+  if (p->instrs == NULL)
+    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "fused: the program has %u instructions but no "
+                     "instruction array",
+                     (unsigned)p->n_instrs);
+  if (p->instrs[0].struct_size < ELT_INSTR_MIN)
+    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "fused: the instructions' struct_size is %zu, expected "
+                     "at least %zu (a tyto_plugin_fused_instr of ABI 1.2)",
+                     p->instrs[0].struct_size, (size_t)ELT_INSTR_MIN);
+  if (p->n_instrs > ELT_MAX_INSTRS)
+    return ocl_error(host, TYTO_PLUGIN_ERR_UNSUPPORTED,
+                     "fused: the program has %u instructions; the opencl "
+                     "plugin compiles programs of at most %d",
+                     (unsigned)p->n_instrs, ELT_MAX_INSTRS);
+  const uint32_t n = p->n_instrs;
+  elt_instr *fi = malloc((size_t)n * sizeof *fi);
+  if (fi == NULL)
+    return ocl_error(host, TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                     "fused: out of host memory reading a program of %u "
+                     "instructions",
+                     (unsigned)n);
+  int32_t writer[OCL_MAX_IO];
+  for (uint32_t k = 0; k < OCL_MAX_IO; k++)
+    writer[k] = -1;
+  tyto_plugin_error *e = NULL;
+  for (uint32_t i = 0; i < n && e == NULL; i++) {
+    const tyto_plugin_fused_instr *in =
+        TYTO_PLUGIN_AT(tyto_plugin_fused_instr, p->instrs, i);
+    fi[i].op = in->op;
+    memcpy(fi[i].arg, in->arg, sizeof fi[i].arg);
+    fi[i].attr = in->attr;
+    const uint32_t *a = fi[i].arg;
+    if (in->op == TYTO_PLUGIN_FUSED_INPUT) {
+      if (a[0] >= d->n_in)
+        e = ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                      "fused: instruction %u reads input %u, but the op has "
+                      "%u input%s",
+                      (unsigned)i, (unsigned)a[0], (unsigned)d->n_in,
+                      d->n_in == 1 ? "" : "s");
+    } else if (in->op == TYTO_PLUGIN_FUSED_OUTPUT) {
+      e = check_value(dev, fi, i, a[0]);
+      if (e == NULL && a[1] >= d->n_out)
+        e = ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                      "fused: instruction %u writes output %u, but the op "
+                      "has %u output%s",
+                      (unsigned)i, (unsigned)a[1], (unsigned)d->n_out,
+                      d->n_out == 1 ? "" : "s");
+      else if (e == NULL && writer[a[1]] >= 0)
+        e = ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                      "fused: instruction %u writes output %u, which "
+                      "instruction %d already writes (each output is "
+                      "written exactly once)",
+                      (unsigned)i, (unsigned)a[1], (int)writer[a[1]]);
+      else if (e == NULL)
+        writer[a[1]] = (int32_t)i;
+    } else if (in->op != TYTO_PLUGIN_FUSED_CONST) {
+      int k = opdef_index(in->op);
+      if (k < 0)
+        e = ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                      "fused: instruction %u has op code %u, which is "
+                      "neither INPUT, CONST, OUTPUT nor an elementwise op "
+                      "(NEG .. ROUND, ADD .. GE, WHERE, FMA)",
+                      (unsigned)i, (unsigned)in->op);
+      for (int j = 0; k >= 0 && j < opdefs[k].arity && e == NULL; j++)
+        e = check_value(dev, fi, i, a[j]);
+    }
+  }
+  for (uint32_t k = 0; k < d->n_out && e == NULL; k++)
+    if (writer[k] < 0)
+      e = ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                    "fused: output %u is never written (expected one OUTPUT "
+                    "instruction for each of the %u outputs)",
+                    (unsigned)k, (unsigned)d->n_out);
+  if (e != NULL) {
+    free(fi);
+    return e;
+  }
+  *out = fi;
+  *n_out = n;
+  return NULL;
+}
+
+/* ---- source text --------------------------------------------------------- */
+
+typedef struct sbuf {
+  char *text;
+  size_t len, cap;
+  int failed; /* out of memory */
+} sbuf;
+
+static void put(sbuf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void put(sbuf *b, const char *fmt, ...) {
+  if (b->failed)
+    return;
+  for (;;) {
+    size_t room = b->cap - b->len;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->text != NULL ? b->text + b->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+      b->failed = 1;
+      return;
+    }
+    if ((size_t)n < room) {
+      b->len += (size_t)n;
+      return;
+    }
+    size_t cap = b->cap != 0 ? b->cap * 2 : 16384;
+    while (cap - b->len <= (size_t)n)
+      cap *= 2;
+    char *t = realloc(b->text, cap);
+    if (t == NULL) {
+      b->failed = 1;
+      return;
+    }
+    b->text = t;
+    b->cap = cap;
+  }
+}
+
+/* The exact value v rounded to the dtype, as a bit pattern: no decimal
+ * digits (or locale) in between, and NaN, infinities and -0 come out
+ * right. */
+static void put_literal(sbuf *b, uint32_t dtype, double v) {
+  if (dtype == TYTO_PLUGIN_DTYPE_F32) {
+    float f = (float)v;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    put(b, "as_float((uint)0x%08lxu)", (unsigned long)u);
+  } else {
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    put(b, "as_double((ulong)0x%016llxul)", (unsigned long long)u);
+  }
+}
+
+/* The helper function of each op whose flag is set in used[]. */
+static void put_helpers(sbuf *b, const unsigned char *used) {
+  static const char *const params[] = {"", "T x", "T x, T y", "T x, T y, T z"};
+  put(b, "#pragma OPENCL FP_CONTRACT OFF\n");
+  for (size_t i = 0; i < N_OPDEFS; i++)
+    if (used[i])
+      put(b, "T te_%s(%s%s) { return %s; }\n", ocl_op_name(opdefs[i].op),
+          params[opdefs[i].arity], has_param(opdefs[i].op) ? ", T pa" : "",
+          opdefs[i].expr);
+}
+
+/* The kernels <prefix>_d and <prefix>_n of program fi (n instructions,
+ * n_in inputs, n_out outputs; live[] from mark_live()). Both take, in this
+ * order: (pointer, origin) per input, then per output, the element count,
+ * the index of the enqueue's first element, the layout table and its rank
+ * (read by _n only), and with pa_arg the parameter of LEAKY_RELU / ELU
+ * (else the instructions' attr is baked in). */
+static void put_kernels(sbuf *b, const char *prefix, const elt_instr *fi,
+                        uint32_t n, uint32_t n_in, uint32_t n_out,
+                        const unsigned char *live, int pa_arg, uint32_t dtype) {
+  unsigned char used_in[OCL_MAX_IO] = {0};
+  for (uint32_t i = 0; i < n; i++)
+    if (live[i] && fi[i].op == TYTO_PLUGIN_FUSED_INPUT)
+      used_in[fi[i].arg[0]] = 1;
+  for (int variant = 0; variant < 2; variant++) {
+    const int dense = variant == 0;
+    put(b, "__kernel void %s_%s(", prefix, dense ? "d" : "n");
+    for (uint32_t j = 0; j < n_in; j++)
+      put(b, "__global const T *in%u, long io%u, ", (unsigned)j, (unsigned)j);
+    for (uint32_t j = 0; j < n_out; j++)
+      put(b, "__global T *out%u, long oo%u, ", (unsigned)j, (unsigned)j);
+    put(b, "long n, long base, __constant long *meta, int rank%s) {\n",
+        pa_arg ? ", T pa" : "");
+    put(b, "  long i = base + (long)get_global_id(0);\n  if (i < n) {\n");
+    /* Element offsets: a<j> of input j, b<j> of output j. */
+    for (uint32_t j = 0; j < n_in + n_out; j++) {
+      int in = j < n_in;
+      unsigned jj = (unsigned)(in ? j : j - n_in);
+      if (in && !used_in[j])
+        continue;
+      put(b, "    long %c%u = %s%u%s;\n", in ? 'a' : 'b', jj, in ? "io" : "oo",
+          jj, dense ? " + i" : "");
+    }
+    if (!dense) {
+      /* meta: the shape (8 longs, fastest dimension first), then 8
+       * strides per operand, inputs then outputs. */
+      put(b, "    long r = i;\n"
+             "    for (int k = 0; k < rank - 1; k++) {\n"
+             "      long q = r / meta[k], c = r - q * meta[k];\n");
+      for (uint32_t j = 0; j < n_in + n_out; j++) {
+        int in = j < n_in;
+        if (!in || used_in[j])
+          put(b, "      %c%u += c * meta[%u + k];\n", in ? 'a' : 'b',
+              (unsigned)(in ? j : j - n_in), (unsigned)(8 + 8 * j));
+      }
+      put(b, "      r = q;\n    }\n");
+      for (uint32_t j = 0; j < n_in + n_out; j++) {
+        int in = j < n_in;
+        if (!in || used_in[j])
+          put(b, "    %c%u += r * meta[%u + rank - 1];\n", in ? 'a' : 'b',
+              (unsigned)(in ? j : j - n_in), (unsigned)(8 + 8 * j));
+      }
+    }
+    /* Every load first, then the arithmetic, then every store. */
+    for (uint32_t i = 0; i < n; i++)
+      if (live[i] && fi[i].op == TYTO_PLUGIN_FUSED_INPUT)
+        put(b, "    T v%u = in%u[a%u];\n", (unsigned)i, (unsigned)fi[i].arg[0],
+            (unsigned)fi[i].arg[0]);
+    for (uint32_t i = 0; i < n; i++) {
+      const elt_instr *x = &fi[i];
+      if (!live[i] || x->op == TYTO_PLUGIN_FUSED_INPUT ||
+          x->op == TYTO_PLUGIN_FUSED_OUTPUT)
+        continue;
+      put(b, "    T v%u = ", (unsigned)i);
+      if (x->op == TYTO_PLUGIN_FUSED_CONST) {
+        put_literal(b, dtype, x->attr);
+        put(b, ";\n");
+        continue;
+      }
+      const elt_opdef *o = &opdefs[opdef_index(x->op)];
+      put(b, "te_%s(", ocl_op_name(x->op));
+      for (int k = 0; k < o->arity; k++)
+        put(b, "%sv%u", k > 0 ? ", " : "", (unsigned)x->arg[k]);
+      if (has_param(x->op)) {
+        put(b, ", ");
+        if (pa_arg)
+          put(b, "pa");
+        else
+          put_literal(b, dtype, x->attr);
+      }
+      put(b, ");\n");
+    }
+    for (uint32_t i = 0; i < n; i++)
+      if (fi[i].op == TYTO_PLUGIN_FUSED_OUTPUT)
+        put(b, "    out%u[b%u] = v%u;\n", (unsigned)fi[i].arg[1],
+            (unsigned)fi[i].arg[1], (unsigned)fi[i].arg[0]);
+    put(b, "  }\n}\n");
+  }
+}
+
+/* live[i]: whether value i reaches an OUTPUT (OUTPUTs count as live). */
+static void mark_live(const elt_instr *fi, uint32_t n, unsigned char *live) {
+  memset(live, 0, n);
+  for (uint32_t i = n; i-- > 0;) {
+    const elt_instr *x = &fi[i];
+    if (x->op == TYTO_PLUGIN_FUSED_OUTPUT) {
+      live[i] = 1;
+      live[x->arg[0]] = 1;
+      continue;
+    }
+    if (!live[i] || x->op == TYTO_PLUGIN_FUSED_INPUT ||
+        x->op == TYTO_PLUGIN_FUSED_CONST)
+      continue;
+    for (int k = 0; k < opdefs[opdef_index(x->op)].arity; k++)
+      live[x->arg[k]] = 1;
+  }
+}
+
+/* The source of every single op: kernels tyto_<op>_d and tyto_<op>_n, each
+ * the program "inputs, op, output" with the parameter as an argument.
+ * Returns NULL when out of memory; the caller frees the text. */
+static char *single_ops_source(uint32_t dtype) {
+  sbuf b = {NULL, 0, 0, 0};
+  unsigned char all[N_OPDEFS];
+  memset(all, 1, sizeof all);
+  put_helpers(&b, all);
+  for (size_t i = 0; i < N_OPDEFS; i++) {
+    const elt_opdef *o = &opdefs[i];
+    elt_instr fi[5];
+    unsigned char live[5];
+    uint32_t n = 0;
+    for (int k = 0; k < o->arity; k++)
+      fi[n++] = (elt_instr){TYTO_PLUGIN_FUSED_INPUT, {(uint32_t)k, 0, 0}, 0};
+    fi[n++] = (elt_instr){o->op, {0, 1, 2}, 0};
+    fi[n] = (elt_instr){TYTO_PLUGIN_FUSED_OUTPUT, {n - 1, 0, 0}, 0};
+    n++;
+    mark_live(fi, n, live);
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "tyto_%s", ocl_op_name(o->op));
+    put_kernels(&b, prefix, fi, n, (uint32_t)o->arity, 1, live, 1, dtype);
+  }
+  if (b.failed) {
+    free(b.text);
+    return NULL;
+  }
+  return b.text;
+}
+
+/* The source of a fused program: kernels tyto_fused_d and tyto_fused_n.
+ * Returns NULL when out of memory; the caller frees the text. */
+static char *fused_source(const elt_instr *fi, uint32_t n, uint32_t n_in,
+                          uint32_t n_out, uint32_t dtype) {
+  sbuf b = {NULL, 0, 0, 0};
+  unsigned char used[N_OPDEFS] = {0};
+  unsigned char *live = malloc(n);
+  if (live == NULL)
+    return NULL;
+  mark_live(fi, n, live);
+  for (uint32_t i = 0; i < n; i++) {
+    int k = opdef_index(fi[i].op);
+    if (live[i] && k >= 0)
+      used[k] = 1;
+  }
+  put_helpers(&b, used);
+  put_kernels(&b, "tyto_fused", fi, n, n_in, n_out, live, 0, dtype);
+  free(live);
+  if (b.failed) {
+    free(b.text);
+    return NULL;
+  }
+  return b.text;
+}
+
+/* ---- layouts ------------------------------------------------------------- */
+
+/* The iteration space collapsed over every operand (inputs, then outputs),
+ * fastest dimension first. */
+typedef struct elt_plan {
+  uint32_t rank; /* 0: one element */
+  int dense;     /* rank <= 1 and every operand has unit stride */
+  int64_t shape[TYTO_PLUGIN_MAX_RANK];
+  int64_t strides[ELT_MAX_OPERANDS][TYTO_PLUGIN_MAX_RANK];
+} elt_plan;
+
+static const tyto_plugin_layout *operand(const ocl_desc *d, uint32_t j) {
+  return j < d->n_in ? &d->in[j].l : &d->out[j - d->n_in].l;
+}
+
+static uint64_t magnitude(int64_t v) {
+  return v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+}
+
+/* Drops size-1 dimensions and merges a dimension into the faster one next
+ * to it when every operand's stride continues that one's. Call with a
+ * checked, non-empty descriptor. */
+static void plan_make(const ocl_desc *d, elt_plan *p) {
+  const uint32_t nops = d->n_in + d->n_out;
+  const tyto_plugin_layout *out = &d->out[0].l;
+  memset(p, 0, sizeof *p);
+  /* The dimensions from the output's largest stride to its smallest, so
+   * that consecutive work-items write neighbouring elements whatever the
+   * order of the output's dimensions (the order of elementwise work is
+   * free). Insertion sort, stable: at most 8 dimensions. */
+  uint32_t order[TYTO_PLUGIN_MAX_RANK], n_dims = 0;
+  for (uint32_t a = 0; a < out->rank; a++) {
+    if (out->shape[a] == 1)
+      continue;
+    uint32_t at = n_dims++;
+    for (; at > 0 &&
+           magnitude(out->strides[order[at - 1]]) < magnitude(out->strides[a]);
+         at--)
+      order[at] = order[at - 1];
+    order[at] = a;
+  }
+  uint32_t r = 0;
+  for (uint32_t q = n_dims; q-- > 0;) {
+    const uint32_t a = order[q];
+    int64_t size = out->shape[a];
+    int merge = r > 0;
+    for (uint32_t j = 0; j < nops && merge; j++) {
+      int64_t step;
+      if (__builtin_mul_overflow(p->strides[j][r - 1], p->shape[r - 1],
+                                 &step) ||
+          step != operand(d, j)->strides[a])
+        merge = 0;
+    }
+    if (merge) {
+      p->shape[r - 1] *= size; /* at most the element count */
+      continue;
+    }
+    p->shape[r] = size;
+    for (uint32_t j = 0; j < nops; j++)
+      p->strides[j][r] = operand(d, j)->strides[a];
+    r++;
+  }
+  p->rank = r;
+  p->dense = r <= 1;
+  for (uint32_t j = 0; j < nops && r == 1; j++)
+    p->dense &= p->strides[j][0] == 1;
+}
+
+/* ---- the family ---------------------------------------------------------- */
+
+typedef struct elt_kernel {
+  cl_kernel kernel;
+  cl_mem meta;  /* the _n kernel's layout table, else NULL */
+  cl_int rank;  /* the _n kernel's collapsed rank, 0 for _d */
+  size_t local; /* work-group size */
+  int pa_arg;   /* a single op: the kernel takes the parameter */
+  double param; /* LEAKY_RELU's slope, ELU's alpha */
+} elt_kernel;
+
+static tyto_plugin_error *check(tyto_plugin_device *dev, const ocl_desc *d) {
+  const tyto_plugin_host *host = OCL_HOST(dev);
+  const char *op = ocl_op_name(d->op);
+  const int fused = d->op == TYTO_PLUGIN_OP_FUSED;
+  if (fused) {
+    if (d->n_in < 1 || d->n_in > OCL_MAX_IO || d->n_out < 1 ||
+        d->n_out > OCL_MAX_IO)
+      return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                       "fused: expected 1 to %d inputs and 1 to %d outputs, "
+                       "got %u and %u",
+                       OCL_MAX_IO, OCL_MAX_IO, (unsigned)d->n_in,
+                       (unsigned)d->n_out);
+  } else {
+    int arity = opdefs[opdef_index(d->op)].arity;
+    if (d->n_in != (uint32_t)arity || d->n_out != 1)
+      return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                       "%s: expected %d input%s and 1 output, got %u and %u",
+                       op, arity, arity > 1 ? "s" : "", (unsigned)d->n_in,
+                       (unsigned)d->n_out);
+    if (has_param(d->op) && d->d->n_fattrs < 1)
+      return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                       "%s: expected the %s as real attribute 0, got %u real "
+                       "attributes",
+                       op,
+                       d->op == TYTO_PLUGIN_OP_ELU ? "alpha" : "negative slope",
+                       (unsigned)d->d->n_fattrs);
+  }
+  const tyto_plugin_layout *o = &d->out[0].l;
+  const char *ref = d->n_out > 1 ? "output 0" : "the output";
+  for (uint32_t j = 0; j < d->n_in + d->n_out; j++) {
+    const tyto_plugin_layout *l = operand(d, j);
+    int in = j < d->n_in;
+    if (l->rank != o->rank ||
+        memcmp(l->shape, o->shape, o->rank * sizeof o->shape[0]) != 0) {
+      char s1[160], s2[160];
+      ocl_format_shape(l, s1, sizeof s1);
+      ocl_format_shape(o, s2, sizeof s2);
+      return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                       "%s: %s %u has shape %s but %s has shape %s (%s)", op,
+                       in ? "input" : "output",
+                       (unsigned)(in ? j : j - d->n_in), s1, ref, s2,
+                       in ? "inputs must arrive broadcast to the output's "
+                            "shape"
+                          : "all outputs must have one shape");
+    }
+  }
+  for (uint32_t j = 0; j < d->n_out && d->out[0].n > 0; j++) {
+    const tyto_plugin_layout *l = &d->out[j].l;
+    for (uint32_t a = 0; a < l->rank; a++)
+      if (l->strides[a] == 0 && l->shape[a] > 1) {
+        char which[32] = "the output";
+        if (d->n_out > 1)
+          snprintf(which, sizeof which, "output %u", (unsigned)j);
+        return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                         "%s: %s has stride 0 on axis %u of extent %lld; "
+                         "each output element must have its own place",
+                         op, which, (unsigned)a, (long long)l->shape[a]);
+      }
+  }
+  if (fused) {
+    elt_instr *fi;
+    uint32_t n;
+    tyto_plugin_error *e = read_program(dev, d, &fi, &n);
+    if (e != NULL)
+      return e;
+    free(fi);
+    /* The kernel's arguments: (pointer, origin) per operand, n, base, the
+     * layout table and the rank. */
+    size_t most = 0;
+    cl_uint bits = 64;
+    size_t ptr = sizeof(cl_long);
+    if (clGetDeviceInfo(dev->info->id, CL_DEVICE_ADDRESS_BITS, sizeof bits,
+                        &bits, NULL) == CL_SUCCESS)
+      ptr = bits / 8;
+    size_t need = (d->n_in + d->n_out) * (ptr + sizeof(cl_long)) +
+                  2 * sizeof(cl_long) + ptr + sizeof(cl_int);
+    if (clGetDeviceInfo(dev->info->id, CL_DEVICE_MAX_PARAMETER_SIZE,
+                        sizeof most, &most, NULL) == CL_SUCCESS &&
+        need > most)
+      return ocl_error(host, TYTO_PLUGIN_ERR_UNSUPPORTED,
+                       "fused: %u inputs and %u outputs need %zu bytes of "
+                       "kernel arguments, device \"%s\" takes at most %zu",
+                       (unsigned)d->n_in, (unsigned)d->n_out, need,
+                       dev->info->name, most);
+  }
+  return NULL;
+}
+
+/* The build options: correctly rounded f32 division and sqrt where the
+ * device offers them, so DIV, RECIPROCAL, SQRT and RSQRT match the CPU's. */
+static const char *build_options(tyto_plugin_device *dev, uint32_t dtype) {
+  cl_device_fp_config fp = 0;
+  if (dtype == TYTO_PLUGIN_DTYPE_F32 &&
+      clGetDeviceInfo(dev->info->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp,
+                      NULL) == CL_SUCCESS &&
+      (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT))
+    return "-cl-fp32-correctly-rounded-divide-sqrt";
+  return NULL;
+}
+
+static tyto_plugin_error *prepare(tyto_plugin_device *dev,
+                                  tyto_plugin_kernel *k) {
+  const tyto_plugin_host *host = OCL_HOST(dev);
+  const ocl_desc *d = &k->desc;
+  const char *op = ocl_op_name(d->op);
+  const int fused = d->op == TYTO_PLUGIN_OP_FUSED;
+  elt_kernel *c = calloc(1, sizeof *c);
+  if (c == NULL)
+    return ocl_error(host, TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                     "%s: out of host memory preparing the kernel", op);
+  k->impl = c;
+  c->pa_arg = !fused;
+  c->param = !fused && has_param(d->op) ? d->d->fattrs[0] : 0.0;
+  if (d->out[0].n == 0)
+    return NULL; /* never launched */
+
+  elt_plan plan;
+  plan_make(d, &plan);
+  c->rank = plan.dense ? 0 : (cl_int)plan.rank;
+  char name[64];
+  char *source;
+  if (fused) {
+    elt_instr *fi;
+    uint32_t n;
+    tyto_plugin_error *e = read_program(dev, d, &fi, &n);
+    if (e != NULL)
+      return e;
+    source = fused_source(fi, n, d->n_in, d->n_out, d->dtype);
+    free(fi);
+    snprintf(name, sizeof name, "tyto_fused_%s", plan.dense ? "d" : "n");
+  } else {
+    source = single_ops_source(d->dtype);
+    snprintf(name, sizeof name, "tyto_%s_%s", op, plan.dense ? "d" : "n");
+  }
+  if (source == NULL)
+    return ocl_error(host, TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                     "%s: out of host memory writing the kernel source", op);
+  tyto_plugin_error *e = ocl_kernel_new(
+      dev, d->dtype, source, build_options(dev, d->dtype), name, &c->kernel);
+  free(source);
+  if (e != NULL)
+    return e;
+  /* A fixed work-group size: left to the driver, PoCL compiles the kernel
+   * anew for every global size it sees. */
+  size_t most = 0;
+  cl_int err = clGetKernelWorkGroupInfo(c->kernel, dev->info->id,
+                                        CL_KERNEL_WORK_GROUP_SIZE, sizeof most,
+                                        &most, NULL);
+  if (err != CL_SUCCESS)
+    return ocl_error_cl(host, "clGetKernelWorkGroupInfo", err,
+                        "work-group size of %s (%s) on \"%s\"", name,
+                        ocl_dtype_name(d->dtype), dev->info->name);
+  for (c->local = ELT_LOCAL; c->local > 1 && c->local > most;)
+    c->local /= 2;
+  if (plan.dense)
+    return NULL;
+
+  /* The _n kernel's table: shape, then each operand's strides. */
+  cl_long meta[8 + 8 * ELT_MAX_OPERANDS];
+  const uint32_t nops = d->n_in + d->n_out;
+  for (uint32_t a = 0; a < 8; a++) {
+    meta[a] = a < plan.rank ? plan.shape[a] : 1;
+    for (uint32_t j = 0; j < nops; j++)
+      meta[8 + 8 * j + a] = a < plan.rank ? plan.strides[j][a] : 0;
+  }
+  size_t bytes = (8 + 8 * (size_t)nops) * sizeof meta[0];
+  c->meta = clCreateBuffer(
+      dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, meta, &err);
+  if (c->meta == NULL || err != CL_SUCCESS)
+    return ocl_error_cl(host, "clCreateBuffer",
+                        err == CL_SUCCESS ? CL_OUT_OF_HOST_MEMORY : err,
+                        "creating the %zu-byte layout table of %s on \"%s\"",
+                        bytes, op, dev->info->name);
+  return NULL;
+}
+
+static void release(tyto_plugin_kernel *k) {
+  elt_kernel *c = k->impl;
+  if (c == NULL)
+    return;
+  if (c->kernel != NULL)
+    clReleaseKernel(c->kernel);
+  if (c->meta != NULL)
+    clReleaseMemObject(c->meta);
+  free(c);
+  k->impl = NULL;
+}
+
+static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                                 tyto_plugin_kernel *k, const ocl_arg *in,
+                                 const ocl_arg *out, const ocl_arg *ws) {
+  (void)ws;
+  elt_kernel *c = k->impl;
+  const ocl_desc *d = &k->desc;
+  cl_long n = d->out[0].n;
+  cl_float pf = (cl_float)c->param;
+  cl_double pd = c->param;
+  cl_uint a = 0;
+  tyto_plugin_error *e = NULL;
+#define ARG(size, ptr)                                                         \
+  do {                                                                         \
+    if (e == NULL)                                                             \
+      e = ocl_set_arg(dev, c->kernel, a++, (size), (ptr));                     \
+  } while (0)
+  for (uint32_t j = 0; j < d->n_in; j++) {
+    ARG(sizeof in[j].mem, &in[j].mem);
+    ARG(sizeof in[j].origin, &in[j].origin);
+  }
+  for (uint32_t j = 0; j < d->n_out; j++) {
+    ARG(sizeof out[j].mem, &out[j].mem);
+    ARG(sizeof out[j].origin, &out[j].origin);
+  }
+  ARG(sizeof n, &n);
+  cl_uint base_arg = a++;
+  ARG(sizeof c->meta, &c->meta);
+  ARG(sizeof c->rank, &c->rank);
+  if (c->pa_arg)
+    ARG(d->elem, d->elem == 8 ? (const void *)&pd : (const void *)&pf);
+#undef ARG
+  /* One element per work-item, in chunks of at most ELT_CHUNK. */
+  const char *what =
+      d->op == TYTO_PLUGIN_OP_FUSED ? "fused kernel" : "elementwise kernel";
+  for (cl_long base = 0; base < n && e == NULL; base += ELT_CHUNK) {
+    cl_long m = n - base < ELT_CHUNK ? n - base : ELT_CHUNK;
+    size_t local = c->local;
+    size_t global = (size_t)((m + (cl_long)local - 1) / (cl_long)local) * local;
+    e = ocl_set_arg(dev, c->kernel, base_arg, sizeof base, &base);
+    if (e == NULL)
+      e = ocl_enqueue(dev, s, c->kernel, 1, &global, &local, what);
+  }
+  return e;
+}
+
+const ocl_family ocl_family_eltwise = {"eltwise", owns,   check,
+                                       prepare,   launch, release};

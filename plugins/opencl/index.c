@@ -1,0 +1,780 @@
+/*
+ * PAD (constant or reflect), GATHER and SCATTER_ADD along one axis
+ * (numpy.take and its adjoint) and ONE_HOT, on layouts of any strides, as
+ * plugins/cpu/layout.c defines them.
+ *
+ * Indices are whole numbers stored in the float dtype. As on the CPU,
+ * GATHER and SCATTER_ADD check every index before writing anything: an
+ * index that is not a whole number in [0, extent) fails the launch with an
+ * error naming its row-major position, and the output is left as it was.
+ * That check needs the host, so these two ops wait for the stream at
+ * launch:
+ *  - GATHER runs a check kernel that raises a flag in the workspace and
+ *    reads the flag back (4 bytes, a blocking read); only when it is set
+ *    are the indices read back to find the first bad one for the message.
+ *    The gather kernel then converts each index as it reads it.
+ *  - SCATTER_ADD reads the indices back (a blocking read), checks them and
+ *    sorts the positions q of the indices by (index, q) on the host, and
+ *    writes the sorted indices and the offset each q adds in `updates` to
+ *    the workspace (a blocking write). One work-item per output element
+ *    then adds, to base, the updates of every q whose index is its own
+ *    position along the axis: it finds them by binary search, in q order,
+ *    which is the order the CPU accumulates in. So duplicates accumulate
+ *    deterministically without atomics, and the result matches the CPU's
+ *    bit for bit.
+ * ONE_HOT never fails: an index that is not a whole number in [0, depth)
+ * gives an all-zero row, as TensorFlow's one_hot does.
+ */
+#include "ops.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "layout.h"
+
+/* Every kernel walks its output in row-major order over dims given fastest
+ * first (long8s as ocl_dims() makes them), unpacked into private arrays. */
+static const char *const source_parts[] = {
+    "#define TYTO_UNPACK(a, v) long a[8]; vstore8(v, 0, a)\n"
+    "/* Whether index v is a whole number in [0, extent). */\n"
+    "inline int tyto_index_ok(T v, long extent) {\n"
+    "  return v >= 0 && v < 0x1p63f && v == floor(v) && (long)v < extent;\n"
+    "}\n"
+    "__kernel void tyto_pad(__global const T *in, long ib, long8 ishape8,\n"
+    "                       long8 istr8, __global T *out, long ob,\n"
+    "                       long8 oshape8, long8 ostr8, long8 before8,\n"
+    "                       int rank, int reflect, T value, long n) {\n"
+    "  TYTO_UNPACK(ishape, ishape8); TYTO_UNPACK(istr, istr8);\n"
+    "  TYTO_UNPACK(oshape, oshape8); TYTO_UNPACK(ostr, ostr8);\n"
+    "  TYTO_UNPACK(before, before8);\n"
+    "  TYTO_FOR(i, n) {\n"
+    "    long r = i, src = 0, dst = 0;\n"
+    "    int inside = 1;\n"
+    "    for (int k = 0; k < rank; k++) {\n"
+    "      long q = r / oshape[k], idx = r - q * oshape[k], e = ishape[k];\n"
+    "      long j = idx - before[k];\n"
+    "      r = q;\n"
+    "      dst += idx * ostr[k];\n"
+    "      if (j < 0 || j >= e) {\n"
+    "        /* numpy's 'reflect': the edge is not repeated. */\n"
+    "        if (reflect)\n"
+    "          j = j < 0 ? -j : 2 * (e - 1) - j;\n"
+    "        else\n"
+    "          inside = 0;\n"
+    "      }\n"
+    "      src += j * istr[k];\n"
+    "    }\n"
+    "    out[ob + dst] = inside ? in[ib + src] : value;\n"
+    "  }\n"
+    "}\n",
+    "/* Raises flag[fb] when an index is not a whole number in [0, extent). "
+    "*/\n"
+    "__kernel void tyto_index_check(__global const T *ind, long xb,\n"
+    "                               long8 shape, long8 str, int rank,\n"
+    "                               long extent, __global int *flag,\n"
+    "                               long fb, long n) {\n"
+    "  TYTO_FOR(i, n)\n"
+    "    if (!tyto_index_ok(ind[xb + tyto_offset(i, shape, str, rank)],\n"
+    "                       extent))\n"
+    "      flag[fb] = 1;\n"
+    "}\n"
+    "/* dcoef, icoef: per output dim, its stride in data (0 on the index\n"
+    "   dims) and in the indices (0 elsewhere); dax: data's axis stride. */\n"
+    "__kernel void tyto_gather(__global const T *data, long db, long8 dcoef8,\n"
+    "                          long dax, __global const T *ind, long xb,\n"
+    "                          long8 icoef8, __global T *out, long ob,\n"
+    "                          long8 ostr8, long8 shape8, int rank, long n) {\n"
+    "  TYTO_UNPACK(dcoef, dcoef8); TYTO_UNPACK(icoef, icoef8);\n"
+    "  TYTO_UNPACK(ostr, ostr8); TYTO_UNPACK(shape, shape8);\n"
+    "  TYTO_FOR(i, n) {\n"
+    "    long r = i, d = 0, x = 0, o = 0;\n"
+    "    for (int k = 0; k < rank; k++) {\n"
+    "      long q = r / shape[k], idx = r - q * shape[k];\n"
+    "      r = q;\n"
+    "      d += idx * dcoef[k];\n"
+    "      x += idx * icoef[k];\n"
+    "      o += idx * ostr[k];\n"
+    "    }\n"
+    "    out[ob + o] = data[db + d + (long)ind[xb + x] * dax];\n"
+    "  }\n"
+    "}\n",
+    "/* out = base plus, for the q (ascending) whose index keys[p] is this\n"
+    "   element's position along the axis (dim ak), updates at uoff[p] past\n"
+    "   the element's own offset in updates (ucoef: per dim, its stride in\n"
+    "   updates, 0 on the axis). keys ascend; nq of them. */\n"
+    "__kernel void tyto_scatter_add(__global const T *base, long bb,\n"
+    "                               long8 bstr8, __global const T *upd,\n"
+    "                               long ub, long8 ucoef8,\n"
+    "                               __global const long *ws, long kb,\n"
+    "                               long nq, __global T *out, long ob,\n"
+    "                               long8 ostr8, long8 shape8, int rank,\n"
+    "                               int ak, long n) {\n"
+    "  TYTO_UNPACK(bstr, bstr8); TYTO_UNPACK(ucoef, ucoef8);\n"
+    "  TYTO_UNPACK(ostr, ostr8); TYTO_UNPACK(shape, shape8);\n"
+    "  __global const long *keys = ws + kb, *uoff = ws + kb + nq;\n"
+    "  TYTO_FOR(i, n) {\n"
+    "    long r = i, b = 0, u = 0, o = 0, j = 0;\n"
+    "    for (int k = 0; k < rank; k++) {\n"
+    "      long q = r / shape[k], idx = r - q * shape[k];\n"
+    "      r = q;\n"
+    "      b += idx * bstr[k];\n"
+    "      u += idx * ucoef[k];\n"
+    "      o += idx * ostr[k];\n"
+    "      if (k == ak)\n"
+    "        j = idx;\n"
+    "    }\n"
+    "    T acc = base[bb + b];\n"
+    "    long lo = 0, hi = nq;\n"
+    "    while (lo < hi) {\n"
+    "      long mid = lo + (hi - lo) / 2;\n"
+    "      if (keys[mid] < j)\n"
+    "        lo = mid + 1;\n"
+    "      else\n"
+    "        hi = mid;\n"
+    "    }\n"
+    "    for (long p = lo; p < nq && keys[p] == j; p++)\n"
+    "      acc += upd[ub + u + uoff[p]];\n"
+    "    out[ob + o] = acc;\n"
+    "  }\n"
+    "}\n",
+    "/* out[..., k] = 1 where the index is k, else 0. */\n"
+    "__kernel void tyto_one_hot(__global const T *ind, long xb, long8 ishape,\n"
+    "                           long8 istr, int irank, __global T *out,\n"
+    "                           long ob, long8 oshape, long8 ostr, int orank,\n"
+    "                           long depth, long n) {\n"
+    "  TYTO_FOR(i, n) {\n"
+    "    long k = i % depth;\n"
+    "    T v = ind[xb + tyto_offset(i / depth, ishape, istr, irank)];\n"
+    "    out[ob + tyto_offset(i, oshape, ostr, orank)] =\n"
+    "        tyto_index_ok(v, depth) && (long)v == k ? (T)1 : (T)0;\n"
+    "  }\n"
+    "}\n",
+};
+
+/* The program's source: source_parts joined (ISO C caps one string
+ * literal at 4095 characters). NULL when out of memory; the caller frees. */
+static char *source_new(void) {
+  size_t n = sizeof source_parts / sizeof source_parts[0], len = 1;
+  for (size_t i = 0; i < n; i++)
+    len += strlen(source_parts[i]);
+  char *s = malloc(len), *at = s;
+  if (s == NULL)
+    return NULL;
+  for (size_t i = 0; i < n; i++) {
+    size_t l = strlen(source_parts[i]);
+    memcpy(at, source_parts[i], l);
+    at += l;
+  }
+  *at = '\0';
+  return s;
+}
+
+typedef struct index_impl {
+  cl_kernel main;
+  cl_kernel check; /* GATHER's index check */
+  int mode;        /* PAD: 0 constant, 1 reflect */
+  int64_t before[TYTO_PLUGIN_MAX_RANK];
+  double value;  /* PAD constant */
+  float valuef;  /* the same, rounded to f32 as the CPU does */
+  uint32_t axis; /* GATHER, SCATTER_ADD */
+} index_impl;
+
+static int owns(uint32_t op) {
+  return op == TYTO_PLUGIN_OP_PAD || op == TYTO_PLUGIN_OP_GATHER ||
+         op == TYTO_PLUGIN_OP_SCATTER_ADD || op == TYTO_PLUGIN_OP_ONE_HOT;
+}
+
+/* "[2, 3, 4]" of a shape array. */
+static const char *shape_str(char *buf, size_t size, const int64_t *shape,
+                             uint32_t rank) {
+  tyto_plugin_layout l;
+  memset(&l, 0, sizeof l);
+  l.rank = rank;
+  memcpy(l.shape, shape, rank * sizeof shape[0]);
+  ocl_format_shape(&l, buf, size);
+  return buf;
+}
+
+static int same_shape(const int64_t *a, uint32_t ra, const int64_t *b,
+                      uint32_t rb) {
+  return ra == rb && memcmp(a, b, ra * sizeof(int64_t)) == 0;
+}
+
+/* ---- checks: the rules of plugins/cpu/layout.c ---------------------------
+ */
+
+static tyto_plugin_error *pad_check(const tyto_plugin_host *h,
+                                    const ocl_desc *d, index_impl *c) {
+  const tyto_plugin_op_desc *desc = d->d;
+  const tyto_plugin_layout *in = &d->in[0].l, *out = &d->out[0].l;
+  char s1[160], s2[160];
+  if (desc->n_iattrs != 1 + 2 * in->rank)
+    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "pad: expected %u integer attributes (mode, then before "
+                     "and after for each of %u axes), got %u",
+                     (unsigned)(1 + 2 * in->rank), (unsigned)in->rank,
+                     (unsigned)desc->n_iattrs);
+  if (desc->iattrs[0] != 0 && desc->iattrs[0] != 1)
+    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "pad: expected mode 0 (constant) or 1 (reflect), got "
+                     "%lld",
+                     (long long)desc->iattrs[0]);
+  c->mode = (int)desc->iattrs[0];
+  if (c->mode == 0 && desc->n_fattrs < 1)
+    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "pad: constant mode expects the value as real attribute "
+                     "0, got %u real attributes",
+                     (unsigned)desc->n_fattrs);
+  c->value = c->mode == 0 ? desc->fattrs[0] : 0;
+  /* Beyond f32's range the constant becomes an infinity, as on the CPU (a
+   * plain conversion would be undefined behaviour). */
+  c->valuef = c->value > FLT_MAX    ? INFINITY
+              : c->value < -FLT_MAX ? -INFINITY
+                                    : (float)c->value;
+  int64_t want[TYTO_PLUGIN_MAX_RANK];
+  for (uint32_t a = 0; a < in->rank; a++) {
+    int64_t b = desc->iattrs[1 + 2 * a], e = desc->iattrs[2 + 2 * a];
+    if (b < 0 || e < 0 || b > INT64_MAX / 4 || e > INT64_MAX / 4)
+      return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                       "pad: axis %u: expected pads >= 0, got before %lld, "
+                       "after %lld",
+                       (unsigned)a, (long long)b, (long long)e);
+    if (c->mode == 1 &&
+        ((b > 0 && b >= in->shape[a]) || (e > 0 && e >= in->shape[a])))
+      return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                       "pad: axis %u: reflect pads must be less than the "
+                       "axis extent %lld, got before %lld, after %lld",
+                       (unsigned)a, (long long)in->shape[a], (long long)b,
+                       (long long)e);
+    c->before[a] = b;
+    want[a] = in->shape[a] + b + e;
+  }
+  if (!same_shape(want, in->rank, out->shape, out->rank))
+    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "pad: expected output shape %s, found %s",
+                     shape_str(s1, sizeof s1, want, in->rank),
+                     shape_str(s2, sizeof s2, out->shape, out->rank));
+  return NULL;
+}
+
+/* GATHER: out = data.shape[:axis] + indices.shape + data.shape[axis+1:].
+ * SCATTER_ADD: the same rule gives the updates' shape from base's. */
+static tyto_plugin_error *axis_check(const tyto_plugin_host *h,
+                                     const ocl_desc *d, index_impl *c) {
+  const tyto_plugin_op_desc *desc = d->d;
+  const char *name = ocl_op_name(d->op);
+  int scatter = d->op == TYTO_PLUGIN_OP_SCATTER_ADD;
+  const tyto_plugin_layout *data = &d->in[0].l, *il = &d->in[1].l;
+  const tyto_plugin_layout *g = scatter ? &d->in[2].l : &d->out[0].l;
+  const char *gname = scatter ? "updates" : "output";
+  const char *dname = scatter ? "base" : "data";
+  char s1[160], s2[160];
+  if (desc->n_iattrs != 1)
+    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "%s: expected 1 integer attribute (axis), got %u", name,
+                     (unsigned)desc->n_iattrs);
+  if (desc->iattrs[0] < 0 || desc->iattrs[0] >= (int64_t)data->rank)
+    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "%s: expected an axis in [0, %u) for %s of rank %u, got "
+                     "%lld",
+                     name, (unsigned)data->rank, dname, (unsigned)data->rank,
+                     (long long)desc->iattrs[0]);
+  uint32_t a = (uint32_t)desc->iattrs[0];
+  if (data->rank - 1 + il->rank > TYTO_PLUGIN_MAX_RANK)
+    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "%s: the %s would have rank %u, more than %d", name, gname,
+                     (unsigned)(data->rank - 1 + il->rank),
+                     TYTO_PLUGIN_MAX_RANK);
+  int64_t want[TYTO_PLUGIN_MAX_RANK];
+  uint32_t r = 0;
+  for (uint32_t k = 0; k < a; k++)
+    want[r++] = data->shape[k];
+  for (uint32_t k = 0; k < il->rank; k++)
+    want[r++] = il->shape[k];
+  for (uint32_t k = a + 1; k < data->rank; k++)
+    want[r++] = data->shape[k];
+  if (!same_shape(want, r, g->shape, g->rank))
+    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "%s: expected %s shape %s (%s.shape[:%u] + indices.shape "
+                     "+ %s.shape[%u:]), found %s",
+                     name, gname, shape_str(s1, sizeof s1, want, r), dname,
+                     (unsigned)a, dname, (unsigned)(a + 1),
+                     shape_str(s2, sizeof s2, g->shape, g->rank));
+  if (scatter &&
+      !same_shape(data->shape, data->rank, d->out[0].l.shape, d->out[0].l.rank))
+    return ocl_error(
+        h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+        "scatter_add: expected output shape %s (base's), found %s",
+        shape_str(s1, sizeof s1, data->shape, data->rank),
+        shape_str(s2, sizeof s2, d->out[0].l.shape, d->out[0].l.rank));
+  /* The sorted indices and their offsets: 16 bytes per index. */
+  if (scatter && d->in[1].n > INT64_MAX / 16 - 1)
+    return ocl_error(h, TYTO_PLUGIN_ERR_UNSUPPORTED,
+                     "scatter_add: %lld indices are too many for the opencl "
+                     "plugin's workspace",
+                     (long long)d->in[1].n);
+  c->axis = a;
+  return NULL;
+}
+
+static tyto_plugin_error *one_hot_check(const tyto_plugin_host *h,
+                                        const ocl_desc *d) {
+  const tyto_plugin_layout *in = &d->in[0].l, *out = &d->out[0].l;
+  char s1[160], s2[160];
+  if (out->rank != in->rank + 1 ||
+      !same_shape(in->shape, in->rank, out->shape, in->rank))
+    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "one_hot: expected output shape %s + [depth], found %s",
+                     shape_str(s1, sizeof s1, in->shape, in->rank),
+                     shape_str(s2, sizeof s2, out->shape, out->rank));
+  return NULL;
+}
+
+static tyto_plugin_error *check_into(tyto_plugin_device *dev, const ocl_desc *d,
+                                     index_impl *c) {
+  const tyto_plugin_host *h = OCL_HOST(dev);
+  uint32_t want_in =
+      d->op == TYTO_PLUGIN_OP_PAD || d->op == TYTO_PLUGIN_OP_ONE_HOT ? 1
+      : d->op == TYTO_PLUGIN_OP_GATHER                               ? 2
+                                                                     : 3;
+  if (d->n_in != want_in || d->n_out != 1)
+    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "%s: expected %u input%s and 1 output, got %u and %u",
+                     ocl_op_name(d->op), (unsigned)want_in,
+                     want_in == 1 ? "" : "s", (unsigned)d->n_in,
+                     (unsigned)d->n_out);
+  switch (d->op) {
+  case TYTO_PLUGIN_OP_PAD: return pad_check(h, d, c);
+  case TYTO_PLUGIN_OP_ONE_HOT: return one_hot_check(h, d);
+  default: return axis_check(h, d, c);
+  }
+}
+
+static tyto_plugin_error *check(tyto_plugin_device *dev, const ocl_desc *d) {
+  index_impl c;
+  memset(&c, 0, sizeof c);
+  return check_into(dev, d, &c);
+}
+
+static tyto_plugin_error *prepare(tyto_plugin_device *dev,
+                                  tyto_plugin_kernel *k) {
+  const ocl_desc *d = &k->desc;
+  index_impl *c = calloc(1, sizeof *c);
+  if (c == NULL)
+    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                     "prepare: out of host memory");
+  k->impl = c;
+  tyto_plugin_error *e = check_into(dev, d, c);
+  if (e != NULL)
+    return e;
+  const char *name;
+  switch (d->op) {
+  case TYTO_PLUGIN_OP_PAD: name = "tyto_pad"; break;
+  case TYTO_PLUGIN_OP_ONE_HOT: name = "tyto_one_hot"; break;
+  case TYTO_PLUGIN_OP_GATHER:
+    name = "tyto_gather";
+    k->workspace_bytes = sizeof(cl_int); /* the flag */
+    break;
+  default:
+    name = "tyto_scatter_add";
+    /* Keys and offsets as longs; an f32 workspace binding may sit 4 bytes
+     * off an 8-byte boundary, hence 4 bytes of slack. */
+    k->workspace_bytes =
+        d->in[1].n > 0 ? (uint64_t)d->in[1].n * 16 + (d->elem == 4 ? 4 : 0) : 0;
+    break;
+  }
+  char *source = source_new();
+  if (source == NULL)
+    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                     "prepare: out of host memory");
+  e = ocl_kernel_new(dev, d->dtype, source, NULL, name, &c->main);
+  if (e == NULL && d->op == TYTO_PLUGIN_OP_GATHER)
+    e = ocl_kernel_new(dev, d->dtype, source, NULL, "tyto_index_check",
+                       &c->check);
+  free(source);
+  return e;
+}
+
+static void release(tyto_plugin_kernel *k) {
+  index_impl *c = k->impl;
+  if (c == NULL)
+    return;
+  if (c->main != NULL)
+    clReleaseKernel(c->main);
+  if (c->check != NULL)
+    clReleaseKernel(c->check);
+  free(c);
+  k->impl = NULL;
+}
+
+/* ---- launch ---------------------------------------------------------------
+ */
+
+/* Sets the arguments of a kernel in order, stopping at the first failure. */
+typedef struct arg_list {
+  tyto_plugin_device *dev;
+  cl_kernel k;
+  cl_uint next;
+  tyto_plugin_error *e;
+} arg_list;
+
+static void arg(arg_list *a, size_t size, const void *value) {
+  if (a->e == NULL)
+    a->e = ocl_set_arg(a->dev, a->k, a->next++, size, value);
+}
+
+/* v[rank - 1], ..., v[0], then `fill`: a layout-ordered array fastest
+ * first, as the kernels take dims. */
+static cl_long8 rev8(const int64_t *v, uint32_t rank, int64_t fill) {
+  cl_long8 r;
+  for (uint32_t i = 0; i < 8; i++)
+    r.s[i] = i < rank ? v[rank - 1 - i] : fill;
+  return r;
+}
+
+/* Adds a buffer and the origin of an operand. */
+static void arg_mem(arg_list *a, const ocl_arg *v) {
+  arg(a, sizeof v->mem, &v->mem);
+  arg(a, sizeof v->origin, &v->origin);
+}
+
+/* Adds shape, strides and rank of layout l as tyto_offset() takes them. */
+static void arg_dims(arg_list *a, const tyto_plugin_layout *l) {
+  cl_long8 shape, strides;
+  cl_int rank;
+  ocl_dims(l, &shape, &strides, &rank);
+  arg(a, sizeof shape, &shape);
+  arg(a, sizeof strides, &strides);
+  arg(a, sizeof rank, &rank);
+}
+
+static tyto_plugin_error *enqueue(tyto_plugin_device *dev,
+                                  tyto_plugin_stream *s, cl_kernel k, int64_t n,
+                                  const char *what) {
+  size_t global = ocl_global_size(n);
+  return ocl_enqueue(dev, s, k, 1, &global, NULL, what);
+}
+
+static tyto_plugin_error *pad_launch(tyto_plugin_device *dev,
+                                     tyto_plugin_stream *s, index_impl *c,
+                                     const ocl_desc *d, const ocl_arg *in,
+                                     const ocl_arg *out) {
+  const tyto_plugin_layout *il = &d->in[0].l, *ol = &d->out[0].l;
+  uint32_t rank = ol->rank;
+  cl_long8 ishape = rev8(il->shape, rank, 1), istr = rev8(il->strides, rank, 0),
+           oshape = rev8(ol->shape, rank, 1), ostr = rev8(ol->strides, rank, 0),
+           before = rev8(c->before, rank, 0);
+  cl_int crank = (cl_int)rank, reflect = c->mode == 1;
+  cl_float vf = c->valuef;
+  cl_double vd = c->value;
+  cl_long n = d->out[0].n;
+  arg_list a = {dev, c->main, 0, NULL};
+  arg_mem(&a, &in[0]);
+  arg(&a, sizeof ishape, &ishape);
+  arg(&a, sizeof istr, &istr);
+  arg_mem(&a, &out[0]);
+  arg(&a, sizeof oshape, &oshape);
+  arg(&a, sizeof ostr, &ostr);
+  arg(&a, sizeof before, &before);
+  arg(&a, sizeof crank, &crank);
+  arg(&a, sizeof reflect, &reflect);
+  arg(&a, d->elem, d->elem == 8 ? (const void *)&vd : (const void *)&vf);
+  arg(&a, sizeof n, &n);
+  return a.e != NULL ? a.e : enqueue(dev, s, c->main, n, "pad kernel");
+}
+
+static tyto_plugin_error *one_hot_launch(tyto_plugin_device *dev,
+                                         tyto_plugin_stream *s, index_impl *c,
+                                         const ocl_desc *d, const ocl_arg *in,
+                                         const ocl_arg *out) {
+  const tyto_plugin_layout *ol = &d->out[0].l;
+  cl_long depth = ol->shape[ol->rank - 1], n = d->out[0].n;
+  arg_list a = {dev, c->main, 0, NULL};
+  arg_mem(&a, &in[0]);
+  arg_dims(&a, &d->in[0].l);
+  arg_mem(&a, &out[0]);
+  arg_dims(&a, ol);
+  arg(&a, sizeof depth, &depth);
+  arg(&a, sizeof n, &n);
+  return a.e != NULL ? a.e : enqueue(dev, s, c->main, n, "one_hot kernel");
+}
+
+/* Reads the elements the indices (input 1, bound at *x) reach into a new
+ * host array (the caller frees it), waiting for the stream's work. */
+static tyto_plugin_error *indices_read(tyto_plugin_device *dev,
+                                       tyto_plugin_stream *s, const ocl_desc *d,
+                                       const ocl_arg *x, void **out) {
+  const ocl_reach *r = &d->in[1];
+  const char *op = ocl_op_name(d->op);
+  size_t bytes = (size_t)(r->hi - r->lo + 1) * d->elem;
+  void *host = malloc(bytes);
+  if (host == NULL)
+    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                     "%s: out of host memory reading %zu bytes of indices", op,
+                     bytes);
+  /* The origin includes the layout's offset, the reach too. */
+  size_t at = (size_t)(x->origin - r->l.offset + r->lo) * d->elem;
+  cl_int err = clEnqueueReadBuffer(s->queue, x->mem, CL_TRUE, at, bytes, host,
+                                   0, NULL, NULL);
+  if (err != CL_SUCCESS) {
+    free(host);
+    return ocl_error_cl(OCL_HOST(dev), "clEnqueueReadBuffer", err,
+                        "%s: reading the indices back to check them on \"%s\"",
+                        op, dev->info->name);
+  }
+  *out = host;
+  return NULL;
+}
+
+/* Checks the indices (input 1, read by indices_read() into `host`) in
+ * row-major order as the CPU does, failing on the first that is not a whole
+ * number in [0, extent). When keys is not NULL it receives each index and
+ * uoff the offset of its position in updates (input 2). */
+static tyto_plugin_error *indices_scan(tyto_plugin_device *dev,
+                                       const ocl_desc *d, uint32_t axis,
+                                       const void *host, int64_t *keys,
+                                       int64_t *uoff) {
+  const tyto_plugin_layout *il = &d->in[1].l;
+  const char *op = ocl_op_name(d->op);
+  int64_t extent = d->in[0].l.shape[axis];
+  const int64_t *ustr = d->n_in > 2 ? d->in[2].l.strides + axis : NULL;
+  int64_t idx[TYTO_PLUGIN_MAX_RANK] = {0};
+  int64_t off = il->offset - d->in[1].lo, uo = 0;
+  for (int64_t i = 0; i < d->in[1].n; i++) {
+    double v =
+        d->elem == 4 ? ((const float *)host)[off] : ((const double *)host)[off];
+    if (v != floor(v) || isinf(v))
+      return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                       "%s: index %g at position %lld of the indices "
+                       "(row-major) is not a whole number",
+                       op, v, (long long)i);
+    if (v < 0 || v >= (double)extent)
+      return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                       "%s: index %.0f at position %lld of the indices "
+                       "(row-major) is out of range for axis %u of extent "
+                       "%lld (expected 0 to %lld)",
+                       op, v, (long long)i, (unsigned)axis, (long long)extent,
+                       (long long)extent - 1);
+    if (keys != NULL) {
+      keys[i] = (int64_t)v;
+      uoff[i] = uo;
+    }
+    /* The next position, row-major. */
+    for (uint32_t k = il->rank; k-- > 0;) {
+      off += il->strides[k];
+      if (ustr != NULL)
+        uo += ustr[k];
+      if (++idx[k] < il->shape[k])
+        break;
+      off -= idx[k] * il->strides[k];
+      if (ustr != NULL)
+        uo -= idx[k] * ustr[k];
+      idx[k] = 0;
+    }
+  }
+  return NULL;
+}
+
+static tyto_plugin_error *gather_launch(tyto_plugin_device *dev,
+                                        tyto_plugin_stream *s, index_impl *c,
+                                        const ocl_desc *d, const ocl_arg *in,
+                                        const ocl_arg *out, const ocl_arg *ws) {
+  const tyto_plugin_layout *dl = &d->in[0].l, *il = &d->in[1].l,
+                           *ol = &d->out[0].l;
+  uint32_t ax = c->axis, ri = il->rank, rank = ol->rank;
+  /* 1. Raise the flag in the workspace if an index is bad; read it. */
+  cl_long fb = ws->origin * (cl_long)(d->elem / sizeof(cl_int));
+  cl_long extent = dl->shape[ax], nind = d->in[1].n;
+  tyto_plugin_error *e = ocl_stream_reserve(s);
+  if (e != NULL)
+    return e;
+  cl_int zero = 0, flag = 0;
+  cl_event ev = NULL;
+  cl_int err = clEnqueueFillBuffer(s->queue, ws->mem, &zero, sizeof zero,
+                                   (size_t)fb * sizeof(cl_int), sizeof zero, 0,
+                                   NULL, &ev);
+  if (err != CL_SUCCESS) {
+    if (ev != NULL)
+      clReleaseEvent(ev);
+    return ocl_error_cl(OCL_HOST(dev), "clEnqueueFillBuffer", err,
+                        "gather: clearing the index check's flag on \"%s\"",
+                        dev->info->name);
+  }
+  ocl_stream_track(s, ev, "gather index check (clearing the flag)");
+  arg_list a = {dev, c->check, 0, NULL};
+  arg_mem(&a, &in[1]);
+  arg_dims(&a, il);
+  arg(&a, sizeof extent, &extent);
+  arg(&a, sizeof ws->mem, &ws->mem);
+  arg(&a, sizeof fb, &fb);
+  arg(&a, sizeof nind, &nind);
+  if (a.e != NULL)
+    return a.e;
+  if ((e = enqueue(dev, s, c->check, nind, "gather index check kernel")) !=
+      NULL)
+    return e;
+  err = clEnqueueReadBuffer(s->queue, ws->mem, CL_TRUE,
+                            (size_t)fb * sizeof(cl_int), sizeof flag, &flag, 0,
+                            NULL, NULL);
+  if (err != CL_SUCCESS)
+    return ocl_error_cl(OCL_HOST(dev), "clEnqueueReadBuffer", err,
+                        "gather: reading the index check's flag on \"%s\"",
+                        dev->info->name);
+  if (flag != 0) {
+    /* Find the first bad index for the message. */
+    void *host;
+    if ((e = indices_read(dev, s, d, &in[1], &host)) != NULL)
+      return e;
+    e = indices_scan(dev, d, ax, host, NULL, NULL);
+    free(host);
+    return e != NULL ? e
+                     : ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INTERNAL,
+                                 "gather: the device found a bad index that "
+                                 "the host does not");
+  }
+  /* 2. Gather. Output dims [0, ax) and (ax + ri - 1, rank) are data's,
+   * [ax, ax + ri) the indices'. */
+  int64_t dcoef[TYTO_PLUGIN_MAX_RANK] = {0}, icoef[TYTO_PLUGIN_MAX_RANK] = {0};
+  for (uint32_t k = 0; k < rank; k++) {
+    if (k < ax)
+      dcoef[k] = dl->strides[k];
+    else if (k < ax + ri)
+      icoef[k] = il->strides[k - ax];
+    else
+      dcoef[k] = dl->strides[k - ri + 1];
+  }
+  cl_long8 dc = rev8(dcoef, rank, 0), ic = rev8(icoef, rank, 0),
+           ostr = rev8(ol->strides, rank, 0), shape = rev8(ol->shape, rank, 1);
+  cl_long dax = dl->strides[ax], n = d->out[0].n;
+  cl_int crank = (cl_int)rank;
+  a = (arg_list){dev, c->main, 0, NULL};
+  arg_mem(&a, &in[0]);
+  arg(&a, sizeof dc, &dc);
+  arg(&a, sizeof dax, &dax);
+  arg_mem(&a, &in[1]);
+  arg(&a, sizeof ic, &ic);
+  arg_mem(&a, &out[0]);
+  arg(&a, sizeof ostr, &ostr);
+  arg(&a, sizeof shape, &shape);
+  arg(&a, sizeof crank, &crank);
+  arg(&a, sizeof n, &n);
+  return a.e != NULL ? a.e : enqueue(dev, s, c->main, n, "gather kernel");
+}
+
+typedef struct keyed {
+  int64_t key, q, uoff;
+} keyed;
+
+static int keyed_cmp(const void *pa, const void *pb) {
+  const keyed *a = pa, *b = pb;
+  if (a->key != b->key)
+    return a->key < b->key ? -1 : 1;
+  return a->q < b->q ? -1 : a->q > b->q;
+}
+
+/* Checks the indices and writes them, sorted by (index, position), then
+ * the offset in updates of each, as longs into the workspace at long
+ * *kb. */
+static tyto_plugin_error *scatter_keys(tyto_plugin_device *dev,
+                                       tyto_plugin_stream *s, index_impl *c,
+                                       const ocl_desc *d, const ocl_arg *in,
+                                       const ocl_arg *ws, cl_long *kb) {
+  int64_t nq = d->in[1].n;
+  void *host = NULL;
+  tyto_plugin_error *e = indices_read(dev, s, d, &in[1], &host);
+  if (e != NULL)
+    return e;
+  int64_t *arr = malloc((size_t)nq * 2 * sizeof *arr);
+  keyed *ks = malloc((size_t)nq * sizeof *ks);
+  if (arr == NULL || ks == NULL) {
+    e = ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                  "scatter_add: out of host memory sorting %lld indices",
+                  (long long)nq);
+    goto done;
+  }
+  if ((e = indices_scan(dev, d, c->axis, host, arr, arr + nq)) != NULL)
+    goto done;
+  for (int64_t i = 0; i < nq; i++)
+    ks[i] = (keyed){arr[i], i, arr[nq + i]};
+  qsort(ks, (size_t)nq, sizeof *ks, keyed_cmp);
+  for (int64_t i = 0; i < nq; i++) {
+    arr[i] = ks[i].key;
+    arr[nq + i] = ks[i].uoff;
+  }
+  /* The first 8-byte boundary at or after the binding's offset. */
+  size_t byte = (size_t)ws->origin * d->elem;
+  *kb = (cl_long)((byte + 7) / 8);
+  cl_int err = clEnqueueWriteBuffer(s->queue, ws->mem, CL_TRUE, (size_t)*kb * 8,
+                                    (size_t)nq * 16, arr, 0, NULL, NULL);
+  if (err != CL_SUCCESS)
+    e = ocl_error_cl(OCL_HOST(dev), "clEnqueueWriteBuffer", err,
+                     "scatter_add: writing %lld sorted indices to the "
+                     "workspace on \"%s\"",
+                     (long long)nq, dev->info->name);
+done:
+  free(host);
+  free(arr);
+  free(ks);
+  return e;
+}
+
+static tyto_plugin_error *scatter_launch(tyto_plugin_device *dev,
+                                         tyto_plugin_stream *s, index_impl *c,
+                                         const ocl_desc *d, const ocl_arg *in,
+                                         const ocl_arg *out,
+                                         const ocl_arg *ws) {
+  const tyto_plugin_layout *bl = &d->in[0].l, *ul = &d->in[2].l,
+                           *ol = &d->out[0].l;
+  uint32_t ax = c->axis, ri = d->in[1].l.rank, rank = ol->rank;
+  /* As on the CPU, the indices are checked only when there are updates. */
+  cl_long nq = d->in[2].n > 0 ? d->in[1].n : 0, kb = 0;
+  if (nq > 0) {
+    tyto_plugin_error *e = scatter_keys(dev, s, c, d, in, ws, &kb);
+    if (e != NULL)
+      return e;
+  }
+  /* ucoef: per output dim, its stride in updates; 0 on the axis, whose
+   * part comes from the sorted offsets. */
+  int64_t ucoef[TYTO_PLUGIN_MAX_RANK] = {0};
+  for (uint32_t k = 0; k < rank; k++)
+    ucoef[k] = k < ax ? ul->strides[k] : k > ax ? ul->strides[k - 1 + ri] : 0;
+  cl_long8 bstr = rev8(bl->strides, rank, 0), uc = rev8(ucoef, rank, 0),
+           ostr = rev8(ol->strides, rank, 0), shape = rev8(ol->shape, rank, 1);
+  cl_int crank = (cl_int)rank, ak = (cl_int)(rank - 1 - ax);
+  cl_long n = d->out[0].n;
+  cl_mem wsm = nq > 0 ? ws->mem : NULL;
+  arg_list a = {dev, c->main, 0, NULL};
+  arg_mem(&a, &in[0]);
+  arg(&a, sizeof bstr, &bstr);
+  arg_mem(&a, &in[2]);
+  arg(&a, sizeof uc, &uc);
+  arg(&a, sizeof wsm, &wsm);
+  arg(&a, sizeof kb, &kb);
+  arg(&a, sizeof nq, &nq);
+  arg_mem(&a, &out[0]);
+  arg(&a, sizeof ostr, &ostr);
+  arg(&a, sizeof shape, &shape);
+  arg(&a, sizeof crank, &crank);
+  arg(&a, sizeof ak, &ak);
+  arg(&a, sizeof n, &n);
+  return a.e != NULL ? a.e : enqueue(dev, s, c->main, n, "scatter_add kernel");
+}
+
+static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                                 tyto_plugin_kernel *k, const ocl_arg *in,
+                                 const ocl_arg *out, const ocl_arg *ws) {
+  index_impl *c = k->impl;
+  const ocl_desc *d = &k->desc;
+  switch (d->op) {
+  case TYTO_PLUGIN_OP_PAD: return pad_launch(dev, s, c, d, in, out);
+  case TYTO_PLUGIN_OP_ONE_HOT: return one_hot_launch(dev, s, c, d, in, out);
+  case TYTO_PLUGIN_OP_GATHER: return gather_launch(dev, s, c, d, in, out, ws);
+  default: return scatter_launch(dev, s, c, d, in, out, ws);
+  }
+}
+
+const ocl_family ocl_family_index = {"index", owns,   check,
+                                     prepare, launch, release};

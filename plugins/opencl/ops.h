@@ -1,0 +1,169 @@
+/*
+ * How op families plug into the OpenCL plugin's kernels.
+ *
+ * kernels.c owns the generic part of supports_op/prepare/launch:
+ *  - it checks every layout of the descriptor (present, complete, rank <= 8,
+ *    no negative extent, reach without 64-bit overflow), that every operand
+ *    has one dtype, f32 or f64, that the device has that dtype, a compiler
+ *    and 64-bit integers;
+ *  - it finds the family that owns the op and lets it check the rest;
+ *  - at launch it resolves every binding to an ocl_arg, after checking that
+ *    the elements the layout reaches lie inside the bound buffer, and holds
+ *    the kernel's lock while the family sets arguments and enqueues, so a
+ *    family's cl_kernel objects need no lock of their own.
+ *
+ * A family (copyfill.c, eltwise.c, reduce.c, blas.c, conv.c, pool.c,
+ * index.c, random.c) checks the attributes of its ops, builds its cl_kernels
+ * at prepare through ocl_kernel_new() (programs are cached in memory and on
+ * disk), and enqueues them at launch through ocl_enqueue().
+ */
+#ifndef TYTO_OPENCL_OPS_H
+#define TYTO_OPENCL_OPS_H
+
+#include "ocl.h"
+
+/* Inputs or outputs of one op at most: FUSED takes the most. */
+#define OCL_MAX_IO TYTO_PLUGIN_FUSED_MAX_IO
+
+/* A layout as kernels.c read it (the plugin's own struct size), with its
+ * element count and the range of element indices it reaches relative to its
+ * origin, the layout's offset included. */
+typedef struct ocl_reach {
+  tyto_plugin_layout l;
+  int64_t n;      /* elements (product of the shape), may be 0 */
+  int64_t lo, hi; /* lowest and highest element reached; valid when n > 0 */
+} ocl_reach;
+
+/* What a family sees of a descriptor. */
+typedef struct ocl_desc {
+  const tyto_plugin_op_desc *d; /* attributes: d->iattrs, d->fattrs, blob */
+  uint32_t op;
+  uint32_t dtype; /* TYTO_PLUGIN_DTYPE_F32 or _F64, shared by all operands */
+  size_t elem;    /* 4 or 8 */
+  uint32_t n_in, n_out;
+  ocl_reach in[OCL_MAX_IO], out[OCL_MAX_IO];
+} ocl_desc;
+
+/* A bound operand at launch: the buffer (NULL for a zero-size buffer) and
+ * the element index of the layout's origin in it: the binding's byte offset
+ * divided by the element size, plus the layout's offset. A kernel reads
+ * element (i0, i1, ...) at mem[origin + sum(i_k * strides[k])]; kernels.c
+ * has checked that every such index lies inside the buffer. For the
+ * workspace, origin is the binding's offset in elements (no layout). */
+typedef struct ocl_arg {
+  cl_mem mem;
+  cl_long origin;
+} ocl_arg;
+
+struct tyto_plugin_kernel {
+  pthread_mutex_t lock; /* held by kernels.c around the family's launch */
+  const struct ocl_family *fam;
+  ocl_desc desc; /* d is NULL after prepare: the descriptor is gone */
+  uint64_t workspace_bytes; /* set by the family's prepare, default 0 */
+  void *impl;               /* the family's own state */
+};
+
+typedef struct ocl_family {
+  const char *name;
+  /* Whether this family runs op code `op`. */
+  int (*owns)(uint32_t op);
+  /* Checks what kernels.c did not: operand counts, shapes, attributes,
+   * blob. Returns NULL when the op can run, TYTO_PLUGIN_ERR_UNSUPPORTED for
+   * a valid descriptor this device cannot run, INVALID_ARGUMENT for a bad
+   * one; the message names the op and says what was expected and found. */
+  tyto_plugin_error *(*check)(tyto_plugin_device *dev, const ocl_desc *d);
+  /* Called after check() succeeded: builds k->impl (and may set
+   * k->workspace_bytes). k->desc is valid, k->desc.d too (during prepare
+   * only: copy whatever attributes launch needs). */
+  tyto_plugin_error *(*prepare)(tyto_plugin_device *dev,
+                                tyto_plugin_kernel *k);
+  /* Enqueues the op on stream s. in/out follow the descriptor's order; ws
+   * is the workspace (mem NULL when workspace_bytes is 0). Never called
+   * when every output has 0 elements. Called with k->lock held. */
+  tyto_plugin_error *(*launch)(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                               tyto_plugin_kernel *k, const ocl_arg *in,
+                               const ocl_arg *out, const ocl_arg *ws);
+  /* Frees k->impl (and the cl_kernels in it). k->impl may be NULL. */
+  void (*release)(tyto_plugin_kernel *k);
+} ocl_family;
+
+/* The families, each in its own file. */
+extern const ocl_family ocl_family_copyfill; /* copyfill.c: COPY, FILL */
+extern const ocl_family ocl_family_eltwise;  /* eltwise.c: NEG..FMA, FUSED */
+extern const ocl_family ocl_family_reduce;   /* reduce.c: SUM..NORM_L2,
+                                                SOFTMAX, LOG_SOFTMAX */
+extern const ocl_family ocl_family_blas;     /* blas.c: MATMUL (CLBlast) */
+extern const ocl_family ocl_family_conv;     /* conv.c: CONV2D and its two
+                                                backward ops */
+extern const ocl_family ocl_family_pool;     /* pool.c: the pooling ops */
+extern const ocl_family ocl_family_index;    /* index.c: PAD, GATHER,
+                                                SCATTER_ADD, ONE_HOT */
+extern const ocl_family ocl_family_random;   /* random.c: RANDOM_* */
+extern const ocl_family ocl_family_linalg;   /* linalg.c: INV ..
+                                                TRIANGULAR_SOLVE */
+
+/* ---- services of kernels.c and cache.c ----------------------------------
+ */
+
+#define OCL_HOST(dev) ((dev)->state->host)
+
+/* "f32", "f64", ... */
+const char *ocl_dtype_name(uint32_t dtype);
+/* The op's name as in sdk/docs/ops.md ("add", "conv2d", ...). */
+const char *ocl_op_name(uint32_t op);
+
+/* The cl_kernel `name` of OpenCL C `source`, built for `dtype` on `dev`.
+ * The program is ocl_prelude followed by `source`, built with the dtype's
+ * options (-DT=float, or -DT=double -DTYTO_FP64) then `options` (may be
+ * NULL or ""). Programs are cached per open device in memory and on disk
+ * (cache.c), so asking again for another kernel of one (source, options)
+ * pair costs no build. A failed build returns an error with the build log.
+ * The caller owns the kernel (clReleaseKernel). */
+tyto_plugin_error *ocl_kernel_new(tyto_plugin_device *dev, uint32_t dtype,
+                                  const char *source, const char *options,
+                                  const char *name, cl_kernel *out);
+
+/* Sets argument `index` of `kernel`; on failure returns an error naming the
+ * kernel and the argument. */
+tyto_plugin_error *ocl_set_arg(tyto_plugin_device *dev, cl_kernel kernel,
+                               cl_uint index, size_t size, const void *value);
+
+/* Enqueues `kernel` on stream s over `dims` dimensions and tracks its
+ * event, so a failure surfaces from stream_synchronize. local may be NULL:
+ * a 1-d launch whose global size is a multiple of 64 then gets work-groups
+ * of 64 (when the kernel allows as many), so that drivers need not compile
+ * it again for each global size.
+ * `what` (static storage) names the work in error messages. */
+tyto_plugin_error *ocl_enqueue(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                               cl_kernel kernel, cl_uint dims,
+                               const size_t *global, const size_t *local,
+                               const char *what);
+
+/* A global size for a grid-stride loop over n items: n rounded up to a
+ * multiple of 64, at most 2^20 (each work-item loops over the rest). */
+size_t ocl_global_size(int64_t n);
+
+/* Shape and strides of a layout as the prelude's tyto_offset() wants them:
+ * dimension 0 of the long8s is the layout's LAST (fastest) dimension;
+ * unused entries are 1 (shape) and 0 (strides). */
+void ocl_dims(const tyto_plugin_layout *l, cl_long8 *shape, cl_long8 *strides,
+              cl_int *rank);
+
+/* OpenCL C put in front of every program (kernels.c):
+ *   - enables cl_khr_fp64 when TYTO_FP64 is defined; T is the element type;
+ *   - long tyto_offset(long i, long8 shape, long8 str, int rank): the
+ *     element offset (without origin) of row-major linear index i of a
+ *     tensor whose dims come from ocl_dims();
+ *   - TYTO_FOR(i, n): a grid-stride loop `for (long i = ...; i < n; ...)`. */
+extern const char ocl_prelude[];
+
+/* ---- cache.c ------------------------------------------------------------
+ */
+
+/* The program of (ocl_prelude + source, options) on dev, from the memory
+ * cache, the disk cache or built now. The device's cache owns it (do not
+ * release). Thread-safe (takes dev->lock). */
+tyto_plugin_error *ocl_program_get(tyto_plugin_device *dev, const char *source,
+                                   const char *options, cl_program *out);
+
+#endif /* TYTO_OPENCL_OPS_H */

@@ -1,0 +1,58 @@
+/*
+ * The catalogue's builder, shared by catalogue.c (the op table and the
+ * elementwise, reduction, matmul, conv and pool families), catalogue_nn.c
+ * (layout ops and the conv/pool derivatives) and catalogue_linalg.c.
+ */
+#ifndef TYTO_CONFORM_CATALOGUE_INT_H
+#define TYTO_CONFORM_CATALOGUE_INT_H
+
+#include "catalogue.h"
+
+/* Tolerance classes: exact-ish arithmetic, transcendental functions,
+ * accumulations (sums, products of matrices, factorisations). */
+enum cf_tol { T_BASE, T_TRANS, T_ACCUM };
+
+typedef struct cf_op_entry {
+  uint32_t op;
+  const char *name;
+  int family; /* how the op is exercised (catalogue.c's enum family) */
+  enum cf_tol tol;
+  cf_values values;
+  double lo, hi;   /* domain of every input (binary: of the first) */
+  double lo2, hi2; /* binary: domain of the second input (0, 0: same) */
+} cf_op_entry;
+
+/* A builder: the growing case array and the op being built. */
+typedef struct cf_builder {
+  cf_case *cases;
+  size_t n, cap;
+  uint32_t dtype;
+  const cf_op_entry *e;
+  int oom;
+} cf_builder;
+
+/* Appends a zeroed case of the current op named `name` with the op's
+ * tolerance; NULL when out of memory (b->oom is then set). */
+cf_case *cf_add(cf_builder *b, const char *name);
+
+/* Sets input i of c (the op's value domain) or output i: strides NULL is
+ * row-major. */
+void cf_in_set(cf_builder *b, cf_case *c, uint32_t i, uint32_t rank,
+               const int64_t *shape, const int64_t *strides, int64_t offset);
+void cf_out_set(cf_builder *b, cf_case *c, uint32_t i, uint32_t rank,
+                const int64_t *shape, const int64_t *strides, int64_t offset);
+
+/* Sets the value domain of input i of c. */
+void cf_in_values(cf_case *c, uint32_t i, cf_values v, double lo, double hi);
+
+/* Output extent of a convolution or pooling axis (floor mode). */
+int64_t cf_out_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d);
+
+/* Families of catalogue_nn.c and catalogue_linalg.c, dispatching on
+ * b->e->op. */
+void cf_layout_cases(cf_builder *b);
+void cf_conv_bwd_cases(cf_builder *b);
+void cf_pool_bwd_cases(cf_builder *b);
+void cf_linalg_cases(cf_builder *b);
+
+#endif
