@@ -94,6 +94,12 @@ echo
 echo "Demo: the seed CNN's training step through the graph passes and the memory planner (tyto-graph)"
 "$prefix/bin/tyto-graph" --model cnn | head -12
 echo
+if "$prefix/bin/tyto-info" --devices opencl:0 >/dev/null 2>&1; then
+  echo "Demo: the MLP trained for one epoch on opencl:0, the OpenCL plugin (docs/opencl.md)"
+  "$prefix/bin/tyto-train" --model mlp --devices opencl:0 --quiet \
+    --data /usr/share/datasets/fashion-mnist
+  echo
+fi
 echo "The main job: the seed CNN trained on Fashion-MNIST for one epoch (tyto-train)"
 "$prefix/bin/tyto-train" --model cnn --data /usr/share/datasets/fashion-mnist
 

@@ -303,7 +303,9 @@ static void perf_device(const options *o, cf_device *dut, cf_device *ref,
         for (int k = 0; k < 2; k++)
           if (st[k] == CF_FAILED)
             printf("  %s: %s\n", d[k]->id, err[k]);
-      } else {
+      }
+      /* The rows also make the table's closing BENCH line. */
+      {
         json_t *r =
             json_pack("{s:s, s:s, s:s, s:s}", "op", b[i].c.op_name, "dtype",
                       dtype_name(dt), "case", b[i].c.name, "unit", b[i].unit);
@@ -459,6 +461,11 @@ int main(int argc, char **argv) {
   json_object_set_new(root, "exit", json_integer(rc));
   if (o.json) {
     json_dumpf(root, stdout, JSON_INDENT(1));
+    fputc('\n', stdout);
+  } else if (o.perf) {
+    /* As every benchmark of bench/: the table's numbers as one JSON line. */
+    fputs("BENCH ", stdout);
+    json_dumpf(root, stdout, JSON_COMPACT);
     fputc('\n', stdout);
   }
   json_decref(root);

@@ -46,23 +46,6 @@
 enum { MM_ROW, MM_COL, MM_PACK };        /* how a view reaches CLBlast */
 enum { MM_SINGLE, MM_STRIDED, MM_LIST }; /* which CLBlast routine runs */
 
-/* Byte-identical to copyfill.c's source, so that the program cache builds
- * one program per dtype for both families. tyto_copy packs and unpacks,
- * tyto_fill writes the zeros of k = 0. */
-static const char source[] =
-    "__kernel void tyto_copy(__global const T *in, long in_base, long8 istr,\n"
-    "                        __global T *out, long out_base, long8 ostr,\n"
-    "                        long8 shape, int rank, long n) {\n"
-    "  TYTO_FOR(i, n)\n"
-    "    out[out_base + tyto_offset(i, shape, ostr, rank)] =\n"
-    "        in[in_base + tyto_offset(i, shape, istr, rank)];\n"
-    "}\n"
-    "__kernel void tyto_fill(__global T *out, long out_base, long8 ostr,\n"
-    "                        long8 shape, int rank, long n, T value) {\n"
-    "  TYTO_FOR(i, n)\n"
-    "    out[out_base + tyto_offset(i, shape, ostr, rank)] = value;\n"
-    "}\n";
-
 /* One of A, B, C. */
 typedef struct mm_opnd {
   /* The r x c matrix at strides (sr, sc) in its bound buffer, and its batch
@@ -500,12 +483,12 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   if (k->desc.out[0].n == 0)
     return NULL;
   if (p->k == 0)
-    return ocl_kernel_new(dev, k->desc.dtype, source, NULL, "tyto_fill",
-                          &p->fill);
+    return ocl_kernel_new(dev, k->desc.dtype, ocl_copy_source, NULL,
+                          "tyto_fill", &p->fill);
   tune_pocl(dev, k->desc.dtype);
   if (p->ws_elems > 0)
-    return ocl_kernel_new(dev, k->desc.dtype, source, NULL, "tyto_copy",
-                          &p->copy);
+    return ocl_kernel_new(dev, k->desc.dtype, ocl_copy_source, NULL,
+                          "tyto_copy", &p->copy);
   return NULL;
 }
 
@@ -523,39 +506,23 @@ static void release(tyto_plugin_kernel *k) {
 
 /* ---- launch -------------------------------------------------------------- */
 
-/* dims (slowest first) as the prelude's long8s (fastest first). */
-static cl_long8 long8_rev(const int64_t *v, uint32_t rank, int64_t pad) {
-  cl_long8 r;
-  for (uint32_t i = 0; i < 8; i++)
-    r.s[i] = i < rank ? v[rank - 1 - i] : pad;
-  return r;
-}
-
 /* tyto_copy over `shape` (rank dims, slowest first) from src to dst. */
 static tyto_plugin_error *
 run_copy(tyto_plugin_device *dev, tyto_plugin_stream *s, cl_kernel kernel,
          cl_mem src, int64_t sbase, const int64_t *sstr, cl_mem dst,
          int64_t dbase, const int64_t *dstr, const int64_t *shape,
          uint32_t rank, const char *what) {
-  cl_long8 sh = long8_rev(shape, rank, 1), is = long8_rev(sstr, rank, 0),
-           os = long8_rev(dstr, rank, 0);
+  cl_long8 sh = ocl_long8_rev(shape, rank, 1),
+           is = ocl_long8_rev(sstr, rank, 0), os = ocl_long8_rev(dstr, rank, 0);
   cl_long ib = sbase, ob = dbase, n = 1;
   cl_int r = (cl_int)rank;
   for (uint32_t i = 0; i < rank; i++)
     n *= shape[i];
-  const struct {
-    size_t size;
-    const void *v;
-  } args[] = {{sizeof src, &src}, {sizeof ib, &ib}, {sizeof is, &is},
-              {sizeof dst, &dst}, {sizeof ob, &ob}, {sizeof os, &os},
-              {sizeof sh, &sh},   {sizeof r, &r},   {sizeof n, &n}};
-  for (cl_uint a = 0; a < sizeof args / sizeof args[0]; a++) {
-    tyto_plugin_error *e = ocl_set_arg(dev, kernel, a, args[a].size, args[a].v);
-    if (e != NULL)
-      return e;
-  }
+  const ocl_karg args[] = {OCL_KARG(src), OCL_KARG(ib), OCL_KARG(is),
+                           OCL_KARG(dst), OCL_KARG(ob), OCL_KARG(os),
+                           OCL_KARG(sh),  OCL_KARG(r),  OCL_KARG(n)};
   size_t global = ocl_global_size(n);
-  return ocl_enqueue(dev, s, kernel, 1, &global, NULL, what);
+  return ocl_run(dev, s, kernel, args, 9, 1, &global, what);
 }
 
 /* Zeros over the output's layout (k = 0). */
@@ -570,25 +537,17 @@ static tyto_plugin_error *run_zeros(tyto_plugin_device *dev,
   cl_float zf = 0.0f;
   cl_double zd = 0.0;
   size_t elem = k->desc.elem;
-  const struct {
-    size_t size;
-    const void *v;
-  } args[] = {{sizeof out->mem, &out->mem},
-              {sizeof base, &base},
-              {sizeof str, &str},
-              {sizeof shape, &shape},
-              {sizeof rank, &rank},
-              {sizeof n, &n},
-              {elem, elem == 8 ? (const void *)&zd : (const void *)&zf}};
-  for (cl_uint a = 0; a < sizeof args / sizeof args[0]; a++) {
-    tyto_plugin_error *e =
-        ocl_set_arg(dev, p->fill, a, args[a].size, args[a].v);
-    if (e != NULL)
-      return e;
-  }
+  const ocl_karg args[] = {
+      OCL_KARG(out->mem),
+      OCL_KARG(base),
+      OCL_KARG(str),
+      OCL_KARG(shape),
+      OCL_KARG(rank),
+      OCL_KARG(n),
+      {elem, elem == 8 ? (const void *)&zd : (const void *)&zf}};
   size_t global = ocl_global_size(n);
-  return ocl_enqueue(dev, s, p->fill, 1, &global, NULL,
-                     "matmul zeros (k = 0) kernel");
+  return ocl_run(dev, s, p->fill, args, 7, 1, &global,
+                 "matmul zeros (k = 0) kernel");
 }
 
 /* Offset of collapsed batch b of operand i from its base. */

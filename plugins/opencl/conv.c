@@ -28,6 +28,15 @@
  * channels) skip the GEMMs and write bias or zeros.
  * im2col and the dy packing read their tensors through any strides; w goes
  * to CLBlast in place when it is dense row-major, else packed first.
+ *
+ * Small reductions (K = C/groups*KH*KW <= CONV_KMAX, as a first layer's
+ * 1x5x5) make thin GEMMs that run far below speed, so CONV2D and
+ * CONV2D_BACKWARD_FILTER compute them directly when every index fits an
+ * int (conv_direct.c): the forward by work-items of 16 or 32 output
+ * channels of one output pixel (T16 vectors, w packed to [groups *
+ * blocks][K][channels] in the workspace), the weight gradient by
+ * work-items that each sum over a slice of the output pixels into partial
+ * results, then added slice by slice in a fixed order (deterministic).
  */
 #include "ops.h"
 
@@ -37,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv.h"
 #include "errors.h"
 #include "layout.h"
 
@@ -169,24 +179,6 @@ static const char source[] =
     "  }\n"
     "}\n";
 
-typedef struct conv {
-  uint32_t op;
-  uint32_t dtype;
-  size_t elem;
-  int64_t N, C, H, W, O, KH, KW, OH, OW;
-  int64_t sh, sw, ph, pw, dh, dw, G;
-  int has_bias;
-  int w_dense; /* forward, data: w goes to CLBlast in place */
-  int gemm;    /* whether GEMMs run (else the output is 0, or bias) */
-  /* Workspace plan, in elements from the workspace's origin: the packed w
-   * (or the weight gradient's accumulator) at 0, col at off_col, res at
-   * off_res; nb images per chunk. */
-  int64_t nb, off_col, off_res, ws_elems;
-  /* Weight gradient: the partial results of up to max_slices slices at
-   * off_part (max_slices 1: the GEMMs accumulate in place). */
-  int64_t max_slices, off_part;
-  cl_kernel im2col, out, pack, col2im, wcopy, sum;
-} conv;
 
 static int owns(uint32_t op) {
   return op == TYTO_PLUGIN_OP_CONV2D ||
@@ -398,6 +390,9 @@ static tyto_plugin_error *geometry(tyto_plugin_device *dev, const ocl_desc *d,
                        name, so, (unsigned)ax);
   c->w_dense = code != TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER && dense(w);
   uint64_t max_alloc = dev->info->max_alloc_bytes;
+  if (conv_direct_plan(c, d) && (uint64_t)c->ws_elems * c->elem <= max_alloc)
+    return NULL;
+  c->direct = 0;
   if (!plan(c, max_alloc) || (uint64_t)c->ws_elems * c->elem > max_alloc)
     return ocl_error(h, TYTO_PLUGIN_ERR_UNSUPPORTED,
                      "%s: the im2col workspace of one image of %s %s and %s "
@@ -417,8 +412,9 @@ static void release(tyto_plugin_kernel *k) {
   conv *c = k->impl;
   if (c == NULL)
     return;
-  cl_kernel *ks[] = {&c->im2col, &c->out,   &c->pack,
-                     &c->col2im, &c->wcopy, &c->sum};
+  cl_kernel *ks[] = {&c->im2col, &c->out,   &c->pack,     &c->col2im,
+                     &c->wcopy,  &c->sum,   &c->direct_k, &c->wpack,
+                     &c->dwpart, &c->dwsum};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (*ks[i] != NULL)
       clReleaseKernel(*ks[i]);
@@ -438,6 +434,8 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
     return e;
   k->workspace_bytes = (uint64_t)c->ws_elems * c->elem;
   uint32_t dt = c->dtype;
+  if (c->direct)
+    return conv_direct_prepare(dev, c);
   int fwd = c->op == TYTO_PLUGIN_OP_CONV2D,
       data = c->op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA;
   if (!data && e == NULL)
@@ -576,32 +574,14 @@ static tyto_plugin_error *gemm(tyto_plugin_device *dev, tyto_plugin_stream *s,
                    what, g->m, g->n, g->k, g->batch, dev->info->name);
 }
 
-static cl_long4 long4_of(const int64_t *v) {
+cl_long4 conv_long4(const int64_t *v) {
   cl_long4 r;
   for (int i = 0; i < 4; i++)
     r.s[i] = v[i];
   return r;
 }
 
-/* Sets the kernel's arguments from a list of (size, pointer) pairs. */
-typedef struct karg {
-  size_t size;
-  const void *ptr;
-} karg;
-
-static tyto_plugin_error *run(tyto_plugin_device *dev, tyto_plugin_stream *s,
-                              cl_kernel kern, const karg *args, cl_uint n,
-                              cl_uint dims, const size_t *global,
-                              const char *what) {
-  for (cl_uint i = 0; i < n; i++) {
-    tyto_plugin_error *e = ocl_set_arg(dev, kern, i, args[i].size, args[i].ptr);
-    if (e != NULL)
-      return e;
-  }
-  return ocl_enqueue(dev, s, kern, dims, global, NULL, what);
-}
-
-#define A(v) {sizeof(v), &(v)}
+#define A(v) OCL_KARG(v)
 
 /* What one launch works with. */
 typedef struct conv_ctx {
@@ -619,13 +599,13 @@ static tyto_plugin_error *wcopy(conv_ctx *x, cl_mem src, cl_long sb,
                                 const int64_t *ss, cl_mem dst, cl_long db,
                                 const int64_t *ds, const int64_t *shape,
                                 const char *what) {
-  cl_long4 s4 = long4_of(ss), d4 = long4_of(ds), sh4 = long4_of(shape);
+  cl_long4 s4 = conv_long4(ss), d4 = conv_long4(ds), sh4 = conv_long4(shape);
   cl_int have = src != NULL;
-  karg args[] = {A(src), A(sb), A(s4), A(have),
-                 A(dst), A(db), A(d4), A(sh4)};
+  ocl_karg args[] = {A(src), A(sb), A(s4), A(have),
+                     A(dst), A(db), A(d4), A(sh4)};
   size_t global =
       ocl_global_size(shape[0] * shape[1] * shape[2] * shape[3]);
-  return run(x->dev, x->s, x->c->wcopy, args, 8, 1, &global, what);
+  return ocl_run(x->dev, x->s, x->c->wcopy, args, 8, 1, &global, what);
 }
 
 /* The global size of a CONV_GRID over (planes, rows, cols): each at
@@ -652,26 +632,27 @@ static void chunk(conv_ctx *x, int64_t n0, int64_t nb) {
 static tyto_plugin_error *im2col(conv_ctx *x, const ocl_arg *xa,
                                  const int64_t *xs) {
   const conv *c = x->c;
-  cl_long4 s4 = long4_of(xs);
+  cl_long4 s4 = conv_long4(xs);
   cl_long cb = x->wsb + c->off_col;
-  karg args[] = {A(xa->mem), A(xa->origin), A(s4), A(x->geo),
-                 A(x->dim),  A(x->ws),      A(cb)};
+  ocl_karg args[] = {A(xa->mem), A(xa->origin), A(s4), A(x->geo),
+                     A(x->dim),  A(x->ws),      A(cb)};
   size_t global[3];
   grid3(x->dim.s[1] * c->C, c->OH, c->OW, global);
-  return run(x->dev, x->s, c->im2col, args, 7, 3, global, "conv2d im2col");
+  return ocl_run(x->dev, x->s, c->im2col, args, 7, 3, global, "conv2d im2col");
 }
 
 /* dy of the chunk packed into the workspace's res. */
 static tyto_plugin_error *pack_dy(conv_ctx *x, const ocl_arg *dy,
                                   const int64_t *ds) {
   const conv *c = x->c;
-  cl_long4 s4 = long4_of(ds);
+  cl_long4 s4 = conv_long4(ds);
   cl_long ob = x->wsb + c->off_res;
-  karg args[] = {A(dy->mem), A(dy->origin), A(s4), A(x->dim), A(x->ws),
-                 A(ob)};
+  ocl_karg args[] = {A(dy->mem), A(dy->origin), A(s4),
+                     A(x->dim),  A(x->ws),      A(ob)};
   size_t global[3];
   grid3(x->dim.s[1] * c->O, c->OH, c->OW, global);
-  return run(x->dev, x->s, c->pack, args, 6, 3, global, "conv2d dy packing");
+  return ocl_run(x->dev, x->s, c->pack, args, 6, 3, global,
+                 "conv2d dy packing");
 }
 
 /* w for CLBlast into *wmem, *woff: in place when dense, else packed at
@@ -712,7 +693,7 @@ static tyto_plugin_error *forward(conv_ctx *x, const ocl_desc *d,
   size_t woff;
   tyto_plugin_error *e = weights(x, &in[1], &d->in[1].l, &wmem, &woff);
   cl_long rb = x->wsb + c->off_res, cb = x->wsb + c->off_col, bs = bst;
-  cl_long4 ys4 = long4_of(ys);
+  cl_long4 ys4 = conv_long4(ys);
   for (int64_t n0 = 0; n0 < c->N && e == NULL; n0 += c->nb) {
     int64_t nb = c->N - n0 < c->nb ? c->N - n0 : c->nb;
     size_t nbp = (size_t)(nb * P);
@@ -731,11 +712,11 @@ static tyto_plugin_error *forward(conv_ctx *x, const ocl_desc *d,
                    .batch = (size_t)c->G};
     if ((e = gemm(x->dev, x->s, c, &g, "conv2d GEMM")) != NULL)
       break;
-    karg args[] = {A(x->ws), A(rb), A(bmem),  A(bb),    A(bs),
-                   A(x->dim), A(y->mem), A(y->origin), A(ys4)};
+    ocl_karg args[] = {A(x->ws),  A(rb),     A(bmem),      A(bb), A(bs),
+                       A(x->dim), A(y->mem), A(y->origin), A(ys4)};
     size_t global[3];
     grid3(nb * c->O, c->OH, c->OW, global);
-    e = run(x->dev, x->s, c->out, args, 9, 3, global, "conv2d output");
+    e = ocl_run(x->dev, x->s, c->out, args, 9, 3, global, "conv2d output");
   }
   return e;
 }
@@ -756,7 +737,7 @@ static tyto_plugin_error *data(conv_ctx *x, const ocl_desc *d,
   size_t woff;
   tyto_plugin_error *e = weights(x, &in[1], &d->in[1].l, &wmem, &woff);
   cl_long rb = x->wsb + c->off_res, cb = x->wsb + c->off_col;
-  cl_long4 xs4 = long4_of(xs);
+  cl_long4 xs4 = conv_long4(xs);
   for (int64_t n0 = 0; n0 < c->N && e == NULL; n0 += c->nb) {
     int64_t nb = c->N - n0 < c->nb ? c->N - n0 : c->nb;
     size_t nbp = (size_t)(nb * P);
@@ -775,12 +756,12 @@ static tyto_plugin_error *data(conv_ctx *x, const ocl_desc *d,
                    .batch = (size_t)c->G};
     if ((e = gemm(x->dev, x->s, c, &g, "conv2d_backward_data GEMM")) != NULL)
       break;
-    karg args[] = {A(x->ws),   A(cb),        A(x->geo), A(x->dim),
-                   A(dx->mem), A(dx->origin), A(xs4)};
+    ocl_karg args[] = {A(x->ws),   A(cb),         A(x->geo), A(x->dim),
+                       A(dx->mem), A(dx->origin), A(xs4)};
     size_t global[3];
     grid3(nb * c->C, c->H, c->W, global);
-    e = run(x->dev, x->s, c->col2im, args, 7, 3, global,
-            "conv2d_backward_data col2im");
+    e = ocl_run(x->dev, x->s, c->col2im, args, 7, 3, global,
+                "conv2d_backward_data col2im");
   }
   return e;
 }
@@ -840,10 +821,10 @@ static tyto_plugin_error *filter_gemm(conv_ctx *x, int64_t n0, size_t nbp) {
   cl_long pb = (cl_long)part, Sl = (cl_long)S, nl = (cl_long)OK,
           ab = x->wsb;
   cl_int first = n0 == 0;
-  karg args[] = {A(x->ws), A(pb), A(Sl), A(nl), A(first), A(x->ws), A(ab)};
+  ocl_karg args[] = {A(x->ws), A(pb), A(Sl), A(nl), A(first), A(x->ws), A(ab)};
   size_t global = ocl_global_size((int64_t)OK);
-  return run(x->dev, x->s, c->sum, args, 7, 1, &global,
-             "conv2d_backward_filter slice sum");
+  return ocl_run(x->dev, x->s, c->sum, args, 7, 1, &global,
+                 "conv2d_backward_filter slice sum");
 }
 
 /* CONV2D_BACKWARD_FILTER: x, dy -> dw, summed over the chunks in the
@@ -880,6 +861,8 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   int64_t geo[8] = {c->sh, c->sw, c->ph, c->pw, c->dh, c->dw, c->KH, c->KW};
   for (int i = 0; i < 8; i++)
     x.geo.s[i] = geo[i];
+  if (c->direct)
+    return conv_direct_launch(dev, s, c, &k->desc, in, out, ws);
   switch (c->op) {
   case TYTO_PLUGIN_OP_CONV2D: return forward(&x, &k->desc, in, &out[0]);
   case TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA:

@@ -15,7 +15,7 @@
 #include "errors.h"
 #include "layout.h"
 
-static const char source[] =
+const char ocl_copy_source[] =
     "__kernel void tyto_copy(__global const T *in, long in_base, long8 istr,\n"
     "                        __global T *out, long out_base, long8 ostr,\n"
     "                        long8 shape, int rank, long n) {\n"
@@ -87,7 +87,7 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   if (!ocl_plan_make(copy ? &d->in[0].l : NULL, &d->out[0].l, &c->plan, why,
                      sizeof why))
     return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INTERNAL, "%s", why);
-  return ocl_kernel_new(dev, d->dtype, source, NULL,
+  return ocl_kernel_new(dev, d->dtype, ocl_copy_source, NULL,
                         copy ? "tyto_copy" : "tyto_fill", &c->kernel);
 }
 
@@ -126,32 +126,24 @@ static tyto_plugin_error *run_kernel(tyto_plugin_device *dev,
   cl_int rank = (cl_int)p->rank;
   cl_float vf = (cl_float)c->value;
   cl_double vd = c->value;
-  cl_uint a = 0;
-  tyto_plugin_error *e = NULL;
-#define ARG(size, ptr)                                                         \
-  do {                                                                         \
-    if (e == NULL)                                                             \
-      e = ocl_set_arg(dev, c->kernel, a++, (size), (ptr));                     \
-  } while (0)
+  ocl_args a = OCL_ARGS(dev, c->kernel);
   if (copy) {
-    ARG(sizeof in->mem, &in->mem);
-    ARG(sizeof ib, &ib);
-    ARG(sizeof istr, &istr);
+    ocl_args_put(&a, sizeof in->mem, &in->mem);
+    ocl_args_put(&a, sizeof ib, &ib);
+    ocl_args_put(&a, sizeof istr, &istr);
   }
-  ARG(sizeof out->mem, &out->mem);
-  ARG(sizeof ob, &ob);
-  ARG(sizeof ostr, &ostr);
-  ARG(sizeof shape, &shape);
-  ARG(sizeof rank, &rank);
-  ARG(sizeof n, &n);
+  ocl_args_put(&a, sizeof out->mem, &out->mem);
+  ocl_args_put(&a, sizeof ob, &ob);
+  ocl_args_put(&a, sizeof ostr, &ostr);
+  ocl_args_put(&a, sizeof shape, &shape);
+  ocl_args_put(&a, sizeof rank, &rank);
+  ocl_args_put(&a, sizeof n, &n);
   if (!copy)
-    ARG(elem, elem == 8 ? (const void *)&vd : (const void *)&vf);
-#undef ARG
-  if (e != NULL)
-    return e;
-  size_t global = ocl_global_size(n);
-  return ocl_enqueue(dev, s, c->kernel, 1, &global, NULL,
-                     copy ? "copy kernel" : "fill kernel");
+    ocl_args_put(&a, elem, elem == 8 ? (const void *)&vd : (const void *)&vf);
+  if (a.e != NULL)
+    return a.e;
+  return ocl_enqueue_n(dev, s, c->kernel, n,
+                       copy ? "copy kernel" : "fill kernel");
 }
 
 static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,

@@ -789,28 +789,19 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   cl_long n = d->out[0].n;
   cl_float pf = (cl_float)c->param;
   cl_double pd = c->param;
-  cl_uint a = 0;
-  tyto_plugin_error *e = NULL;
-#define ARG(size, ptr)                                                         \
-  do {                                                                         \
-    if (e == NULL)                                                             \
-      e = ocl_set_arg(dev, c->kernel, a++, (size), (ptr));                     \
-  } while (0)
-  for (uint32_t j = 0; j < d->n_in; j++) {
-    ARG(sizeof in[j].mem, &in[j].mem);
-    ARG(sizeof in[j].origin, &in[j].origin);
-  }
-  for (uint32_t j = 0; j < d->n_out; j++) {
-    ARG(sizeof out[j].mem, &out[j].mem);
-    ARG(sizeof out[j].origin, &out[j].origin);
-  }
-  ARG(sizeof n, &n);
-  cl_uint base_arg = a++;
-  ARG(sizeof c->meta, &c->meta);
-  ARG(sizeof c->rank, &c->rank);
+  ocl_args a = OCL_ARGS(dev, c->kernel);
+  for (uint32_t j = 0; j < d->n_in; j++)
+    ocl_args_mem(&a, &in[j]);
+  for (uint32_t j = 0; j < d->n_out; j++)
+    ocl_args_mem(&a, &out[j]);
+  ocl_args_put(&a, sizeof n, &n);
+  cl_uint base_arg = a.next++;
+  ocl_args_put(&a, sizeof c->meta, &c->meta);
+  ocl_args_put(&a, sizeof c->rank, &c->rank);
   if (c->pa_arg)
-    ARG(d->elem, d->elem == 8 ? (const void *)&pd : (const void *)&pf);
-#undef ARG
+    ocl_args_put(&a, d->elem,
+                 d->elem == 8 ? (const void *)&pd : (const void *)&pf);
+  tyto_plugin_error *e = a.e;
   /* One element per work-item, in chunks of at most ELT_CHUNK. */
   const char *what =
       d->op == TYTO_PLUGIN_OP_FUSED ? "fused kernel" : "elementwise kernel";

@@ -154,24 +154,6 @@ static const char *const source_parts[] = {
     "}\n",
 };
 
-/* The program's source: source_parts joined (ISO C caps one string
- * literal at 4095 characters). NULL when out of memory; the caller frees. */
-static char *source_new(void) {
-  size_t n = sizeof source_parts / sizeof source_parts[0], len = 1;
-  for (size_t i = 0; i < n; i++)
-    len += strlen(source_parts[i]);
-  char *s = malloc(len), *at = s;
-  if (s == NULL)
-    return NULL;
-  for (size_t i = 0; i < n; i++) {
-    size_t l = strlen(source_parts[i]);
-    memcpy(at, source_parts[i], l);
-    at += l;
-  }
-  *at = '\0';
-  return s;
-}
-
 typedef struct index_impl {
   cl_kernel main;
   cl_kernel check; /* GATHER's index check */
@@ -386,7 +368,8 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
         d->in[1].n > 0 ? (uint64_t)d->in[1].n * 16 + (d->elem == 4 ? 4 : 0) : 0;
     break;
   }
-  char *source = source_new();
+  char *source = ocl_source_join(source_parts,
+                                 sizeof source_parts / sizeof source_parts[0]);
   if (source == NULL)
     return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                      "prepare: out of host memory");
@@ -413,77 +396,35 @@ static void release(tyto_plugin_kernel *k) {
 /* ---- launch ---------------------------------------------------------------
  */
 
-/* Sets the arguments of a kernel in order, stopping at the first failure. */
-typedef struct arg_list {
-  tyto_plugin_device *dev;
-  cl_kernel k;
-  cl_uint next;
-  tyto_plugin_error *e;
-} arg_list;
-
-static void arg(arg_list *a, size_t size, const void *value) {
-  if (a->e == NULL)
-    a->e = ocl_set_arg(a->dev, a->k, a->next++, size, value);
-}
-
-/* v[rank - 1], ..., v[0], then `fill`: a layout-ordered array fastest
- * first, as the kernels take dims. */
-static cl_long8 rev8(const int64_t *v, uint32_t rank, int64_t fill) {
-  cl_long8 r;
-  for (uint32_t i = 0; i < 8; i++)
-    r.s[i] = i < rank ? v[rank - 1 - i] : fill;
-  return r;
-}
-
-/* Adds a buffer and the origin of an operand. */
-static void arg_mem(arg_list *a, const ocl_arg *v) {
-  arg(a, sizeof v->mem, &v->mem);
-  arg(a, sizeof v->origin, &v->origin);
-}
-
-/* Adds shape, strides and rank of layout l as tyto_offset() takes them. */
-static void arg_dims(arg_list *a, const tyto_plugin_layout *l) {
-  cl_long8 shape, strides;
-  cl_int rank;
-  ocl_dims(l, &shape, &strides, &rank);
-  arg(a, sizeof shape, &shape);
-  arg(a, sizeof strides, &strides);
-  arg(a, sizeof rank, &rank);
-}
-
-static tyto_plugin_error *enqueue(tyto_plugin_device *dev,
-                                  tyto_plugin_stream *s, cl_kernel k, int64_t n,
-                                  const char *what) {
-  size_t global = ocl_global_size(n);
-  return ocl_enqueue(dev, s, k, 1, &global, NULL, what);
-}
-
 static tyto_plugin_error *pad_launch(tyto_plugin_device *dev,
                                      tyto_plugin_stream *s, index_impl *c,
                                      const ocl_desc *d, const ocl_arg *in,
                                      const ocl_arg *out) {
   const tyto_plugin_layout *il = &d->in[0].l, *ol = &d->out[0].l;
   uint32_t rank = ol->rank;
-  cl_long8 ishape = rev8(il->shape, rank, 1), istr = rev8(il->strides, rank, 0),
-           oshape = rev8(ol->shape, rank, 1), ostr = rev8(ol->strides, rank, 0),
-           before = rev8(c->before, rank, 0);
+  cl_long8 ishape = ocl_long8_rev(il->shape, rank, 1),
+           istr = ocl_long8_rev(il->strides, rank, 0),
+           oshape = ocl_long8_rev(ol->shape, rank, 1),
+           ostr = ocl_long8_rev(ol->strides, rank, 0),
+           before = ocl_long8_rev(c->before, rank, 0);
   cl_int crank = (cl_int)rank, reflect = c->mode == 1;
   cl_float vf = c->valuef;
   cl_double vd = c->value;
   cl_long n = d->out[0].n;
-  arg_list a = {dev, c->main, 0, NULL};
-  arg_mem(&a, &in[0]);
-  arg(&a, sizeof ishape, &ishape);
-  arg(&a, sizeof istr, &istr);
-  arg_mem(&a, &out[0]);
-  arg(&a, sizeof oshape, &oshape);
-  arg(&a, sizeof ostr, &ostr);
-  arg(&a, sizeof before, &before);
-  arg(&a, sizeof crank, &crank);
-  arg(&a, sizeof reflect, &reflect);
-  arg(&a, d->elem, d->elem == 8 ? (const void *)&vd : (const void *)&vf);
-  arg(&a, sizeof n, &n);
-  return a.e != NULL ? a.e : enqueue(dev, s, c->main, n, "pad kernel");
+  ocl_args a = OCL_ARGS(dev, c->main);
+  ocl_args_mem(&a, &in[0]);
+  ocl_args_put(&a, sizeof ishape, &ishape);
+  ocl_args_put(&a, sizeof istr, &istr);
+  ocl_args_mem(&a, &out[0]);
+  ocl_args_put(&a, sizeof oshape, &oshape);
+  ocl_args_put(&a, sizeof ostr, &ostr);
+  ocl_args_put(&a, sizeof before, &before);
+  ocl_args_put(&a, sizeof crank, &crank);
+  ocl_args_put(&a, sizeof reflect, &reflect);
+  ocl_args_put(&a, d->elem,
+               d->elem == 8 ? (const void *)&vd : (const void *)&vf);
+  ocl_args_put(&a, sizeof n, &n);
+  return a.e != NULL ? a.e : ocl_enqueue_n(dev, s, c->main, n, "pad kernel");
 }
 
 static tyto_plugin_error *one_hot_launch(tyto_plugin_device *dev,
@@ -492,14 +433,15 @@ static tyto_plugin_error *one_hot_launch(tyto_plugin_device *dev,
                                          const ocl_arg *out) {
   const tyto_plugin_layout *ol = &d->out[0].l;
   cl_long depth = ol->shape[ol->rank - 1], n = d->out[0].n;
-  arg_list a = {dev, c->main, 0, NULL};
-  arg_mem(&a, &in[0]);
-  arg_dims(&a, &d->in[0].l);
-  arg_mem(&a, &out[0]);
-  arg_dims(&a, ol);
-  arg(&a, sizeof depth, &depth);
-  arg(&a, sizeof n, &n);
-  return a.e != NULL ? a.e : enqueue(dev, s, c->main, n, "one_hot kernel");
+  ocl_args a = OCL_ARGS(dev, c->main);
+  ocl_args_mem(&a, &in[0]);
+  ocl_args_dims(&a, &d->in[0].l);
+  ocl_args_mem(&a, &out[0]);
+  ocl_args_dims(&a, ol);
+  ocl_args_put(&a, sizeof depth, &depth);
+  ocl_args_put(&a, sizeof n, &n);
+  return a.e != NULL ? a.e
+                     : ocl_enqueue_n(dev, s, c->main, n, "one_hot kernel");
 }
 
 /* Reads the elements the indices (input 1, bound at *x) reach into a new
@@ -517,13 +459,11 @@ static tyto_plugin_error *indices_read(tyto_plugin_device *dev,
                      bytes);
   /* The origin includes the layout's offset, the reach too. */
   size_t at = (size_t)(x->origin - r->l.offset + r->lo) * d->elem;
-  cl_int err = clEnqueueReadBuffer(s->queue, x->mem, CL_TRUE, at, bytes, host,
-                                   0, NULL, NULL);
-  if (err != CL_SUCCESS) {
+  tyto_plugin_error *e = ocl_read(dev, s, x->mem, at, bytes, host, op,
+                                  "the indices back to check them");
+  if (e != NULL) {
     free(host);
-    return ocl_error_cl(OCL_HOST(dev), "clEnqueueReadBuffer", err,
-                        "%s: reading the indices back to check them on \"%s\"",
-                        op, dev->info->name);
+    return e;
   }
   *out = host;
   return NULL;
@@ -588,41 +528,27 @@ static tyto_plugin_error *gather_launch(tyto_plugin_device *dev,
   /* 1. Raise the flag in the workspace if an index is bad; read it. */
   cl_long fb = ws->origin * (cl_long)(d->elem / sizeof(cl_int));
   cl_long extent = dl->shape[ax], nind = d->in[1].n;
-  tyto_plugin_error *e = ocl_stream_reserve(s);
+  cl_int flag = 0;
+  tyto_plugin_error *e = ocl_clear(
+      dev, s, ws->mem, (size_t)fb * sizeof(cl_int), sizeof flag, "gather",
+      "the index check's flag", "gather index check (clearing the flag)");
   if (e != NULL)
     return e;
-  cl_int zero = 0, flag = 0;
-  cl_event ev = NULL;
-  cl_int err = clEnqueueFillBuffer(s->queue, ws->mem, &zero, sizeof zero,
-                                   (size_t)fb * sizeof(cl_int), sizeof zero, 0,
-                                   NULL, &ev);
-  if (err != CL_SUCCESS) {
-    if (ev != NULL)
-      clReleaseEvent(ev);
-    return ocl_error_cl(OCL_HOST(dev), "clEnqueueFillBuffer", err,
-                        "gather: clearing the index check's flag on \"%s\"",
-                        dev->info->name);
-  }
-  ocl_stream_track(s, ev, "gather index check (clearing the flag)");
-  arg_list a = {dev, c->check, 0, NULL};
-  arg_mem(&a, &in[1]);
-  arg_dims(&a, il);
-  arg(&a, sizeof extent, &extent);
-  arg(&a, sizeof ws->mem, &ws->mem);
-  arg(&a, sizeof fb, &fb);
-  arg(&a, sizeof nind, &nind);
+  ocl_args a = OCL_ARGS(dev, c->check);
+  ocl_args_mem(&a, &in[1]);
+  ocl_args_dims(&a, il);
+  ocl_args_put(&a, sizeof extent, &extent);
+  ocl_args_put(&a, sizeof ws->mem, &ws->mem);
+  ocl_args_put(&a, sizeof fb, &fb);
+  ocl_args_put(&a, sizeof nind, &nind);
   if (a.e != NULL)
     return a.e;
-  if ((e = enqueue(dev, s, c->check, nind, "gather index check kernel")) !=
-      NULL)
+  if ((e = ocl_enqueue_n(dev, s, c->check, nind,
+                         "gather index check kernel")) != NULL)
     return e;
-  err = clEnqueueReadBuffer(s->queue, ws->mem, CL_TRUE,
-                            (size_t)fb * sizeof(cl_int), sizeof flag, &flag, 0,
-                            NULL, NULL);
-  if (err != CL_SUCCESS)
-    return ocl_error_cl(OCL_HOST(dev), "clEnqueueReadBuffer", err,
-                        "gather: reading the index check's flag on \"%s\"",
-                        dev->info->name);
+  if ((e = ocl_read(dev, s, ws->mem, (size_t)fb * sizeof(cl_int), sizeof flag,
+                    &flag, "gather", "the index check's flag")) != NULL)
+    return e;
   if (flag != 0) {
     /* Find the first bad index for the message. */
     void *host;
@@ -646,22 +572,24 @@ static tyto_plugin_error *gather_launch(tyto_plugin_device *dev,
     else
       dcoef[k] = dl->strides[k - ri + 1];
   }
-  cl_long8 dc = rev8(dcoef, rank, 0), ic = rev8(icoef, rank, 0),
-           ostr = rev8(ol->strides, rank, 0), shape = rev8(ol->shape, rank, 1);
+  cl_long8 dc = ocl_long8_rev(dcoef, rank, 0),
+           ic = ocl_long8_rev(icoef, rank, 0),
+           ostr = ocl_long8_rev(ol->strides, rank, 0),
+           shape = ocl_long8_rev(ol->shape, rank, 1);
   cl_long dax = dl->strides[ax], n = d->out[0].n;
   cl_int crank = (cl_int)rank;
-  a = (arg_list){dev, c->main, 0, NULL};
-  arg_mem(&a, &in[0]);
-  arg(&a, sizeof dc, &dc);
-  arg(&a, sizeof dax, &dax);
-  arg_mem(&a, &in[1]);
-  arg(&a, sizeof ic, &ic);
-  arg_mem(&a, &out[0]);
-  arg(&a, sizeof ostr, &ostr);
-  arg(&a, sizeof shape, &shape);
-  arg(&a, sizeof crank, &crank);
-  arg(&a, sizeof n, &n);
-  return a.e != NULL ? a.e : enqueue(dev, s, c->main, n, "gather kernel");
+  a = OCL_ARGS(dev, c->main);
+  ocl_args_mem(&a, &in[0]);
+  ocl_args_put(&a, sizeof dc, &dc);
+  ocl_args_put(&a, sizeof dax, &dax);
+  ocl_args_mem(&a, &in[1]);
+  ocl_args_put(&a, sizeof ic, &ic);
+  ocl_args_mem(&a, &out[0]);
+  ocl_args_put(&a, sizeof ostr, &ostr);
+  ocl_args_put(&a, sizeof shape, &shape);
+  ocl_args_put(&a, sizeof crank, &crank);
+  ocl_args_put(&a, sizeof n, &n);
+  return a.e != NULL ? a.e : ocl_enqueue_n(dev, s, c->main, n, "gather kernel");
 }
 
 typedef struct keyed {
@@ -741,26 +669,29 @@ static tyto_plugin_error *scatter_launch(tyto_plugin_device *dev,
   int64_t ucoef[TYTO_PLUGIN_MAX_RANK] = {0};
   for (uint32_t k = 0; k < rank; k++)
     ucoef[k] = k < ax ? ul->strides[k] : k > ax ? ul->strides[k - 1 + ri] : 0;
-  cl_long8 bstr = rev8(bl->strides, rank, 0), uc = rev8(ucoef, rank, 0),
-           ostr = rev8(ol->strides, rank, 0), shape = rev8(ol->shape, rank, 1);
+  cl_long8 bstr = ocl_long8_rev(bl->strides, rank, 0),
+           uc = ocl_long8_rev(ucoef, rank, 0),
+           ostr = ocl_long8_rev(ol->strides, rank, 0),
+           shape = ocl_long8_rev(ol->shape, rank, 1);
   cl_int crank = (cl_int)rank, ak = (cl_int)(rank - 1 - ax);
   cl_long n = d->out[0].n;
   cl_mem wsm = nq > 0 ? ws->mem : NULL;
-  arg_list a = {dev, c->main, 0, NULL};
-  arg_mem(&a, &in[0]);
-  arg(&a, sizeof bstr, &bstr);
-  arg_mem(&a, &in[2]);
-  arg(&a, sizeof uc, &uc);
-  arg(&a, sizeof wsm, &wsm);
-  arg(&a, sizeof kb, &kb);
-  arg(&a, sizeof nq, &nq);
-  arg_mem(&a, &out[0]);
-  arg(&a, sizeof ostr, &ostr);
-  arg(&a, sizeof shape, &shape);
-  arg(&a, sizeof crank, &crank);
-  arg(&a, sizeof ak, &ak);
-  arg(&a, sizeof n, &n);
-  return a.e != NULL ? a.e : enqueue(dev, s, c->main, n, "scatter_add kernel");
+  ocl_args a = OCL_ARGS(dev, c->main);
+  ocl_args_mem(&a, &in[0]);
+  ocl_args_put(&a, sizeof bstr, &bstr);
+  ocl_args_mem(&a, &in[2]);
+  ocl_args_put(&a, sizeof uc, &uc);
+  ocl_args_put(&a, sizeof wsm, &wsm);
+  ocl_args_put(&a, sizeof kb, &kb);
+  ocl_args_put(&a, sizeof nq, &nq);
+  ocl_args_mem(&a, &out[0]);
+  ocl_args_put(&a, sizeof ostr, &ostr);
+  ocl_args_put(&a, sizeof shape, &shape);
+  ocl_args_put(&a, sizeof crank, &crank);
+  ocl_args_put(&a, sizeof ak, &ak);
+  ocl_args_put(&a, sizeof n, &n);
+  return a.e != NULL ? a.e
+                     : ocl_enqueue_n(dev, s, c->main, n, "scatter_add kernel");
 }
 
 static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,

@@ -147,6 +147,18 @@ const char ocl_prelude[] =
 
 /* ---- services ----------------------------------------------------------- */
 
+int ocl_reach_below(const tyto_plugin_layout *l, int64_t limit) {
+  int64_t r = 0;
+  for (uint32_t i = 0; i < l->rank; i++) {
+    int64_t s = l->strides[i] < 0 ? -l->strides[i] : l->strides[i];
+    if (l->shape[i] > 1 && s > (limit - r) / (l->shape[i] - 1))
+      return 0;
+    if (l->shape[i] > 1)
+      r += (l->shape[i] - 1) * s;
+  }
+  return r < limit;
+}
+
 size_t ocl_global_size(int64_t n) {
   const int64_t cap = (int64_t)1 << 20;
   if (n < 1)
@@ -250,6 +262,109 @@ tyto_plugin_error *ocl_enqueue(tyto_plugin_device *dev, tyto_plugin_stream *s,
                         dev->info->name);
   }
   ocl_stream_track(s, ev, what);
+  return NULL;
+}
+
+tyto_plugin_error *ocl_enqueue_n(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                                 cl_kernel kernel, int64_t n,
+                                 const char *what) {
+  size_t global = ocl_global_size(n);
+  return ocl_enqueue(dev, s, kernel, 1, &global, NULL, what);
+}
+
+void ocl_args_put(ocl_args *a, size_t size, const void *value) {
+  if (a->e == NULL)
+    a->e = ocl_set_arg(a->dev, a->kernel, a->next, size, value);
+  a->next++;
+}
+
+void ocl_args_int(ocl_args *a, int v) {
+  cl_int x = v;
+  ocl_args_put(a, sizeof x, &x);
+}
+
+void ocl_args_long(ocl_args *a, int64_t v) {
+  cl_long x = v;
+  ocl_args_put(a, sizeof x, &x);
+}
+
+void ocl_args_mem(ocl_args *a, const ocl_arg *v) {
+  ocl_args_put(a, sizeof v->mem, &v->mem);
+  ocl_args_put(a, sizeof v->origin, &v->origin);
+}
+
+void ocl_args_dims(ocl_args *a, const tyto_plugin_layout *l) {
+  cl_long8 shape, strides;
+  cl_int rank;
+  ocl_dims(l, &shape, &strides, &rank);
+  ocl_args_put(a, sizeof shape, &shape);
+  ocl_args_put(a, sizeof strides, &strides);
+  ocl_args_put(a, sizeof rank, &rank);
+}
+
+tyto_plugin_error *ocl_run(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                           cl_kernel kernel, const ocl_karg *args, cl_uint n,
+                           cl_uint dims, const size_t *global,
+                           const char *what) {
+  ocl_args a = OCL_ARGS(dev, kernel);
+  for (cl_uint i = 0; i < n; i++)
+    ocl_args_put(&a, args[i].size, args[i].value);
+  return a.e != NULL ? a.e
+                     : ocl_enqueue(dev, s, kernel, dims, global, NULL, what);
+}
+
+cl_long8 ocl_long8_rev(const int64_t *v, uint32_t rank, int64_t fill) {
+  cl_long8 r;
+  for (uint32_t i = 0; i < 8; i++)
+    r.s[i] = i < rank ? v[rank - 1 - i] : fill;
+  return r;
+}
+
+char *ocl_source_join(const char *const *parts, size_t n) {
+  size_t len = 1;
+  for (size_t i = 0; i < n; i++)
+    len += strlen(parts[i]);
+  char *s = malloc(len), *at = s;
+  if (s == NULL)
+    return NULL;
+  for (size_t i = 0; i < n; i++) {
+    size_t l = strlen(parts[i]);
+    memcpy(at, parts[i], l);
+    at += l;
+  }
+  *at = '\0';
+  return s;
+}
+
+tyto_plugin_error *ocl_read(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                            cl_mem mem, size_t at, size_t bytes, void *host,
+                            const char *op, const char *what) {
+  cl_int err = clEnqueueReadBuffer(s->queue, mem, CL_TRUE, at, bytes, host, 0,
+                                   NULL, NULL);
+  if (err != CL_SUCCESS)
+    return ocl_error_cl(OCL_HOST(dev), "clEnqueueReadBuffer", err,
+                        "%s: reading %s on \"%s\"", op, what, dev->info->name);
+  return NULL;
+}
+
+tyto_plugin_error *ocl_clear(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                             cl_mem mem, size_t at, size_t bytes,
+                             const char *op, const char *what,
+                             const char *track) {
+  tyto_plugin_error *e = ocl_stream_reserve(s);
+  if (e != NULL)
+    return e;
+  cl_int zero = 0;
+  cl_event ev = NULL;
+  cl_int err = clEnqueueFillBuffer(s->queue, mem, &zero, sizeof zero, at, bytes,
+                                   0, NULL, &ev);
+  if (err != CL_SUCCESS) {
+    if (ev != NULL)
+      clReleaseEvent(ev);
+    return ocl_error_cl(OCL_HOST(dev), "clEnqueueFillBuffer", err,
+                        "%s: clearing %s on \"%s\"", op, what, dev->info->name);
+  }
+  ocl_stream_track(s, ev, track);
   return NULL;
 }
 

@@ -12,7 +12,9 @@
  * workspace (one per segment in flight; the work-groups loop over the
  * batch), factorised there and written out through the output's strides.
  * Every work-item meets every barrier: a segment past the end of the batch
- * redoes a valid matrix and writes nothing.
+ * redoes a valid matrix and writes nothing. No barrier sits inside a
+ * branch, and conditions that differ between work-items bound loops rather
+ * than enclose them: PoCL 3.1 miscompiles some such branches otherwise.
  *  - LU (getrf's choices: the first largest |a| of the column is the pivot)
  *    eliminates below the pivot in A and, at the same steps, in the
  *    right-hand sides B (the identity for INV), then back-substitutes.
@@ -20,7 +22,8 @@
  *    partial products neither overflow nor underflow; LOGDET sums
  *    log |u_ii|. A zero pivot gives DET 0 and LOGDET -inf.
  *  - CHOLESKY reads the lower triangle only (potrf 'L') and fails on the
- *    first diagonal element that is not > 0.
+ *    first diagonal element <= 0 (a NaN goes through, as in OpenBLAS's
+ *    potrf, the CPU plugin's).
  *  - QR: dgeqr2 (dlarfg's beta = -sign(alpha) * norm, so R's diagonal has
  *    LAPACK's signs), then Q = H_0 ... H_{k-1} I formed backwards as
  *    dorg2r does.
@@ -58,36 +61,61 @@ static const char *const source_parts[] = {
     "  int lane = (int)get_local_id(0) % (s);                             \\\n"
     "  int sub = (int)get_local_id(0) / (s);                              \\\n"
     "  int mpg = (int)get_local_size(0) / (s)\n"
-    "/* The batch loop of a segment: matrix bi, `valid` 0 past the end (the\n"
+    "/* The batch loop of a segment: matrix bi; LA_VALID 0 past the end (the\n"
     "   segment then redoes matrix b0 and writes nothing). */\n"
     "#define LA_BATCH                                                     \\\n"
     "  for (long b0 = (long)get_group_id(0) * mpg; b0 < batch;            \\\n"
     "       b0 += (long)get_num_groups(0) * mpg)\n"
-    "#define LA_MATRIX long bi = b0 + sub; int valid = bi < batch; \\\n"
-    "  if (!valid) bi = b0\n"
+    "#define LA_MATRIX long bi = min(b0 + sub, batch - 1)\n"
+    "#define LA_VALID (b0 + sub < batch)\n"
     "/* The scratch of this segment. */\n"
-    "#define LA_SCRATCH (ws + wb + slot * ((long)get_group_id(0) * mpg + sub))\n"
-    "/* dst (rows x cols, row-major) = the matrix at src, strides (rs, cs). */\n"
+    "#define LA_SCRATCH \\\n"
+    "  (ws + wb + slot * ((long)get_group_id(0) * mpg + sub))\n"
+    "/* Element loops over rows [r0, r1) x columns [c0, c1) without a\n"
+    "   division per element: the s lanes form a grid of s / cw rows by cw\n"
+    "   columns, cw the power of two >= the columns (at most s). */\n"
+    "inline int la_cw(int cols, int s) {\n"
+    "  int cw = 1;\n"
+    "  while (cw < cols && cw < s)\n"
+    "    cw *= 2;\n"
+    "  return cw;\n"
+    "}\n"
+    "#define LA_GRID(r, r0, r1, c, c0, c1)                              \\\n"
+    "  for (int cw_ = la_cw((c1) - (c0), s), r = (r0) + lane / cw_;     \\\n"
+    "       r < (r1); r += s / cw_)                                       \\\n"
+    "    for (int c = (c0) + lane % cw_; c < (c1); c += cw_)\n"
+    "/* Every kernel's parameters: the op's mode (tyto_la_lu), matrices,\n"
+    "   A m x n, B (SOLVE, TRIANGULAR_SOLVE) and outputs x and y (QR's R),\n"
+    "   each a buffer, origin, batch strides, row and column strides; the\n"
+    "   workspace's scratch (ws + wb, slot elements per matrix) and flag;\n"
+    "   TRIANGULAR_SOLVE's attributes; s work-items per matrix. */\n"
+    "#define LA_PARAMS                                                    \\\n"
+    "  int mode, long batch, int m, int n, int k, long8 bshape, int lead, \\\n"
+    "      __global const T *a, long ab, long8 abst, long ars, long acs,  \\\n"
+    "      __global const T *b, long bb, long8 bbst, long brs, long bcs,  \\\n"
+    "      __global T *x, long xb, long8 xbst, long xrs, long xcs,        \\\n"
+    "      __global T *y, long yb, long8 ybst, long yrs, long ycs,        \\\n"
+    "      __global T *ws, long wb, long slot, __global int *flag, long fb,\\\n"
+    "      int lower, int unit, int s\n"
+    "/* dst (rows x cols, row-major) = the matrix at src, strides (rs,\n"
+    "   cs). */\n"
     "inline void la_load(__global T *dst, __global const T *src, long rs,\n"
     "                    long cs, int rows, int cols, int lane, int s) {\n"
-    "  for (int i = lane; i < rows * cols; i += s) {\n"
-    "    int r = i / cols, c = i - r * cols;\n"
-    "    dst[i] = src[r * rs + c * cs];\n"
-    "  }\n"
+    "  LA_GRID(r, 0, rows, c, 0, cols)\n"
+    "    dst[r * cols + c] = src[r * rs + c * cs];\n"
     "}\n"
     "/* The reverse; part 1 keeps the lower triangle, 2 the upper, writing\n"
     "   zeros elsewhere; 0 keeps everything. */\n"
     "inline void la_store(__global T *dst, long rs, long cs,\n"
     "                     __global const T *src, int ld, int rows, int cols,\n"
     "                     int part, int lane, int s) {\n"
-    "  for (int i = lane; i < rows * cols; i += s) {\n"
-    "    int r = i / cols, c = i - r * cols;\n"
+    "  LA_GRID(r, 0, rows, c, 0, cols) {\n"
     "    T v = src[r * ld + c];\n"
     "    if ((part == 1 && c > r) || (part == 2 && c < r))\n"
     "      v = 0;\n"
     "    dst[r * rs + c * cs] = v;\n"
     "  }\n"
-    "}\n"
+    "}\n",
     "/* Solves M Y = X in place for the n x k row-major X, M triangular at\n"
     "   strides (rs, cs): lower (forward substitution) or upper (backward).\n"
     "   Each step subtracts the finished row from the rows left and finishes\n"
@@ -103,9 +131,7 @@ static const char *const source_parts[] = {
     "  LA_SYNC;\n"
     "  for (int t = 0; t < n - 1; t++) {\n"
     "    int i = lower ? t : n - 1 - t, next = lower ? i + 1 : i - 1;\n"
-    "    int cnt = (n - 1 - t) * k;\n"
-    "    for (int q = lane; q < cnt; q += s) {\n"
-    "      int rr = q / k, c = q - rr * k, r = lower ? i + 1 + rr : rr;\n"
+    "    LA_GRID(r, lower ? i + 1 : 0, lower ? n : i, c, 0, k) {\n"
     "      T v = X[r * k + c] - M[r * rs + i * cs] * X[i * k + c];\n"
     "      if (r == next && !unit)\n"
     "        v /= M[r * (rs + cs)];\n"
@@ -149,12 +175,7 @@ static const char *const source_parts[] = {
     "/* INV (mode 0), SOLVE (1), DET (2), LOGDET (3). B: SOLVE's right-hand\n"
     "   sides; x the output; flag[fb] is raised and flag[fb + 1 + b] holds\n"
     "   matrix b's info (INV, SOLVE). */\n"
-    "__kernel void tyto_la_lu(int mode, long batch, int n, int k,\n"
-    "    long8 bshape, int lead, __global const T *a, long ab, long8 abst,\n"
-    "    long ars, long acs, __global const T *b, long bb, long8 bbst,\n"
-    "    long brs, long bcs, __global T *x, long xb, long8 xbst, long xrs,\n"
-    "    long xcs, __global T *ws, long wb, long slot, __global int *flag,\n"
-    "    long fb, int s) {\n"
+    "__kernel void tyto_la_lu(LA_PARAMS) {\n"
     "  __local T lv[LA_LOCAL];\n"
     "  __local int li[LA_LOCAL];\n"
     "  LA_LANES(s);\n"
@@ -164,14 +185,14 @@ static const char *const source_parts[] = {
     "  __global T *A = LA_SCRATCH, *B = A + n * n;\n"
     "  LA_BATCH {\n"
     "    LA_MATRIX;\n"
-    "    la_load(A, a + ab + tyto_offset(bi, bshape, abst, lead), ars, acs, n,\n"
-    "            n, lane, s);\n"
-    "    if (mode == 1)\n"
-    "      la_load(B, b + bb + tyto_offset(bi, bshape, bbst, lead), brs, bcs,\n"
-    "              n, k, lane, s);\n"
-    "    if (mode == 0)\n"
-    "      for (int i = lane; i < n * n; i += s)\n"
-    "        B[i] = i / n == i % n ? (T)1 : (T)0;\n"
+    "    la_load(A, a + ab + tyto_offset(bi, bshape, abst, lead), ars, acs,\n"
+    "            n, n, lane, s);\n"
+    "    /* Conditions go into loop bounds, not around the loops: see\n"
+    "       la_store's callers. */\n"
+    "    la_load(B, mode == 1 ? b + bb + tyto_offset(bi, bshape, bbst, lead)\n"
+    "                         : A, brs, bcs, mode == 1 ? n : 0, k, lane, s);\n"
+    "    LA_GRID(r, 0, mode == 0 ? n : 0, c, 0, n)\n"
+    "      B[r * n + c] = r == c ? (T)1 : (T)0;\n"
     "    LA_SYNC;\n"
     "    int info = 0, odd = 0;\n"
     "    for (int j = 0; j < n; j++) {\n"
@@ -203,102 +224,84 @@ static const char *const source_parts[] = {
     "        }\n"
     "      }\n"
     "      LA_SYNC;\n",
-    "      /* The rank-1 update of the rows below j, in A and B. */\n"
-    "      if (piv != 0) {\n"
-    "        int wc = w + kb;\n"
-    "        for (int t = lane; t < w * wc; t += s) {\n"
-    "          int rr = t / wc, c = t - rr * wc, r = j + 1 + rr;\n"
-    "          T l = A[r * n + j];\n"
-    "          if (c < w)\n"
-    "            A[r * n + j + 1 + c] -= l * A[j * n + j + 1 + c];\n"
-    "          else\n"
-    "            B[r * kb + c - w] -= l * B[j * kb + c - w];\n"
-    "        }\n"
+    "      /* The rank-1 update of the rows below j, in A and B (with a zero\n"
+    "         pivot too, as dgetf2: the column is then zero). */\n"
+    "      LA_GRID(r, j + 1, n, c, 0, w + kb) {\n"
+    "        T l = A[r * n + j];\n"
+    "        if (c < w)\n"
+    "          A[r * n + j + 1 + c] -= l * A[j * n + j + 1 + c];\n"
+    "        else\n"
+    "          B[r * kb + c - w] -= l * B[j * kb + c - w];\n"
     "      }\n"
     "      LA_SYNC;\n"
     "    }\n"
-    "    if (mode >= 2) {\n"
-    "      if (lane == 0 && valid) {\n"
-    "        T v;\n"
-    "        if (mode == 3) {\n"
-    "          v = 0;\n"
-    "          for (int j = 0; j < n; j++)\n"
-    "            v += log(fabs(A[j * n + j]));\n"
-    "          if (info)\n"
-    "            v = -INFINITY;\n"
-    "        } else {\n"
-    "          T f = odd ? (T)-1 : (T)1;\n"
-    "          int e = 0, ej;\n"
-    "          for (int j = 0; j < n; j++) {\n"
-    "            f = frexp(f * A[j * n + j], &ej);\n"
-    "            e += ej;\n"
-    "          }\n"
-    "          v = info ? (T)0 : ldexp(f, e);\n"
-    "        }\n"
-    "        x[xb + tyto_offset(bi, bshape, xbst, lead)] = v;\n"
-    "      }\n"
-    "    } else {\n"
-    "      if (lane == 0 && valid) {\n"
-    "        flag[fb + 1 + bi] = info;\n"
+    "    /* No barrier inside a branch, and conditions that differ between\n"
+    "       work-items go into loop bounds rather than around loops: PoCL 3.1\n"
+    "       runs some such branches for every work-item of the group. */\n"
+    "    if (mode >= 2 && lane == 0 && LA_VALID) {\n"
+    "      T v;\n"
+    "      if (mode == 3) {\n"
+    "        v = 0;\n"
+    "        for (int j = 0; j < n; j++)\n"
+    "          v += log(fabs(A[j * n + j]));\n"
     "        if (info)\n"
-    "          flag[fb] = 1;\n"
+    "          v = -INFINITY;\n"
+    "      } else {\n"
+    "        T f = odd ? (T)-1 : (T)1;\n"
+    "        int e = 0, ej;\n"
+    "        for (int j = 0; j < n; j++) {\n"
+    "          f = frexp(f * A[j * n + j], &ej);\n"
+    "          e += ej;\n"
+    "        }\n"
+    "        v = info ? (T)0 : ldexp(f, e);\n"
     "      }\n"
-    "      la_trsm(A, n, 1, 0, 0, B, n, kb, lane, s);\n"
-    "      if (valid && !info)\n"
-    "        la_store(x + xb + tyto_offset(bi, bshape, xbst, lead), xrs, xcs,\n"
-    "                 B, kb, n, kb, 0, lane, s);\n"
+    "      x[xb + tyto_offset(bi, bshape, xbst, lead)] = v;\n"
     "    }\n"
+    "    if (mode < 2 && lane == 0 && LA_VALID) {\n"
+    "      flag[fb + 1 + bi] = info;\n"
+    "      if (info)\n"
+    "        flag[fb] = 1;\n"
+    "    }\n"
+    "    la_trsm(A, n, 1, 0, 0, B, mode < 2 ? n : 0, kb, lane, s);\n"
+    "    la_store(x + xb + tyto_offset(bi, bshape, xbst, lead), xrs, xcs, B,\n"
+    "             kb, mode < 2 && LA_VALID && !info ? n : 0, kb, 0, lane, s);\n"
     "    LA_SYNC;\n"
     "  }\n"
     "}\n",
     "/* CHOLESKY, lower, right-looking; info as tyto_la_lu's. */\n"
-    "__kernel void tyto_la_cholesky(long batch, int n, long8 bshape,\n"
-    "    int lead, __global const T *a, long ab, long8 abst, long ars,\n"
-    "    long acs, __global T *x, long xb, long8 xbst, long xrs, long xcs,\n"
-    "    __global T *ws, long wb, long slot, __global int *flag, long fb,\n"
-    "    int s) {\n"
+    "__kernel void tyto_la_cholesky(LA_PARAMS) {\n"
     "  LA_LANES(s);\n"
     "  __global T *A = LA_SCRATCH;\n"
     "  LA_BATCH {\n"
     "    LA_MATRIX;\n"
     "    __global const T *am = a + ab + tyto_offset(bi, bshape, abst, lead);\n"
-    "    for (int i = lane; i < n * n; i += s) {\n"
-    "      int r = i / n, c = i - r * n;\n"
-    "      A[i] = c <= r ? am[r * ars + c * acs] : (T)0;\n"
-    "    }\n"
+    "    LA_GRID(r, 0, n, c, 0, n)\n"
+    "      A[r * n + c] = c <= r ? am[r * ars + c * acs] : (T)0;\n"
     "    LA_SYNC;\n"
     "    int info = 0;\n"
     "    for (int j = 0; j < n; j++) {\n"
     "      T d = A[j * n + j];\n"
-    "      if (info == 0 && !(d > 0))\n"
+    "      if (info == 0 && d <= 0)\n"
     "        info = j + 1;\n"
     "      T sd = sqrt(d);\n"
-    "      if (!info)\n"
-    "        for (int r = j + 1 + lane; r < n; r += s)\n"
-    "          A[r * n + j] /= sd;\n"
+    "      int end = info ? 0 : n; /* a failed matrix stops here */\n"
+    "      for (int r = j + 1 + lane; r < end; r += s)\n"
+    "        A[r * n + j] /= sd;\n"
     "      LA_SYNC;\n"
-    "      int w = n - j - 1;\n"
-    "      if (!info) {\n"
-    "        if (lane == 0)\n"
-    "          A[j * n + j] = sd;\n"
-    "        for (int t = lane; t < w * w; t += s) {\n"
-    "          int rr = t / w, cc = t - rr * w;\n"
-    "          if (cc <= rr) {\n"
-    "            int r = j + 1 + rr, c = j + 1 + cc;\n"
-    "            A[r * n + c] -= A[r * n + j] * A[c * n + j];\n"
-    "          }\n"
-    "        }\n"
-    "      }\n"
+    "      if (!info && lane == 0)\n"
+    "        A[j * n + j] = sd;\n"
+    "      LA_GRID(r, j + 1, end, c, j + 1, n)\n"
+    "        if (c <= r)\n"
+    "          A[r * n + c] -= A[r * n + j] * A[c * n + j];\n"
     "      LA_SYNC;\n"
     "    }\n"
-    "    if (lane == 0 && valid) {\n"
+    "    if (lane == 0 && LA_VALID) {\n"
     "      flag[fb + 1 + bi] = info;\n"
     "      if (info)\n"
     "        flag[fb] = 1;\n"
     "    }\n"
-    "    if (valid && !info)\n"
-    "      la_store(x + xb + tyto_offset(bi, bshape, xbst, lead), xrs, xcs, A,\n"
-    "               n, n, n, 1, lane, s);\n"
+    "    la_store(x + xb + tyto_offset(bi, bshape, xbst, lead), xrs, xcs, A,\n"
+    "             n, LA_VALID && !info ? n : 0, n, 1, lane, s);\n"
     "    LA_SYNC;\n"
     "  }\n"
     "}\n",
@@ -319,61 +322,56 @@ static const char *const source_parts[] = {
     "   j.. m-1 of X (ld ldx); v is column j of V below row j, 1 at row j.\n"
     "   W (one per column) holds v^T X. Starts after and ends with a\n"
     "   barrier; rv is the segment's local scratch. */\n"
-    "inline void la_reflect(__global const T *V, int ldv, int j, int m, T tau,\n"
-    "                       __global T *X, int ldx, int c0, int c1,\n"
+    "inline void la_reflect(__global const T *V, int ldv, int j, int m,\n"
+    "                       T tau, __global T *X, int ldx, int c0, int c1,\n"
     "                       __global T *W, __local T *rv, int lane, int s) {\n"
     "  int nc = c1 - c0, rg = 1;\n"
     "  while (nc > 0 && rg * 2 * nc <= s)\n"
     "    rg *= 2;\n"
+    "  /* Few columns: rg lanes per column, then a tree over them; many:\n"
+    "     a lane per column (rg 1, no tree). */\n"
+    "  int c = c0 + lane / rg, g = lane % rg;\n"
     "  if (rg == 1) {\n"
-    "    for (int c = c0 + lane; c < c1 && tau != 0; c += s) {\n"
-    "      T acc = X[j * ldx + c];\n"
+    "    for (int cc = c; cc < c1 && tau != 0; cc += s) {\n"
+    "      T acc = X[j * ldx + cc];\n"
     "      for (int r = j + 1; r < m; r++)\n"
-    "        acc += V[r * ldv + j] * X[r * ldx + c];\n"
-    "      W[c] = acc;\n"
+    "        acc += V[r * ldv + j] * X[r * ldx + cc];\n"
+    "      W[cc] = acc;\n"
     "    }\n"
     "  } else {\n"
-    "    /* rg lanes per column, then a tree over them. */\n"
-    "    int c = c0 + lane / rg, g = lane % rg;\n"
     "    T acc = 0;\n"
-    "    if (c < c1 && tau != 0)\n"
-    "      for (int r = j + g; r < m; r += rg)\n"
-    "        acc += (r == j ? (T)1 : V[r * ldv + j]) * X[r * ldx + c];\n"
+    "    for (int r = j + g; r < m && c < c1 && tau != 0; r += rg)\n"
+    "      acc += (r == j ? (T)1 : V[r * ldv + j]) * X[r * ldx + c];\n"
     "    rv[lane] = acc;\n"
-    "    LA_SYNC;\n"
-    "    for (int h = rg >> 1; h > 0; h >>= 1) {\n"
-    "      if (g < h)\n"
-    "        rv[lane] += rv[lane + h];\n"
-    "      LA_SYNC;\n"
-    "    }\n"
-    "    if (g == 0 && c < c1)\n"
-    "      W[c] = rv[lane];\n"
     "  }\n"
     "  LA_SYNC;\n"
-    "  if (tau != 0)\n"
-    "    for (int t = lane; t < (m - j) * nc; t += s) {\n"
-    "      int rr = t / nc, c = c0 + t - rr * nc, r = j + rr;\n"
-    "      T v = rr == 0 ? (T)1 : V[r * ldv + j];\n"
-    "      X[r * ldx + c] -= tau * v * W[c];\n"
-    "    }\n"
+    "  for (int h = rg >> 1; h > 0; h >>= 1) {\n"
+    "    if (g < h)\n"
+    "      rv[lane] += rv[lane + h];\n"
+    "    LA_SYNC;\n"
+    "  }\n"
+    "  if (rg > 1 && g == 0 && c < c1)\n"
+    "    W[c] = rv[lane];\n"
+    "  LA_SYNC;\n"
+    "  LA_GRID(r, j, tau != 0 ? m : 0, cc, c0, c1) {\n"
+    "    T v = r == j ? (T)1 : V[r * ldv + j];\n"
+    "    X[r * ldx + cc] -= tau * v * W[cc];\n"
+    "  }\n"
     "  LA_SYNC;\n"
     "}\n",
-    "/* QR of the m x n A: Q [m, k], R [k, n], k = min(m, n). Scratch: A,\n"
-    "   Q, W (n), tau (k). */\n"
-    "__kernel void tyto_la_qr(long batch, int m, int n, long8 bshape,\n"
-    "    int lead, __global const T *a, long ab, long8 abst, long ars,\n"
-    "    long acs, __global T *q, long qb, long8 qbst, long qrs, long qcs,\n"
-    "    __global T *r, long rb, long8 rbst, long rrs, long rcs,\n"
-    "    __global T *ws, long wb, long slot, int s) {\n"
+    "/* QR of the m x n A: x = Q [m, k], y = R [k, n], k = min(m, n).\n"
+    "   Scratch: A, Q, W (n), tau (k). */\n"
+    "__kernel void tyto_la_qr(LA_PARAMS) {\n"
     "  __local T la[LA_LOCAL], lq[LA_LOCAL];\n"
     "  LA_LANES(s);\n"
     "  __local T *ra = la + sub * s, *rq = lq + sub * s;\n"
-    "  int k = min(m, n);\n"
-    "  __global T *A = LA_SCRATCH, *Q = A + m * n, *W = Q + m * k, *tau = W + n;\n"
+
+    "  __global T *A = LA_SCRATCH, *Q = A + m * n, *W = Q + m * k;\n"
+    "  __global T *tau = W + n;\n"
     "  LA_BATCH {\n"
     "    LA_MATRIX;\n"
-    "    la_load(A, a + ab + tyto_offset(bi, bshape, abst, lead), ars, acs, m,\n"
-    "            n, lane, s);\n"
+    "    la_load(A, a + ab + tyto_offset(bi, bshape, abst, lead), ars, acs,\n"
+    "            m, n, lane, s);\n"
     "    LA_SYNC;\n"
     "    for (int j = 0; j < k; j++) {\n"
     "      /* dlarfg: the norm of column j below row j, as (scale, ssq). */\n"
@@ -414,61 +412,36 @@ static const char *const source_parts[] = {
     "      LA_SYNC;\n"
     "      la_reflect(A, n, j, m, tj, A, n, j + 1, n, W, ra, lane, s);\n"
     "    }\n"
-    "    if (valid)\n"
-    "      la_store(r + rb + tyto_offset(bi, bshape, rbst, lead), rrs, rcs, A,\n"
-    "               n, k, n, 2, lane, s);\n"
-    "    for (int i = lane; i < m * k; i += s)\n"
-    "      Q[i] = i / k == i % k ? (T)1 : (T)0;\n"
+    "    la_store(y + yb + tyto_offset(bi, bshape, ybst, lead), yrs, ycs, A,\n"
+    "             n, LA_VALID ? k : 0, n, 2, lane, s);\n"
+    "    LA_GRID(i, 0, m, c, 0, k)\n"
+    "      Q[i * k + c] = i == c ? (T)1 : (T)0;\n"
     "    LA_SYNC;\n"
     "    for (int j = k - 1; j >= 0; j--)\n"
     "      la_reflect(A, n, j, m, tau[j], Q, k, j, k, W, ra, lane, s);\n"
-    "    if (valid)\n"
-    "      la_store(q + qb + tyto_offset(bi, bshape, qbst, lead), qrs, qcs, Q,\n"
-    "               k, m, k, 0, lane, s);\n"
+    "    la_store(x + xb + tyto_offset(bi, bshape, xbst, lead), xrs, xcs, Q,\n"
+    "             k, LA_VALID ? m : 0, k, 0, lane, s);\n"
     "    LA_SYNC;\n"
     "  }\n"
     "}\n",
     "/* TRIANGULAR_SOLVE: op(A) X = B; (ars, acs) are op(A)'s strides and\n"
     "   `lower` whether op(A) is lower triangular. */\n"
-    "__kernel void tyto_la_trsolve(long batch, int n, int k, long8 bshape,\n"
-    "    int lead, __global const T *a, long ab, long8 abst, long ars,\n"
-    "    long acs, __global const T *b, long bb, long8 bbst, long brs,\n"
-    "    long bcs, __global T *x, long xb, long8 xbst, long xrs, long xcs,\n"
-    "    __global T *ws, long wb, long slot, int lower, int unit, int s) {\n"
+    "__kernel void tyto_la_trsolve(LA_PARAMS) {\n"
     "  LA_LANES(s);\n"
     "  __global T *X = LA_SCRATCH;\n"
     "  LA_BATCH {\n"
     "    LA_MATRIX;\n"
-    "    la_load(X, b + bb + tyto_offset(bi, bshape, bbst, lead), brs, bcs, n,\n"
-    "            k, lane, s);\n"
+    "    la_load(X, b + bb + tyto_offset(bi, bshape, bbst, lead), brs, bcs,\n"
+    "            n, k, lane, s);\n"
     "    LA_SYNC;\n"
     "    la_trsm(a + ab + tyto_offset(bi, bshape, abst, lead), ars, acs,\n"
     "            lower, unit, X, n, k, lane, s);\n"
-    "    if (valid)\n"
-    "      la_store(x + xb + tyto_offset(bi, bshape, xbst, lead), xrs, xcs, X,\n"
-    "               k, n, k, 0, lane, s);\n"
+    "    la_store(x + xb + tyto_offset(bi, bshape, xbst, lead), xrs, xcs, X,\n"
+    "             k, LA_VALID ? n : 0, k, 0, lane, s);\n"
     "    LA_SYNC;\n"
     "  }\n"
     "}\n",
 };
-
-/* The program's source: source_parts joined (ISO C caps one string
- * literal at 4095 characters). NULL when out of memory; the caller frees. */
-static char *source_new(void) {
-  size_t n = sizeof source_parts / sizeof source_parts[0], len = 1;
-  for (size_t i = 0; i < n; i++)
-    len += strlen(source_parts[i]);
-  char *s = malloc(len), *at = s;
-  if (s == NULL)
-    return NULL;
-  for (size_t i = 0; i < n; i++) {
-    size_t l = strlen(source_parts[i]);
-    memcpy(at, source_parts[i], l);
-    at += l;
-  }
-  *at = '\0';
-  return s;
-}
 
 enum { LA_INV, LA_SOLVE, LA_DET, LA_LOGDET }; /* tyto_la_lu's modes */
 
@@ -534,8 +507,8 @@ static tyto_plugin_error *check_into(tyto_plugin_device *dev, const ocl_desc *d,
   if (d->n_in != n_in || d->n_out != n_out)
     return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                      "%s: expected %u input%s and %u output%s, got %u and %u",
-                     name, (unsigned)n_in, n_in > 1 ? "s" : "",
-                     (unsigned)n_out, n_out > 1 ? "s" : "", (unsigned)d->n_in,
+                     name, (unsigned)n_in, n_in > 1 ? "s" : "", (unsigned)n_out,
+                     n_out > 1 ? "s" : "", (unsigned)d->n_in,
                      (unsigned)d->n_out);
   const tyto_plugin_layout *a = &d->in[0].l;
   if (a->rank < 2)
@@ -603,9 +576,7 @@ static tyto_plugin_error *check_into(tyto_plugin_device *dev, const ocl_desc *d,
   case TYTO_PLUGIN_OP_INV:
     slot = n > 0 && n > INT_MAX / 2 / n ? INT64_MAX : 2 * n * n;
     break;
-  default:
-    slot = n > 0 && n > INT_MAX / n ? INT64_MAX : n * n;
-    break;
+  default: slot = n > 0 && n > INT_MAX / n ? INT64_MAX : n * n; break;
   }
   if (slot > INT_MAX)
     return ocl_error(h, TYTO_PLUGIN_ERR_UNSUPPORTED,
@@ -639,9 +610,13 @@ static int64_t pow2_floor(int64_t v) {
   return p;
 }
 
-/* Work-items per matrix, work-group size and count, and the workspace:
- * s grows with the work of one step (a quarter of it per work-item at
- * least) up to the work-group size the kernel allows. */
+/* Work-items per matrix, work-group size and count, and the workspace.
+ * On a GPU, s grows with the work of one step (4 elements per work-item
+ * at least) up to the work-group size the kernel allows. A CPU device
+ * (PoCL) runs a work-group on one core, looping over its work-items
+ * between barriers: there s = (the matrix's larger side) / 4, at most 64,
+ * measured best from 8 x 8 to 256 x 256 (1 for small matrices: a
+ * work-item per matrix, 64 matrices per work-group). */
 static tyto_plugin_error *plan(tyto_plugin_device *dev, tyto_plugin_kernel *k,
                                la_impl *c) {
   const ocl_desc *d = &k->desc;
@@ -661,10 +636,22 @@ static tyto_plugin_error *plan(tyto_plugin_device *dev, tyto_plugin_kernel *k,
   case TYTO_PLUGIN_OP_CHOLESKY: work = n * n / 2; break;
   default: work = c->slot; break;
   }
-  int64_t s = pow2_floor(work / 4 > 1 ? work / 4 : 1);
+  cl_device_type type = 0;
+  if (clGetDeviceInfo(dev->info->id, CL_DEVICE_TYPE, sizeof type, &type,
+                      NULL) != CL_SUCCESS)
+    type = 0;
+  int64_t side = m > n ? m : n;
+  int64_t want =
+      type & CL_DEVICE_TYPE_CPU ? (side < 256 ? side : 256) / 4 : work / 4;
+  int64_t s = pow2_floor(want > 1 ? want : 1);
   if (s > top)
     s = top;
-  int64_t local = s < 64 && top >= 64 ? 64 : s, mpg = local / s;
+  /* Work-groups of 64 work-items at least, fewer when the batch has too
+   * few matrices to fill them. */
+  int64_t mpg = 1;
+  while (mpg * s < 64 && mpg * 2 * s <= top && mpg < c->batch)
+    mpg *= 2;
+  int64_t local = mpg * s;
   /* Enough groups to fill a large device; fewer when the scratch of the
    * matrices in flight would pass 256 MiB. */
   int64_t groups = (c->batch + mpg - 1) / mpg, cap = 1024;
@@ -679,9 +666,9 @@ static tyto_plugin_error *plan(tyto_plugin_device *dev, tyto_plugin_kernel *k,
   c->local = (size_t)local;
   c->groups = (size_t)groups;
   /* The flag and the infos as ints, rounded up to whole elements. */
-  c->head = c->checked ? ((1 + c->batch) * 4 + (int64_t)d->elem - 1) /
-                             (int64_t)d->elem
-                       : 0;
+  c->head = c->checked
+                ? ((1 + c->batch) * 4 + (int64_t)d->elem - 1) / (int64_t)d->elem
+                : 0;
   k->workspace_bytes =
       (uint64_t)(c->head + groups * mpg * c->slot) * (uint64_t)d->elem;
   return NULL;
@@ -705,7 +692,8 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   case TYTO_PLUGIN_OP_TRIANGULAR_SOLVE: name = "tyto_la_trsolve"; break;
   default: name = "tyto_la_lu"; break;
   }
-  char *source = source_new();
+  char *source = ocl_source_join(source_parts,
+                                 sizeof source_parts / sizeof source_parts[0]);
   if (source == NULL)
     return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                      "prepare: out of host memory");
@@ -727,52 +715,21 @@ static void release(tyto_plugin_kernel *k) {
 /* ---- launch ---------------------------------------------------------------
  */
 
-/* Sets the arguments of a kernel in order, stopping at the first failure. */
-typedef struct arg_list {
-  tyto_plugin_device *dev;
-  cl_kernel k;
-  cl_uint next;
-  tyto_plugin_error *e;
-} arg_list;
-
-static void arg(arg_list *a, size_t size, const void *value) {
-  if (a->e == NULL)
-    a->e = ocl_set_arg(a->dev, a->k, a->next++, size, value);
-}
-
-static void arg_int(arg_list *a, int v) {
-  cl_int x = v;
-  arg(a, sizeof x, &x);
-}
-
-static void arg_long(arg_list *a, int64_t v) {
-  cl_long x = v;
-  arg(a, sizeof x, &x);
-}
-
-/* v[rank - 1], ..., v[0], then `fill`: fastest first, as tyto_offset()
- * takes dims. */
-static cl_long8 rev8(const int64_t *v, uint32_t rank, int64_t fill) {
-  cl_long8 r;
-  for (uint32_t i = 0; i < 8; i++)
-    r.s[i] = i < rank ? v[rank - 1 - i] : fill;
-  return r;
-}
-
 /* A matrix operand: buffer, origin, batch strides, then its row and column
  * strides (swapped when `swap`). `l` NULL: an absent operand. A rank-lead
  * layout (DET's output) has no matrix strides: zeros. */
-static void arg_matrix(arg_list *a, const ocl_arg *v,
+static void arg_matrix(ocl_args *a, const ocl_arg *v,
                        const tyto_plugin_layout *l, uint32_t lead, int swap) {
   cl_mem mem = l != NULL ? v->mem : NULL;
-  cl_long8 bst = rev8(l != NULL ? l->strides : NULL, l != NULL ? lead : 0, 0);
+  cl_long8 bst =
+      ocl_long8_rev(l != NULL ? l->strides : NULL, l != NULL ? lead : 0, 0);
   int64_t rs = l != NULL && l->rank == lead + 2 ? l->strides[lead] : 0;
   int64_t cs = l != NULL && l->rank == lead + 2 ? l->strides[lead + 1] : 0;
-  arg(a, sizeof mem, &mem);
-  arg_long(a, l != NULL ? v->origin : 0);
-  arg(a, sizeof bst, &bst);
-  arg_long(a, swap ? cs : rs);
-  arg_long(a, swap ? rs : cs);
+  ocl_args_put(a, sizeof mem, &mem);
+  ocl_args_long(a, l != NULL ? v->origin : 0);
+  ocl_args_put(a, sizeof bst, &bst);
+  ocl_args_long(a, swap ? cs : rs);
+  ocl_args_long(a, swap ? rs : cs);
 }
 
 /* The first failed matrix's error, from the flag and infos the kernel left
@@ -783,27 +740,18 @@ static tyto_plugin_error *read_infos(tyto_plugin_device *dev,
   const char *name = ocl_op_name(d->op);
   size_t at = (size_t)ws->origin * d->elem;
   cl_int flag = 0;
-  cl_int err = clEnqueueReadBuffer(s->queue, ws->mem, CL_TRUE, at, sizeof flag,
-                                   &flag, 0, NULL, NULL);
-  if (err != CL_SUCCESS)
-    return ocl_error_cl(OCL_HOST(dev), "clEnqueueReadBuffer", err,
-                        "%s: reading the factorisation's flag on \"%s\"", name,
-                        dev->info->name);
-  if (flag == 0)
-    return NULL;
+  tyto_plugin_error *e = ocl_read(dev, s, ws->mem, at, sizeof flag, &flag, name,
+                                  "the factorisation's flag");
+  if (e != NULL || flag == 0)
+    return e;
   size_t bytes = (size_t)c->batch * sizeof(cl_int);
   cl_int *info = malloc(bytes);
   if (info == NULL)
     return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                      "%s: out of host memory reading %zu bytes of infos", name,
                      bytes);
-  err = clEnqueueReadBuffer(s->queue, ws->mem, CL_TRUE, at + sizeof(cl_int),
-                            bytes, info, 0, NULL, NULL);
-  tyto_plugin_error *e = NULL;
-  if (err != CL_SUCCESS)
-    e = ocl_error_cl(OCL_HOST(dev), "clEnqueueReadBuffer", err,
-                     "%s: reading the factorisation's infos on \"%s\"", name,
-                     dev->info->name);
+  e = ocl_read(dev, s, ws->mem, at + sizeof(cl_int), bytes, info, name,
+               "the factorisation's infos");
   int64_t b = 0;
   while (e == NULL && b < c->batch && info[b] == 0)
     b++;
@@ -829,29 +777,6 @@ static tyto_plugin_error *read_infos(tyto_plugin_device *dev,
   return e;
 }
 
-/* Clears the failure flag at the start of the workspace. */
-static tyto_plugin_error *clear_flag(tyto_plugin_device *dev,
-                                     tyto_plugin_stream *s, const ocl_desc *d,
-                                     const ocl_arg *ws) {
-  tyto_plugin_error *e = ocl_stream_reserve(s);
-  if (e != NULL)
-    return e;
-  cl_int zero = 0;
-  cl_event ev = NULL;
-  cl_int err = clEnqueueFillBuffer(s->queue, ws->mem, &zero, sizeof zero,
-                                   (size_t)ws->origin * d->elem, sizeof zero,
-                                   0, NULL, &ev);
-  if (err != CL_SUCCESS) {
-    if (ev != NULL)
-      clReleaseEvent(ev);
-    return ocl_error_cl(OCL_HOST(dev), "clEnqueueFillBuffer", err,
-                        "%s: clearing the factorisation's flag on \"%s\"",
-                        ocl_op_name(d->op), dev->info->name);
-  }
-  ocl_stream_track(s, ev, "linalg (clearing the failure flag)");
-  return NULL;
-}
-
 static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
                                  tyto_plugin_kernel *k, const ocl_arg *in,
                                  const ocl_arg *out, const ocl_arg *ws) {
@@ -859,67 +784,43 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   const ocl_desc *d = &k->desc;
   const tyto_plugin_layout *al = &d->in[0].l;
   uint32_t lead = c->lead;
-  cl_long8 bshape = rev8(al->shape, lead, 1);
+  cl_long8 bshape = ocl_long8_rev(al->shape, lead, 1);
   cl_mem wsm = ws->mem;
-  int64_t wb = ws->origin + c->head;
-  arg_list a = {dev, c->kernel, 0, NULL};
-  switch (d->op) {
-  case TYTO_PLUGIN_OP_CHOLESKY:
-    arg_long(&a, c->batch);
-    arg_int(&a, c->n);
-    break;
-  case TYTO_PLUGIN_OP_QR:
-    arg_long(&a, c->batch);
-    arg_int(&a, c->m);
-    arg_int(&a, c->n);
-    break;
-  case TYTO_PLUGIN_OP_TRIANGULAR_SOLVE:
-    arg_long(&a, c->batch);
-    arg_int(&a, c->n);
-    arg_int(&a, c->k);
-    break;
-  default:
-    arg_int(&a, d->op == TYTO_PLUGIN_OP_INV     ? LA_INV
-                : d->op == TYTO_PLUGIN_OP_SOLVE ? LA_SOLVE
-                : d->op == TYTO_PLUGIN_OP_DET   ? LA_DET
-                                                : LA_LOGDET);
-    arg_long(&a, c->batch);
-    arg_int(&a, c->n);
-    arg_int(&a, c->k);
-    break;
-  }
-  arg(&a, sizeof bshape, &bshape);
-  arg_int(&a, (int)lead);
-  arg_matrix(&a, &in[0], al, lead,
-             d->op == TYTO_PLUGIN_OP_TRIANGULAR_SOLVE && c->transpose);
-  int lu = d->op == TYTO_PLUGIN_OP_INV || d->op == TYTO_PLUGIN_OP_SOLVE ||
-           d->op == TYTO_PLUGIN_OP_DET || d->op == TYTO_PLUGIN_OP_LOGDET;
-  if (lu || d->op == TYTO_PLUGIN_OP_TRIANGULAR_SOLVE)
-    arg_matrix(&a, &in[1], d->n_in > 1 ? &d->in[1].l : NULL, lead, 0);
+  ocl_args a = OCL_ARGS(dev, c->kernel);
+  ocl_args_int(&a, d->op == TYTO_PLUGIN_OP_INV     ? LA_INV
+                   : d->op == TYTO_PLUGIN_OP_SOLVE ? LA_SOLVE
+                   : d->op == TYTO_PLUGIN_OP_DET   ? LA_DET
+                                                   : LA_LOGDET);
+  ocl_args_long(&a, c->batch);
+  ocl_args_int(&a, c->m);
+  ocl_args_int(&a, c->n);
+  ocl_args_int(&a, c->k);
+  ocl_args_put(&a, sizeof bshape, &bshape);
+  ocl_args_int(&a, (int)lead);
+  arg_matrix(&a, &in[0], al, lead, c->transpose);
+  arg_matrix(&a, &in[1], d->n_in > 1 ? &d->in[1].l : NULL, lead, 0);
   arg_matrix(&a, &out[0], &d->out[0].l, lead, 0);
-  if (d->op == TYTO_PLUGIN_OP_QR)
-    arg_matrix(&a, &out[1], &d->out[1].l, lead, 0);
-  arg(&a, sizeof wsm, &wsm);
-  arg_long(&a, wb);
-  arg_long(&a, c->slot);
-  if (lu || d->op == TYTO_PLUGIN_OP_CHOLESKY) {
-    cl_mem flag = c->checked ? ws->mem : NULL;
-    arg(&a, sizeof flag, &flag);
-    arg_long(&a, ws->origin * (int64_t)(d->elem / sizeof(cl_int)));
-  }
-  if (d->op == TYTO_PLUGIN_OP_TRIANGULAR_SOLVE) {
-    arg_int(&a, c->lower != c->transpose);
-    arg_int(&a, c->unit);
-  }
-  arg_int(&a, c->s);
+  arg_matrix(&a, &out[1], d->n_out > 1 ? &d->out[1].l : NULL, lead, 0);
+  ocl_args_put(&a, sizeof wsm, &wsm);
+  ocl_args_long(&a, ws->origin + c->head);
+  ocl_args_long(&a, c->slot);
+  cl_mem flag = c->checked ? ws->mem : NULL;
+  ocl_args_put(&a, sizeof flag, &flag);
+  ocl_args_long(&a, ws->origin * (int64_t)(d->elem / sizeof(cl_int)));
+  ocl_args_int(&a, c->lower != c->transpose);
+  ocl_args_int(&a, c->unit);
+  ocl_args_int(&a, c->s);
   if (a.e != NULL)
     return a.e;
   tyto_plugin_error *e;
-  if (c->checked && (e = clear_flag(dev, s, d, ws)) != NULL)
+  if (c->checked &&
+      (e = ocl_clear(dev, s, ws->mem, (size_t)ws->origin * d->elem,
+                     sizeof(cl_int), ocl_op_name(d->op),
+                     "the factorisation's flag",
+                     "linalg (clearing the failure flag)")) != NULL)
     return e;
   size_t global = c->groups * c->local;
-  e = ocl_enqueue(dev, s, c->kernel, 1, &global, &c->local,
-                  "linalg kernel");
+  e = ocl_enqueue(dev, s, c->kernel, 1, &global, &c->local, "linalg kernel");
   if (e == NULL && c->checked)
     e = read_infos(dev, s, c, d, ws);
   return e;

@@ -139,6 +139,10 @@ tyto_plugin_error *ocl_enqueue(tyto_plugin_device *dev, tyto_plugin_stream *s,
                                const size_t *global, const size_t *local,
                                const char *what);
 
+/* Whether every offset l reaches from its origin is below `limit` in
+ * magnitude: kernels index such a layout with 32-bit integers. */
+int ocl_reach_below(const tyto_plugin_layout *l, int64_t limit);
+
 /* A global size for a grid-stride loop over n items: n rounded up to a
  * multiple of 64, at most 2^20 (each work-item loops over the rest). */
 size_t ocl_global_size(int64_t n);
@@ -148,6 +152,75 @@ size_t ocl_global_size(int64_t n);
  * unused entries are 1 (shape) and 0 (strides). */
 void ocl_dims(const tyto_plugin_layout *l, cl_long8 *shape, cl_long8 *strides,
               cl_int *rank);
+
+/* A 1-d ocl_enqueue over ocl_global_size(n) work-items: for kernels that
+ * loop over n items with TYTO_FOR. */
+tyto_plugin_error *ocl_enqueue_n(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                                 cl_kernel kernel, int64_t n, const char *what);
+
+/* Sets a kernel's arguments in order from `next`, stopping at the first
+ * failure, which stays in e (later calls still advance `next`):
+ *   ocl_args a = OCL_ARGS(dev, kernel);
+ *   ocl_args_put(&a, sizeof n, &n);
+ *   ocl_args_mem(&a, &in[0]);
+ *   if (a.e != NULL) return a.e; */
+typedef struct ocl_args {
+  tyto_plugin_device *dev;
+  cl_kernel kernel;
+  cl_uint next;
+  tyto_plugin_error *e;
+} ocl_args;
+#define OCL_ARGS(dev, kernel) ((ocl_args){(dev), (kernel), 0, NULL})
+void ocl_args_put(ocl_args *a, size_t size, const void *value);
+/* A cl_int, a cl_long. */
+void ocl_args_int(ocl_args *a, int v);
+void ocl_args_long(ocl_args *a, int64_t v);
+/* An operand's buffer, then its origin (a long). */
+void ocl_args_mem(ocl_args *a, const ocl_arg *v);
+/* Shape, strides and rank of layout l, as ocl_dims() gives them. */
+void ocl_args_dims(ocl_args *a, const tyto_plugin_layout *l);
+
+/* Arguments as a list: ocl_karg args[] = {OCL_KARG(x), OCL_KARG(n)}. */
+typedef struct ocl_karg {
+  size_t size;
+  const void *value;
+} ocl_karg;
+#define OCL_KARG(v)                                                            \
+  { sizeof(v), &(v) }
+/* Sets arguments 0 .. n - 1 of kernel from args, then ocl_enqueue()s it. */
+tyto_plugin_error *ocl_run(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                           cl_kernel kernel, const ocl_karg *args, cl_uint n,
+                           cl_uint dims, const size_t *global,
+                           const char *what);
+
+/* v[rank - 1], ..., v[0], then `fill`: dims slowest first as the long8 the
+ * kernels take (fastest first). v may be NULL when rank is 0. */
+cl_long8 ocl_long8_rev(const int64_t *v, uint32_t rank, int64_t fill);
+
+/* parts[0 .. n) joined into one string (ISO C caps one string literal at
+ * 4095 characters, so long programs come in parts). NULL when out of host
+ * memory; the caller frees it. */
+char *ocl_source_join(const char *const *parts, size_t n);
+
+/* Blocking read of `bytes` at byte `at` of mem into host, after the work
+ * queued on s; a failure says "OP: reading WHAT on DEVICE". */
+tyto_plugin_error *ocl_read(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                            cl_mem mem, size_t at, size_t bytes, void *host,
+                            const char *op, const char *what);
+
+/* Enqueues zeros (cl_int pattern) over `bytes` at byte `at` of mem on s and
+ * tracks the event (`track`, static storage, names it); a failure says
+ * "OP: clearing WHAT on DEVICE". bytes is a multiple of 4. */
+tyto_plugin_error *ocl_clear(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                             cl_mem mem, size_t at, size_t bytes,
+                             const char *op, const char *what,
+                             const char *track);
+
+/* copyfill.c's program: tyto_copy (in, in_base, istr, out, out_base, ostr,
+ * shape, rank, n) and tyto_fill (out, out_base, ostr, shape, rank, n,
+ * value), over dims as ocl_dims() gives them. Other families (blas.c) use
+ * it as it is, so the program cache builds one program for all. */
+extern const char ocl_copy_source[];
 
 /* OpenCL C put in front of every program (kernels.c):
  *   - enables cl_khr_fp64 when TYTO_FP64 is defined; T is the element type;

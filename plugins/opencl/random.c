@@ -237,13 +237,10 @@ static tyto_plugin_error *read_step(tyto_plugin_device *dev,
   const char *name = ocl_op_name(k->desc.op);
   size_t elem = k->desc.elem;
   unsigned char bytes[8];
-  cl_int err =
-      clEnqueueReadBuffer(s->queue, in->mem, CL_TRUE, (size_t)in->origin * elem,
-                          elem, bytes, 0, NULL, NULL);
-  if (err != CL_SUCCESS)
-    return ocl_error_cl(OCL_HOST(dev), "clEnqueueReadBuffer", err,
-                        "reading the step input of %s on \"%s\"", name,
-                        dev->info->name);
+  tyto_plugin_error *e = ocl_read(dev, s, in->mem, (size_t)in->origin * elem,
+                                  elem, bytes, name, "the step input");
+  if (e != NULL)
+    return e;
   double v;
   if (elem == 4) {
     cl_float f;
@@ -283,38 +280,31 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   int f64 = k->desc.elem == 8;
   cl_float af = (cl_float)r->a, bf = (cl_float)r->b;
   cl_double ad = r->a, bd = r->b;
-  cl_uint a = 0;
-#define ARG(size, ptr)                                                         \
-  do {                                                                         \
-    if (e == NULL)                                                             \
-      e = ocl_set_arg(dev, r->kernel, a++, (size), (ptr));                     \
-  } while (0)
-  ARG(sizeof out[0].mem, &out[0].mem);
-  ARG(sizeof base, &base);
-  ARG(sizeof shape, &shape);
-  ARG(sizeof str, &str);
-  ARG(sizeof rank, &rank);
-  ARG(sizeof n, &n);
-  ARG(sizeof k0, &k0);
-  ARG(sizeof k1, &k1);
-  ARG(sizeof off, &off);
-  ARG(sizeof s0, &s0);
-  ARG(sizeof s1, &s1);
+  ocl_args a = OCL_ARGS(dev, r->kernel);
+  ocl_args_put(&a, sizeof out[0].mem, &out[0].mem);
+  ocl_args_put(&a, sizeof base, &base);
+  ocl_args_put(&a, sizeof shape, &shape);
+  ocl_args_put(&a, sizeof str, &str);
+  ocl_args_put(&a, sizeof rank, &rank);
+  ocl_args_put(&a, sizeof n, &n);
+  ocl_args_put(&a, sizeof k0, &k0);
+  ocl_args_put(&a, sizeof k1, &k1);
+  ocl_args_put(&a, sizeof off, &off);
+  ocl_args_put(&a, sizeof s0, &s0);
+  ocl_args_put(&a, sizeof s1, &s1);
   if (k->desc.op == TYTO_PLUGIN_OP_RANDOM_BERNOULLI) {
-    ARG(sizeof r->thr, &r->thr);
+    ocl_args_put(&a, sizeof r->thr, &r->thr);
   } else if (f64) {
-    ARG(sizeof ad, &ad);
-    ARG(sizeof bd, &bd);
+    ocl_args_put(&a, sizeof ad, &ad);
+    ocl_args_put(&a, sizeof bd, &bd);
   } else {
-    ARG(sizeof af, &af);
-    ARG(sizeof bf, &bf);
+    ocl_args_put(&a, sizeof af, &af);
+    ocl_args_put(&a, sizeof bf, &bf);
   }
-#undef ARG
-  if (e != NULL)
-    return e;
-  size_t global = ocl_global_size((n + 3) / 4);
-  return ocl_enqueue(
-      dev, s, r->kernel, 1, &global, NULL,
+  if (a.e != NULL)
+    return a.e;
+  return ocl_enqueue_n(
+      dev, s, r->kernel, (n + 3) / 4,
       k->desc.op == TYTO_PLUGIN_OP_RANDOM_UNIFORM  ? "random_uniform kernel"
       : k->desc.op == TYTO_PLUGIN_OP_RANDOM_NORMAL ? "random_normal kernel"
                                                    : "random_bernoulli kernel");

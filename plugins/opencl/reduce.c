@@ -319,21 +319,9 @@ static const char source_2[] =
     "  }\n"
     "}\n";
 
-/* The program: one source for every kernel of the family, joined once (ISO
- * C caps string literals at 4095 characters, hence the pieces). */
-static char source[sizeof source_0 + sizeof source_1 + sizeof source_2];
-static pthread_once_t source_once = PTHREAD_ONCE_INIT;
-
-static void source_join(void) {
-  const char *parts[] = {source_0, source_1, source_2};
-  size_t n = 0;
-  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-    size_t len = strlen(parts[i]);
-    memcpy(source + n, parts[i], len);
-    n += len;
-  }
-  source[n] = '\0';
-}
+/* The program: one source for every kernel of the family (ISO C caps
+ * string literals at 4095 characters, hence the pieces). */
+static const char *const source_parts[] = {source_0, source_1, source_2};
 
 /* Axes of one side of the split, fastest first: extents, input strides and
  * (kept axes) output strides. */
@@ -575,10 +563,15 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   } else {
     dims_simplify(&r->red, 0);
   }
-  pthread_once(&source_once, source_join);
+  char *source = ocl_source_join(source_parts,
+                                 sizeof source_parts / sizeof source_parts[0]);
+  if (source == NULL)
+    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                     "prepare: out of host memory");
   tyto_plugin_error *e =
       ocl_kernel_new(dev, d->dtype, source, NULL,
                      r->softmax ? "tyto_softmax" : "tyto_reduce", &r->kernel);
+  free(source);
   if (e != NULL)
     return e;
   /* The group size: at most RED_WG, what the kernel allows and the
@@ -678,25 +671,11 @@ static cl_long8 long8_of(const red_dims *d, const int64_t *v, int64_t fill) {
   return r;
 }
 
-/* Sets arguments in order from `next`; the first failure sticks. */
-typedef struct arg_list {
-  tyto_plugin_device *dev;
-  cl_kernel kernel;
-  cl_uint next;
-  tyto_plugin_error *e;
-} arg_list;
-
-static void arg(arg_list *a, size_t size, const void *value) {
-  if (a->e == NULL)
-    a->e = ocl_set_arg(a->dev, a->kernel, a->next, size, value);
-  a->next++;
-}
-
 /* The kernels' three local buffers: states a, b and indices i. */
-static void arg_locals(arg_list *a, size_t lanes, size_t elem) {
-  arg(a, lanes * elem, NULL);
-  arg(a, lanes * elem, NULL);
-  arg(a, lanes * sizeof(cl_long), NULL);
+static void arg_locals(ocl_args *a, size_t lanes, size_t elem) {
+  ocl_args_put(a, lanes * elem, NULL);
+  ocl_args_put(a, lanes * elem, NULL);
+  ocl_args_put(a, lanes * sizeof(cl_long), NULL);
 }
 
 /* Enqueues the grid's groups, at most RED_MAX_GROUPS at a time, setting
@@ -722,40 +701,46 @@ static tyto_plugin_error *enqueue_tiles(tyto_plugin_device *dev,
   return NULL;
 }
 
+/* The arguments both kernels take in a row: x, its origin, the kept axes
+ * (extents, input and output strides, rank), nout, then tile0 (0), whose
+ * index goes to *tile_arg. */
+static void arg_kept(ocl_args *a, const red_impl *r, const ocl_arg *x,
+                     cl_uint *tile_arg) {
+  cl_long8 ksh = long8_of(&r->kept, r->kept.sh, 1),
+           kxs = long8_of(&r->kept, r->kept.xs, 0),
+           kys = long8_of(&r->kept, r->kept.ys, 0);
+  ocl_args_mem(a, x);
+  ocl_args_put(a, sizeof ksh, &ksh);
+  ocl_args_put(a, sizeof kxs, &kxs);
+  ocl_args_put(a, sizeof kys, &kys);
+  ocl_args_int(a, r->kept.rank);
+  ocl_args_long(a, r->nout);
+  *tile_arg = a->next;
+  ocl_args_long(a, 0);
+}
+
 static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
                                  tyto_plugin_kernel *k, const ocl_arg *in,
                                  const ocl_arg *out, const ocl_arg *ws) {
   red_impl *r = k->impl;
   size_t elem = k->desc.elem;
-  cl_long8 ksh = long8_of(&r->kept, r->kept.sh, 1),
-           kxs = long8_of(&r->kept, r->kept.xs, 0),
-           kys = long8_of(&r->kept, r->kept.ys, 0),
-           rsh = long8_of(&r->red, r->red.sh, 1),
+  cl_long8 rsh = long8_of(&r->red, r->red.sh, 1),
            rxs = long8_of(&r->red, r->red.xs, 0);
-  cl_int krank = r->kept.rank, rrank = r->red.rank, lxs = r->grid.lxs;
-  cl_long nout = r->nout, count = r->count, xbase = in->origin,
-          ybase = out->origin, span = r->span, tile0 = 0;
-  arg_list a = {dev, r->kernel, 0, NULL};
+  cl_int rrank = r->red.rank, lxs = r->grid.lxs;
+  cl_long count = r->count, span = r->span;
+  cl_uint tile_arg;
+  ocl_args a = OCL_ARGS(dev, r->kernel);
   if (r->softmax) {
     cl_long sx = r->red.xs[0], sy = r->sy;
     cl_int logsm = r->logsm;
-    arg(&a, sizeof in->mem, &in->mem);
-    arg(&a, sizeof xbase, &xbase);
-    arg(&a, sizeof ksh, &ksh);
-    arg(&a, sizeof kxs, &kxs);
-    arg(&a, sizeof kys, &kys);
-    arg(&a, sizeof krank, &krank);
-    arg(&a, sizeof nout, &nout);
-    cl_uint tile_arg = a.next;
-    arg(&a, sizeof tile0, &tile0);
-    arg(&a, sizeof count, &count);
-    arg(&a, sizeof sx, &sx);
-    arg(&a, sizeof sy, &sy);
-    arg(&a, sizeof lxs, &lxs);
-    arg(&a, sizeof span, &span);
-    arg(&a, sizeof logsm, &logsm);
-    arg(&a, sizeof out->mem, &out->mem);
-    arg(&a, sizeof ybase, &ybase);
+    arg_kept(&a, r, in, &tile_arg);
+    ocl_args_put(&a, sizeof count, &count);
+    ocl_args_put(&a, sizeof sx, &sx);
+    ocl_args_put(&a, sizeof sy, &sy);
+    ocl_args_put(&a, sizeof lxs, &lxs);
+    ocl_args_put(&a, sizeof span, &span);
+    ocl_args_put(&a, sizeof logsm, &logsm);
+    ocl_args_mem(&a, out);
     arg_locals(&a, r->grid.lanes, elem);
     if (a.e != NULL)
       return a.e;
@@ -765,7 +750,7 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   /* Partial states: 2 * states elements from the workspace's origin, then
    * the indices from the next multiple of 8 bytes. Without chunks nothing
    * reads or writes them (ws->mem is NULL, an allowed argument). */
-  cl_long wbase = ws->origin, wibase = 0;
+  cl_long wibase = 0;
   if (r->chunks > 1)
     wibase = (cl_long)(((uint64_t)(ws->origin + 2 * r->nout * r->chunks) *
                             elem +
@@ -773,33 +758,23 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
                        8);
   cl_int op = (cl_int)r->op, merge = 0;
   cl_long chunk = r->chunk;
-  arg(&a, sizeof op, &op);
-  arg(&a, sizeof merge, &merge);
-  arg(&a, sizeof in->mem, &in->mem);
-  arg(&a, sizeof xbase, &xbase);
-  arg(&a, sizeof ksh, &ksh);
-  arg(&a, sizeof kxs, &kxs);
-  arg(&a, sizeof kys, &kys);
-  arg(&a, sizeof krank, &krank);
-  arg(&a, sizeof nout, &nout);
-  cl_uint tile_arg = a.next;
-  arg(&a, sizeof tile0, &tile0);
-  arg(&a, sizeof rsh, &rsh);
-  arg(&a, sizeof rxs, &rxs);
-  arg(&a, sizeof rrank, &rrank);
+  ocl_args_put(&a, sizeof op, &op);
+  ocl_args_put(&a, sizeof merge, &merge);
+  arg_kept(&a, r, in, &tile_arg);
+  ocl_args_put(&a, sizeof rsh, &rsh);
+  ocl_args_put(&a, sizeof rxs, &rxs);
+  ocl_args_put(&a, sizeof rrank, &rrank);
   cl_uint count_arg = a.next;
-  arg(&a, sizeof count, &count);
-  arg(&a, sizeof chunk, &chunk);
-  arg(&a, sizeof count, &count); /* n */
+  ocl_args_put(&a, sizeof count, &count);
+  ocl_args_put(&a, sizeof chunk, &chunk);
+  ocl_args_put(&a, sizeof count, &count); /* n */
   cl_uint lxs_arg = a.next;
-  arg(&a, sizeof lxs, &lxs);
-  arg(&a, sizeof span, &span);
-  arg(&a, sizeof out->mem, &out->mem);
-  arg(&a, sizeof ybase, &ybase);
-  arg(&a, sizeof ws->mem, &ws->mem);
-  arg(&a, sizeof wbase, &wbase);
-  arg(&a, sizeof ws->mem, &ws->mem);
-  arg(&a, sizeof wibase, &wibase);
+  ocl_args_put(&a, sizeof lxs, &lxs);
+  ocl_args_put(&a, sizeof span, &span);
+  ocl_args_mem(&a, out);
+  ocl_args_mem(&a, ws);
+  ocl_args_put(&a, sizeof ws->mem, &ws->mem);
+  ocl_args_put(&a, sizeof wibase, &wibase);
   arg_locals(&a, r->grid.lanes, elem);
   if (a.e != NULL)
     return a.e;
@@ -813,14 +788,14 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   cl_int mlxs = r->mgrid.lxs;
   merge = 1;
   a.next = 1;
-  arg(&a, sizeof merge, &merge);
-  arg(&a, sizeof ws->mem, &ws->mem); /* x: unused */
+  ocl_args_put(&a, sizeof merge, &merge);
+  ocl_args_put(&a, sizeof ws->mem, &ws->mem); /* x: unused */
   a.next = count_arg;
-  arg(&a, sizeof nch, &nch);
-  arg(&a, sizeof nch, &nch);
+  ocl_args_put(&a, sizeof nch, &nch);
+  ocl_args_put(&a, sizeof nch, &nch);
   a.next = lxs_arg;
-  arg(&a, sizeof mlxs, &mlxs);
-  arg(&a, sizeof span0, &span0);
+  ocl_args_put(&a, sizeof mlxs, &mlxs);
+  ocl_args_put(&a, sizeof span0, &span0);
   a.next += 6;
   arg_locals(&a, r->mgrid.lanes, elem);
   if (a.e != NULL)

@@ -474,6 +474,42 @@ START_TEST(the_mlp_learns_fashion_mnist_on_opencl_as_on_the_cpu) {
 }
 END_TEST
 
+/* A checkpoint written on the CPU resumes on the OpenCL device: the state
+ * is host data, whichever device wrote it. */
+START_TEST(a_cpu_checkpoint_resumes_on_opencl) {
+  if (!have_opencl())
+    return;
+  char net[256], a[256], b[256], args[2048], *out;
+  write_text("net.txt", small_net, net, sizeof net);
+  path_in_tmp(a, sizeof a, "a.safetensors");
+  path_in_tmp(b, sizeof b, "b.safetensors");
+  const char *common = "--epochs 2 --batch 32 --seed 9 --json";
+  snprintf(args, sizeof args,
+           "--model-file %s --data %s/good %s --checkpoint %s", net, tmp,
+           common, a);
+  train_ok(args, &out);
+  json_t *straight = json_of(out);
+  free(out);
+  snprintf(args, sizeof args,
+           "--model-file %s --data %s/good %s --checkpoint %s --max-steps 7",
+           net, tmp, common, b);
+  train_ok(args, NULL);
+  snprintf(args, sizeof args,
+           "--model-file %s --data %s/good %s --checkpoint %s --resume", net,
+           tmp, common, b);
+  devices = "opencl";
+  train_ok(args, &out);
+  devices = "cpu";
+  json_t *resumed = json_of(out);
+  free(out);
+  ck_assert_int_eq((int)real(resumed, "steps"), 20);
+  double x = real(straight, "test_accuracy"), y = real(resumed, "test_accuracy");
+  ck_assert_msg(fabs(x - y) <= 0.021, "straight %g against resumed %g", x, y);
+  json_decref(straight);
+  json_decref(resumed);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("tyto-train");
   TCase *tc = tcase_create("tyto-train");
@@ -487,6 +523,7 @@ int main(void) {
   tcase_add_test(tc, mlp_learns_fashion_mnist);
   tcase_add_test(tc, the_small_net_trains_on_opencl_as_on_the_cpu);
   tcase_add_test(tc, the_mlp_learns_fashion_mnist_on_opencl_as_on_the_cpu);
+  tcase_add_test(tc, a_cpu_checkpoint_resumes_on_opencl);
   suite_add_tcase(s, tc);
   return test_run(s);
 }

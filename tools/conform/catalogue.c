@@ -564,52 +564,119 @@ int64_t cf_out_extent(int64_t in, int64_t k, int64_t s, int64_t p,
   return (in + 2 * p - d * (k - 1) - 1) / s + 1;
 }
 
+int64_t cf_flip_hw(const int64_t s[4], int64_t st[4]) {
+  st[3] = -1;
+  st[2] = -s[3];
+  st[1] = s[2] * s[3];
+  st[0] = s[1] * st[1];
+  return (s[2] - 1) * s[3] + s[3] - 1;
+}
+
+void cf_stepped(uint32_t rank, const int64_t *shape, int64_t step,
+                int64_t *st) {
+  for (uint32_t a = rank; a-- > 0; step *= shape[a] > 0 ? shape[a] : 1)
+    st[a] = step;
+}
+
+/* at: stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups.
+ * flags: 1 a bias, 2 x flipped (H and W reversed), 4 w permuted (O the
+ * fastest axis, then C/groups, KH, KW), 8 y stepped (every element two
+ * apart, offset 1), 16 the bias stepped (two apart, offset 1). */
 static void conv_case(cf_builder *b, const char *name, int64_t n, int64_t c_in,
                       int64_t h, int64_t w, int64_t o, int64_t kh, int64_t kw,
-                      const int64_t at[7], int bias) {
+                      const int64_t at[7], int flags) {
   cf_case *c = cf_add(b, name);
   if (c == NULL)
     return;
   int64_t xs[4] = {n, c_in, h, w}, ws[4] = {o, c_in / at[6], kh, kw};
   int64_t ys[4] = {n, o, cf_out_extent(h, kh, at[0], at[2], at[4]),
                    cf_out_extent(w, kw, at[1], at[3], at[5])};
-  cf_in_set(b, c, 0, 4, xs, NULL, 0);
-  cf_in_set(b, c, 1, 4, ws, NULL, 0);
-  if (bias)
-    cf_in_set(b, c, 2, 1, &o, NULL, 0);
-  cf_out_set(b, c, 0, 4, ys, NULL, 0);
+  int64_t xf[4], wp[4] = {1, o, o * ws[1], o * ws[1] * kh}, yst[4], bst = 2;
+  const int64_t xo = flags & 2 ? cf_flip_hw(xs, xf) : 0;
+  cf_stepped(4, ys, 2, yst);
+  cf_in_set(b, c, 0, 4, xs, flags & 2 ? xf : NULL, xo);
+  cf_in_set(b, c, 1, 4, ws, flags & 4 ? wp : NULL, 0);
+  if (flags & 1)
+    cf_in_set(b, c, 2, 1, &o, flags & 16 ? &bst : NULL, flags & 16 ? 1 : 0);
+  cf_out_set(b, c, 0, 4, ys, flags & 8 ? yst : NULL, flags & 8 ? 1 : 0);
   c->n_iattrs = 7;
   for (int i = 0; i < 7; i++)
     c->iattrs[i] = at[i];
 }
 
+/* K below is the reduction of one output element, C/groups*KH*KW: devices
+ * may compute small ones directly (the OpenCL plugin up to 32, in blocks
+ * of 16 or 32 output channels) and others as GEMMs. */
 static void conv_cases(cf_builder *b) {
   static const int64_t a1[7] = {1, 1, 1, 1, 1, 1, 1};
   static const int64_t a2[7] = {2, 2, 0, 0, 2, 2, 1};
   static const int64_t ag[7] = {1, 2, 1, 0, 1, 1, 2};
+  static const int64_t a5[7] = {1, 1, 2, 2, 1, 1, 1};
+  static const int64_t ag2[7] = {2, 1, 0, 2, 1, 2, 2};
+  static const int64_t adw[7] = {1, 1, 1, 1, 1, 1, 4};
   conv_case(b, "3x3 s1 p1 +bias", 2, 3, 9, 10, 4, 3, 3, a1, 1);
   conv_case(b, "3x3 s2 d2 no bias", 2, 3, 11, 12, 5, 3, 3, a2, 0);
   conv_case(b, "groups 2, s(1,2) p(1,0)", 1, 4, 8, 9, 6, 3, 2, ag, 1);
   conv_case(b, "1x1 [1,16,7,7]", 1, 16, 7, 7, 8, 1, 1, a1, 0);
+  conv_case(b, "1x5x5 o32 p2 +bias (K=25)", 3, 1, 12, 11, 32, 5, 5, a5, 1);
+  conv_case(b, "flipped x, permuted w, stepped y, bias", 3, 1, 12, 11, 32, 5,
+            5, a5, 1 | 2 | 4 | 8 | 16);
+  conv_case(b, "o40 g2 s(2,1) p(0,2) d(1,2) flipped x", 2, 4, 7, 9, 40, 2, 3,
+            ag2, 1 | 2 | 4 | 8);
+  conv_case(b, "depthwise [2,4,6,7] g4 3x3 p1 +bias", 2, 4, 6, 7, 4, 3, 3, adw,
+            1);
+  conv_case(b, "K=32 (2x4x4) o17 p1 +bias", 2, 2, 9, 9, 17, 4, 4, a1, 1);
+  conv_case(b, "K=33 (3x1x11) o5 p1", 2, 3, 5, 13, 5, 1, 11, a1, 0);
+  conv_case(b, "1x1 [1,1,1,1] o1 +bias", 1, 1, 1, 1, 1, 1, 1, a1, 1);
 }
 
+/* at: kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w. flags: 1 x
+ * flipped (H and W reversed), 2 y stepped (every element two apart, offset
+ * 1). */
+static void pool_case(cf_builder *b, const char *name, const int64_t xs[4],
+                      const int64_t at[6], int flags) {
+  cf_case *c = cf_add(b, name);
+  if (c == NULL)
+    return;
+  int64_t ys[4] = {xs[0], xs[1], cf_out_extent(xs[2], at[0], at[2], at[4], 1),
+                   cf_out_extent(xs[3], at[1], at[3], at[5], 1)};
+  int64_t xf[4], yst[4];
+  const int64_t xo = flags & 1 ? cf_flip_hw(xs, xf) : 0;
+  cf_stepped(4, ys, 2, yst);
+  cf_in_set(b, c, 0, 4, xs, flags & 1 ? xf : NULL, xo);
+  cf_out_set(b, c, 0, 4, ys, flags & 2 ? yst : NULL, flags & 2 ? 1 : 0);
+  c->n_iattrs = 6;
+  for (int i = 0; i < 6; i++)
+    c->iattrs[i] = at[i];
+}
+
+/* Windows up to 4 with strides up to 4 are the ones the OpenCL plugin
+ * unrolls; 5x5 and 6x6 take its general loops. */
 static void pool_cases(cf_builder *b) {
-  static const int64_t xs[4] = {2, 3, 9, 10};
-  static const int64_t at[3][6] = {
-      {3, 3, 2, 2, 1, 1}, {2, 2, 2, 2, 0, 0}, {3, 2, 1, 2, 1, 0}};
-  static const char *const names[3] = {"3x3 s2 p1", "2x2 s2", "3x2 s(1,2)"};
-  for (int k = 0; k < 3; k++) {
-    cf_case *c = cf_add(b, names[k]);
-    if (c == NULL)
-      return;
-    int64_t ys[4] = {2, 3, cf_out_extent(9, at[k][0], at[k][2], at[k][4], 1),
-                     cf_out_extent(10, at[k][1], at[k][3], at[k][5], 1)};
-    cf_in_set(b, c, 0, 4, xs, NULL, 0);
-    cf_out_set(b, c, 0, 4, ys, NULL, 0);
-    c->n_iattrs = 6;
-    for (int i = 0; i < 6; i++)
-      c->iattrs[i] = at[k][i];
-  }
+  static const int64_t xs[4] = {2, 3, 9, 10}, one[4] = {1, 1, 1, 1};
+  static const struct {
+    const char *name;
+    int64_t at[6];
+    int flags;
+  } cs[] = {{"3x3 s2 p1", {3, 3, 2, 2, 1, 1}, 0},
+            {"2x2 s2", {2, 2, 2, 2, 0, 0}, 0},
+            {"3x2 s(1,2)", {3, 2, 1, 2, 1, 0}, 0},
+            {"2x2 s2 p1", {2, 2, 2, 2, 1, 1}, 0},
+            {"2x2 s3 (gaps)", {2, 2, 3, 3, 0, 0}, 0},
+            {"3x3 s3 p1", {3, 3, 3, 3, 1, 1}, 0},
+            {"2x3 s(4,3) p(1,2)", {2, 3, 4, 3, 1, 2}, 0},
+            {"4x4 s1", {4, 4, 1, 1, 0, 0}, 0},
+            {"5x5 s5", {5, 5, 5, 5, 0, 0}, 0},
+            {"5x5 s2 p2", {5, 5, 2, 2, 2, 2}, 0},
+            {"6x6 s2 p3", {6, 6, 2, 2, 3, 3}, 0},
+            {"1x1", {1, 1, 1, 1, 0, 0}, 0},
+            {"flipped x, 3x3 s2 p1", {3, 3, 2, 2, 1, 1}, 1},
+            {"flipped x, stepped y, 2x2 s3", {2, 2, 3, 3, 0, 0}, 3},
+            {"stepped y, 5x5 s2 p2", {5, 5, 2, 2, 2, 2}, 2}};
+  for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++)
+    pool_case(b, cs[k].name, xs, cs[k].at, cs[k].flags);
+  static const int64_t at2[6] = {2, 2, 2, 2, 1, 1};
+  pool_case(b, "[1,1,1,1] 2x2 p1", one, at2, 0);
 }
 
 /* ---------------------------------------------------------------- random -- */

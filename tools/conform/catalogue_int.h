@@ -45,6 +45,15 @@ void cf_out_set(cf_builder *b, cf_case *c, uint32_t i, uint32_t rank,
 /* Sets the value domain of input i of c. */
 void cf_in_values(cf_case *c, uint32_t i, cf_values v, double lo, double hi);
 
+/* Strides of an [N, C, H, W] tensor stored row-major with its H and W
+ * axes reversed (both strides negative); returns the offset of element
+ * [0, 0, 0, 0]. H and W must not be 0. */
+int64_t cf_flip_hw(const int64_t s[4], int64_t st[4]);
+
+/* Row-major strides of `shape` with every element `step` apart. */
+void cf_stepped(uint32_t rank, const int64_t *shape, int64_t step,
+                int64_t *st);
+
 /* Output extent of a convolution or pooling axis (floor mode). */
 int64_t cf_out_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d);
 

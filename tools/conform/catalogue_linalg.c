@@ -26,7 +26,8 @@ static int64_t mat_layout(enum mat kind, uint32_t lead, const int64_t *batch,
                           int64_t rows, int64_t cols, int64_t *shape,
                           int64_t *st) {
   int64_t rs = cols, cs = 1, size;
-  memcpy(shape, batch, lead * sizeof *shape);
+  if (lead > 0) /* batch may be NULL when there is none */
+    memcpy(shape, batch, lead * sizeof *shape);
   shape[lead] = rows;
   shape[lead + 1] = cols;
   switch (kind) {

@@ -6,6 +6,7 @@
  */
 #include "catalogue_int.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define OP(x) TYTO_PLUGIN_OP_##x
@@ -134,7 +135,8 @@ static void one_hot_case(cf_builder *b, const char *name, uint32_t rank,
   cf_case *c = cf_add(b, name);
   if (c == NULL)
     return;
-  memcpy(os, shape, rank * sizeof *os);
+  if (rank > 0) /* shape is NULL for rank 0 */
+    memcpy(os, shape, rank * sizeof *os);
   os[rank] = depth;
   /* stepped output: every element two apart */
   for (uint32_t a = rank + 1, st = 2; a-- > 0; st *= (uint32_t)os[a])
@@ -175,7 +177,8 @@ static void nhwc(const int64_t *s, int64_t *st) {
 
 /* at: stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups.
  * flags: 1 the first input NHWC, 2 the second, 4 the output stepped (every
- * element two apart, offset 1). */
+ * element two apart, offset 1), 8 both inputs flipped (H and W reversed;
+ * overrides 1 and 2). */
 static void conv_bwd_case(cf_builder *b, const char *name, int64_t n,
                           int64_t c_in, int64_t h, int64_t w, int64_t o,
                           int64_t kh, int64_t kw, const int64_t at[7],
@@ -189,24 +192,34 @@ static void conv_bwd_case(cf_builder *b, const char *name, int64_t n,
   const int data = b->e->op == OP(CONV2D_BACKWARD_DATA);
   const int64_t *in0 = data ? ys : xs, *in1 = data ? ws : ys;
   const int64_t *out = data ? xs : ws;
-  int64_t st0[4], st1[4], sto[4];
-  nhwc(in0, st0);
-  nhwc(in1, st1);
-  for (int a = 4, s = 2; a-- > 0; s *= (int)out[a])
-    sto[a] = s;
-  cf_in_set(b, c, 0, 4, in0, flags & 1 ? st0 : NULL, 0);
-  cf_in_set(b, c, 1, 4, in1, flags & 2 ? st1 : NULL, 0);
+  int64_t st0[4], st1[4], sto[4], o0 = 0, o1 = 0;
+  if (flags & 8) {
+    o0 = cf_flip_hw(in0, st0);
+    o1 = cf_flip_hw(in1, st1);
+  } else {
+    nhwc(in0, st0);
+    nhwc(in1, st1);
+  }
+  cf_stepped(4, out, 2, sto);
+  cf_in_set(b, c, 0, 4, in0, flags & 9 ? st0 : NULL, o0);
+  cf_in_set(b, c, 1, 4, in1, flags & 10 ? st1 : NULL, o1);
   cf_out_set(b, c, 0, 4, out, flags & 4 ? sto : NULL, flags & 4 ? 1 : 0);
   c->n_iattrs = 7;
   for (int i = 0; i < 7; i++)
     c->iattrs[i] = at[i];
 }
 
+/* K = C/groups*KH*KW as in catalogue.c's conv_cases; the larger cases
+ * have enough output pixels (N*OH*OW) that a weight gradient summed in
+ * slices takes many of them. */
 void cf_conv_bwd_cases(cf_builder *b) {
   static const int64_t a1[7] = {1, 1, 1, 1, 1, 1, 1};
   static const int64_t a2[7] = {2, 2, 0, 0, 2, 2, 1};
   static const int64_t ag[7] = {1, 2, 1, 0, 1, 1, 2};
   static const int64_t a3[7] = {2, 1, 1, 2, 1, 1, 1};
+  static const int64_t a5[7] = {1, 1, 2, 2, 1, 1, 1};
+  static const int64_t ag2[7] = {2, 1, 0, 2, 1, 2, 2};
+  static const int64_t adw[7] = {1, 1, 1, 1, 1, 1, 4};
   conv_bwd_case(b, "3x3 s1 p1", 2, 3, 9, 10, 4, 3, 3, a1, 0);
   /* W 12: (12 - 5) / 2 leaves the last column out of every window */
   conv_bwd_case(b, "3x3 s2 d2, uncovered column", 2, 3, 11, 12, 5, 3, 3, a2, 0);
@@ -215,6 +228,23 @@ void cf_conv_bwd_cases(cf_builder *b) {
   conv_bwd_case(b, "NHWC inputs, s(2,1) p(1,2)", 2, 3, 9, 8, 4, 3, 3, a3, 3);
   conv_bwd_case(b, "stepped+offset output", 2, 3, 9, 10, 4, 3, 3, a1, 4);
   conv_bwd_case(b, "[2,8,12,12] o16 3x3 p1", 2, 8, 12, 12, 16, 3, 3, a1, 0);
+  conv_bwd_case(b, "1x5x5 o32 p2 (K=25)", 3, 1, 12, 11, 32, 5, 5, a5, 0);
+  conv_bwd_case(b, "flipped inputs, stepped output, K=25", 3, 1, 12, 11, 32, 5,
+                5, a5, 8 | 4);
+  conv_bwd_case(b, "NHWC inputs, K=25", 3, 1, 12, 11, 32, 5, 5, a5, 3);
+  conv_bwd_case(b, "o40 g2 s(2,1) p(0,2) d(1,2) flipped", 2, 4, 7, 9, 40, 2, 3,
+                ag2, 8);
+  conv_bwd_case(b, "depthwise [2,4,6,7] g4 3x3 p1", 2, 4, 6, 7, 4, 3, 3, adw,
+                4);
+  conv_bwd_case(b, "K=32 (2x4x4) o17 p1", 5, 2, 9, 9, 17, 4, 4, a1, 0);
+  conv_bwd_case(b, "K=33 (3x1x11) o5 p1", 2, 3, 5, 13, 5, 1, 11, a1, 0);
+  conv_bwd_case(b, "1x1 [1,1,1,1] o1", 1, 1, 1, 1, 1, 1, 1, a1, 0);
+  conv_bwd_case(b, "[16,1,28,28] o32 5x5 p2 (K=25)", 16, 1, 28, 28, 32, 5, 5,
+                a5, 0);
+  conv_bwd_case(b, "[40,2,20,20] o3 3x3 p1 (K=18)", 40, 2, 20, 20, 3, 3, 3, a1,
+                0);
+  conv_bwd_case(b, "[16,4,32,32] o6 3x3 p1 (K=36)", 16, 4, 32, 32, 6, 3, 3, a1,
+                0);
 }
 
 /* ----------------------------------------------------- pool derivatives -- */
@@ -222,7 +252,9 @@ void cf_conv_bwd_cases(cf_builder *b) {
 /* at: kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w. flags: 1 x-like
  * operands NHWC, 2 the y-like operand NHWC, 4 x drawn as whole numbers in
  * [0, 2] (ties in most windows: the first maximum in row-major order
- * wins). */
+ * wins), 8 x-like inputs flipped (H and W reversed) and the y-like one
+ * stepped by 2 with W reversed (overrides 1 and 2 for the inputs), 16 the
+ * output stepped: every other column, rows one apart more, offset 3. */
 static void pool_bwd_case(cf_builder *b, const char *name, const int64_t *xs,
                           const int64_t at[6], int flags) {
   cf_case *c = cf_add(b, name);
@@ -230,30 +262,49 @@ static void pool_bwd_case(cf_builder *b, const char *name, const int64_t *xs,
     return;
   int64_t ys[4] = {xs[0], xs[1], cf_out_extent(xs[2], at[0], at[2], at[4], 1),
                    cf_out_extent(xs[3], at[1], at[3], at[5], 1)};
-  int64_t xst[4], yst[4];
-  const int64_t *xp = NULL, *yp = NULL;
+  int64_t xst[4], yst[4], xfl[4], yfl[4], ost[4], xo = 0, yo = 0;
+  const int64_t *xp = NULL, *yp = NULL, *os = NULL;
   nhwc(xs, xst);
   nhwc(ys, yst);
   if (flags & 1)
     xp = xst;
   if (flags & 2)
     yp = yst;
+  const int64_t *xi = xp, *yi = yp; /* the inputs' layouts */
+  if (flags & 8) {
+    xo = cf_flip_hw(xs, xfl);
+    cf_stepped(4, ys, 2, yfl);
+    yo = (ys[3] - 1) * yfl[3];
+    yfl[3] = -yfl[3];
+    xi = xfl;
+    yi = yfl;
+  }
+  const int max_bwd = b->e->op == OP(MAX_POOL2D_BACKWARD);
+  const int64_t *out = b->e->op == OP(MAX_POOL2D_SELECT) ? ys : xs;
+  if (flags & 16) {
+    ost[3] = 2;
+    ost[2] = 2 * out[3] + 1;
+    ost[1] = ost[2] * out[2];
+    ost[0] = ost[1] * out[1];
+    os = ost;
+  }
   switch (b->e->op) {
   case OP(MAX_POOL2D_BACKWARD): /* x, dy -> dx */
-    cf_in_set(b, c, 0, 4, xs, xp, 0);
-    cf_in_set(b, c, 1, 4, ys, yp, 0);
-    cf_out_set(b, c, 0, 4, xs, NULL, 0);
+    cf_in_set(b, c, 0, 4, xs, xi, xo);
+    cf_in_set(b, c, 1, 4, ys, yi, yo);
     break;
   case OP(MAX_POOL2D_SELECT): /* x, t -> y */
-    cf_in_set(b, c, 0, 4, xs, xp, 0);
-    cf_in_set(b, c, 1, 4, xs, xp, 0);
-    cf_out_set(b, c, 0, 4, ys, yp, 0);
+    cf_in_set(b, c, 0, 4, xs, xi, xo);
+    cf_in_set(b, c, 1, 4, xs, xi, xo);
     break;
   default: /* AVG_POOL2D_BACKWARD: dy -> dx */
-    cf_in_set(b, c, 0, 4, ys, yp, 0);
-    cf_out_set(b, c, 0, 4, xs, xp, 0);
+    cf_in_set(b, c, 0, 4, ys, yi, yo);
     break;
   }
+  if (os != NULL)
+    cf_out_set(b, c, 0, 4, out, os, 3);
+  else
+    cf_out_set(b, c, 0, 4, out, max_bwd ? NULL : out == ys ? yp : xp, 0);
   if (flags & 4)
     cf_in_values(c, 0, CF_WHOLE, 0, 2);
   c->n_iattrs = 6;
@@ -261,11 +312,39 @@ static void pool_bwd_case(cf_builder *b, const char *name, const int64_t *xs,
     c->iattrs[i] = at[i];
 }
 
+/* Windows and strides up to 4 are the ones the OpenCL plugin unrolls, and
+ * with strides at least the kernel's (each x element in at most one
+ * window) its MAX_POOL2D_BACKWARD writes dx in one pass: geometries on
+ * either side of both, each run once plain (ties for the max ops) and once
+ * in another layout. */
 void cf_pool_bwd_cases(cf_builder *b) {
   static const int64_t xs[4] = {2, 3, 9, 10}, big[4] = {4, 8, 32, 32};
+  static const int64_t xs2[4] = {2, 3, 11, 13}, xs4[4] = {3, 2, 2, 3};
+  static const int64_t one[4] = {1, 1, 1, 1};
   static const int64_t at[3][6] = {
       {3, 3, 2, 2, 1, 1}, {2, 2, 2, 2, 0, 0}, {3, 2, 1, 2, 1, 0}};
+  static const struct {
+    const char *name;
+    int64_t at[6];
+  } ex[] = {{"2x2 s2 p1", {2, 2, 2, 2, 1, 1}},
+            {"2x2 s3 (gaps)", {2, 2, 3, 3, 0, 0}},
+            {"3x3 s3 p1", {3, 3, 3, 3, 1, 1}},
+            {"5x5 s5", {5, 5, 5, 5, 0, 0}},
+            {"5x5 s2 p2", {5, 5, 2, 2, 2, 2}},
+            {"1x1", {1, 1, 1, 1, 0, 0}},
+            {"2x3 s(4,3) p(1,2)", {2, 3, 4, 3, 1, 2}},
+            {"4x4 s1", {4, 4, 1, 1, 0, 0}},
+            {"5x5 s6 (gaps)", {5, 5, 6, 6, 0, 0}},
+            {"2x2 s1 p1", {2, 2, 1, 1, 1, 1}}};
+  /* the other layout of geometry k: k % 4 */
+  static const int lay[4] = {8, 16 | 1, 8 | 16, 1 | 2};
+  static const char *const lay_name[4] = {
+      "flipped inputs", "NHWC x, stepped output", "flipped, stepped output",
+      "NHWC operands"};
+  static const int64_t e2[6] = {2, 2, 2, 2, 1, 1}, e3[6] = {3, 3, 1, 1, 2, 2};
   const int max = b->e->op != OP(AVG_POOL2D_BACKWARD);
+  const int ties = max ? 4 : 0;
+  char name[64];
   pool_bwd_case(b, "3x3 s2 p1 (overlapping)", xs, at[0], 0);
   pool_bwd_case(b, "2x2 s2", xs, at[1], 0);
   pool_bwd_case(b, "3x2 s(1,2) p(1,0)", xs, at[2], 0);
@@ -276,4 +355,12 @@ void cf_pool_bwd_cases(cf_builder *b) {
     pool_bwd_case(b, "ties: whole-number x, 2x2 s2", xs, at[1], 4);
   }
   pool_bwd_case(b, "[4,8,32,32] 3x3 s2 p1", big, at[0], 0);
+  for (size_t k = 0; k < sizeof ex / sizeof ex[0]; k++) {
+    pool_bwd_case(b, ex[k].name, xs2, ex[k].at, ties);
+    snprintf(name, sizeof name, "%s, %s", ex[k].name, lay_name[k % 4]);
+    pool_bwd_case(b, name, xs2, ex[k].at, lay[k % 4] | (k % 2 ? 0 : ties));
+  }
+  pool_bwd_case(b, "1x1 [1,1,1,1]", one, ex[5].at, 0);
+  pool_bwd_case(b, "2x2 p1 [1,1,1,1]", one, e2, 0);
+  pool_bwd_case(b, "3x3 s1 p2 [3,2,2,3]", xs4, e3, ties);
 }
