@@ -31,26 +31,9 @@
 #include <tyto/plugin.h>
 
 #include "pci.h"
+#include "plugin_host.h"
 
 /* ---------------------------------------------------------------- host -- */
-
-struct tyto_plugin_error {
-  int code;
-  char msg[2048];
-};
-
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    checks++;                                                                  \
-    if (!(cond)) {                                                             \
-      failures++;                                                              \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fputc('\n', stderr);                                                     \
-    }                                                                          \
-  } while (0)
 
 /* The plugin's debug lines about its kernel cache, kept for the cache test:
  * "kernel cache: loaded PATH", "kernel cache: stored PATH", ... */
@@ -88,27 +71,6 @@ static const char *host_option(void *ctx, const char *key) {
   return getenv(name);
 }
 
-static tyto_plugin_error oom_error = {TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
-                                      "out of memory"};
-
-static tyto_plugin_error *host_error_new(tyto_plugin_code code, const char *fmt,
-                                         ...) {
-  tyto_plugin_error *e = malloc(sizeof *e);
-  va_list ap;
-  if (e == NULL)
-    return &oom_error;
-  e->code = (int)code;
-  va_start(ap, fmt);
-  vsnprintf(e->msg, sizeof e->msg, fmt, ap);
-  va_end(ap);
-  return e;
-}
-
-static void err_free(tyto_plugin_error *e) {
-  if (e != &oom_error)
-    free(e);
-}
-
 static const tyto_plugin_host host = {
     .struct_size = sizeof(tyto_plugin_host),
     .abi_major = TYTO_PLUGIN_ABI_MAJOR,
@@ -120,40 +82,6 @@ static const tyto_plugin_host host = {
     .error_new = host_error_new,
     .error_free = err_free,
 };
-
-static int ok_(tyto_plugin_error *e, const char *what, int line) {
-  checks++;
-  if (e == NULL)
-    return 1;
-  failures++;
-  fprintf(stderr, "FAIL line %d: %s: error %d: %s\n", line, what, e->code,
-          e->msg);
-  err_free(e);
-  return 0;
-}
-#define OK(call) ok_((call), #call, __LINE__)
-
-/* Expects an error of `code` whose message contains `needle`. */
-static void expect_err_(tyto_plugin_error *e, int code, const char *needle,
-                        const char *what, int line) {
-  checks++;
-  if (e == NULL) {
-    failures++;
-    fprintf(stderr, "FAIL line %d: %s: expected error %d, got success\n", line,
-            what, code);
-    return;
-  }
-  if (e->code != code || (needle && !strstr(e->msg, needle))) {
-    failures++;
-    fprintf(stderr,
-            "FAIL line %d: %s: expected error %d containing \"%s\", got %d: "
-            "%s\n",
-            line, what, code, needle ? needle : "", e->code, e->msg);
-  }
-  err_free(e);
-}
-#define EXPECT_ERR(call, code, needle)                                         \
-  expect_err_((call), (code), (needle), #call, __LINE__)
 
 /* ------------------------------------------------------- PCI matching -- */
 
