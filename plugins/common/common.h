@@ -1,0 +1,95 @@
+/*
+ * Pure helpers every plugin of this tree links (libtyto_plugin_common.a):
+ * op and dtype names, layout arithmetic, the elementwise op table and
+ * fused-program decoding. They depend on the plugin ABI header and the C
+ * library only, never on libtyto, so a plugin stays loadable on its own.
+ * Names carry the prefix tpc_ (tyto plugin common); the objects are built
+ * -fvisibility=hidden so nothing here leaks from a plugin's .so.
+ */
+#ifndef TYTO_PLUGINS_COMMON_H
+#define TYTO_PLUGINS_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tyto/plugin.h>
+
+/* ---- names (names.c) ---------------------------------------------------- */
+
+/* The op's name as in sdk/docs/ops.md ("add", "conv2d"); "unknown op". */
+const char *tpc_op_name(uint32_t op);
+/* "f32", "f64", ...; "unknown dtype". */
+const char *tpc_dtype_name(uint32_t dtype);
+/* Bytes per element, 0 for an unknown dtype. */
+size_t tpc_dtype_size(uint32_t dtype);
+
+/* ---- layouts (layout.c) ------------------------------------------------- */
+
+/* *r = a + b, *r = a * b; 0 when it would overflow. */
+int tpc_add_ok(int64_t a, int64_t b, int64_t *r);
+int tpc_mul_ok(int64_t a, int64_t b, int64_t *r);
+
+/* "[2, 3, 4]" into buf (always terminated). */
+void tpc_format_shape(const tyto_plugin_layout *l, char *buf, size_t size);
+
+/* Element count *n and the range [*lo, *hi] of element indices `l`
+ * reaches (offset included; meaningful when *n > 0). Returns 0 and a
+ * reason in `why` (naming the layout `which`) for a rank above 8, a
+ * negative extent or 64-bit overflow. */
+int tpc_layout_extent(const tyto_plugin_layout *l, const char *which,
+                      int64_t *n, int64_t *lo, int64_t *hi, char *why,
+                      size_t why_size);
+
+/* ---- elementwise ops and fused programs (eltwise.c) --------------------- */
+
+/* An elementwise op as a C expression of x (y, z) and pa (LEAKY_RELU's
+ * slope, ELU's alpha) in the element type T, valid in OpenCL C and CUDA
+ * C++ alike. The semantics are the CPU plugin's (cpu/eltwise_ops.h): SIGN
+ * keeps the sign of a zero and propagates NaN; RELU, LEAKY_RELU, ELU, MAX
+ * and MIN propagate NaN; comparisons with NaN are false (1 only for NE);
+ * ROUND takes halves away from zero; FMA rounds once. */
+typedef struct tpc_eltop {
+  uint32_t op;
+  int arity;
+  const char *expr;
+} tpc_eltop;
+
+/* The table, in op order; n_out gets its length. */
+const tpc_eltop *tpc_eltops(size_t *n_out);
+/* The entry of op, or NULL for an op that is not elementwise. */
+const tpc_eltop *tpc_eltop_find(uint32_t op);
+/* Whether op takes pa (LEAKY_RELU, ELU). */
+int tpc_eltop_has_param(uint32_t op);
+
+/* An instruction of a fused program as plugins keep it (the caller's array
+ * is gone after prepare). */
+typedef struct tpc_instr {
+  uint32_t op, arg[3];
+  double attr;
+} tpc_instr;
+
+/* Reads and checks the fused program `blob` of an op with n_in inputs and
+ * n_out outputs: every operand names an earlier value, every output is
+ * written exactly once, at most max_instrs instructions. On success
+ * returns 0 with *out (malloc'd, the caller frees it) and *n. Otherwise
+ * returns the tyto_plugin_code (INVALID_ARGUMENT, UNSUPPORTED for a program
+ * over max_instrs, OUT_OF_MEMORY) with a message in why that begins
+ * "fused: " and names `plugin` where it matters. */
+int tpc_fused_read(const void *blob, size_t blob_size, uint32_t n_in,
+                   uint32_t n_out, uint32_t max_instrs, const char *plugin,
+                   tpc_instr **out, uint32_t *n, char *why, size_t why_size);
+
+/* live[i] (n bytes): whether value i reaches an OUTPUT (OUTPUTs count). */
+void tpc_fused_live(const tpc_instr *fi, uint32_t n, unsigned char *live);
+
+/* ---- reductions (reduce_src.c) ------------------------------------------ */
+
+/* Kernel-source macros for the ten reductions (SUM .. NORM_L2): a partial
+ * state is (a, b, i) of types T, T and a 64-bit index; for each op X, X_I
+ * makes the empty state, X_E folds element v of reduced index r, X_M
+ * merges the state (a2, b2, i2) and X_F is the result over `count`
+ * elements; RED_OPS(X) lists (name, op code) and RED_CASE_{I,E,M,F} make
+ * switch cases. Needs T, INFINITY, NAN, fabs, exp, log, sqrt, isinf. */
+extern const char tpc_reduce_folds[];
+
+#endif /* TYTO_PLUGINS_COMMON_H */
