@@ -12,8 +12,6 @@
 
 #include "cuda_plugin.h"
 
-#define KERNEL_NAME "tyto_kernel"
-
 /* A cubin for sm_X.y runs on sm_X.z for z >= y, so the best target is the
  * device's own architecture, else the newest NVRTC knows with the same
  * major below it; a GPU newer than every NVRTC target gets PTX for the
@@ -66,20 +64,22 @@ static tyto_plugin_error *run_nvrtc(tyto_plugin_device *dev, const char *source,
   nvrtcProgram prog = NULL;
   nvrtcResult r;
   char arch_opt[64];
-  const char *opts[1];
+  /* --fmad=false: no a*b + c becomes an FMA nobody asked for, so each op
+   * rounds as it does alone (and as on the CPU); division and sqrt stay
+   * IEEE-rounded (NVRTC's default -prec-div/-prec-sqrt). */
+  const char *opts[3] = {arch_opt, "--fmad=false", "--std=c++17"};
   size_t size = 0;
   tyto_plugin_error *err = NULL;
 
   *code = NULL;
   snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", dev->arch);
-  opts[0] = arch_opt;
-  r = nvrtcCreateProgram(&prog, source, KERNEL_NAME ".cu", 0, NULL, NULL);
+  r = nvrtcCreateProgram(&prog, source, "tyto.cu", 0, NULL, NULL);
   if (r != NVRTC_SUCCESS)
     return host->error_new(
         r == NVRTC_ERROR_OUT_OF_MEMORY ? TYTO_PLUGIN_ERR_OUT_OF_MEMORY
                                        : TYTO_PLUGIN_ERR_INTERNAL,
         "nvrtcCreateProgram failed: %s", nvrtcGetErrorString(r));
-  r = nvrtcCompileProgram(prog, 1, opts);
+  r = nvrtcCompileProgram(prog, 3, opts);
   if (r != NVRTC_SUCCESS) {
     size_t log_size = 0;
     char *log = NULL;
@@ -136,7 +136,6 @@ static tyto_plugin_error *run_nvrtc(tyto_plugin_device *dev, const char *source,
 static tyto_plugin_error *load_module(tyto_plugin_device *dev, const char *code,
                                       tcu_module *m) {
   const tyto_plugin_host *host = dev->state->host;
-  struct cudaFuncAttributes attr;
   tyto_plugin_error *err;
   cudaError_t e;
   if ((err = tcu_use(host, dev->index)) != NULL)
@@ -148,20 +147,6 @@ static tyto_plugin_error *load_module(tyto_plugin_device *dev, const char *code,
     return tcu_cuda_error(host, e, "cuda:%d: cudaLibraryLoadData (%s %s)",
                           dev->index, dev->arch_is_ptx ? "PTX" : "cubin",
                           dev->arch);
-  e = cudaLibraryGetKernel(&m->kernel, m->library, KERNEL_NAME);
-  /* With lazy loading (the default) the module reaches this device's
-   * context only on first use; asking for its attributes loads it now, so
-   * an image the GPU cannot run fails in prepare(), not in launch(). */
-  if (e == cudaSuccess)
-    e = cudaFuncGetAttributes(&attr, (const void *)m->kernel);
-  if (e != cudaSuccess) {
-    err =
-        tcu_cuda_error(host, e, "cuda:%d: loading kernel " KERNEL_NAME " (%s)",
-                       dev->index, dev->arch);
-    (void)cudaLibraryUnload(m->library);
-    (void)cudaGetLastError();
-    return err;
-  }
   return NULL;
 }
 
@@ -187,7 +172,7 @@ tyto_plugin_error *tcu_module_get(tyto_plugin_device *dev, const char *source,
                             "cuda:%d: out of host memory", dev->index);
     } else {
       memcpy(m->source, source, strlen(source) + 1);
-      if ((err = run_nvrtc(dev, source, &code)) == NULL)
+      if ((err = run_nvrtc(dev, source, &code)) == NULL && !dev->compile_only)
         err = load_module(dev, code, m);
       free(code);
     }
@@ -212,7 +197,7 @@ void tcu_cache_clear(tyto_plugin_device *dev) {
   tcu_module *m = dev->cache, *next;
   for (; m != NULL; m = next) {
     next = m->next;
-    if (cudaLibraryUnload(m->library) != cudaSuccess)
+    if (m->library != NULL && cudaLibraryUnload(m->library) != cudaSuccess)
       (void)cudaGetLastError();
     free(m->source);
     free(m);

@@ -48,13 +48,12 @@ struct tyto_plugin_state {
   char driver_version[16]; /* "13.0", "" when unknown */
 };
 
-/* One compiled kernel module, cached per open device and keyed by its
- * source text. Immutable once inserted; freed at device_close(). */
+/* One compiled module, cached per open device and keyed by its source
+ * text. Immutable once inserted; freed at device_close(). */
 typedef struct tcu_module {
   struct tcu_module *next;
   char *source;
-  cudaLibrary_t library;
-  cudaKernel_t kernel;
+  cudaLibrary_t library; /* NULL on a compile_only device */
 } tcu_module;
 
 struct tyto_plugin_device {
@@ -69,6 +68,17 @@ struct tyto_plugin_device {
   char arch_error[256];
   pthread_mutex_t cache_lock;
   tcu_module *cache;
+  /* Set by tests without a GPU: prepare() compiles with NVRTC and makes no
+   * other CUDA call (ops.h). */
+  int compile_only;
+  /* Library handles, created on first use and bound to a stream for each
+   * call, so every use holds lib_lock from cu*SetStream to the last call
+   * (libs.c). NULL until first used. */
+  pthread_mutex_t lib_lock;
+  void *cublas;   /* cublasHandle_t */
+  void *cublaslt; /* cublasLtHandle_t */
+  void *cudnn;    /* cudnnHandle_t */
+  void *cusolver; /* cusolverDnHandle_t */
 };
 
 struct tyto_plugin_buffer {
@@ -85,32 +95,6 @@ struct tyto_plugin_stream {
 struct tyto_plugin_event {
   cudaEvent_t event;
   int device;
-};
-
-/* Kernel parameters passed by value to every generated kernel. The
- * generated source declares the same struct (codegen.c); both sides are
- * all 8-byte fields, so the layouts agree without packing games. */
-typedef struct tcu_args {
-  int64_t n; /* elements to write */
-  int64_t shape[TYTO_PLUGIN_MAX_RANK];
-  int64_t in_stride[TYTO_PLUGIN_MAX_RANK]; /* elements */
-  int64_t out_stride[TYTO_PLUGIN_MAX_RANK];
-  int64_t in_offset;
-  int64_t out_offset;
-  double value; /* FILL's value */
-} tcu_args;
-
-struct tyto_plugin_kernel {
-  uint32_t op;       /* tyto_plugin_op */
-  uint32_t n_inputs; /* bindings launch() expects */
-  uint32_t n_outputs;
-  size_t in_elem, out_elem; /* element sizes in bytes */
-  tcu_module *module;       /* owned by the device's cache */
-  tcu_args args;
-  /* Element range each tensor touches, relative to its binding, inclusive;
-   * launch() checks it against the bound buffer. */
-  int64_t in_lo, in_hi, out_lo, out_hi;
-  unsigned grid;
 };
 
 /* Element i of an array of ABI structs the host filled. The host lays the
@@ -143,9 +127,6 @@ tyto_plugin_error *tcu_cuda_error(const tyto_plugin_host *host, cudaError_t e,
 
 /* Writes "<name>: <string>" for `e` into buf. */
 void tcu_describe(cudaError_t e, char *buf, size_t size);
-
-/* Lower-case dtype name for messages ("f32"); "dtype <n>" for unknown. */
-const char *tcu_dtype_name(uint32_t dtype);
 
 /* plugin.c ------------------------------------------------------------- */
 
@@ -223,28 +204,31 @@ tcu_launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
            uint32_t n_inputs, const tyto_plugin_binding *outputs,
            uint32_t n_outputs, const tyto_plugin_binding *workspace);
 
-/* codegen.c ------------------------------------------------------------ */
-
-/* CUDA C++ source of one kernel named "tyto_kernel": a strided COPY of
- * elements of `elem_size` bytes, or a FILL of `dtype` (f32/f64), over
- * `rank` dimensions, with 32-bit index arithmetic when idx32 is set.
- * Returns a malloc'd string the caller frees, or NULL when out of memory
- * or asked for something it cannot generate. */
-char *tcu_codegen(uint32_t op, uint32_t dtype, size_t elem_size, uint32_t rank,
-                  int idx32);
-
 /* compile.c ------------------------------------------------------------ */
 
 /* Picks the NVRTC target for a device of compute capability major.minor,
  * filling dev->arch / arch_is_ptx, or dev->arch_error when none fits. */
 void tcu_arch_select(tyto_plugin_device *dev, int major, int minor);
 
-/* Returns the cached module for `source`, compiling and loading it on
- * first use. The module stays owned by the device's cache. */
+/* Returns the cached module for `source` (complete CUDA C++), compiling
+ * and loading it on first use; on a compile_only device the module has no
+ * library. The module stays owned by the device's cache. */
 tyto_plugin_error *tcu_module_get(tyto_plugin_device *dev, const char *source,
                                   tcu_module **out);
 
 /* Unloads and frees every cached module of the device. */
 void tcu_cache_clear(tyto_plugin_device *dev);
+
+/* libs.c --------------------------------------------------------------- */
+
+/* The device's library handles, created on first use. Call with
+ * dev->lib_lock held, the device current; bind the handle to the stream
+ * (cublasSetStream, ...) before each use. */
+tyto_plugin_error *tcu_cublas(tyto_plugin_device *dev, void **out);
+tyto_plugin_error *tcu_cublaslt(tyto_plugin_device *dev, void **out);
+tyto_plugin_error *tcu_cudnn(tyto_plugin_device *dev, void **out);
+tyto_plugin_error *tcu_cusolver(tyto_plugin_device *dev, void **out);
+/* Destroys the handles (device_close). */
+void tcu_libs_release(tyto_plugin_device *dev);
 
 #endif /* TYTO_PLUGINS_CUDA_PLUGIN_H */

@@ -84,11 +84,3 @@ tyto_plugin_error *tcu_cuda_error(const tyto_plugin_host *host, cudaError_t e,
                      " (run with compute-sanitizer to find the faulting kernel)"
                    : "");
 }
-
-const char *tcu_dtype_name(uint32_t dtype) {
-  static const char *const names[] = {"f32", "f64", "f16", "bf16",
-                                      "i32", "i64", "u8"};
-  if (dtype < sizeof names / sizeof names[0])
-    return names[dtype];
-  return "unknown dtype";
-}

@@ -102,6 +102,12 @@ static tyto_plugin_error *device_open(tyto_plugin_state *st, uint32_t ordinal,
     return st->host->error_new(TYTO_PLUGIN_ERR_INTERNAL,
                                "device_open: cannot create a mutex");
   }
+  if (pthread_mutex_init(&dev->lib_lock, NULL) != 0) {
+    pthread_mutex_destroy(&dev->cache_lock);
+    free(dev);
+    return st->host->error_new(TYTO_PLUGIN_ERR_INTERNAL,
+                               "device_open: cannot create a mutex");
+  }
   dev->state = st;
   dev->index = (int)ordinal;
   dev->sm_count = st->hw[ordinal].sm_count;
@@ -116,8 +122,11 @@ static tyto_plugin_error *device_open(tyto_plugin_state *st, uint32_t ordinal,
 static void device_close(tyto_plugin_device *dev) {
   if (dev == NULL)
     return;
+  if (tcu_use(dev->state->host, dev->index) == NULL)
+    tcu_libs_release(dev);
   tcu_cache_clear(dev);
   pthread_mutex_destroy(&dev->cache_lock);
+  pthread_mutex_destroy(&dev->lib_lock);
   free(dev);
 }
 
@@ -173,8 +182,8 @@ static const tyto_plugin_device_fns device_fns = {
 static const tyto_plugin_option_doc options[] = {
     {sizeof(tyto_plugin_option_doc), "allow_tf32",
      "yes or no (default no): let f32 matrix products and convolutions use "
-     "TF32 tensor cores (faster, ~10-bit mantissa); read now, used once "
-     "those kernels land"},
+     "TF32 tensor cores (faster, ~10-bit mantissa); the default keeps "
+     "f32 accuracy"},
 };
 
 static const tyto_plugin_info plugin_info = {

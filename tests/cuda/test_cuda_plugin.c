@@ -544,7 +544,7 @@ static void rejection_tests(tyto_plugin_device *dev, tyto_plugin_stream *s) {
              "shape");
   d.outputs = &other;
   EXPECT_ERR(D->supports_op(dev, &d), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-             "[4,5]");
+             "[4, 5]");
   d.outputs = &alias;
   EXPECT_ERR(D->prepare(dev, &d, &k, NULL), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
              "overlap");
@@ -594,11 +594,11 @@ static void rejection_tests(tyto_plugin_device *dev, tyto_plugin_stream *s) {
     bi.buffer = big;
     bo.buffer = small;
     EXPECT_ERR(D->launch(dev, s, k, &bi, 1, &bo, 1, NULL),
-               TYTO_PLUGIN_ERR_INVALID_ARGUMENT, "60 bytes");
+               TYTO_PLUGIN_ERR_INVALID_ARGUMENT, "60-byte buffer");
     bo.buffer = big;
     bi.offset = 68; /* 68 + 64 > 128 */
     EXPECT_ERR(D->launch(dev, s, k, &bi, 1, &bo, 1, NULL),
-               TYTO_PLUGIN_ERR_INVALID_ARGUMENT, "128 bytes");
+               TYTO_PLUGIN_ERR_INVALID_ARGUMENT, "128-byte buffer");
     bi.offset = 2;
     EXPECT_ERR(D->launch(dev, s, k, &bi, 1, &bo, 1, NULL),
                TYTO_PLUGIN_ERR_INVALID_ARGUMENT, "multiple");

@@ -1,0 +1,540 @@
+/*
+ * CONV2D, CONV2D_BACKWARD_DATA and CONV2D_BACKWARD_FILTER through cuDNN.
+ *
+ * The geometry is checked as the CPU plugin checks it (same order, same
+ * messages as opencl/conv.c). cuDNN takes dense NCHW tensors here: an
+ * operand bound with any other layout is packed into the workspace by a
+ * strided-copy kernel (an output is computed there and copied out). The
+ * bias of CONV2D is added by a kernel of ours after the convolution.
+ *
+ * Algorithms are chosen once at prepare from cuDNN's heuristics, keeping
+ * only deterministic ones (the backward passes have atomics-based
+ * algorithms whose sums depend on timing) that accumulate products
+ * directly (no FFT or Winograd transforms, whose rounding error on long
+ * reductions breaks the CPU plugin's tolerance: a weight gradient over
+ * 16000 products was off by 3e-4) and whose workspace fits CONV_ALGO_WS; the
+ * workspace is reported to the host, which allocates it. f32 convolutions keep
+ * f32 accuracy (CUDNN_FMA_MATH: no TF32 tensor cores) unless the plugin option
+ * allow_tf32 says yes.
+ */
+#include "ops.h"
+
+#include <cudnn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/common.h"
+
+/* cuDNN's own workspace at most. */
+#define CONV_ALGO_WS ((size_t)1 << 30)
+
+typedef struct conv {
+  uint32_t op, dtype;
+  size_t elem;
+  int64_t N, C, H, W, O, KH, KW, OH, OW;
+  int64_t sh, sw, ph, pw, dh, dw, G;
+  int has_bias;
+  /* Operands by role: x, w, y (y is dy for the backward ops); which of
+   * them is the output; whether each is packed, and where. */
+  tyto_plugin_layout lx, lw, ly;
+  int pack[3];
+  int64_t off[3]; /* byte offsets in the workspace */
+  size_t algo_ws, algo_off;
+  int algo;
+  int empty; /* a zero extent: the output is zeros (plus bias) */
+  cudnnTensorDescriptor_t xd, yd;
+  cudnnFilterDescriptor_t wd;
+  cudnnConvolutionDescriptor_t cd;
+  cudaKernel_t packk, biask, zerok;
+} conv;
+
+static int owns(uint32_t op) {
+  return op == TYTO_PLUGIN_OP_CONV2D ||
+         op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA ||
+         op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER;
+}
+
+/* Whether l is dense row-major (unit dimensions may have any stride). */
+static int dense(const tyto_plugin_layout *l) {
+  int64_t want = 1;
+  for (uint32_t i = l->rank; i-- > 0;) {
+    if (l->shape[i] != 1 && l->strides[i] != want)
+      return 0;
+    want *= l->shape[i];
+  }
+  return 1;
+}
+
+static tyto_plugin_error *check_attr(const tyto_plugin_host *h, const char *op,
+                                     const char *name, int64_t v, int64_t min) {
+  if (v < min)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: %s must be at least %lld, got %lld", op, name,
+                        (long long)min, (long long)v);
+  if (v > INT_MAX)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: %s %lld is too large (at most %d)", op, name,
+                        (long long)v, INT_MAX);
+  return NULL;
+}
+
+/* Reads and checks the descriptor's geometry into *c, as the CPU plugin
+ * does (same order, same messages). */
+static tyto_plugin_error *geometry(tyto_plugin_device *dev, const tcu_desc *d,
+                                   conv *c) {
+  const tyto_plugin_host *h = TCU_HOST(dev);
+  const tyto_plugin_op_desc *od = d->d;
+  const char *name = tcu_op_name(d->op);
+  uint32_t code = d->op;
+  memset(c, 0, sizeof *c);
+  if (code == TYTO_PLUGIN_OP_CONV2D) {
+    if ((d->n_in != 2 && d->n_in != 3) || d->n_out != 1)
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "%s: expected 2 or 3 inputs (x, w, optional bias) "
+                          "and 1 output, got %u and %u",
+                          name, (unsigned)d->n_in, (unsigned)d->n_out);
+  } else if (d->n_in != 2 || d->n_out != 1) {
+    return h->error_new(
+        TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+        "%s: expected 2 inputs (%s) and 1 output, got %u and "
+        "%u",
+        name, code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA ? "dy, w" : "x, dy",
+        (unsigned)d->n_in, (unsigned)d->n_out);
+  }
+  if (od->n_iattrs != 7)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: expected 7 integer attributes (stride_h, "
+                        "stride_w, pad_h, pad_w, dilation_h, dilation_w, "
+                        "groups), got %u",
+                        name, (unsigned)od->n_iattrs);
+  const tyto_plugin_layout *in0 = &d->in[0].l, *in1 = &d->in[1].l,
+                           *out = &d->out[0].l, *x = in0, *w = in1, *y = out;
+  const char *xname = "x", *wname = "w", *yname = "output";
+  if (code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA)
+    x = out, y = in0, xname = "dx (the output)", yname = "dy";
+  else if (code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER)
+    w = out, y = in1, wname = "dw (the output)", yname = "dy";
+  char sx[160], sw[160], sy[160], sb[160], so[160];
+  tpc_format_shape(x, sx, sizeof sx);
+  tpc_format_shape(w, sw, sizeof sw);
+  tpc_format_shape(y, sy, sizeof sy);
+  tpc_format_shape(out, so, sizeof so);
+  if (x->rank != 4)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: %s must be [N, C, H, W], got %s", name, xname, sx);
+  static const char *const names[] = {"stride_h", "stride_w",   "pad_h",
+                                      "pad_w",    "dilation_h", "dilation_w",
+                                      "groups"};
+  static const int64_t mins[] = {1, 1, 0, 0, 1, 1, 1};
+  for (int i = 0; i < 7; i++) {
+    tyto_plugin_error *e =
+        check_attr(h, name, names[i], od->iattrs[i], mins[i]);
+    if (e != NULL)
+      return e;
+  }
+  const int64_t *a = od->iattrs;
+  c->op = code;
+  c->dtype = d->dtype;
+  c->elem = d->elem;
+  c->N = x->shape[0], c->C = x->shape[1], c->H = x->shape[2];
+  c->W = x->shape[3];
+  c->sh = a[0], c->sw = a[1], c->ph = a[2], c->pw = a[3];
+  c->dh = a[4], c->dw = a[5], c->G = a[6];
+  if (w->rank != 4)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: %s must be [O, C/groups, KH, KW], got %s", name,
+                        wname, sw);
+  c->O = w->shape[0], c->KH = w->shape[2], c->KW = w->shape[3];
+  if (c->C % c->G)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: groups %lld does not divide the %lld input "
+                        "channels of %s %s",
+                        name, (long long)c->G, (long long)c->C, xname, sx);
+  if (c->O % c->G)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: groups %lld does not divide the %lld output "
+                        "channels of %s %s",
+                        name, (long long)c->G, (long long)c->O, wname, sw);
+  if (w->shape[1] != c->C / c->G)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: %s %s takes %lld input channels per group, but "
+                        "%s %s with groups %lld has %lld",
+                        name, wname, sw, (long long)w->shape[1], xname, sx,
+                        (long long)c->G, (long long)(c->C / c->G));
+  if (d->n_in == 3) {
+    const tyto_plugin_layout *b = &d->in[2].l;
+    tpc_format_shape(b, sb, sizeof sb);
+    if (b->rank != 1 || b->shape[0] != c->O)
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "conv2d: bias must be [%lld] (one per output "
+                          "channel of w %s), got %s",
+                          (long long)c->O, sw, sb);
+    c->has_bias = 1;
+  }
+  if (c->KH > INT_MAX || c->KW > INT_MAX)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: kernel of %s %s is too large", name, wname, sw);
+  if (c->KH < 1 || c->KW < 1)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: %s %s has an empty kernel", name, wname, sw);
+  int64_t eff_h = c->dh * (c->KH - 1) + 1, eff_w = c->dw * (c->KW - 1) + 1;
+  int64_t ph2 = c->H + 2 * c->ph, pw2 = c->W + 2 * c->pw;
+  if (eff_h > ph2 || eff_w > pw2)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: the dilated kernel %lldx%lld does not fit in the "
+                        "padded input %lldx%lld of %s %s",
+                        name, (long long)eff_h, (long long)eff_w,
+                        (long long)ph2, (long long)pw2, xname, sx);
+  c->OH = (ph2 - eff_h) / c->sh + 1;
+  c->OW = (pw2 - eff_w) / c->sw + 1;
+  if (y->rank != 4 || y->shape[0] != c->N || y->shape[1] != c->O ||
+      y->shape[2] != c->OH || y->shape[3] != c->OW)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: %s is %s, expected [%lld,%lld,%lld,%lld] for %s "
+                        "%s and %s %s",
+                        name, yname, sy, (long long)c->N, (long long)c->O,
+                        (long long)c->OH, (long long)c->OW, xname, sx, wname,
+                        sw);
+  for (uint32_t ax = 0; ax < 4; ax++)
+    if (out->shape[ax] > 1 && out->strides[ax] == 0)
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "%s: output %s has a stride-0 axis %u: every "
+                          "element needs its own place",
+                          name, so, (unsigned)ax);
+  if (c->N > INT_MAX || c->C > INT_MAX || c->H > INT_MAX || c->W > INT_MAX ||
+      c->O > INT_MAX)
+    return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
+                        "%s: %s %s has an extent above %d, more than cuDNN's "
+                        "32-bit sizes reach",
+                        name, xname, sx, INT_MAX);
+  c->lx = *x;
+  c->lw = *w;
+  c->ly = *y;
+  c->empty = c->N == 0 || c->C == 0 || c->O == 0 || c->H == 0 || c->W == 0;
+  return NULL;
+}
+
+static tyto_plugin_error *check(tyto_plugin_device *dev, const tcu_desc *d) {
+  conv c;
+  return geometry(dev, d, &c);
+}
+
+static const char source[] =
+    "extern \"C\" __global__ void tyto_cv_pack(const T *x, tcu_dims xd, T *y,\n"
+    "                                          tcu_dims yd, i64 n) {\n"
+    "  TYTO_FOR(i, n) y[tyto_offset(i, yd)] = x[tyto_offset(i, xd)];\n"
+    "}\n"
+    "extern \"C\" __global__ void tyto_cv_zero(T *y, tcu_dims yd, i64 n) {\n"
+    "  TYTO_FOR(i, n) y[tyto_offset(i, yd)] = (T)0;\n"
+    "}\n"
+    "/* y[n, o, h, w] += b[o]: y's dims fastest first, so channel o is\n"
+    " * (i / (OH * OW)) % O of the row-major index. */\n"
+    "extern \"C\" __global__ void tyto_cv_bias(T *y, tcu_dims yd, const T *b,\n"
+    "                                          i64 bs, i64 hw, i64 O, i64 n) "
+    "{\n"
+    "  TYTO_FOR(i, n) {\n"
+    "    i64 at = tyto_offset(i, yd);\n"
+    "    y[at] = y[at] + b[((i / hw) % O) * bs];\n"
+    "  }\n"
+    "}\n";
+
+static const char *dnn_status(cudnnStatus_t st) {
+  const char *s = cudnnGetErrorString(st);
+  return s != NULL ? s : "unknown status";
+}
+
+static void free_descs(conv *c) {
+  if (c->xd != NULL)
+    cudnnDestroyTensorDescriptor(c->xd);
+  if (c->yd != NULL)
+    cudnnDestroyTensorDescriptor(c->yd);
+  if (c->wd != NULL)
+    cudnnDestroyFilterDescriptor(c->wd);
+  if (c->cd != NULL)
+    cudnnDestroyConvolutionDescriptor(c->cd);
+  c->xd = c->yd = NULL;
+  c->wd = NULL;
+  c->cd = NULL;
+}
+
+/* Descriptors, the algorithm and its workspace (needs the GPU). */
+static tyto_plugin_error *setup_dnn(tyto_plugin_device *dev, conv *c) {
+  cudnnDataType_t t =
+      c->dtype == TYTO_PLUGIN_DTYPE_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  const char *name = tcu_op_name(c->op);
+  cudnnStatus_t st;
+  const char *call = "cudnnCreate*Descriptor";
+  if ((st = cudnnCreateTensorDescriptor(&c->xd)) != CUDNN_STATUS_SUCCESS ||
+      (st = cudnnCreateTensorDescriptor(&c->yd)) != CUDNN_STATUS_SUCCESS ||
+      (st = cudnnCreateFilterDescriptor(&c->wd)) != CUDNN_STATUS_SUCCESS ||
+      (st = cudnnCreateConvolutionDescriptor(&c->cd)) != CUDNN_STATUS_SUCCESS)
+    goto fail;
+  call = "cudnnSet*Descriptor";
+  if ((st = cudnnSetTensor4dDescriptor(c->xd, CUDNN_TENSOR_NCHW, t, (int)c->N,
+                                       (int)c->C, (int)c->H, (int)c->W)) !=
+          CUDNN_STATUS_SUCCESS ||
+      (st = cudnnSetTensor4dDescriptor(c->yd, CUDNN_TENSOR_NCHW, t, (int)c->N,
+                                       (int)c->O, (int)c->OH, (int)c->OW)) !=
+          CUDNN_STATUS_SUCCESS ||
+      (st = cudnnSetFilter4dDescriptor(c->wd, t, CUDNN_TENSOR_NCHW, (int)c->O,
+                                       (int)(c->C / c->G), (int)c->KH,
+                                       (int)c->KW)) != CUDNN_STATUS_SUCCESS ||
+      (st = cudnnSetConvolution2dDescriptor(
+           c->cd, (int)c->ph, (int)c->pw, (int)c->sh, (int)c->sw, (int)c->dh,
+           (int)c->dw, CUDNN_CROSS_CORRELATION, t)) != CUDNN_STATUS_SUCCESS ||
+      (st = cudnnSetConvolutionGroupCount(c->cd, (int)c->G)) !=
+          CUDNN_STATUS_SUCCESS ||
+      (st = cudnnSetConvolutionMathType(
+           c->cd, dev->state->allow_tf32 && c->dtype == TYTO_PLUGIN_DTYPE_F32
+                      ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
+                      : CUDNN_FMA_MATH)) != CUDNN_STATUS_SUCCESS)
+    goto fail;
+  pthread_mutex_lock(&dev->lib_lock);
+  void *hv = NULL;
+  tyto_plugin_error *e = tcu_cudnn(dev, &hv);
+  cudnnHandle_t h = hv;
+  int found = 0;
+  call = "cudnnGetConvolution*Algorithm_v7";
+  if (e == NULL && c->op == TYTO_PLUGIN_OP_CONV2D) {
+    cudnnConvolutionFwdAlgoPerf_t perf[16];
+    int n = 0;
+    st = cudnnGetConvolutionForwardAlgorithm_v7(h, c->xd, c->wd, c->cd, c->yd,
+                                                16, &n, perf);
+    for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < n && !found; i++)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+          perf[i].determinism == CUDNN_DETERMINISTIC &&
+          perf[i].memory <= CONV_ALGO_WS &&
+          perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_FFT &&
+          perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING &&
+          perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD &&
+          perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED) {
+        c->algo = (int)perf[i].algo;
+        c->algo_ws = perf[i].memory;
+        found = 1;
+      }
+  } else if (e == NULL && c->op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[16];
+    int n = 0;
+    st = cudnnGetConvolutionBackwardDataAlgorithm_v7(h, c->wd, c->yd, c->cd,
+                                                     c->xd, 16, &n, perf);
+    for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < n && !found; i++)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+          perf[i].determinism == CUDNN_DETERMINISTIC &&
+          perf[i].memory <= CONV_ALGO_WS &&
+          (perf[i].algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 ||
+           perf[i].algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1)) {
+        c->algo = (int)perf[i].algo;
+        c->algo_ws = perf[i].memory;
+        found = 1;
+      }
+  } else if (e == NULL) {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[16];
+    int n = 0;
+    st = cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, c->xd, c->yd, c->cd,
+                                                       c->wd, 16, &n, perf);
+    for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < n && !found; i++)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+          perf[i].determinism == CUDNN_DETERMINISTIC &&
+          perf[i].memory <= CONV_ALGO_WS &&
+          (perf[i].algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 ||
+           perf[i].algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 ||
+           perf[i].algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3)) {
+        c->algo = (int)perf[i].algo;
+        c->algo_ws = perf[i].memory;
+        found = 1;
+      }
+  }
+  pthread_mutex_unlock(&dev->lib_lock);
+  if (e != NULL)
+    return e;
+  if (st != CUDNN_STATUS_SUCCESS)
+    goto fail;
+  if (!found)
+    return TCU_HOST(dev)->error_new(
+        TYTO_PLUGIN_ERR_UNSUPPORTED,
+        "%s on cuda:%d: cuDNN offers no deterministic algorithm for "
+        "[%lld,%lld,%lld,%lld] with w [%lld,%lld,%lld,%lld] within %zu MiB "
+        "of workspace",
+        name, dev->index, (long long)c->N, (long long)c->C, (long long)c->H,
+        (long long)c->W, (long long)c->O, (long long)(c->C / c->G),
+        (long long)c->KH, (long long)c->KW, CONV_ALGO_WS >> 20);
+  return NULL;
+fail:
+  return tcu_lib_error(dev,
+                       st == CUDNN_STATUS_ALLOC_FAILED
+                           ? TYTO_PLUGIN_ERR_OUT_OF_MEMORY
+                           : TYTO_PLUGIN_ERR_INTERNAL,
+                       name, call, dnn_status(st));
+}
+
+static tyto_plugin_error *prepare(tyto_plugin_device *dev,
+                                  tyto_plugin_kernel *k) {
+  conv *c = calloc(1, sizeof *c);
+  if (c == NULL)
+    return TCU_HOST(dev)->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                                    "prepare: out of host memory");
+  k->impl = c;
+  tyto_plugin_error *e = geometry(dev, &k->desc, c);
+  if (e != NULL)
+    return e;
+  if (k->desc.out[0].n == 0)
+    return NULL;
+  e = tcu_function(dev, c->dtype, source, "tyto_cv_pack", &c->packk);
+  if (e == NULL)
+    e = tcu_function(dev, c->dtype, source, "tyto_cv_bias", &c->biask);
+  if (e == NULL)
+    e = tcu_function(dev, c->dtype, source, "tyto_cv_zero", &c->zerok);
+  if (e != NULL || c->empty)
+    return e;
+  /* Workspace: packed copies of the operands that are not dense NCHW,
+   * each 256-byte aligned, then cuDNN's. */
+  const tyto_plugin_layout *ls[3] = {&c->lx, &c->lw, &c->ly};
+  uint64_t at = 0;
+  for (int i = 0; i < 3; i++) {
+    if (dense(ls[i]))
+      continue;
+    int64_t n = 1;
+    for (uint32_t a = 0; a < 4; a++)
+      n *= ls[i]->shape[a];
+    c->pack[i] = 1;
+    c->off[i] = (int64_t)at;
+    at += ((uint64_t)n * c->elem + 255) / 256 * 256;
+  }
+  c->algo_off = (size_t)at;
+  if (!dev->compile_only && (e = setup_dnn(dev, c)) != NULL)
+    return e;
+  k->workspace_bytes = at + c->algo_ws;
+  return NULL;
+}
+
+static void release(tyto_plugin_device *dev, tyto_plugin_kernel *k) {
+  (void)dev;
+  conv *c = k->impl;
+  if (c == NULL)
+    return;
+  free_descs(c);
+  free(c);
+  k->impl = NULL;
+}
+
+/* Element count of a 4-d layout. */
+static int64_t count4(const tyto_plugin_layout *l) {
+  return l->shape[0] * l->shape[1] * l->shape[2] * l->shape[3];
+}
+
+/* Copies between the bound layout l at p and its dense copy at q. */
+static tyto_plugin_error *copy(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                               const conv *c, const tyto_plugin_layout *l,
+                               void *bound, void *packed, int to_packed) {
+  tyto_plugin_layout dl = *l;
+  int64_t st = 1;
+  for (uint32_t a = 4; a-- > 0;) {
+    dl.strides[a] = st;
+    st *= l->shape[a];
+  }
+  tcu_dims bd = tcu_dims_of(l), pd = tcu_dims_of(&dl);
+  int64_t n = count4(l);
+  void *src = to_packed ? bound : packed, *dst = to_packed ? packed : bound;
+  void *params[] = {&src, to_packed ? &bd : &pd, &dst, to_packed ? &pd : &bd,
+                    &n};
+  return tcu_run(dev, s, c->packk, (dim3){tcu_blocks(dev, n), 1, 1},
+                 (dim3){TCU_BLOCK, 1, 1}, 0, params, "conv packing kernel");
+}
+
+static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                                 tyto_plugin_kernel *k, const tcu_arg *in,
+                                 const tcu_arg *out, const tcu_arg *ws) {
+  const conv *c = k->impl;
+  const char *name = tcu_op_name(c->op);
+  tyto_plugin_error *e = NULL;
+  /* Bound addresses by role: x, w, y; the output's role. */
+  void *bound[3];
+  int out_role;
+  if (c->op == TYTO_PLUGIN_OP_CONV2D) {
+    bound[0] = in[0].ptr, bound[1] = in[1].ptr, bound[2] = out[0].ptr;
+    out_role = 2;
+  } else if (c->op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA) {
+    bound[2] = in[0].ptr, bound[1] = in[1].ptr, bound[0] = out[0].ptr;
+    out_role = 0;
+  } else {
+    bound[0] = in[0].ptr, bound[2] = in[1].ptr, bound[1] = out[0].ptr;
+    out_role = 1;
+  }
+  const tyto_plugin_layout *ls[3] = {&c->lx, &c->lw, &c->ly};
+  if (c->empty) {
+    tcu_dims od = tcu_dims_of(ls[out_role]);
+    int64_t n = count4(ls[out_role]);
+    void *params[] = {&bound[out_role], &od, &n};
+    e = tcu_run(dev, s, c->zerok, (dim3){tcu_blocks(dev, n), 1, 1},
+                (dim3){TCU_BLOCK, 1, 1}, 0, params, "conv zero fill");
+  } else {
+    void *use[3];
+    for (int i = 0; i < 3 && e == NULL; i++) {
+      use[i] = c->pack[i] ? (char *)ws->ptr + c->off[i] : bound[i];
+      if (c->pack[i] && i != out_role)
+        e = copy(dev, s, c, ls[i], bound[i], use[i], 1);
+    }
+    if (e != NULL)
+      return e;
+    void *algo_ws = c->algo_ws > 0 ? (char *)ws->ptr + c->algo_off : NULL;
+    const double one_d = 1, zero_d = 0;
+    const float one_f = 1, zero_f = 0;
+    const int f64 = c->dtype == TYTO_PLUGIN_DTYPE_F64;
+    const void *one = f64 ? (const void *)&one_d : (const void *)&one_f;
+    const void *zero = f64 ? (const void *)&zero_d : (const void *)&zero_f;
+    pthread_mutex_lock(&dev->lib_lock);
+    void *hv = NULL;
+    e = tcu_cudnn(dev, &hv);
+    cudnnHandle_t h = hv;
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+    const char *call = "cudnnSetStream";
+    if (e == NULL)
+      st = cudnnSetStream(h, s->stream);
+    if (e == NULL && st == CUDNN_STATUS_SUCCESS) {
+      if (c->op == TYTO_PLUGIN_OP_CONV2D) {
+        call = "cudnnConvolutionForward";
+        st = cudnnConvolutionForward(h, one, c->xd, use[0], c->wd, use[1],
+                                     c->cd, (cudnnConvolutionFwdAlgo_t)c->algo,
+                                     algo_ws, c->algo_ws, zero, c->yd, use[2]);
+      } else if (c->op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA) {
+        call = "cudnnConvolutionBackwardData";
+        st = cudnnConvolutionBackwardData(
+            h, one, c->wd, use[1], c->yd, use[2], c->cd,
+            (cudnnConvolutionBwdDataAlgo_t)c->algo, algo_ws, c->algo_ws, zero,
+            c->xd, use[0]);
+      } else {
+        call = "cudnnConvolutionBackwardFilter";
+        st = cudnnConvolutionBackwardFilter(
+            h, one, c->xd, use[0], c->yd, use[2], c->cd,
+            (cudnnConvolutionBwdFilterAlgo_t)c->algo, algo_ws, c->algo_ws, zero,
+            c->wd, use[1]);
+      }
+    }
+    pthread_mutex_unlock(&dev->lib_lock);
+    if (e != NULL)
+      return e;
+    if (st != CUDNN_STATUS_SUCCESS)
+      return tcu_lib_error(dev,
+                           st == CUDNN_STATUS_ALLOC_FAILED
+                               ? TYTO_PLUGIN_ERR_OUT_OF_MEMORY
+                               : TYTO_PLUGIN_ERR_INTERNAL,
+                           name, call, dnn_status(st));
+    if (c->pack[out_role])
+      e = copy(dev, s, c, ls[out_role], bound[out_role], use[out_role], 0);
+  }
+  if (e == NULL && c->has_bias) {
+    tcu_dims yd = tcu_dims_of(&c->ly);
+    int64_t n = count4(&c->ly), hw = c->OH * c->OW, O = c->O;
+    int64_t bs = k->desc.in[2].l.strides[0];
+    void *b = in[2].ptr;
+    void *params[] = {&bound[2], &yd, &b, &bs, &hw, &O, &n};
+    e = tcu_run(dev, s, c->biask, (dim3){tcu_blocks(dev, n), 1, 1},
+                (dim3){TCU_BLOCK, 1, 1}, 0, params, "conv bias kernel");
+  }
+  return e;
+}
+
+const tcu_family tcu_family_conv = {"conv",  owns,   check,
+                                    prepare, launch, release};

@@ -1,0 +1,751 @@
+/*
+ * PAD (constant or reflect), GATHER and SCATTER_ADD along one axis
+ * (numpy.take and its adjoint) and ONE_HOT, on layouts of any strides, as
+ * plugins/cpu/layout.c defines them (the OpenCL plugin's index.c, on CUDA).
+ *
+ * Indices are whole numbers stored in the float dtype. As on the CPU,
+ * GATHER and SCATTER_ADD check every index before writing anything: an
+ * index that is not a whole number in [0, extent) fails the launch with an
+ * error naming its row-major position, and the output is left as it was.
+ * That check needs the host, so these two ops wait for the stream at
+ * launch:
+ *  - GATHER runs a check kernel that raises a flag in the workspace and
+ *    reads the flag back (4 bytes); only when it is set are the indices
+ *    read back to find the first bad one for the message. The gather
+ *    kernel then converts each index as it reads it.
+ *  - SCATTER_ADD reads the indices back, checks them, sorts the positions
+ *    q of the indices by (index, q) on the host and writes the sorted
+ *    indices and the offset each q adds in `updates` to the workspace. A
+ *    thread per output element then adds, to base, the updates of every q
+ *    whose index is its own position along the axis: it finds them by
+ *    binary search, in q order, which is the order the CPU accumulates in.
+ *    So duplicates accumulate deterministically without atomics, and the
+ *    result matches the CPU's bit for bit.
+ * ONE_HOT never fails: an index that is not a whole number in [0, depth)
+ * gives an all-zero row, as TensorFlow's one_hot does.
+ */
+#include "ops.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The program, in parts (ISO C caps a string literal at 4095 characters).
+ * Kernels walk their output in row-major order over dims given fastest
+ * first, as tcu_dims_of() gives them; the structs mirror pad_geo,
+ * gather_geo and scatter_geo below. */
+static const char *const source_parts[] = {
+    "/* Whether index v is a whole number in [0, extent), compared as the\n"
+    "   CPU compares it: in double. */\n"
+    "__device__ __forceinline__ bool tyto_index_ok(T v, i64 extent) {\n"
+    "  double w = (double)v;\n"
+    "  return w == floor(w) && w >= 0.0 && w < (double)extent;\n"
+    "}\n"
+    "struct tyto_pad_geo {\n"
+    "  i64 ishape[8], istr[8], oshape[8], ostr[8], before[8];\n"
+    "  int rank, reflect;\n"
+    "};\n"
+    "extern \"C\" __global__ void tyto_pad(const T *in, T *out,\n"
+    "                                      tyto_pad_geo g, T value, i64 n) {\n"
+    "  TYTO_FOR(i, n) {\n"
+    "    i64 r = i, src = 0, dst = 0;\n"
+    "    bool inside = true;\n"
+    "    for (int k = 0; k < g.rank; k++) {\n"
+    "      i64 q = r / g.oshape[k], idx = r - q * g.oshape[k];\n"
+    "      i64 e = g.ishape[k], j = idx - g.before[k];\n"
+    "      r = q;\n"
+    "      dst += idx * g.ostr[k];\n"
+    "      if (j < 0 || j >= e) {\n"
+    "        /* numpy's 'reflect': the edge is not repeated. */\n"
+    "        if (g.reflect)\n"
+    "          j = j < 0 ? -j : 2 * (e - 1) - j;\n"
+    "        else\n"
+    "          inside = false;\n"
+    "      }\n"
+    "      if (inside)\n"
+    "        src += j * g.istr[k];\n"
+    "    }\n"
+    "    out[dst] = inside ? in[src] : value;\n"
+    "  }\n"
+    "}\n"
+    "/* Raises *flag when an index is not a whole number in [0, extent). */\n"
+    "extern \"C\" __global__ void tyto_index_check(const T *ind, tcu_dims d,\n"
+    "                                              i64 extent, int *flag,\n"
+    "                                              i64 n) {\n"
+    "  TYTO_FOR(i, n)\n"
+    "    if (!tyto_index_ok(ind[tyto_offset(i, d)], extent))\n"
+    "      *flag = 1;\n"
+    "}\n"
+    "/* dcoef, icoef: per output dim, its stride in data (0 on the index\n"
+    "   dims) and in the indices (0 elsewhere); dax: data's axis stride. */\n"
+    "struct tyto_gather_geo {\n"
+    "  i64 shape[8], ostr[8], dcoef[8], icoef[8];\n"
+    "  i64 dax;\n"
+    "  int rank, pad_;\n"
+    "};\n"
+    "extern \"C\" __global__ void tyto_gather(const T *data, const T *ind,\n"
+    "                                         T *out, tyto_gather_geo g,\n"
+    "                                         i64 n) {\n"
+    "  TYTO_FOR(i, n) {\n"
+    "    i64 r = i, dd = 0, x = 0, o = 0;\n"
+    "    for (int k = 0; k < g.rank; k++) {\n"
+    "      i64 q = r / g.shape[k], idx = r - q * g.shape[k];\n"
+    "      r = q;\n"
+    "      dd += idx * g.dcoef[k];\n"
+    "      x += idx * g.icoef[k];\n"
+    "      o += idx * g.ostr[k];\n"
+    "    }\n"
+    "    out[o] = data[dd + (i64)ind[x] * g.dax];\n"
+    "  }\n"
+    "}\n",
+    "/* out = base plus, for the q (ascending) whose index keys[p] is this\n"
+    "   element's position along the axis (dim ak), updates at uoff[p] past\n"
+    "   the element's own offset in updates (ucoef: per dim, its stride in\n"
+    "   updates, 0 on the axis). keys ascend; nq of them, then the nq\n"
+    "   uoffs. */\n"
+    "struct tyto_scatter_geo {\n"
+    "  i64 shape[8], ostr[8], bstr[8], ucoef[8];\n"
+    "  i64 nq;\n"
+    "  int rank, ak;\n"
+    "};\n"
+    "extern \"C\" __global__ void tyto_scatter_add(const T *base,\n"
+    "                                              const T *upd,\n"
+    "                                              const i64 *keys, T *out,\n"
+    "                                              tyto_scatter_geo g,\n"
+    "                                              i64 n) {\n"
+    "  const i64 nq = g.nq, *uoff = keys + nq;\n"
+    "  TYTO_FOR(i, n) {\n"
+    "    i64 r = i, b = 0, u = 0, o = 0, j = 0;\n"
+    "    for (int k = 0; k < g.rank; k++) {\n"
+    "      i64 q = r / g.shape[k], idx = r - q * g.shape[k];\n"
+    "      r = q;\n"
+    "      b += idx * g.bstr[k];\n"
+    "      u += idx * g.ucoef[k];\n"
+    "      o += idx * g.ostr[k];\n"
+    "      if (k == g.ak)\n"
+    "        j = idx;\n"
+    "    }\n"
+    "    T acc = base[b];\n"
+    "    i64 lo = 0, hi = nq;\n"
+    "    while (lo < hi) {\n"
+    "      i64 mid = lo + (hi - lo) / 2;\n"
+    "      if (keys[mid] < j)\n"
+    "        lo = mid + 1;\n"
+    "      else\n"
+    "        hi = mid;\n"
+    "    }\n"
+    "    for (i64 p = lo; p < nq && keys[p] == j; p++)\n"
+    "      acc += upd[u + uoff[p]];\n"
+    "    out[o] = acc;\n"
+    "  }\n"
+    "}\n"
+    "/* out[..., k] = 1 where the index equals k (in double, as the CPU\n"
+    "   compares), else 0. */\n"
+    "extern \"C\" __global__ void tyto_one_hot(const T *ind, tcu_dims id,\n"
+    "                                          T *out, tcu_dims od,\n"
+    "                                          i64 depth, i64 n) {\n"
+    "  TYTO_FOR(i, n) {\n"
+    "    i64 q = i / depth, k = i - q * depth;\n"
+    "    T v = ind[tyto_offset(q, id)];\n"
+    "    out[tyto_offset(i, od)] = (double)v == (double)k ? (T)1 : (T)0;\n"
+    "  }\n"
+    "}\n",
+};
+
+/* The kernels' by-value arguments; the same fields as the structs of the
+ * program (all 8-byte fields, then two ints: one layout on both sides). */
+typedef struct pad_geo {
+  int64_t ishape[8], istr[8], oshape[8], ostr[8], before[8];
+  int32_t rank, reflect;
+} pad_geo;
+
+typedef struct gather_geo {
+  int64_t shape[8], ostr[8], dcoef[8], icoef[8];
+  int64_t dax;
+  int32_t rank, pad_;
+} gather_geo;
+
+typedef struct scatter_geo {
+  int64_t shape[8], ostr[8], bstr[8], ucoef[8];
+  int64_t nq;
+  int32_t rank, ak;
+} scatter_geo;
+
+_Static_assert(TYTO_PLUGIN_MAX_RANK == 8, "the kernels' dims hold 8 axes");
+
+typedef struct index_impl {
+  cudaKernel_t main;
+  cudaKernel_t check; /* GATHER's index check */
+  int mode;           /* PAD: 0 constant, 1 reflect */
+  int64_t before[TYTO_PLUGIN_MAX_RANK];
+  double value;  /* PAD constant */
+  float valuef;  /* the same, rounded to f32 as the CPU does */
+  uint32_t axis; /* GATHER, SCATTER_ADD */
+} index_impl;
+
+static int owns(uint32_t op) {
+  return op == TYTO_PLUGIN_OP_PAD || op == TYTO_PLUGIN_OP_GATHER ||
+         op == TYTO_PLUGIN_OP_SCATTER_ADD || op == TYTO_PLUGIN_OP_ONE_HOT;
+}
+
+/* "[2,3,4]" of a shape array. */
+static const char *shape_str(char *buf, size_t size, const int64_t *shape,
+                             uint32_t rank) {
+  tyto_plugin_layout l;
+  memset(&l, 0, sizeof l);
+  l.struct_size = sizeof l;
+  l.rank = rank;
+  memcpy(l.shape, shape, rank * sizeof shape[0]);
+  return tcu_shape_str(&l, buf, size);
+}
+
+static int same_shape(const int64_t *a, uint32_t ra, const int64_t *b,
+                      uint32_t rb) {
+  return ra == rb && memcmp(a, b, ra * sizeof(int64_t)) == 0;
+}
+
+/* v[rank - 1], ..., v[0] into out[0 .. rank), then `fill`: dims fastest
+ * first, as the kernels take them. */
+static void rev8(int64_t *out, const int64_t *v, uint32_t rank, int64_t fill) {
+  for (uint32_t k = 0; k < TYTO_PLUGIN_MAX_RANK; k++)
+    out[k] = k < rank ? v[rank - 1 - k] : fill;
+}
+
+/* ---- checks: the rules of plugins/cpu/layout.c --------------------------- */
+
+static tyto_plugin_error *pad_check(const tyto_plugin_host *h,
+                                    const tcu_desc *d, index_impl *c) {
+  const tyto_plugin_op_desc *desc = d->d;
+  const tyto_plugin_layout *in = &d->in[0].l, *out = &d->out[0].l;
+  char s1[160], s2[160];
+  if (desc->n_iattrs != 1 + 2 * in->rank)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "pad: expected %u integer attributes (mode, then "
+                        "before and after for each of %u axes), got %u",
+                        (unsigned)(1 + 2 * in->rank), (unsigned)in->rank,
+                        (unsigned)desc->n_iattrs);
+  if (desc->iattrs[0] != 0 && desc->iattrs[0] != 1)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "pad: expected mode 0 (constant) or 1 (reflect), got "
+                        "%lld",
+                        (long long)desc->iattrs[0]);
+  c->mode = (int)desc->iattrs[0];
+  if (c->mode == 0 && desc->n_fattrs < 1)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "pad: constant mode expects the value as real "
+                        "attribute 0, got %u real attributes",
+                        (unsigned)desc->n_fattrs);
+  c->value = c->mode == 0 ? desc->fattrs[0] : 0;
+  /* Beyond f32's range the constant becomes an infinity, as on the CPU (a
+   * plain conversion would be undefined behaviour). */
+  c->valuef = c->value > FLT_MAX    ? INFINITY
+              : c->value < -FLT_MAX ? -INFINITY
+                                    : (float)c->value;
+  int64_t want[TYTO_PLUGIN_MAX_RANK];
+  for (uint32_t a = 0; a < in->rank; a++) {
+    int64_t b = desc->iattrs[1 + 2 * a], e = desc->iattrs[2 + 2 * a];
+    if (b < 0 || e < 0 || b > INT64_MAX / 4 || e > INT64_MAX / 4)
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "pad: axis %u: expected pads >= 0, got before %lld, "
+                          "after %lld",
+                          (unsigned)a, (long long)b, (long long)e);
+    if (c->mode == 1 &&
+        ((b > 0 && b >= in->shape[a]) || (e > 0 && e >= in->shape[a])))
+      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "pad: axis %u: reflect pads must be less than the "
+                          "axis extent %lld, got before %lld, after %lld",
+                          (unsigned)a, (long long)in->shape[a], (long long)b,
+                          (long long)e);
+    c->before[a] = b;
+    want[a] = in->shape[a] + b + e;
+  }
+  if (!same_shape(want, in->rank, out->shape, out->rank))
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "pad: expected output shape %s, found %s",
+                        shape_str(s1, sizeof s1, want, in->rank),
+                        shape_str(s2, sizeof s2, out->shape, out->rank));
+  return NULL;
+}
+
+/* GATHER: out = data.shape[:axis] + indices.shape + data.shape[axis+1:].
+ * SCATTER_ADD: the same rule gives the updates' shape from base's. */
+static tyto_plugin_error *axis_check(const tyto_plugin_host *h,
+                                     const tcu_desc *d, index_impl *c) {
+  const tyto_plugin_op_desc *desc = d->d;
+  const char *name = tcu_op_name(d->op);
+  int scatter = d->op == TYTO_PLUGIN_OP_SCATTER_ADD;
+  const tyto_plugin_layout *data = &d->in[0].l, *il = &d->in[1].l;
+  const tyto_plugin_layout *g = scatter ? &d->in[2].l : &d->out[0].l;
+  const char *gname = scatter ? "updates" : "output";
+  const char *dname = scatter ? "base" : "data";
+  char s1[160], s2[160];
+  if (desc->n_iattrs != 1)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: expected 1 integer attribute (axis), got %u", name,
+                        (unsigned)desc->n_iattrs);
+  if (desc->iattrs[0] < 0 || desc->iattrs[0] >= (int64_t)data->rank)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: expected an axis in [0, %u) for %s of rank %u, "
+                        "got %lld",
+                        name, (unsigned)data->rank, dname, (unsigned)data->rank,
+                        (long long)desc->iattrs[0]);
+  uint32_t a = (uint32_t)desc->iattrs[0];
+  if (data->rank - 1 + il->rank > TYTO_PLUGIN_MAX_RANK)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: the %s would have rank %u, more than %d", name,
+                        gname, (unsigned)(data->rank - 1 + il->rank),
+                        TYTO_PLUGIN_MAX_RANK);
+  int64_t want[TYTO_PLUGIN_MAX_RANK];
+  uint32_t r = 0;
+  for (uint32_t k = 0; k < a; k++)
+    want[r++] = data->shape[k];
+  for (uint32_t k = 0; k < il->rank; k++)
+    want[r++] = il->shape[k];
+  for (uint32_t k = a + 1; k < data->rank; k++)
+    want[r++] = data->shape[k];
+  if (!same_shape(want, r, g->shape, g->rank))
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: expected %s shape %s (%s.shape[:%u] + "
+                        "indices.shape + %s.shape[%u:]), found %s",
+                        name, gname, shape_str(s1, sizeof s1, want, r), dname,
+                        (unsigned)a, dname, (unsigned)(a + 1),
+                        shape_str(s2, sizeof s2, g->shape, g->rank));
+  if (scatter &&
+      !same_shape(data->shape, data->rank, d->out[0].l.shape, d->out[0].l.rank))
+    return h->error_new(
+        TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+        "scatter_add: expected output shape %s (base's), found %s",
+        shape_str(s1, sizeof s1, data->shape, data->rank),
+        shape_str(s2, sizeof s2, d->out[0].l.shape, d->out[0].l.rank));
+  /* The sorted indices and their offsets: 16 bytes per index. */
+  if (scatter && d->in[1].n > INT64_MAX / 16 - 1)
+    return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
+                        "scatter_add: %lld indices are too many for the cuda "
+                        "plugin's workspace",
+                        (long long)d->in[1].n);
+  c->axis = a;
+  return NULL;
+}
+
+static tyto_plugin_error *one_hot_check(const tyto_plugin_host *h,
+                                        const tcu_desc *d) {
+  const tyto_plugin_layout *in = &d->in[0].l, *out = &d->out[0].l;
+  char s1[160], s2[160];
+  if (out->rank != in->rank + 1 ||
+      !same_shape(in->shape, in->rank, out->shape, in->rank))
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "one_hot: expected output shape %s + [depth], found "
+                        "%s",
+                        shape_str(s1, sizeof s1, in->shape, in->rank),
+                        shape_str(s2, sizeof s2, out->shape, out->rank));
+  return NULL;
+}
+
+static tyto_plugin_error *check_into(tyto_plugin_device *dev, const tcu_desc *d,
+                                     index_impl *c) {
+  const tyto_plugin_host *h = TCU_HOST(dev);
+  uint32_t want_in =
+      d->op == TYTO_PLUGIN_OP_PAD || d->op == TYTO_PLUGIN_OP_ONE_HOT ? 1
+      : d->op == TYTO_PLUGIN_OP_GATHER                               ? 2
+                                                                     : 3;
+  if (d->n_in != want_in || d->n_out != 1)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "%s: expected %u input%s and 1 output, got %u and %u",
+                        tcu_op_name(d->op), (unsigned)want_in,
+                        want_in == 1 ? "" : "s", (unsigned)d->n_in,
+                        (unsigned)d->n_out);
+  switch (d->op) {
+  case TYTO_PLUGIN_OP_PAD: return pad_check(h, d, c);
+  case TYTO_PLUGIN_OP_ONE_HOT: return one_hot_check(h, d);
+  default: return axis_check(h, d, c);
+  }
+}
+
+static tyto_plugin_error *check(tyto_plugin_device *dev, const tcu_desc *d) {
+  index_impl c;
+  memset(&c, 0, sizeof c);
+  return check_into(dev, d, &c);
+}
+
+static tyto_plugin_error *prepare(tyto_plugin_device *dev,
+                                  tyto_plugin_kernel *k) {
+  const tcu_desc *d = &k->desc;
+  const char *op = tcu_op_name(d->op);
+  index_impl *c = calloc(1, sizeof *c);
+  if (c == NULL)
+    return TCU_HOST(dev)->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                                    "%s: out of host memory", op);
+  k->impl = c;
+  tyto_plugin_error *e = check_into(dev, d, c);
+  if (e != NULL)
+    return e;
+  const char *name;
+  switch (d->op) {
+  case TYTO_PLUGIN_OP_PAD: name = "tyto_pad"; break;
+  case TYTO_PLUGIN_OP_ONE_HOT: name = "tyto_one_hot"; break;
+  case TYTO_PLUGIN_OP_GATHER:
+    name = "tyto_gather";
+    /* The check's flag, an int, with room to align it to 4 bytes. */
+    k->workspace_bytes = 2 * sizeof(int) - 1;
+    break;
+  default:
+    name = "tyto_scatter_add";
+    /* Keys and offsets as int64 (only when there are updates: else the
+     * indices are not even read), with room to align them to 8 bytes. */
+    k->workspace_bytes =
+        d->in[2].n > 0 ? (uint64_t)d->in[1].n * 16 + sizeof(int64_t) - 1 : 0;
+    break;
+  }
+  char *source = tcu_source_join(source_parts,
+                                 sizeof source_parts / sizeof source_parts[0]);
+  if (source == NULL)
+    return TCU_HOST(dev)->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                                    "%s: out of host memory", op);
+  e = tcu_function(dev, d->dtype, source, name, &c->main);
+  if (e == NULL && d->op == TYTO_PLUGIN_OP_GATHER)
+    e = tcu_function(dev, d->dtype, source, "tyto_index_check", &c->check);
+  free(source);
+  return e;
+}
+
+static void release(tyto_plugin_device *dev, tyto_plugin_kernel *k) {
+  (void)dev;
+  free(k->impl);
+  k->impl = NULL;
+}
+
+/* ---- launch -------------------------------------------------------------- */
+
+static tyto_plugin_error *run(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                              cudaKernel_t fn, int64_t n, void **params,
+                              const char *what) {
+  return tcu_run(dev, s, fn, (dim3){tcu_blocks(dev, n), 1, 1},
+                 (dim3){TCU_BLOCK, 1, 1}, 0, params, what);
+}
+
+/* The first byte at or after p aligned to `align` (a power of two). */
+static void *align_up(void *p, uintptr_t align) {
+  return (void *)(((uintptr_t)p + align - 1) & ~(align - 1));
+}
+
+static tyto_plugin_error *pad_launch(tyto_plugin_device *dev,
+                                     tyto_plugin_stream *s, const index_impl *c,
+                                     const tcu_desc *d, const tcu_arg *in,
+                                     const tcu_arg *out) {
+  const tyto_plugin_layout *il = &d->in[0].l, *ol = &d->out[0].l;
+  uint32_t rank = ol->rank;
+  pad_geo g;
+  memset(&g, 0, sizeof g);
+  rev8(g.ishape, il->shape, rank, 1);
+  rev8(g.istr, il->strides, rank, 0);
+  rev8(g.oshape, ol->shape, rank, 1);
+  rev8(g.ostr, ol->strides, rank, 0);
+  rev8(g.before, c->before, rank, 0);
+  g.rank = (int32_t)rank;
+  g.reflect = c->mode == 1;
+  float vf = c->valuef;
+  double vd = c->value;
+  int64_t n = d->out[0].n;
+  void *params[] = {
+      (void *)&in[0].ptr, (void *)&out[0].ptr, &g,
+      d->dtype == TYTO_PLUGIN_DTYPE_F64 ? (void *)&vd : (void *)&vf, &n};
+  return run(dev, s, c->main, n, params, "pad kernel");
+}
+
+static tyto_plugin_error *one_hot_launch(tyto_plugin_device *dev,
+                                         tyto_plugin_stream *s,
+                                         const index_impl *c, const tcu_desc *d,
+                                         const tcu_arg *in,
+                                         const tcu_arg *out) {
+  const tyto_plugin_layout *ol = &d->out[0].l;
+  tcu_dims id = tcu_dims_of(&d->in[0].l), od = tcu_dims_of(ol);
+  int64_t depth = ol->shape[ol->rank - 1], n = d->out[0].n;
+  void *params[] = {
+      (void *)&in[0].ptr, &id, (void *)&out[0].ptr, &od, &depth, &n};
+  return run(dev, s, c->main, n, params, "one_hot kernel");
+}
+
+/* The element offsets [*lo, *hi] that l reaches from its origin. */
+static void reach_of(const tyto_plugin_layout *l, int64_t *lo, int64_t *hi) {
+  *lo = *hi = 0;
+  for (uint32_t a = 0; a < l->rank; a++) {
+    int64_t span = (l->shape[a] - 1) * l->strides[a];
+    if (span < 0)
+      *lo += span;
+    else
+      *hi += span;
+  }
+}
+
+/* Reads the elements the indices (input 1, origin at x) reach into a new
+ * host array (the caller frees it), after the work queued on s; *origin
+ * receives the index in it of the layout's origin. */
+static tyto_plugin_error *indices_read(tyto_plugin_device *dev,
+                                       tyto_plugin_stream *s, const tcu_desc *d,
+                                       const tcu_arg *x, void **out,
+                                       int64_t *origin) {
+  const char *op = tcu_op_name(d->op);
+  int64_t lo, hi;
+  reach_of(&d->in[1].l, &lo, &hi);
+  size_t bytes = (size_t)(hi - lo + 1) * d->elem;
+  void *host = malloc(bytes);
+  if (host == NULL)
+    return TCU_HOST(dev)->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                                    "%s: out of host memory reading %zu bytes "
+                                    "of indices",
+                                    op, bytes);
+  const char *from = (const char *)x->ptr + lo * (int64_t)d->elem;
+  cudaError_t e =
+      cudaMemcpyAsync(host, from, bytes, cudaMemcpyDeviceToHost, s->stream);
+  if (e == cudaSuccess)
+    e = cudaStreamSynchronize(s->stream);
+  if (e != cudaSuccess) {
+    free(host);
+    return tcu_cuda_error(TCU_HOST(dev), e,
+                          "%s on cuda:%d: reading %zu bytes of indices back "
+                          "to check them",
+                          op, dev->index, bytes);
+  }
+  *out = host;
+  *origin = -lo;
+  return NULL;
+}
+
+/* Checks the indices (input 1, read by indices_read() into `host`, origin
+ * at element `origin`) in row-major order as the CPU does, failing on the
+ * first that is not a whole number in [0, extent). When keys is not NULL
+ * it receives each index and uoff the offset of its position in updates
+ * (input 2). */
+static tyto_plugin_error *indices_scan(tyto_plugin_device *dev,
+                                       const tcu_desc *d, uint32_t axis,
+                                       const void *host, int64_t origin,
+                                       int64_t *keys, int64_t *uoff) {
+  const tyto_plugin_layout *il = &d->in[1].l;
+  const char *op = tcu_op_name(d->op);
+  int64_t extent = d->in[0].l.shape[axis];
+  const int64_t *ustr = d->n_in > 2 ? d->in[2].l.strides + axis : NULL;
+  int64_t idx[TYTO_PLUGIN_MAX_RANK] = {0};
+  int64_t off = origin, uo = 0;
+  for (int64_t i = 0; i < d->in[1].n; i++) {
+    double v =
+        d->elem == 4 ? ((const float *)host)[off] : ((const double *)host)[off];
+    if (v != floor(v) || isinf(v))
+      return TCU_HOST(dev)->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                                      "%s: index %g at position %lld of the "
+                                      "indices (row-major) is not a whole "
+                                      "number",
+                                      op, v, (long long)i);
+    if (v < 0 || v >= (double)extent)
+      return TCU_HOST(dev)->error_new(
+          TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+          "%s: index %.0f at position %lld of the indices (row-major) is out "
+          "of range for axis %u of extent %lld (expected 0 to %lld)",
+          op, v, (long long)i, (unsigned)axis, (long long)extent,
+          (long long)extent - 1);
+    if (keys != NULL) {
+      keys[i] = (int64_t)v;
+      uoff[i] = uo;
+    }
+    /* The next position, row-major. */
+    for (uint32_t k = il->rank; k-- > 0;) {
+      off += il->strides[k];
+      if (ustr != NULL)
+        uo += ustr[k];
+      if (++idx[k] < il->shape[k])
+        break;
+      off -= idx[k] * il->strides[k];
+      if (ustr != NULL)
+        uo -= idx[k] * ustr[k];
+      idx[k] = 0;
+    }
+  }
+  return NULL;
+}
+
+static tyto_plugin_error *gather_launch(tyto_plugin_device *dev,
+                                        tyto_plugin_stream *s,
+                                        const index_impl *c, const tcu_desc *d,
+                                        const tcu_arg *in, const tcu_arg *out,
+                                        const tcu_arg *ws) {
+  const tyto_plugin_host *h = TCU_HOST(dev);
+  const tyto_plugin_layout *dl = &d->in[0].l, *il = &d->in[1].l,
+                           *ol = &d->out[0].l;
+  uint32_t ax = c->axis, ri = il->rank, rank = ol->rank;
+  /* 1. Raise the flag in the workspace if an index is bad; read it. (The
+   * output is not empty, so neither are the indices.) */
+  void *flag = align_up(ws->ptr, sizeof(int));
+  tcu_dims idims = tcu_dims_of(il);
+  int64_t extent = dl->shape[ax], nind = d->in[1].n;
+  int host_flag = 0;
+  cudaError_t ce = cudaMemsetAsync(flag, 0, sizeof(int), s->stream);
+  if (ce != cudaSuccess)
+    return tcu_cuda_error(h, ce,
+                          "gather on cuda:%d: clearing the index check's flag",
+                          dev->index);
+  void *pc[] = {(void *)&in[1].ptr, &idims, &extent, &flag, &nind};
+  tyto_plugin_error *e =
+      run(dev, s, c->check, nind, pc, "gather index check kernel");
+  if (e != NULL)
+    return e;
+  ce = cudaMemcpyAsync(&host_flag, flag, sizeof host_flag,
+                       cudaMemcpyDeviceToHost, s->stream);
+  if (ce == cudaSuccess)
+    ce = cudaStreamSynchronize(s->stream);
+  if (ce != cudaSuccess)
+    return tcu_cuda_error(
+        h, ce, "gather on cuda:%d: reading the index check's flag", dev->index);
+  if (host_flag != 0) {
+    /* Find the first bad index for the message. */
+    void *host;
+    int64_t origin;
+    if ((e = indices_read(dev, s, d, &in[1], &host, &origin)) != NULL)
+      return e;
+    e = indices_scan(dev, d, ax, host, origin, NULL, NULL);
+    free(host);
+    return e != NULL ? e
+                     : h->error_new(TYTO_PLUGIN_ERR_INTERNAL,
+                                    "gather on cuda:%d: the device found a "
+                                    "bad index that the host does not",
+                                    dev->index);
+  }
+  /* 2. Gather. Output dims [0, ax) and [ax + ri, rank) are data's,
+   * [ax, ax + ri) the indices'. */
+  int64_t dcoef[TYTO_PLUGIN_MAX_RANK] = {0}, icoef[TYTO_PLUGIN_MAX_RANK] = {0};
+  for (uint32_t k = 0; k < rank; k++) {
+    if (k < ax)
+      dcoef[k] = dl->strides[k];
+    else if (k < ax + ri)
+      icoef[k] = il->strides[k - ax];
+    else
+      dcoef[k] = dl->strides[k - ri + 1];
+  }
+  gather_geo g;
+  memset(&g, 0, sizeof g);
+  rev8(g.shape, ol->shape, rank, 1);
+  rev8(g.ostr, ol->strides, rank, 0);
+  rev8(g.dcoef, dcoef, rank, 0);
+  rev8(g.icoef, icoef, rank, 0);
+  g.dax = dl->strides[ax];
+  g.rank = (int32_t)rank;
+  int64_t n = d->out[0].n;
+  void *params[] = {(void *)&in[0].ptr, (void *)&in[1].ptr, (void *)&out[0].ptr,
+                    &g, &n};
+  return run(dev, s, c->main, n, params, "gather kernel");
+}
+
+typedef struct keyed {
+  int64_t key, q, uoff;
+} keyed;
+
+static int keyed_cmp(const void *pa, const void *pb) {
+  const keyed *a = pa, *b = pb;
+  if (a->key != b->key)
+    return a->key < b->key ? -1 : 1;
+  return a->q < b->q ? -1 : a->q > b->q;
+}
+
+/* Checks the indices and writes them, sorted by (index, position), then
+ * the offset in updates of each, as int64 to *keys (the workspace, 8-byte
+ * aligned). Waits for the copy, so the host array can go. */
+static tyto_plugin_error *scatter_keys(tyto_plugin_device *dev,
+                                       tyto_plugin_stream *s,
+                                       const index_impl *c, const tcu_desc *d,
+                                       const tcu_arg *in, void *keys) {
+  int64_t nq = d->in[1].n, origin;
+  void *host = NULL;
+  tyto_plugin_error *e = indices_read(dev, s, d, &in[1], &host, &origin);
+  if (e != NULL)
+    return e;
+  int64_t *arr = malloc((size_t)nq * 2 * sizeof *arr);
+  keyed *ks = malloc((size_t)nq * sizeof *ks);
+  if (arr == NULL || ks == NULL) {
+    e = TCU_HOST(dev)->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                                 "scatter_add: out of host memory sorting %lld "
+                                 "indices",
+                                 (long long)nq);
+    goto done;
+  }
+  if ((e = indices_scan(dev, d, c->axis, host, origin, arr, arr + nq)) != NULL)
+    goto done;
+  for (int64_t i = 0; i < nq; i++)
+    ks[i] = (keyed){arr[i], i, arr[nq + i]};
+  qsort(ks, (size_t)nq, sizeof *ks, keyed_cmp);
+  for (int64_t i = 0; i < nq; i++) {
+    arr[i] = ks[i].key;
+    arr[nq + i] = ks[i].uoff;
+  }
+  size_t bytes = (size_t)nq * 2 * sizeof *arr;
+  cudaError_t ce =
+      cudaMemcpyAsync(keys, arr, bytes, cudaMemcpyHostToDevice, s->stream);
+  /* From pageable memory the copy may still read arr after returning. */
+  if (ce == cudaSuccess)
+    ce = cudaStreamSynchronize(s->stream);
+  if (ce != cudaSuccess)
+    e = tcu_cuda_error(TCU_HOST(dev), ce,
+                       "scatter_add on cuda:%d: writing %lld sorted indices "
+                       "to the workspace",
+                       dev->index, (long long)nq);
+done:
+  free(host);
+  free(arr);
+  free(ks);
+  return e;
+}
+
+static tyto_plugin_error *scatter_launch(tyto_plugin_device *dev,
+                                         tyto_plugin_stream *s,
+                                         const index_impl *c, const tcu_desc *d,
+                                         const tcu_arg *in, const tcu_arg *out,
+                                         const tcu_arg *ws) {
+  const tyto_plugin_layout *bl = &d->in[0].l, *ul = &d->in[2].l,
+                           *ol = &d->out[0].l;
+  uint32_t ax = c->axis, ri = d->in[1].l.rank, rank = ol->rank;
+  /* As on the CPU, the indices are checked only when there are updates. */
+  int64_t nq = d->in[2].n > 0 ? d->in[1].n : 0;
+  void *keys = NULL;
+  if (nq > 0) {
+    keys = align_up(ws->ptr, sizeof(int64_t));
+    tyto_plugin_error *e = scatter_keys(dev, s, c, d, in, keys);
+    if (e != NULL)
+      return e;
+  }
+  /* ucoef: per output dim, its stride in updates; 0 on the axis, whose
+   * part comes from the sorted offsets. */
+  int64_t ucoef[TYTO_PLUGIN_MAX_RANK] = {0};
+  for (uint32_t k = 0; k < rank; k++)
+    ucoef[k] = k < ax ? ul->strides[k] : k > ax ? ul->strides[k - 1 + ri] : 0;
+  scatter_geo g;
+  memset(&g, 0, sizeof g);
+  rev8(g.shape, ol->shape, rank, 1);
+  rev8(g.ostr, ol->strides, rank, 0);
+  rev8(g.bstr, bl->strides, rank, 0);
+  rev8(g.ucoef, ucoef, rank, 0);
+  g.nq = nq;
+  g.rank = (int32_t)rank;
+  g.ak = (int32_t)(rank - 1 - ax);
+  int64_t n = d->out[0].n;
+  void *params[] = {(void *)&in[0].ptr,
+                    (void *)&in[2].ptr,
+                    &keys,
+                    (void *)&out[0].ptr,
+                    &g,
+                    &n};
+  return run(dev, s, c->main, n, params, "scatter_add kernel");
+}
+
+static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                                 tyto_plugin_kernel *k, const tcu_arg *in,
+                                 const tcu_arg *out, const tcu_arg *ws) {
+  const index_impl *c = k->impl;
+  const tcu_desc *d = &k->desc;
+  switch (d->op) {
+  case TYTO_PLUGIN_OP_PAD: return pad_launch(dev, s, c, d, in, out);
+  case TYTO_PLUGIN_OP_ONE_HOT: return one_hot_launch(dev, s, c, d, in, out);
+  case TYTO_PLUGIN_OP_GATHER: return gather_launch(dev, s, c, d, in, out, ws);
+  default: return scatter_launch(dev, s, c, d, in, out, ws);
+  }
+}
+
+const tcu_family tcu_family_index = {"index", owns,   check,
+                                     prepare, launch, release};

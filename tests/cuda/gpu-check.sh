@@ -1,0 +1,68 @@
+#!/bin/sh
+# The CUDA plugin's check on a real NVIDIA GPU, from a pack built on a Debian
+# machine (tests/cuda/gpu-pack.sh): it builds nothing here. The GPU machine
+# needs the NVIDIA driver and CUDA 13's libraries (the toolkit, or NVIDIA's
+# pip wheels as PyTorch installs them).
+#
+#   sh tests/cuda/gpu-check.sh [PACK.tar.xz] [OUTDIR]
+#
+# Runs, each under a time limit, logging to OUTDIR (default: $OUT or
+# /tmp/tyto-gpu-out): nvidia-smi, tyto-info, the plugin's own tests,
+# tyto-conform (test and grad modes) on cuda:0, tyto-train's MLP and CNN
+# for one epoch on cuda:0. Ends with "N passed, N failed"; exits non-zero when a step failed.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+pack=${1:-$top/.gpu/tyto-gpu.tar.xz}
+out=${2:-${OUT:-/tmp/tyto-gpu-out}}
+work=/tmp/tyto-gpu
+mkdir -p "$out" "$work"
+tar -xJf "$pack" -C "$work" || { echo "cannot unpack $pack"; exit 2; }
+
+# CUDA libraries: the toolkit's, else those of NVIDIA's pip packages.
+cudalibs=""
+for name in libcudart.so.13 libnvrtc.so.13 libnvrtc-builtins.so.13.0 \
+            libcublas.so.13 libcublasLt.so.13 libcusolver.so.12 \
+            libcusparse.so.12 libnvJitLink.so.13 libcudnn.so.9; do
+  p=$(find /usr/local/cuda/lib64 /usr/local/lib /opt /usr/lib -name "$name" \
+        2>/dev/null | head -n 1)
+  [ -n "$p" ] && cudalibs="$cudalibs:$(dirname "$p")"
+done
+export LD_LIBRARY_PATH="$work/lib:$work/prefix/lib$cudalibs:${LD_LIBRARY_PATH:-}"
+export TYTO_PLUGIN_PATH="$work/prefix/lib/tyto/plugins"
+export XDG_CACHE_HOME="$work/cache"
+bin=$work/prefix/bin
+plug=$TYTO_PLUGIN_PATH
+data=$work/data
+
+passed=0 failed=0
+step() { # step NAME LIMIT_S COMMAND...
+  name=$1 limit=$2
+  shift 2
+  echo "== $name"
+  start=$(date +%s)
+  timeout "$limit" "$@" >"$out/$name.log" 2>&1
+  rc=$?
+  end=$(date +%s)
+  tail -n 25 "$out/$name.log"
+  if [ $rc -eq 0 ]; then
+    passed=$((passed + 1))
+    echo "-- $name: ok ($((end - start)) s)"
+  else
+    failed=$((failed + 1))
+    echo "-- $name: FAILED (exit $rc, $((end - start)) s)"
+  fi
+}
+
+nvidia-smi -L
+step tyto-info 60 "$bin/tyto-info"
+step plugin-test 120 "$work/tests/test_cuda_plugin" "$plug/tyto_plugin_cuda.so"
+step conform-test 240 "$bin/tyto-conform" "$plug/tyto_plugin_cuda.so" \
+  --reference "$plug/tyto_plugin_cpu.so"
+step conform-grad 240 "$bin/tyto-conform" "$plug/tyto_plugin_cuda.so" \
+  --mode grad --reference "$plug/tyto_plugin_cpu.so"
+step train-mlp 180 "$bin/tyto-train" --model mlp --devices cuda:0 \
+  --data "$data"
+step train-cnn 240 "$bin/tyto-train" --model cnn --devices cuda:0 \
+  --data "$data"
+echo "gpu-check: $passed passed, $failed failed"
+[ $failed -eq 0 ]
