@@ -12,36 +12,42 @@
 
 #include <tyto/tyto.h>
 
+/* This build tree's plugin directories as the suites use them. Under
+ * valgrind the CUDA plugin is left out: loading it maps cuBLAS, cuDNN and
+ * cuSOLVER (over a gigabyte of code whose symbols valgrind reads in every
+ * process) for a probe that finds no GPU; cuda/test_cuda_plugin covers that
+ * probe under valgrind on its own. Static storage. */
+static inline const char *test_plugin_dirs(void) {
+  static char own[2048];
+  const char *base = TEST_PLUGIN_DIRS;
+  if (getenv("TYTO_TEST_UNDER_VALGRIND") == NULL)
+    return base;
+  size_t n = 0;
+  for (const char *p = base; *p != '\0';) {
+    const char *end = strchr(p, ':');
+    size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+    const char *tail = "/plugins/cuda";
+    int cuda = len >= strlen(tail) &&
+               memcmp(p + len - strlen(tail), tail, strlen(tail)) == 0;
+    if (!cuda && n + len + 2 < sizeof own) {
+      if (n > 0)
+        own[n++] = ':';
+      memcpy(own + n, p, len);
+      n += len;
+    }
+    p += len + (end != NULL);
+  }
+  own[n] = '\0';
+  return own;
+}
+
 /* Options that see only this build tree's plugins (plus, when `extra`, the
  * test-only plugins), no config file and no environment: every test starts
- * from the same, known world. Under valgrind the CUDA plugin is left out:
- * loading it maps cuBLAS, cuDNN and cuSOLVER (over a gigabyte of code whose
- * symbols valgrind reads in every process) for a probe that finds no GPU;
- * cuda/test_cuda_plugin covers that probe under valgrind on its own. */
+ * from the same, known world. */
 static inline void test_options(tyto_context_options *o, int extra) {
   static char dirs[4096];
   tyto_context_options_init(o);
-  const char *base = TEST_PLUGIN_DIRS;
-  char own[2048];
-  if (getenv("TYTO_TEST_UNDER_VALGRIND") != NULL) {
-    size_t n = 0;
-    for (const char *p = base; *p != '\0';) {
-      const char *end = strchr(p, ':');
-      size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
-      const char *tail = "/plugins/cuda";
-      int cuda = len >= strlen(tail) &&
-                 memcmp(p + len - strlen(tail), tail, strlen(tail)) == 0;
-      if (!cuda && n + len + 2 < sizeof own) {
-        if (n > 0)
-          own[n++] = ':';
-        memcpy(own + n, p, len);
-        n += len;
-      }
-      p += len + (end != NULL);
-    }
-    own[n] = '\0';
-    base = own;
-  }
+  const char *base = test_plugin_dirs();
   snprintf(dirs, sizeof dirs, "%s%s%s", base, extra ? ":" : "",
            extra ? TEST_EXTRA_PLUGIN_DIR : "");
   o->plugin_path = dirs;

@@ -188,7 +188,8 @@ static void selection_fails(const char *devices, const char *expected) {
 
 START_TEST(selection_errors_name_device_and_reason) {
   char dirs[4096], msg[8192];
-  snprintf(dirs, sizeof dirs, "%s:%s", TEST_PLUGIN_DIRS, TEST_EXTRA_PLUGIN_DIR);
+  snprintf(dirs, sizeof dirs, "%s:%s", test_plugin_dirs(),
+           TEST_EXTRA_PLUGIN_DIR);
 
   snprintf(msg, sizeof msg,
            "device selection 'cpu,nosuch:0' (from options) cannot be "
