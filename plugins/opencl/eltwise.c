@@ -40,6 +40,7 @@
 
 #include "errors.h"
 #include "layout.h"
+#include "../common/common.h"
 
 /* Inputs then outputs. */
 #define ELT_MAX_OPERANDS (2 * OCL_MAX_IO)
@@ -51,232 +52,33 @@
 #define ELT_LOCAL 64
 #define ELT_CHUNK ((cl_long)1 << 30)
 
-/* The smallest structs we read: the whole of ABI 1.2's. */
-#define ELT_PROG_MIN                                                           \
-  (offsetof(tyto_plugin_fused_program, instrs) +                               \
-   sizeof(((tyto_plugin_fused_program *)0)->instrs))
-#define ELT_INSTR_MIN                                                          \
-  (offsetof(tyto_plugin_fused_instr, attr) +                                   \
-   sizeof(((tyto_plugin_fused_instr *)0)->attr))
-
 /* ---- the ops ------------------------------------------------------------- */
 
-/* Each op as an OpenCL C expression of x (y, z) and pa, the parameter of
- * LEAKY_RELU and ELU; the semantics are the CPU plugin's (eltwise_ops.h):
- * SIGN keeps the sign of a zero and propagates NaN, RELU, LEAKY_RELU, ELU,
- * MAX and MIN propagate NaN, comparisons with NaN are false (1 only for
- * NE), ROUND takes halves away from zero (OpenCL's round(), as C's), FMA
- * rounds once. */
-typedef struct elt_opdef {
-  uint32_t op;
-  int arity;
-  const char *expr;
-} elt_opdef;
+/* The ops and fused programs come from plugins/common: the op table
+ * (tpc_eltops: each op as an expression of x (y, z) and pa in T, with the
+ * CPU plugin's semantics, valid OpenCL C) and the program reader, which
+ * the CUDA plugin shares. */
+typedef tpc_eltop elt_opdef;
+typedef tpc_instr elt_instr;
 
-static const elt_opdef opdefs[] = {
-    {TYTO_PLUGIN_OP_NEG, 1, "-x"},
-    {TYTO_PLUGIN_OP_ABS, 1, "fabs(x)"},
-    {TYTO_PLUGIN_OP_SIGN, 1,
-     "x != x ? x : copysign(x == (T)0 ? (T)0 : (T)1, x)"},
-    {TYTO_PLUGIN_OP_EXP, 1, "exp(x)"},
-    {TYTO_PLUGIN_OP_LOG, 1, "log(x)"},
-    {TYTO_PLUGIN_OP_LOG1P, 1, "log1p(x)"},
-    {TYTO_PLUGIN_OP_EXPM1, 1, "expm1(x)"},
-    {TYTO_PLUGIN_OP_SQRT, 1, "sqrt(x)"},
-    {TYTO_PLUGIN_OP_RSQRT, 1, "(T)1 / sqrt(x)"},
-    {TYTO_PLUGIN_OP_SQUARE, 1, "x * x"},
-    {TYTO_PLUGIN_OP_RECIPROCAL, 1, "(T)1 / x"},
-    {TYTO_PLUGIN_OP_SIN, 1, "sin(x)"},
-    {TYTO_PLUGIN_OP_COS, 1, "cos(x)"},
-    {TYTO_PLUGIN_OP_TAN, 1, "tan(x)"},
-    {TYTO_PLUGIN_OP_ASIN, 1, "asin(x)"},
-    {TYTO_PLUGIN_OP_ACOS, 1, "acos(x)"},
-    {TYTO_PLUGIN_OP_ATAN, 1, "atan(x)"},
-    {TYTO_PLUGIN_OP_SINH, 1, "sinh(x)"},
-    {TYTO_PLUGIN_OP_COSH, 1, "cosh(x)"},
-    {TYTO_PLUGIN_OP_TANH, 1, "tanh(x)"},
-    {TYTO_PLUGIN_OP_ASINH, 1, "asinh(x)"},
-    {TYTO_PLUGIN_OP_ACOSH, 1, "acosh(x)"},
-    {TYTO_PLUGIN_OP_ATANH, 1, "atanh(x)"},
-    {TYTO_PLUGIN_OP_SIGMOID, 1, "(T)1 / ((T)1 + exp(-x))"},
-    {TYTO_PLUGIN_OP_RELU, 1, "x < (T)0 ? (T)0 : x"},
-    {TYTO_PLUGIN_OP_LEAKY_RELU, 1, "x < (T)0 ? pa * x : x"},
-    {TYTO_PLUGIN_OP_ELU, 1, "x < (T)0 ? pa * expm1(x) : x"},
-    /* log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow, no
-     * cancellation */
-    {TYTO_PLUGIN_OP_SOFTPLUS, 1,
-     "(x > (T)0 ? x : (T)0) + log1p(exp(-fabs(x)))"},
-    {TYTO_PLUGIN_OP_ERF, 1, "erf(x)"},
-    {TYTO_PLUGIN_OP_FLOOR, 1, "floor(x)"},
-    {TYTO_PLUGIN_OP_CEIL, 1, "ceil(x)"},
-    {TYTO_PLUGIN_OP_ROUND, 1, "round(x)"},
-    {TYTO_PLUGIN_OP_ADD, 2, "x + y"},
-    {TYTO_PLUGIN_OP_SUB, 2, "x - y"},
-    {TYTO_PLUGIN_OP_MUL, 2, "x * y"},
-    {TYTO_PLUGIN_OP_DIV, 2, "x / y"},
-    {TYTO_PLUGIN_OP_POW, 2, "pow(x, y)"},
-    {TYTO_PLUGIN_OP_MAX, 2, "(x > y || x != x) ? x : y"},
-    {TYTO_PLUGIN_OP_MIN, 2, "(x < y || x != x) ? x : y"},
-    {TYTO_PLUGIN_OP_ATAN2, 2, "atan2(x, y)"},
-    {TYTO_PLUGIN_OP_EQ, 2, "x == y ? (T)1 : (T)0"},
-    {TYTO_PLUGIN_OP_NE, 2, "x != y ? (T)1 : (T)0"},
-    {TYTO_PLUGIN_OP_LT, 2, "x < y ? (T)1 : (T)0"},
-    {TYTO_PLUGIN_OP_LE, 2, "x <= y ? (T)1 : (T)0"},
-    {TYTO_PLUGIN_OP_GT, 2, "x > y ? (T)1 : (T)0"},
-    {TYTO_PLUGIN_OP_GE, 2, "x >= y ? (T)1 : (T)0"},
-    {TYTO_PLUGIN_OP_WHERE, 3, "x != (T)0 ? y : z"},
-    {TYTO_PLUGIN_OP_FMA, 3, "fma(x, y, z)"},
-};
-#define N_OPDEFS (sizeof opdefs / sizeof opdefs[0])
-
-/* The index of op in opdefs, or -1 for an op that is not elementwise. */
-static int opdef_index(uint32_t op) {
-  for (size_t i = 0; i < N_OPDEFS; i++)
-    if (opdefs[i].op == op)
-      return (int)i;
-  return -1;
-}
-
-static int has_param(uint32_t op) {
-  return op == TYTO_PLUGIN_OP_LEAKY_RELU || op == TYTO_PLUGIN_OP_ELU;
-}
+/* Ops in the table at most (arrays indexed like it). */
+#define ELT_MAX_OPS 128
 
 static int owns(uint32_t op) {
-  return op == TYTO_PLUGIN_OP_FUSED || opdef_index(op) >= 0;
+  return op == TYTO_PLUGIN_OP_FUSED || tpc_eltop_find(op) != NULL;
 }
 
-/* ---- programs ------------------------------------------------------------ */
-
-/* An instruction as we keep it (the caller's array is gone after prepare).
- */
-typedef struct elt_instr {
-  uint32_t op, arg[3];
-  double attr;
-} elt_instr;
-
-/* Whether instruction i may read value v. */
-static tyto_plugin_error *check_value(tyto_plugin_device *dev,
-                                      const elt_instr *fi, uint32_t i,
-                                      uint32_t v) {
-  if (v >= i)
-    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "fused: instruction %u reads value %u, which is not "
-                     "defined before it (operands must name earlier "
-                     "instructions)",
-                     (unsigned)i, (unsigned)v);
-  if (fi[v].op == TYTO_PLUGIN_FUSED_OUTPUT)
-    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "fused: instruction %u reads value %u, which is an "
-                     "OUTPUT and defines no value",
-                     (unsigned)i, (unsigned)v);
-  return NULL;
-}
-
-/* Reads and checks the fused program of d's blob into *out (n instructions,
- * malloc'd: the caller frees it). */
+/* Reads and checks the fused program of d's blob into *out (n
+ * instructions, malloc'd: the caller frees it). */
 static tyto_plugin_error *read_program(tyto_plugin_device *dev,
                                        const ocl_desc *d, elt_instr **out,
                                        uint32_t *n_out) {
-  const tyto_plugin_host *host = OCL_HOST(dev);
-  const tyto_plugin_op_desc *desc = d->d;
-  *out = NULL;
-  if (desc->blob == NULL || desc->blob_size < ELT_PROG_MIN)
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "fused: expected a tyto_plugin_fused_program of at "
-                     "least %zu bytes as the blob, got %s%zu bytes",
-                     (size_t)ELT_PROG_MIN,
-                     desc->blob != NULL ? "" : "no blob and ", desc->blob_size);
-  const tyto_plugin_fused_program *p = desc->blob;
-  if (p->struct_size < ELT_PROG_MIN)
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "fused: the program's struct_size is %zu, expected at "
-                     "least %zu (a tyto_plugin_fused_program of ABI 1.2)",
-                     p->struct_size, (size_t)ELT_PROG_MIN);
-  if (p->n_instrs == 0)
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "fused: the program has no instructions (expected at "
-                     "least one OUTPUT for each of the %u outputs)",
-                     (unsigned)d->n_out);
-  if (p->instrs == NULL)
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "fused: the program has %u instructions but no "
-                     "instruction array",
-                     (unsigned)p->n_instrs);
-  if (p->instrs[0].struct_size < ELT_INSTR_MIN)
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "fused: the instructions' struct_size is %zu, expected "
-                     "at least %zu (a tyto_plugin_fused_instr of ABI 1.2)",
-                     p->instrs[0].struct_size, (size_t)ELT_INSTR_MIN);
-  if (p->n_instrs > ELT_MAX_INSTRS)
-    return ocl_error(host, TYTO_PLUGIN_ERR_UNSUPPORTED,
-                     "fused: the program has %u instructions; the opencl "
-                     "plugin compiles programs of at most %d",
-                     (unsigned)p->n_instrs, ELT_MAX_INSTRS);
-  const uint32_t n = p->n_instrs;
-  elt_instr *fi = malloc((size_t)n * sizeof *fi);
-  if (fi == NULL)
-    return ocl_error(host, TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
-                     "fused: out of host memory reading a program of %u "
-                     "instructions",
-                     (unsigned)n);
-  int32_t writer[OCL_MAX_IO];
-  for (uint32_t k = 0; k < OCL_MAX_IO; k++)
-    writer[k] = -1;
-  tyto_plugin_error *e = NULL;
-  for (uint32_t i = 0; i < n && e == NULL; i++) {
-    const tyto_plugin_fused_instr *in =
-        TYTO_PLUGIN_AT(tyto_plugin_fused_instr, p->instrs, i);
-    fi[i].op = in->op;
-    memcpy(fi[i].arg, in->arg, sizeof fi[i].arg);
-    fi[i].attr = in->attr;
-    const uint32_t *a = fi[i].arg;
-    if (in->op == TYTO_PLUGIN_FUSED_INPUT) {
-      if (a[0] >= d->n_in)
-        e = ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                      "fused: instruction %u reads input %u, but the op has "
-                      "%u input%s",
-                      (unsigned)i, (unsigned)a[0], (unsigned)d->n_in,
-                      d->n_in == 1 ? "" : "s");
-    } else if (in->op == TYTO_PLUGIN_FUSED_OUTPUT) {
-      e = check_value(dev, fi, i, a[0]);
-      if (e == NULL && a[1] >= d->n_out)
-        e = ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                      "fused: instruction %u writes output %u, but the op "
-                      "has %u output%s",
-                      (unsigned)i, (unsigned)a[1], (unsigned)d->n_out,
-                      d->n_out == 1 ? "" : "s");
-      else if (e == NULL && writer[a[1]] >= 0)
-        e = ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                      "fused: instruction %u writes output %u, which "
-                      "instruction %d already writes (each output is "
-                      "written exactly once)",
-                      (unsigned)i, (unsigned)a[1], (int)writer[a[1]]);
-      else if (e == NULL)
-        writer[a[1]] = (int32_t)i;
-    } else if (in->op != TYTO_PLUGIN_FUSED_CONST) {
-      int k = opdef_index(in->op);
-      if (k < 0)
-        e = ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                      "fused: instruction %u has op code %u, which is "
-                      "neither INPUT, CONST, OUTPUT nor an elementwise op "
-                      "(NEG .. ROUND, ADD .. GE, WHERE, FMA)",
-                      (unsigned)i, (unsigned)in->op);
-      for (int j = 0; k >= 0 && j < opdefs[k].arity && e == NULL; j++)
-        e = check_value(dev, fi, i, a[j]);
-    }
-  }
-  for (uint32_t k = 0; k < d->n_out && e == NULL; k++)
-    if (writer[k] < 0)
-      e = ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                    "fused: output %u is never written (expected one OUTPUT "
-                    "instruction for each of the %u outputs)",
-                    (unsigned)k, (unsigned)d->n_out);
-  if (e != NULL) {
-    free(fi);
-    return e;
-  }
-  *out = fi;
-  *n_out = n;
+  char why[512];
+  int code =
+      tpc_fused_read(d->d->blob, d->d->blob_size, d->n_in, d->n_out,
+                     ELT_MAX_INSTRS, "opencl", out, n_out, why, sizeof why);
+  if (code != 0)
+    return ocl_error(OCL_HOST(dev), (tyto_plugin_code)code, "%s", why);
   return NULL;
 }
 
@@ -343,16 +145,18 @@ static void put_literal(sbuf *b, uint32_t dtype, double v) {
 /* The helper function of each op whose flag is set in used[]. */
 static void put_helpers(sbuf *b, const unsigned char *used) {
   static const char *const params[] = {"", "T x", "T x, T y", "T x, T y, T z"};
+  size_t n;
+  const elt_opdef *ops = tpc_eltops(&n);
   put(b, "#pragma OPENCL FP_CONTRACT OFF\n");
-  for (size_t i = 0; i < N_OPDEFS; i++)
+  for (size_t i = 0; i < n; i++)
     if (used[i])
-      put(b, "T te_%s(%s%s) { return %s; }\n", ocl_op_name(opdefs[i].op),
-          params[opdefs[i].arity], has_param(opdefs[i].op) ? ", T pa" : "",
-          opdefs[i].expr);
+      put(b, "T te_%s(%s%s) { return %s; }\n", ocl_op_name(ops[i].op),
+          params[ops[i].arity], tpc_eltop_has_param(ops[i].op) ? ", T pa" : "",
+          ops[i].expr);
 }
 
 /* The kernels <prefix>_d and <prefix>_n of program fi (n instructions,
- * n_in inputs, n_out outputs; live[] from mark_live()). Both take, in this
+ * n_in inputs, n_out outputs; live[] from tpc_fused_live()). Both take, in this
  * order: (pointer, origin) per input, then per output, the element count,
  * the index of the enqueue's first element, the layout table and its rank
  * (read by _n only), and with pa_arg the parameter of LEAKY_RELU / ELU
@@ -419,11 +223,11 @@ static void put_kernels(sbuf *b, const char *prefix, const elt_instr *fi,
         put(b, ";\n");
         continue;
       }
-      const elt_opdef *o = &opdefs[opdef_index(x->op)];
+      const elt_opdef *o = tpc_eltop_find(x->op);
       put(b, "te_%s(", ocl_op_name(x->op));
       for (int k = 0; k < o->arity; k++)
         put(b, "%sv%u", k > 0 ? ", " : "", (unsigned)x->arg[k]);
-      if (has_param(x->op)) {
+      if (tpc_eltop_has_param(x->op)) {
         put(b, ", ");
         if (pa_arg)
           put(b, "pa");
@@ -440,34 +244,18 @@ static void put_kernels(sbuf *b, const char *prefix, const elt_instr *fi,
   }
 }
 
-/* live[i]: whether value i reaches an OUTPUT (OUTPUTs count as live). */
-static void mark_live(const elt_instr *fi, uint32_t n, unsigned char *live) {
-  memset(live, 0, n);
-  for (uint32_t i = n; i-- > 0;) {
-    const elt_instr *x = &fi[i];
-    if (x->op == TYTO_PLUGIN_FUSED_OUTPUT) {
-      live[i] = 1;
-      live[x->arg[0]] = 1;
-      continue;
-    }
-    if (!live[i] || x->op == TYTO_PLUGIN_FUSED_INPUT ||
-        x->op == TYTO_PLUGIN_FUSED_CONST)
-      continue;
-    for (int k = 0; k < opdefs[opdef_index(x->op)].arity; k++)
-      live[x->arg[k]] = 1;
-  }
-}
-
 /* The source of every single op: kernels tyto_<op>_d and tyto_<op>_n, each
  * the program "inputs, op, output" with the parameter as an argument.
  * Returns NULL when out of memory; the caller frees the text. */
 static char *single_ops_source(uint32_t dtype) {
   sbuf b = {NULL, 0, 0, 0};
-  unsigned char all[N_OPDEFS];
+  size_t n_ops;
+  const elt_opdef *ops = tpc_eltops(&n_ops);
+  unsigned char all[ELT_MAX_OPS];
   memset(all, 1, sizeof all);
   put_helpers(&b, all);
-  for (size_t i = 0; i < N_OPDEFS; i++) {
-    const elt_opdef *o = &opdefs[i];
+  for (size_t i = 0; i < n_ops; i++) {
+    const elt_opdef *o = &ops[i];
     elt_instr fi[5];
     unsigned char live[5];
     uint32_t n = 0;
@@ -476,7 +264,7 @@ static char *single_ops_source(uint32_t dtype) {
     fi[n++] = (elt_instr){o->op, {0, 1, 2}, 0};
     fi[n] = (elt_instr){TYTO_PLUGIN_FUSED_OUTPUT, {n - 1, 0, 0}, 0};
     n++;
-    mark_live(fi, n, live);
+    tpc_fused_live(fi, n, live);
     char prefix[64];
     snprintf(prefix, sizeof prefix, "tyto_%s", ocl_op_name(o->op));
     put_kernels(&b, prefix, fi, n, (uint32_t)o->arity, 1, live, 1, dtype);
@@ -493,15 +281,17 @@ static char *single_ops_source(uint32_t dtype) {
 static char *fused_source(const elt_instr *fi, uint32_t n, uint32_t n_in,
                           uint32_t n_out, uint32_t dtype) {
   sbuf b = {NULL, 0, 0, 0};
-  unsigned char used[N_OPDEFS] = {0};
+  size_t n_ops;
+  const elt_opdef *ops = tpc_eltops(&n_ops);
+  unsigned char used[ELT_MAX_OPS] = {0};
   unsigned char *live = malloc(n);
   if (live == NULL)
     return NULL;
-  mark_live(fi, n, live);
+  tpc_fused_live(fi, n, live);
   for (uint32_t i = 0; i < n; i++) {
-    int k = opdef_index(fi[i].op);
-    if (live[i] && k >= 0)
-      used[k] = 1;
+    const elt_opdef *o = tpc_eltop_find(fi[i].op);
+    if (live[i] && o != NULL)
+      used[o - ops] = 1;
   }
   put_helpers(&b, used);
   put_kernels(&b, "tyto_fused", fi, n, n_in, n_out, live, 0, dtype);
@@ -605,13 +395,13 @@ static tyto_plugin_error *check(tyto_plugin_device *dev, const ocl_desc *d) {
                        OCL_MAX_IO, OCL_MAX_IO, (unsigned)d->n_in,
                        (unsigned)d->n_out);
   } else {
-    int arity = opdefs[opdef_index(d->op)].arity;
+    int arity = tpc_eltop_find(d->op)->arity;
     if (d->n_in != (uint32_t)arity || d->n_out != 1)
       return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                        "%s: expected %d input%s and 1 output, got %u and %u",
                        op, arity, arity > 1 ? "s" : "", (unsigned)d->n_in,
                        (unsigned)d->n_out);
-    if (has_param(d->op) && d->d->n_fattrs < 1)
+    if (tpc_eltop_has_param(d->op) && d->d->n_fattrs < 1)
       return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                        "%s: expected the %s as real attribute 0, got %u real "
                        "attributes",
@@ -704,7 +494,7 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
                      "%s: out of host memory preparing the kernel", op);
   k->impl = c;
   c->pa_arg = !fused;
-  c->param = !fused && has_param(d->op) ? d->d->fattrs[0] : 0.0;
+  c->param = !fused && tpc_eltop_has_param(d->op) ? d->d->fattrs[0] : 0.0;
   if (d->out[0].n == 0)
     return NULL; /* never launched */
 

@@ -3,90 +3,34 @@
  */
 #include "layout.h"
 
+#include "../common/common.h"
+
 #include <stdio.h>
 
+/* The arithmetic lives in plugins/common, shared with the other plugins. */
 int ocl_add_ok(int64_t a, int64_t b, int64_t *r) {
-  if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b))
-    return 0;
-  *r = a + b;
-  return 1;
-}
-
-/* *r = a * b, or 0 when it would overflow (CERT INT32-C). */
-static int mul_ok(int64_t a, int64_t b, int64_t *r) {
-  if (a > 0) {
-    if (b > 0 ? a > INT64_MAX / b : b < INT64_MIN / a)
-      return 0;
-  } else if (b > 0) {
-    if (a < INT64_MIN / b)
-      return 0;
-  } else if (a != 0 && b < INT64_MAX / a) {
-    return 0;
-  }
-  *r = a * b;
-  return 1;
+  return tpc_add_ok(a, b, r);
 }
 
 void ocl_format_shape(const tyto_plugin_layout *l, char *buf, size_t size) {
-  size_t used = 0;
-  uint32_t rank = l->rank <= TYTO_PLUGIN_MAX_RANK ? l->rank : 0;
-  buf[0] = '\0';
-  int w = snprintf(buf, size, "[");
-  for (uint32_t k = 0; w >= 0 && k < rank; k++) {
-    used += (size_t)w;
-    if (used >= size)
-      return;
-    w = snprintf(buf + used, size - used, "%s%lld", k ? ", " : "",
-                 (long long)l->shape[k]);
-  }
-  if (w >= 0 && (used += (size_t)w) < size)
-    snprintf(buf + used, size - used, "]");
+  tpc_format_shape(l, buf, size);
 }
 
-int ocl_layout_extent(const tyto_plugin_layout *l, const char *which, int64_t *n,
-                  int64_t *lo, int64_t *hi, char *why, size_t why_size) {
-  int64_t count = 1, low = l->offset, high = l->offset;
-  if (l->rank > TYTO_PLUGIN_MAX_RANK) {
-    snprintf(why, why_size, "%s rank %u exceeds the maximum of %d", which,
-             (unsigned)l->rank, TYTO_PLUGIN_MAX_RANK);
-    return 0;
-  }
-  for (uint32_t k = 0; k < l->rank; k++)
-    if (l->shape[k] < 0) {
-      snprintf(why, why_size, "%s dimension %u has negative size %lld", which,
-               (unsigned)k, (long long)l->shape[k]);
-      return 0;
-    } else if (l->shape[k] == 0) {
-      count = 0;
-    }
-  for (uint32_t k = 0; k < l->rank && count > 0; k++) {
-    int64_t span;
-    if (!mul_ok(count, l->shape[k], &count) ||
-        !mul_ok(l->shape[k] - 1, l->strides[k], &span) ||
-        !ocl_add_ok(span < 0 ? low : high, span, span < 0 ? &low : &high)) {
-      snprintf(why, why_size,
-               "%s layout overflows 64-bit element arithmetic at dimension "
-               "%u (size %lld, stride %lld, offset %lld)",
-               which, (unsigned)k, (long long)l->shape[k],
-               (long long)l->strides[k], (long long)l->offset);
-      return 0;
-    }
-  }
-  *n = count;
-  *lo = low;
-  *hi = high;
-  return 1;
+int ocl_layout_extent(const tyto_plugin_layout *l, const char *which,
+                      int64_t *n, int64_t *lo, int64_t *hi, char *why,
+                      size_t why_size) {
+  return tpc_layout_extent(l, which, n, lo, hi, why, why_size);
 }
 
 int ocl_plan_make(const tyto_plugin_layout *in, const tyto_plugin_layout *out,
                   ocl_plan *plan, char *why, size_t why_size) {
   int64_t n_in = 0;
   *plan = (ocl_plan){0};
-  if (!ocl_layout_extent(out, "output", &plan->n, &plan->out_lo, &plan->out_hi, why,
-              why_size))
+  if (!ocl_layout_extent(out, "output", &plan->n, &plan->out_lo, &plan->out_hi,
+                         why, why_size))
     return 0;
-  if (in != NULL &&
-      !ocl_layout_extent(in, "input", &n_in, &plan->in_lo, &plan->in_hi, why, why_size))
+  if (in != NULL && !ocl_layout_extent(in, "input", &n_in, &plan->in_lo,
+                                       &plan->in_hi, why, why_size))
     return 0;
   plan->in_offset = in != NULL ? in->offset : 0;
   plan->out_offset = out->offset;
@@ -117,8 +61,8 @@ int ocl_plan_make(const tyto_plugin_layout *in, const tyto_plugin_layout *out,
     if (r > 0) {
       int64_t prev = plan->shape[r - 1], o_next, i_next;
       /* The products are bounded by the extents checked above. */
-      if (mul_ok(plan->out_strides[r - 1], prev, &o_next) && o_next == os &&
-          mul_ok(plan->in_strides[r - 1], prev, &i_next) && i_next == is) {
+      if (tpc_mul_ok(plan->out_strides[r - 1], prev, &o_next) && o_next == os &&
+          tpc_mul_ok(plan->in_strides[r - 1], prev, &i_next) && i_next == is) {
         plan->shape[r - 1] = prev * size;
         continue;
       }
