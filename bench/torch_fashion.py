@@ -9,8 +9,15 @@ The models are the ones tools/models.c builds for tyto-train:
   cnn: conv2d 5x5, 32 filters, stride 1, same padding, ReLU -> max_pool 2x2
        -> dropout 0.1 -> fully connected 1024 ReLU -> linear 10
   mlp: 784 -> 128 ReLU -> 10
-both with softmax cross-entropy (batch mean).  Weights keep PyTorch's
-default initialisation.
+both with softmax cross-entropy (batch mean).  --init default keeps
+PyTorch's initialisation (weights and biases U(+-1/sqrt(fan_in))); --init
+glorot draws tyto's instead (tyto_nn's layer defaults: Glorot uniform
+weights, zero biases), with PyTorch's generator.  --save-init FILE writes
+the initial parameters as safetensors in tyto's names and layouts
+("conv.weight" OIHW, a linear weight as [in, out]; those of tyto-train's
+presets), so that tyto can start from the same values; --init-only stops
+there.  --eval-every N also evaluates every N steps ("eval_curve" in the
+JSON: [step, test accuracy] pairs).
 
 The whole data set lives in memory as float tensors scaled by 1/255 and is
 batched by slicing a torch.randperm permutation each epoch: no DataLoader,
@@ -19,7 +26,8 @@ The last partial batch is kept (DataLoader's default drop_last=False).
 
 Usage: torch_fashion.py --model cnn|mlp [--optimizer adam|sgd] [--lr X]
          [--batch N] [--epochs N] [--limit N] [--test-limit N]
-         [--threads N] [--seed N] [--data DIR]
+         [--threads N] [--seed N] [--data DIR] [--init default|glorot]
+         [--save-init FILE [--init-only]] [--eval-every N]
 """
 
 import argparse
@@ -95,6 +103,61 @@ def build_model(torch, name):
     raise ValueError(f"unknown model '{name}': expected cnn or mlp")
 
 
+# tyto's names of build_model's layers (tools/train/model_file.c's presets):
+# Sequential index -> layer name.
+TYTO_NAMES = {"cnn": {0: "conv", 5: "fc", 7: "out"},
+              "mlp": {1: "fc1", 3: "fc2"}}
+
+
+def tyto_parameters(model, name):
+    """(tyto name, module) of each layer with parameters, in order."""
+    return [(TYTO_NAMES[name][i], m) for i, m in enumerate(model)
+            if i in TYTO_NAMES[name]]
+
+
+def init_glorot(torch, model, name):
+    """tyto_nn's defaults: Glorot uniform weights (fans as PyTorch's
+    xavier_uniform_ counts them, which are tyto's), zero biases."""
+    for _, m in tyto_parameters(model, name):
+        torch.nn.init.xavier_uniform_(m.weight)
+        torch.nn.init.zeros_(m.bias)
+
+
+def save_init(path, model, name):
+    """The parameters as safetensors, in tyto's names and layouts."""
+    header, blobs, offset = {"__metadata__": {"source": "torch_fashion.py"}}, [], 0
+    for lname, m in tyto_parameters(model, name):
+        for what, t in (("weight", m.weight), ("bias", m.bias)):
+            a = t.detach().numpy().astype("<f4")
+            if a.ndim == 2:
+                a = a.T  # PyTorch's [out, in] -> tyto's [in, out]
+            b = np.ascontiguousarray(a).tobytes()
+            header[f"{lname}.{what}"] = {
+                "dtype": "F32", "shape": list(a.shape),
+                "data_offsets": [offset, offset + len(b)]}
+            blobs.append(b)
+            offset += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(len(h).to_bytes(8, "little"))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)
+
+
+def evaluate(torch, model, x_test, y_test):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for i in range(0, x_test.shape[0], 1000):
+            pred = model(x_test[i:i + 1000]).argmax(dim=1)
+            correct += int((pred == y_test[i:i + 1000]).sum())
+    return correct / max(1, x_test.shape[0])
+
+
 def to_tensor(torch, images, labels, model):
     x = torch.from_numpy(images.astype(np.float32) / np.float32(255.0))
     x = x.reshape(-1, 1, 28, 28) if model == "cnn" else x.reshape(-1, 28 * 28)
@@ -116,9 +179,23 @@ def main(argv):
                     help="torch.set_num_threads (0: leave torch's default)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data", default=DEFAULT_DATA)
+    ap.add_argument("--init", choices=["default", "glorot"], default="default",
+                    help="PyTorch's initialisation or tyto's (Glorot "
+                    "uniform weights, zero biases)")
+    ap.add_argument("--save-init", metavar="FILE",
+                    help="write the initial parameters as safetensors in "
+                    "tyto's names and layouts")
+    ap.add_argument("--init-only", action="store_true",
+                    help="stop after --save-init")
+    ap.add_argument("--eval-every", type=int, default=0,
+                    help="also evaluate every N steps")
     args = ap.parse_args(argv)
-    if args.batch < 1 or args.epochs < 1 or args.lr <= 0:
-        ap.error("--batch and --epochs must be >= 1 and --lr > 0")
+    if args.batch < 1 or args.epochs < 1 or args.lr <= 0 or \
+            args.eval_every < 0:
+        ap.error("--batch and --epochs must be >= 1, --lr > 0 and "
+                 "--eval-every >= 0")
+    if args.init_only and not args.save_init:
+        ap.error("--init-only needs --save-init FILE")
 
     try:
         train_np = load_split(args.data, "train", args.limit)
@@ -139,6 +216,12 @@ def main(argv):
     n_train = x_train.shape[0]
 
     model = build_model(torch, args.model)
+    if args.init == "glorot":
+        init_glorot(torch, model, args.model)
+    if args.save_init:
+        save_init(args.save_init, model, args.model)
+        if args.init_only:
+            return 0
     loss_fn = torch.nn.CrossEntropyLoss()  # mean over the batch
     if args.optimizer == "adam":
         opt = torch.optim.Adam(model.parameters(), lr=args.lr)
@@ -146,6 +229,7 @@ def main(argv):
         opt = torch.optim.SGD(model.parameters(), lr=args.lr)
 
     epoch_seconds = []
+    eval_curve = []
     steps = 0
     train_loss = float("nan")
     for epoch in range(args.epochs):
@@ -162,18 +246,19 @@ def main(argv):
             opt.step()
             loss_sum += loss.item() * idx.shape[0]
             steps += 1
+            if args.eval_every and steps % args.eval_every == 0:
+                te = time.perf_counter()
+                eval_curve.append([steps, evaluate(torch, model, x_test,
+                                                   y_test)])
+                model.train()
+                t0 += time.perf_counter() - te  # not training time
         epoch_seconds.append(time.perf_counter() - t0)
         train_loss = loss_sum / n_train
         print(f"torch_fashion: {args.model} epoch {epoch + 1}/{args.epochs}: "
               f"loss {train_loss:.4f}, {epoch_seconds[-1]:.2f} s",
               file=sys.stderr)
 
-    model.eval()
-    correct = 0
-    with torch.no_grad():
-        for i in range(0, x_test.shape[0], 1000):
-            pred = model(x_test[i:i + 1000]).argmax(dim=1)
-            correct += int((pred == y_test[i:i + 1000]).sum())
+    test_accuracy = evaluate(torch, model, x_test, y_test)
 
     train_seconds = sum(epoch_seconds)
     # ru_maxrss is in KiB on Linux.
@@ -191,13 +276,15 @@ def main(argv):
         "wait_policy": os.environ.get("OMP_WAIT_POLICY", "default"),
         "train_images": n_train,
         "test_images": int(x_test.shape[0]),
-        "test_accuracy": correct / max(1, x_test.shape[0]),
+        "init": args.init,
+        "test_accuracy": test_accuracy,
         "train_loss": train_loss,
         "seconds_per_epoch": train_seconds / len(epoch_seconds),
         "epoch_seconds": epoch_seconds,
         "images_per_second": n_train * args.epochs / train_seconds,
         "peak_rss_bytes": peak_rss,
         "torch_version": torch.__version__,
+        "eval_curve": eval_curve,
     }), flush=True)
     return 0
 

@@ -22,8 +22,24 @@ of the settings tried, each in its own process, all reported):
   t2          torch.set_num_threads(2)
   t2-passive  torch.set_num_threads(2), OMP_WAIT_POLICY=PASSIVE
 
+Test accuracy after one epoch moves by a point or more with the seed:
+--seeds 1,2,3,4 runs every configuration once per seed and reports each
+framework's accuracies with their mean and standard deviation (the
+accuracy target compares the means; timings stay the best run).  --init
+chooses the initial weights:
+  native   each framework its own default: tyto's Glorot uniform weights
+           and zero biases, PyTorch's U(+-1/sqrt(fan_in)) weights and biases
+  pytorch  both start from the values PyTorch draws for the seed:
+           torch_fashion.py --save-init writes them in tyto's layout and
+           tyto-train resumes from a step-0 checkpoint that holds them
+  glorot   both draw tyto's distribution (PyTorch with its own generator)
+--eval-every N evaluates every N steps in both and reports how far the
+test accuracy moves between neighbouring evaluations over the second half
+of the epoch.
+
 Usage: bench/train_vs_torch.py [--quick] [--models cnn,mlp] [--tyto PATH]
          [--data DIR] [--torch-settings t1,t2,t2-passive] [--repeat N]
+         [--seeds 1,2,...] [--init native|pytorch|glorot] [--eval-every N]
 
 Exit status: 0 when every run finished; 2 on bad arguments or when the
 tyto-train binary is missing (PyTorch still runs and is reported); 1 when
@@ -36,8 +52,13 @@ import json
 import math
 import os
 import platform
+import re
+import shutil
+import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -221,17 +242,30 @@ def floor_from(probes, threads, train_images, batch):
 # ---------------------------------------------------------------------------
 # Running one training process.
 
-def run_child(cmd, env):
-    """Runs cmd with stderr passed through; returns (exit status, stdout,
-    peak RSS in bytes from the kernel's wait4 accounting, wall seconds)."""
+def run_child(cmd, env, err_lines=None):
+    """Runs cmd with stderr passed through (and its lines appended to
+    err_lines when given); returns (exit status, stdout, peak RSS in bytes
+    from the kernel's wait4 accounting, wall seconds)."""
     t0 = time.perf_counter()
     try:
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
-                             stdin=subprocess.DEVNULL)
+                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     except OSError as e:
         return None, str(e), 0, 0.0
+
+    def relay():
+        for raw in p.stderr:
+            line = raw.decode(errors="replace")
+            sys.stderr.write(line)
+            sys.stderr.flush()
+            if err_lines is not None:
+                err_lines.append(line)
+    t = threading.Thread(target=relay, daemon=True)
+    t.start()
     out = p.stdout.read()
     p.stdout.close()
+    t.join()
+    p.stderr.close()
     _, status, usage = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t0
@@ -261,25 +295,73 @@ def last_json(text):
     return None
 
 
-def run_torch(model, setting, args):
-    s = TORCH_SETTINGS[setting]
+def torch_fashion_cmd(model, args, seed, threads):
     cfg = MODELS[model]
+    return [TORCH_PYTHON, os.path.join(HERE, "torch_fashion.py"),
+            "--model", model, "--optimizer", cfg["optimizer"],
+            "--lr", repr(cfg["lr"]), "--batch", str(cfg["batch"]),
+            "--epochs", "1", "--seed", str(seed),
+            "--threads", str(threads), "--data", args.data,
+            "--limit", str(args.limit or 0),
+            "--test-limit", str(args.test_limit or 0),
+            "--init", "glorot" if args.init == "glorot" else "default"]
+
+
+def run_torch(model, setting, args, seed):
+    s = TORCH_SETTINGS[setting]
     env = dict(os.environ)
     # The setting decides the wait policy, not whatever the caller exported.
     env.pop("OMP_WAIT_POLICY", None)
     env.update(s["env"])
-    cmd = [TORCH_PYTHON, os.path.join(HERE, "torch_fashion.py"),
-           "--model", model, "--optimizer", cfg["optimizer"],
-           "--lr", repr(cfg["lr"]), "--batch", str(cfg["batch"]),
-           "--epochs", "1", "--seed", str(args.seed),
-           "--threads", str(s["threads"]), "--data", args.data,
-           "--limit", str(args.limit or 0),
-           "--test-limit", str(args.test_limit or 0)]
-    return finish_run("pytorch", model, setting, cmd, env)
+    cmd = torch_fashion_cmd(model, args, seed, s["threads"])
+    if args.eval_every:
+        cmd += ["--eval-every", str(args.eval_every)]
+    return finish_run("pytorch", model, setting, seed, cmd, env)
 
 
-def run_tyto(model, args):
-    cfg = MODELS[model]
+def read_safetensors(path):
+    """(header dict, data bytes) of a safetensors file."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    n = int.from_bytes(blob[:8], "little")
+    return json.loads(blob[8:8 + n]), blob[8 + n:]
+
+
+def start_from(template, init, out):
+    """Writes `out`: tyto-train checkpoint `template` (any step of a run with
+    the same options) turned into the checkpoint of step 0 of that run with
+    the parameters of `init` (safetensors in tyto's names, float32): every
+    other tensor (optimiser moments and step, dropout's step) zero, the
+    position epoch 0, batch 0, step 0."""
+    header, data = read_safetensors(template)
+    iheader, idata = read_safetensors(init)
+    body = bytearray(len(data))
+    missing = [k for k in iheader if k != "__metadata__" and k not in header]
+    if missing:
+        raise ValueError(f"{init}: {', '.join(missing)} not in the model")
+    for name, t in header.items():
+        if name == "__metadata__" or name not in iheader:
+            continue
+        it = iheader[name]
+        if it["dtype"] != t["dtype"] or it["shape"] != t["shape"]:
+            raise ValueError(f"{init}: '{name}' is {it['dtype']}{it['shape']}, "
+                             f"the model's {t['dtype']}{t['shape']}")
+        b, e = t["data_offsets"]
+        ib, ie = it["data_offsets"]
+        body[b:e] = idata[ib:ie]
+    meta = dict(header.get("__metadata__", {}))
+    meta.update({"tyto.epoch": "0", "tyto.batch_in_epoch": "0",
+                 "tyto.steps": "0"})
+    header["__metadata__"] = meta
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(out, "wb") as f:
+        f.write(len(h).to_bytes(8, "little"))
+        f.write(h)
+        f.write(body)
+
+
+def tyto_env(args):
     env = dict(os.environ)
     if os.path.realpath(os.path.dirname(args.tyto)) == \
             os.path.realpath(os.path.join(REPO, "build", "tools")):
@@ -287,22 +369,65 @@ def run_tyto(model, args):
         env.setdefault("TYTO_PLUGIN_PATH",
                        os.path.join(REPO, "build", "plugins", "cpu", ".libs"))
         env.setdefault("TYTO_DEVICES", "cpu")
+    return env
+
+
+def run_tyto(model, args, seed):
+    cfg = MODELS[model]
+    env = tyto_env(args)
     cmd = [args.tyto, "--model", model, "--data", args.data,
            "--epochs", "1", "--batch", str(cfg["batch"]),
            "--optimizer", cfg["optimizer"], "--lr", repr(cfg["lr"]),
-           "--seed", str(args.seed), "--json"]
+           "--seed", str(seed)]
     if args.limit:
         cmd += ["--limit", str(args.limit)]
     if args.test_limit:
         cmd += ["--test-limit", str(args.test_limit)]
-    return finish_run("tyto", model, "default", cmd, env)
+    if args.eval_every:
+        cmd += ["--eval-every", str(args.eval_every)]
+    if args.init == "pytorch":
+        # PyTorch's initial values for this seed, then a checkpoint of step
+        # 0 that holds them, for tyto-train --resume.
+        init = os.path.join(args.workdir, f"init-{model}-{seed}.safetensors")
+        ck = os.path.join(args.workdir, f"start-{model}-{seed}.safetensors")
+        prep = torch_fashion_cmd(model, args, seed, 1) + \
+            ["--save-init", init, "--init-only"]
+        tmpl = cmd + ["--max-steps", "1", "--checkpoint", ck, "--quiet"]
+        try:
+            for c in (prep, tmpl):
+                log(f"tyto {model} seed {seed}: {' '.join(c)}")
+                subprocess.run(c, env=env, check=True, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL)
+            start_from(ck, init, ck)
+        except (OSError, subprocess.CalledProcessError, ValueError) as e:
+            msg = f"tyto {model} seed {seed}: starting from PyTorch's " \
+                f"initial values: {e}"
+            log(msg)
+            return {"framework": "tyto", "model": model, "setting": "default",
+                    "seed": seed, "error": msg}
+        cmd += ["--checkpoint", ck, "--resume"]
+    return finish_run("tyto", model, "default", seed, cmd + ["--json"], env)
 
 
-def finish_run(framework, model, setting, cmd, env):
-    log(f"{framework} {model} {setting}: {' '.join(cmd)}")
-    rc, out, rss, wall = run_child(cmd, env)
+EVAL_LINE = re.compile(r"step (\d+): test accuracy ([0-9.]+)%")
+
+
+def swing(curve):
+    """Mean |change| of the test accuracy between neighbouring evaluations
+    over the second half of the run, in points; None with fewer than 3."""
+    late = [a for s, a in curve if s > curve[-1][0] / 2] if curve else []
+    if len(late) < 3:
+        return None
+    return 100 * statistics.mean(abs(b - a) for a, b in zip(late, late[1:]))
+
+
+def finish_run(framework, model, setting, seed, cmd, env):
+    log(f"{framework} {model} {setting} seed {seed}: {' '.join(cmd)}")
+    err_lines = []
+    rc, out, rss, wall = run_child(cmd, env, err_lines)
     run = {"framework": framework, "model": model, "setting": setting,
-           "exit_status": rc, "wall_seconds": wall, "peak_rss_bytes": rss}
+           "seed": seed, "exit_status": rc, "wall_seconds": wall,
+           "peak_rss_bytes": rss}
     result = last_json(out) if rc == 0 else None
     if rc != 0 or result is None:
         why = out.strip() if rc is None else \
@@ -317,7 +442,14 @@ def finish_run(framework, model, setting, cmd, env):
         run[key] = result.get(key)
     if framework == "tyto" and rss == 0:
         run["peak_rss_bytes"] = result.get("peak_rss_bytes", 0)
-    log(f"{framework} {model} {setting}: "
+    if framework == "tyto":
+        curve = [[int(m.group(1)), float(m.group(2)) / 100]
+                 for m in map(EVAL_LINE.search, err_lines) if m]
+    else:
+        curve = result.get("eval_curve") or []
+    run["eval_curve"] = curve
+    run["swing_points"] = swing(run["eval_curve"])
+    log(f"{framework} {model} {setting} seed {seed}: "
         f"{run['seconds_per_epoch']:.2f} s/epoch, "
         f"accuracy {100 * run['test_accuracy']:.2f}%")
     return run
@@ -423,7 +555,26 @@ def main(argv):
     ap.add_argument("--test-limit", type=int, default=None,
                     help="test images (overrides --quick)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seeds", default=None,
+                    help="comma-separated seeds, each configuration run "
+                    "once per seed (default: --seed)")
+    ap.add_argument("--init", choices=["native", "pytorch", "glorot"],
+                    default="native",
+                    help="initial weights: each framework's own, both "
+                    "PyTorch's values for the seed, or both tyto's "
+                    "distribution")
+    ap.add_argument("--eval-every", type=int, default=0,
+                    help="evaluate every N steps in both frameworks and "
+                    "report how far the accuracy moves between "
+                    "neighbouring evaluations")
     args = ap.parse_args(argv)
+    try:
+        seeds = [int(v) for v in args.seeds.split(",") if v] \
+            if args.seeds else [args.seed]
+    except ValueError:
+        ap.error(f"--seeds {args.seeds}: expected comma-separated integers")
+    if not seeds or args.eval_every < 0:
+        ap.error("--seeds needs a seed and --eval-every a value >= 0")
 
     models = [m for m in args.models.split(",") if m]
     settings = [s for s in args.torch_settings.split(",") if s]
@@ -467,15 +618,43 @@ def main(argv):
     # Round-robin over the repeats, so slow drift on a shared machine
     # spreads over every configuration instead of landing on one.
     runs = []
-    for rep in range(args.repeat):
-        if args.repeat > 1:
-            log(f"repeat {rep + 1}/{args.repeat}")
-        for model in models:
-            if not tyto_missing:
-                runs.append(run_tyto(model, args))
-            for setting in settings:
-                runs.append(run_torch(model, setting, args))
+    args.workdir = tempfile.mkdtemp(prefix="train_vs_torch-")
+    try:
+        for rep in range(args.repeat):
+            if args.repeat > 1:
+                log(f"repeat {rep + 1}/{args.repeat}")
+            for seed in seeds:
+                for model in models:
+                    if not tyto_missing:
+                        runs.append(run_tyto(model, args, seed))
+                    for setting in settings:
+                        runs.append(run_torch(model, setting, args, seed))
+    finally:
+        shutil.rmtree(args.workdir, ignore_errors=True)
     errors += [r["error"] for r in runs if "error" in r]
+
+    def accuracy(model, framework, setting):
+        """The configuration's test accuracy per seed (the mean of its
+        repeats), its mean and standard deviation over the seeds, and the
+        mean swing between neighbouring evaluations."""
+        ok = [r for r in runs if "error" not in r and r["model"] == model
+              and r["framework"] == framework and r["setting"] == setting]
+        per_seed = {}
+        for r in ok:
+            per_seed.setdefault(r["seed"], []).append(r["test_accuracy"])
+        accs = [statistics.mean(per_seed[sd]) for sd in seeds
+                if sd in per_seed]
+        swings = [r["swing_points"] for r in ok
+                  if r.get("swing_points") is not None]
+        return {"seeds": [sd for sd in seeds if sd in per_seed],
+                "accuracies": accs,
+                "mean": statistics.mean(accs) if accs else None,
+                "sd": statistics.stdev(accs) if len(accs) > 1 else None,
+                "swing_points": statistics.mean(swings) if swings else None}
+
+    acc = {m: {"tyto": accuracy(m, "tyto", "default"),
+               "pytorch": {st: accuracy(m, "pytorch", st)
+                           for st in settings}} for m in models}
 
     floor = None
     if "cnn" in models:
@@ -515,6 +694,10 @@ def main(argv):
           f"tyto {machine['tyto_revision']} ({args.tyto})")
     if args.repeat > 1:
         print(f"timings: best of {args.repeat} runs")
+    print(f"initial weights: {args.init}; seeds "
+          f"{','.join(map(str, seeds))}"
+          + ("; test accuracy: the mean over the seeds" if len(seeds) > 1
+             else ""))
     print()
     head = (f"{'model':<5} {'framework':<9} {'setting':<46} {'test acc':>8} "
             f"{'s/epoch':>8} {'images/s':>9} {'peak RSS MB':>11}")
@@ -534,13 +717,32 @@ def main(argv):
                     if framework == "tyto" and tyto_missing else "FAILED"
                 print(f"{model:<5} {framework:<9} {label:<46} {status}")
                 continue
+            a = acc[model]["tyto"] if framework == "tyto" else \
+                acc[model]["pytorch"][setting]
             print(f"{model:<5} {framework:<9} {label:<46} "
-                  f"{100 * r['test_accuracy']:>7.2f}% "
+                  f"{100 * a['mean']:>7.2f}% "
                   f"{r['seconds_per_epoch']:>8.2f} "
                   f"{r['images_per_second']:>9.0f} "
                   f"{r['peak_rss_bytes'] / 1e6:>11.0f}")
     print("* PyTorch's best (fastest) setting in this run, compared below")
     print()
+    if len(seeds) > 1 or args.eval_every:
+        print("Test accuracy by seed (%), mean and standard deviation"
+              + ("; swing: mean |change| between neighbouring evaluations "
+                 f"(every {args.eval_every} steps) over the second half of "
+                 "the epoch, in points" if args.eval_every else "") + ":")
+        for model in models:
+            rows = [("tyto", acc[model]["tyto"])]
+            rows += [(f"pytorch {st}", acc[model]["pytorch"][st])
+                     for st in settings]
+            for label, a in rows:
+                print(f"  {model:<5} {label:<18} "
+                      + " ".join(f"{100 * v:6.2f}" for v in a["accuracies"])
+                      + f"   mean {fmt(a['mean'] and 100 * a['mean'], '.2f')}"
+                      f" sd {fmt(a['sd'] and 100 * a['sd'], '.2f')}"
+                      + (f"   swing {fmt(a['swing_points'], '.2f')}"
+                         if args.eval_every else ""))
+        print()
 
     # ---- ratios against the targets
     targets = []
@@ -559,13 +761,14 @@ def main(argv):
         s = best["cnn"]["pytorch_best_setting"]
         p = best["cnn"]["pytorch"][s] if s else None
         both = t is not None and p is not None
-        diff = 100 * (t["test_accuracy"] - p["test_accuracy"]) \
-            if both else None
-        target("cnn_accuracy_points", t and t["test_accuracy"],
-               p and p["test_accuracy"], diff, TARGET_CNN_ACCURACY_POINTS,
+        ta = acc["cnn"]["tyto"]["mean"]
+        pa = acc["cnn"]["pytorch"][s]["mean"] if s else None
+        diff = 100 * (ta - pa) if ta is not None and pa is not None else None
+        target("cnn_accuracy_points", ta, pa, diff, TARGET_CNN_ACCURACY_POINTS,
                True, " points",
-               f"cnn test accuracy   tyto {fmt(t and 100 * t['test_accuracy'], '.2f', '%')}"
-               f" vs pytorch {fmt(p and 100 * p['test_accuracy'], '.2f', '%')} ({s}):"
+               f"cnn test accuracy   tyto {fmt(ta and 100 * ta, '.2f', '%')}"
+               f" vs pytorch {fmt(pa and 100 * pa, '.2f', '%')} ({s}"
+               f"{', means over ' + str(len(seeds)) + ' seeds' if len(seeds) > 1 else ''}):"
                f" {fmt(diff, '+.2f', ' points')}, target >= "
                f"{TARGET_CNN_ACCURACY_POINTS:+.1f} points")
         ratio = t["seconds_per_epoch"] / p["seconds_per_epoch"] \
@@ -652,8 +855,11 @@ def main(argv):
                    "repeat": args.repeat, "quick": args.quick,
                    "train_images": train_images,
                    "test_images": args.test_limit or FULL_TEST_IMAGES,
-                   "seed": args.seed, "data": args.data, "tyto": args.tyto,
+                   "seed": args.seed, "seeds": seeds, "init": args.init,
+                   "eval_every": args.eval_every,
+                   "data": args.data, "tyto": args.tyto,
                    "model_settings": {m: MODELS[m] for m in models}},
+        "accuracy": acc,
         "results": {m: {"tyto": summary(best[m]["tyto"]),
                         "pytorch": {s: summary(r) for s, r in
                                     best[m]["pytorch"].items()},

@@ -25,13 +25,14 @@ jobs=$(nproc 2>/dev/null || echo 2)
 
 # Debian packages: the toolchain, the libraries configure looks for, PoCL
 # so that the OpenCL plugin has a real device, valgrind for the suite, and
-# Fashion-MNIST for the main job and the training tests. The benchmark adds
-# PyTorch (for Debian's own /usr/bin/python3) to compare against.
+# Fashion-MNIST for the main job and the training tests. The suite and the
+# benchmark add PyTorch (for Debian's own /usr/bin/python3) to compare
+# against (tests/torch/test_vs_torch).
 packages="gcc make autoconf automake libtool libltdl-dev pkg-config
   libhwloc-dev libopenblas-dev liblapacke-dev libdnnl-dev check libsubunit-dev
-  libinih-dev libjansson-dev ocl-icd-opencl-dev opencl-c-headers
+  libinih-dev libjansson-dev uthash-dev ocl-icd-opencl-dev opencl-c-headers
   pocl-opencl-icd libclblast-dev zlib1g-dev valgrind dataset-fashion-mnist"
-if [ "$mode" = bench ]; then
+if [ "$mode" != run ]; then
   packages="$packages python3-torch python3-numpy"
 fi
 

@@ -24,16 +24,23 @@
 
 #include "conform/catalogue.h"
 #include "conform/compare.h"
+#include "conform/contract.h"
 #include "conform/device.h"
 #include "conform/grad.h"
 #include "conform/host.h"
 #include "conform/perf.h"
+#include "conform/specials.h"
 
 #ifndef TYTO_CONFORM_PLUGIN_DIR
 #define TYTO_CONFORM_PLUGIN_DIR "/usr/local/lib/tyto/plugins"
 #endif
 
 #define SEED UINT64_C(20240611)
+
+/* The rows that are no op's: the device contract and the plugin's ABI. */
+#define OP_CONTRACT "contract"
+#define OP_ABI "abi"
+#define NO_DTYPE UINT32_MAX
 
 typedef struct options {
   const char *plugin, *reference, *op;
@@ -107,7 +114,8 @@ static int parse(int argc, char **argv, options *o) {
             o->op);
     return -1;
   }
-  if (o->op && !o->grad && !cf_op_known(o->op)) {
+  if (o->op && !o->grad && !cf_op_known(o->op) &&
+      strcmp(o->op, OP_CONTRACT) != 0) {
     fprintf(stderr,
             "tyto-conform: no op \"%s\" in the catalogue (names as in "
             "the table: add, matmul, conv2d, fused, ...)\n",
@@ -118,7 +126,9 @@ static int parse(int argc, char **argv, options *o) {
 }
 
 static const char *dtype_name(uint32_t d) {
-  return d == TYTO_PLUGIN_DTYPE_F32 ? "f32" : "f64";
+  return d == TYTO_PLUGIN_DTYPE_F32   ? "f32"
+         : d == TYTO_PLUGIN_DTYPE_F64 ? "f64"
+                                      : "-";
 }
 
 /* ------------------------------------------------------------ test mode -- */
@@ -150,6 +160,23 @@ static void run_one(const options *o, cf_device *dut, cf_device *ref,
   if (cf_values_make(c, SEED ^ ((uint64_t)c->op << 32), in, out) != 0) {
     report(o, cases, c, "error", -1, "out of host memory");
     t->error++;
+    return;
+  }
+  if (c->special) {
+    /* Checked against ops.md (the host model), not the reference. */
+    static const char *const result[] = {"pass", "FAIL", "unsupported",
+                                         "out-of-bounds", "FAIL"};
+    cf_verdict v = cf_special_run(dut, c, (const void *const *)in,
+                                  (const void *const *)out, msg, sizeof msg);
+    report(o, cases, c, result[v], -1, v == CF_V_PASS ? NULL : msg);
+    switch (v) {
+    case CF_V_PASS: t->pass++; break;
+    case CF_V_FAIL: t->fail++; break;
+    case CF_V_UNSUPPORTED: t->unsupported++; break;
+    case CF_V_OOB: t->oob++; break;
+    default: t->error++; break;
+    }
+    cf_values_free(in, out);
     return;
   }
   cf_status sd = cf_run_case(dut, c, (const void *const *)in,
@@ -198,15 +225,47 @@ static void run_one(const options *o, cf_device *dut, cf_device *ref,
   cf_values_free(in, out);
 }
 
-/* Runs every case of every wanted dtype on dut. Ops whose every case is
- * unsupported print as one row. */
+/* A row of the device contract (contract.h). */
+typedef struct contract_ctx {
+  const options *o;
+  json_t *cases;
+  tally *t;
+} contract_ctx;
+
+static void contract_row(void *ctx, const char *check, cf_status st,
+                         const char *msg) {
+  contract_ctx *k = ctx;
+  cf_case c;
+  memset(&c, 0, sizeof c);
+  c.op_name = OP_CONTRACT;
+  c.dtype = NO_DTYPE;
+  snprintf(c.name, sizeof c.name, "%s", check);
+  if (st == CF_RAN)
+    k->t->pass++;
+  else if (st == CF_UNSUPPORTED)
+    k->t->unsupported++;
+  else
+    k->t->fail++;
+  report(k->o, k->cases, &c,
+         st == CF_RAN           ? "pass"
+         : st == CF_UNSUPPORTED ? "unsupported"
+                                : "FAIL",
+         -1, msg);
+}
+
+/* Runs the device contract and every case of every wanted dtype on dut.
+ * Ops whose every case is unsupported print as one row. */
 static int test_device(const options *o, cf_device *dut, cf_device *ref,
                        json_t *jdev, tally *t) {
   json_t *cases = json_array();
+  if (o->op == NULL || strcmp(o->op, OP_CONTRACT) == 0) {
+    contract_ctx k = {o, cases, t};
+    cf_contract_run(dut, contract_row, &k);
+  }
   for (uint32_t dt = 0; dt < 2; dt++) {
     cf_case *cs = NULL;
     size_t n = 0;
-    if (!o->dtypes[dt])
+    if (!o->dtypes[dt] || (o->op && strcmp(o->op, OP_CONTRACT) == 0))
       continue;
     if (cf_catalogue_build(dt, o->op, &cs, &n) != 0) {
       fprintf(stderr, "tyto-conform: out of host memory\n");
@@ -227,7 +286,9 @@ static int test_device(const options *o, cf_device *dut, cf_device *ref,
         i = j;
         continue;
       }
-      /* Ask first: one row for an op the device refuses in every case. */
+      /* Ask first: one row for an op the device refuses in every case,
+       * when prepare refuses each of them too (where the two disagree,
+       * the case's own row says so). */
       size_t refused = 0;
       char why[1024] = "";
       for (size_t k = i; k < j && dut->fns->supports_op; k++) {
@@ -238,6 +299,18 @@ static int test_device(const options *o, cf_device *dut, cf_device *ref,
           refused++;
         if (e && k == i)
           snprintf(why, sizeof why, "%s", e->msg);
+        cf_error_free(e);
+      }
+      for (size_t k = i; k < j && refused == j - i && dut->fns->prepare; k++) {
+        tyto_plugin_op_desc d;
+        tyto_plugin_kernel *kern = NULL;
+        tyto_plugin_kernel_info ki = {sizeof ki, 0};
+        cf_case_desc(&cs[k], &d);
+        tyto_plugin_error *e = dut->fns->prepare(dut->dev, &d, &kern, &ki);
+        if (e == NULL || e->code != TYTO_PLUGIN_ERR_UNSUPPORTED)
+          refused = 0;
+        if (e == NULL && kern && dut->fns->kernel_release)
+          dut->fns->kernel_release(dut->dev, kern);
         cf_error_free(e);
       }
       if (dut->fns->prepare == NULL) {
@@ -405,6 +478,18 @@ int main(int argc, char **argv) {
            dutp->info->name, dutp->info->version ? dutp->info->version : "",
            dutp->info->vendor ? dutp->info->vendor : "", dutp->info->abi_major,
            dutp->info->abi_minor, ref.id);
+  if (dutp->bad_claims[0]) {
+    /* Claims libtyto would ignore: a fault of the probe. */
+    cf_case c;
+    memset(&c, 0, sizeof c);
+    c.op_name = OP_ABI;
+    c.dtype = NO_DTYPE;
+    snprintf(c.name, sizeof c.name, "probe's claims");
+    json_t *rows = json_array();
+    report(&o, rows, &c, "FAIL", -1, dutp->bad_claims);
+    json_object_set_new(root, "probe", rows);
+    t.fail++;
+  }
   if (dutp->n_devices == 0) {
     const char *why = dutp->probe_error[0] ? dutp->probe_error
                       : dutp->refusals[0]  ? dutp->refusals

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -322,6 +323,10 @@ static long parse_passes(const char *s, char *bad, size_t n) {
 }
 
 int main(int argc, char **argv) {
+  /* A closed pipe or the file-size limit is a write error we report, not
+   * a signal that kills the tool (SIGPIPE, SIGXFSZ). */
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGXFSZ, SIG_IGN);
   static const struct option longopts[] = {
       {"model", required_argument, NULL, 'm'},
       {"batch", required_argument, NULL, 'b'},

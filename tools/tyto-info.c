@@ -11,6 +11,9 @@
 
 #include <getopt.h>
 #include <jansson.h>
+#include <stdarg.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +73,22 @@ static void flags_text(uint32_t flags, char *out, size_t cap) {
 /* ---------------------------------------------------------------------- */
 /* Text                                                                    */
 
+/* Appends ", " (unless line is empty) and a formatted part to line. */
+static void part(char *line, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void part(char *line, size_t cap, const char *fmt, ...) {
+  size_t n = strlen(line);
+  if (n && n + 2 < cap) {
+    memcpy(line + n, ", ", 3);
+    n += 2;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line + n, cap - n, fmt, ap);
+  va_end(ap);
+}
+
 static void print_text(const tyto_context *ctx) {
   const tyto_topology *t = tyto_context_topology(ctx);
   char mem[32], buf[128];
@@ -108,12 +127,26 @@ static void print_text(const tyto_context *ctx) {
   for (size_t i = 0; i < tyto_context_plugin_dir_count(ctx); i++)
     printf("  %zu. %s\n", i + 1, tyto_context_plugin_dir(ctx, i));
 
+  /* One column for plugin names and device ids, as wide as the longest. */
+  int w = 10;
+  for (size_t i = 0; i < tyto_context_found_plugin_count(ctx); i++) {
+    int n = (int)strlen(tyto_context_found_plugin(ctx, i)->name);
+    w = n > w ? n : w;
+  }
+  for (size_t i = 0; i < tyto_context_device_info_count(ctx); i++) {
+    const tyto_device_info *d = tyto_context_device_info(ctx, i);
+    int n = d->claimed && d->id ? (int)strlen(d->id) : 0;
+    w = n > w ? n : w;
+  }
+  w = w > 40 ? 40 : w;
+  const int ind = w + 3; /* where the lines under a name start */
+
   printf("\nPlugins\n");
   if (tyto_context_found_plugin_count(ctx) == 0)
     printf("  none found\n");
   for (size_t i = 0; i < tyto_context_found_plugin_count(ctx); i++) {
     const tyto_found_plugin *p = tyto_context_found_plugin(ctx, i);
-    printf("  %-10s %-8s", p->name, found_status_name(p->status));
+    printf("  %-*s %-8s", w, p->name, found_status_name(p->status));
     if (p->abi_major || p->abi_minor)
       printf(" ABI %u.%u", p->abi_major, p->abi_minor);
     if (p->version[0])
@@ -122,11 +155,11 @@ static void print_text(const tyto_context *ctx) {
       printf("  %s", p->vendor);
     if (p->license[0])
       printf("  %s", p->license);
-    printf("\n             %s\n", p->path);
+    printf("\n%*s%s\n", ind, "", p->path);
     if (p->description[0])
-      printf("             %s\n", p->description);
+      printf("%*s%s\n", ind, "", p->description);
     if (p->reason)
-      printf("             %s\n", p->reason);
+      printf("%*s%s\n", ind, "", p->reason);
   }
 
   printf("\nDevices\n");
@@ -135,32 +168,42 @@ static void print_text(const tyto_context *ctx) {
   for (size_t i = 0; i < tyto_context_device_info_count(ctx); i++) {
     const tyto_device_info *d = tyto_context_device_info(ctx, i);
     if (!d->claimed) {
-      printf("  %-10s refused by %s: %s%s%s%s\n             %s\n", "-",
-             d->plugin, d->name, d->pci_bus_id[0] ? " (" : "", d->pci_bus_id,
-             d->pci_bus_id[0] ? ")" : "", d->reason);
+      printf("  %-*s refused by %s: %s%s%s%s\n%*s%s\n", w, "-", d->plugin,
+             d->name, d->pci_bus_id[0] ? " (" : "", d->pci_bus_id,
+             d->pci_bus_id[0] ? ")" : "", ind, "", d->reason);
       continue;
     }
     if (d->selected)
       snprintf(buf, sizeof buf, "selected #%d", (int)d->priority);
     else
       snprintf(buf, sizeof buf, d->reason ? "unusable" : "available");
-    printf("  %-10s %-12s %s\n", d->id, buf, d->name);
+    printf("  %-*s %-12s %s\n", w, d->id, buf, d->name);
     if (d->reason) {
-      printf("             %s\n", d->reason);
+      printf("%*s%s\n", ind, "", d->reason);
       continue;
     }
-    char dt[64], fl[64];
+    char dt[64], fl[64], line[512] = "";
     human_bytes(d->memory_bytes, mem, sizeof mem);
     dtypes_text(d->dtypes, dt, sizeof dt);
     flags_text(d->flags, fl, sizeof fl);
-    printf("             %s%s%s, %s, %u compute units, dtypes %s, %s\n",
-           d->vendor, d->driver_version[0] ? " " : "", d->driver_version, mem,
-           d->compute_units, dt, fl);
+    /* The parts a device has, joined: no empty field, no stray comma. */
+    if (d->vendor[0] || d->driver_version[0])
+      part(line, sizeof line, "%s%s%s", d->vendor,
+           d->vendor[0] && d->driver_version[0] ? " " : "", d->driver_version);
+    part(line, sizeof line, "%s", mem);
+    if (d->compute_units)
+      part(line, sizeof line, "%u compute unit%s", d->compute_units,
+           d->compute_units == 1 ? "" : "s");
+    if (dt[0])
+      part(line, sizeof line, "dtypes %s", dt);
+    if (fl[0])
+      part(line, sizeof line, "%s", fl);
+    printf("%*s%s\n", ind, "", line);
     if (d->pci_bus_id[0])
-      printf("             PCI %s, NUMA node %d\n", d->pci_bus_id,
+      printf("%*sPCI %s, NUMA node %d\n", ind, "", d->pci_bus_id,
              (int)d->numa_node);
     else if (d->numa_node >= 0)
-      printf("             NUMA node %d\n", (int)d->numa_node);
+      printf("%*sNUMA node %d\n", ind, "", (int)d->numa_node);
   }
 
   printf("\nSelection (%s): %s\n", tyto_context_selection_source(ctx),
@@ -315,6 +358,88 @@ static json_t *json_report(const tyto_context *ctx) {
 
 /* ---------------------------------------------------------------------- */
 
+/* ---------------------------------------------------------------------- */
+/* Device profiles (--calibrate)                                           */
+
+/* Every selected device's profile and every link between two of them, as
+ * JSON; NULL with the message set when one cannot be measured. */
+static json_t *profile_all(tyto_context *ctx, int remeasure) {
+  unsigned flags = remeasure ? TYTO_PROFILE_REMEASURE : 0;
+  size_t n = tyto_context_device_count(ctx);
+  json_t *devs = json_array(), *links = json_array();
+  json_t *root = json_pack("{s:o, s:o, s:s?}", "devices", devs, "links", links,
+                           "cache", tyto_profile_cache_path(ctx));
+  for (size_t i = 0; root && i < n; i++) {
+    tyto_device_profile p = {.struct_size = sizeof p};
+    if (tyto_device_profile_get(ctx, i, flags, &p) != TYTO_OK) {
+      json_decref(root);
+      return NULL;
+    }
+    json_array_append_new(
+        devs,
+        json_pack("{s:s, s:f, s:f, s:f, s:f, s:f, s:b, s:f}", "id",
+                  tyto_device_get_info(tyto_context_device(ctx, i))->id,
+                  "gemm_flops", p.gemm_flops, "eltwise_bytes", p.eltwise_bytes,
+                  "launch_seconds", p.launch_seconds, "h2d_bytes", p.h2d_bytes,
+                  "d2h_bytes", p.d2h_bytes, "cached", p.cached,
+                  "measure_seconds", p.measure_seconds));
+  }
+  for (size_t i = 0; root && i < n; i++)
+    for (size_t j = 0; j < n; j++) {
+      if (i == j)
+        continue;
+      double bps;
+      if (tyto_link_profile_get(ctx, i, j, flags, &bps) != TYTO_OK) {
+        json_decref(root);
+        return NULL;
+      }
+      json_array_append_new(
+          links,
+          json_pack("{s:s, s:s, s:f}", "from",
+                    tyto_device_get_info(tyto_context_device(ctx, i))->id, "to",
+                    tyto_device_get_info(tyto_context_device(ctx, j))->id,
+                    "bytes_per_second", bps));
+    }
+  return root;
+}
+
+static void print_profiles(const tyto_context *ctx, json_t *profiles) {
+  json_t *devs = json_object_get(profiles, "devices");
+  json_t *links = json_object_get(profiles, "links");
+  const char *cache = json_string_value(json_object_get(profiles, "cache"));
+  printf("\nDevice profiles (cache: %s)\n", cache ? cache : "none");
+  printf("  %-12s %10s %11s %10s %9s %9s  %s\n", "device", "GEMM", "eltwise",
+         "launch", "h2d", "d2h", "source");
+  printf("  %-12s %10s %11s %10s %9s %9s\n", "", "GFLOP/s", "GB/s", "us",
+         "GB/s", "GB/s");
+  size_t i;
+  json_t *d;
+  json_array_foreach(devs, i, d) {
+    char src[64];
+    if (json_is_true(json_object_get(d, "cached")))
+      snprintf(src, sizeof src, "cache");
+    else
+      snprintf(src, sizeof src, "measured in %.2f s",
+               json_real_value(json_object_get(d, "measure_seconds")));
+    printf("  %-12s %10.1f %11.2f %10.1f %9.2f %9.2f  %s\n",
+           json_string_value(json_object_get(d, "id")),
+           1e-9 * json_real_value(json_object_get(d, "gemm_flops")),
+           1e-9 * json_real_value(json_object_get(d, "eltwise_bytes")),
+           1e6 * json_real_value(json_object_get(d, "launch_seconds")),
+           1e-9 * json_real_value(json_object_get(d, "h2d_bytes")),
+           1e-9 * json_real_value(json_object_get(d, "d2h_bytes")), src);
+  }
+  if (json_array_size(links))
+    printf("  links between devices:\n");
+  json_array_foreach(links, i, d) {
+    printf("    %s -> %s: %.2f GB/s\n",
+           json_string_value(json_object_get(d, "from")),
+           json_string_value(json_object_get(d, "to")),
+           1e-9 * json_real_value(json_object_get(d, "bytes_per_second")));
+  }
+  (void)ctx;
+}
+
 static void usage(FILE *f) {
   fprintf(
       f,
@@ -330,6 +455,11 @@ static void usage(FILE *f) {
       "  --config FILE      read this config file ('' for none)\n"
       "  --topology FILE    use an hwloc XML topology instead of the machine\n"
       "  --log-level LEVEL  error, warn, info or debug\n"
+      "  --calibrate        also profile each selected device and the links\n"
+      "                     between them, as placement sees them (from the\n"
+      "                     cache, measured once per machine)\n"
+      "  --remeasure        with --calibrate: measure again, refresh the\n"
+      "                     cache\n"
       "  --version          print the version and exit\n"
       "\n"
       "Exit status: 0 selection satisfied, 1 not satisfied, 2 usage or\n"
@@ -337,22 +467,30 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+  /* A closed pipe or the file-size limit is a write error we report, not
+   * a signal that kills the tool (SIGPIPE, SIGXFSZ). */
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGXFSZ, SIG_IGN);
   static const struct option longopts[] = {
       {"json", no_argument, NULL, 'j'},
       {"devices", required_argument, NULL, 'd'},
       {"config", required_argument, NULL, 'c'},
       {"topology", required_argument, NULL, 't'},
       {"log-level", required_argument, NULL, 'l'},
+      {"calibrate", no_argument, NULL, 'C'},
+      {"remeasure", no_argument, NULL, 'R'},
       {"version", no_argument, NULL, 'V'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   tyto_context_options opts;
   tyto_context_options_init(&opts);
-  int json = 0;
+  int json = 0, calibrate = 0, remeasure = 0;
   for (int c;
        (c = getopt_long(argc, argv, "jd:c:t:l:Vh", longopts, NULL)) != -1;) {
     switch (c) {
     case 'j': json = 1; break;
+    case 'C': calibrate = 1; break;
+    case 'R': remeasure = 1; break;
     case 'd': opts.devices = optarg; break;
     case 'c': opts.config_path = optarg; break;
     case 't': opts.topology_xml = optarg; break;
@@ -384,6 +522,10 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+  if (remeasure && !calibrate) {
+    fprintf(stderr, "tyto-info: --remeasure applies to --calibrate only\n");
+    return 2;
+  }
 
   tyto_context *ctx = NULL;
   tyto_status st = tyto_context_inspect(&opts, &ctx);
@@ -391,8 +533,16 @@ int main(int argc, char **argv) {
     fprintf(stderr, "tyto-info: %s\n", tyto_errmsg());
     return 2;
   }
+  json_t *profiles = NULL;
+  int rc = tyto_context_selection_error(ctx) ? 1 : 0;
+  if (calibrate && !(profiles = profile_all(ctx, remeasure))) {
+    fprintf(stderr, "tyto-info: --calibrate: %s\n", tyto_errmsg());
+    rc = 1;
+  }
   if (json) {
     json_t *root = json_report(ctx);
+    if (profiles)
+      json_object_set(root, "profiles", profiles);
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (text)
       printf("%s\n", text);
@@ -400,8 +550,14 @@ int main(int argc, char **argv) {
     json_decref(root);
   } else {
     print_text(ctx);
+    if (profiles)
+      print_profiles(ctx, profiles);
   }
-  int rc = tyto_context_selection_error(ctx) ? 1 : 0;
+  json_decref(profiles);
   tyto_context_free(ctx);
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "tyto-info: cannot write to stdout: %s\n", strerror(errno));
+    rc = 1;
+  }
   return rc;
 }

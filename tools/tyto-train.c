@@ -11,19 +11,23 @@
  * Exit status: 0 trained; 1 a runtime failure (a kernel failed, a
  * checkpoint could not be written); 2 bad input (an unknown option, a bad
  * value, a missing or damaged dataset, a model file with an error, a
- * checkpoint from another model or run). docs/training.md is the guide.
+ * checkpoint from another model or run); 130 or 143 stopped by SIGINT or
+ * SIGTERM during training, after writing --checkpoint when one was given.
+ * docs/training.md is the guide.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -152,6 +156,14 @@ static int load_data(run *r, int *code) {
     return -1;
   }
   int64_t total = tyto_dataset_count(r->train);
+  if (total == 0 || tyto_dataset_count(r->test) == 0) {
+    fprintf(stderr,
+            PROG ": data: %s holds no %s images (its %s-images file has a "
+                 "count of 0)\n",
+            r->o.data, total == 0 ? "training" : "test",
+            total == 0 ? "train" : "t10k");
+    return -1;
+  }
   r->n_valid = r->o.validation;
   if (r->n_valid >= total) {
     fprintf(stderr,
@@ -482,6 +494,39 @@ static int meta_int(const tyto_checkpoint *ck, const char *key, int64_t *v) {
   return 0;
 }
 
+/* The first tensor of ck holding a NaN or an infinity: 0, or -1 after a
+ * message naming it. A damaged file or a diverged run would otherwise
+ * resume and end in "training diverged". */
+static int check_finite(const tyto_checkpoint *ck, const char *path) {
+  for (size_t i = 0; i < tyto_checkpoint_count(ck); i++) {
+    const char *name = tyto_checkpoint_name(ck, i);
+    tyto_checkpoint_dtype dt;
+    const void *data;
+    size_t bytes;
+    if (tyto_checkpoint_find(ck, name, &dt, NULL, NULL, &data, &bytes) !=
+            TYTO_OK ||
+        (dt != TYTO_CHECKPOINT_F32 && dt != TYTO_CHECKPOINT_F64))
+      continue;
+    size_t n = bytes / (dt == TYTO_CHECKPOINT_F32 ? 4 : 8);
+    for (size_t k = 0; k < n; k++) {
+      double v = dt == TYTO_CHECKPOINT_F32 ? ((const float *)data)[k]
+                                           : ((const double *)data)[k];
+      if (!isfinite(v)) {
+        fprintf(stderr,
+                PROG ": --resume: %s: tensor '%s' holds %s at element %zu; "
+                     "the checkpoint is damaged or its run had diverged\n",
+                path, name,
+                isnan(v) ? "NaN"
+                : v > 0  ? "+inf"
+                         : "-inf",
+                k);
+        return -1;
+      }
+    }
+  }
+  return 0;
+}
+
 /* Restores the run from --checkpoint; nothing is written to any file. */
 static int resume(run *r) {
   const char *path = r->o.checkpoint;
@@ -551,12 +596,38 @@ static int resume(run *r) {
               same[i].what, (long long)same[i].file, (long long)same[i].here);
       goto out;
     }
-  if (epoch < 0 || bie < 0 || bie > r->batches_per_epoch || steps < 0) {
+  /* Every step is one batch, so the position must add up: this also keeps
+   * a forged counter (INT64_MAX) from wrapping round when the run goes on. */
+  int64_t bpe = r->batches_per_epoch;
+  if (epoch < 0 || epoch >= MAX_EPOCHS || bie < 0 || bie > bpe ||
+      steps != epoch * bpe + bie) {
     fprintf(stderr,
-            PROG ": --resume: %s: position epoch %lld batch %lld is "
-                 "not possible here\n",
-            path, (long long)epoch, (long long)bie);
+            PROG ": --resume: %s: position epoch %lld, batch %lld, step %lld "
+                 "is not possible here (expected epoch in [0, %lld), batch in "
+                 "[0, %lld] and step = epoch x %lld + batch)\n",
+            path, (long long)epoch, (long long)bie, (long long)steps,
+            (long long)MAX_EPOCHS, (long long)bpe, (long long)bpe);
     goto out;
+  }
+  if (check_finite(ck, path) < 0)
+    goto out;
+  const void *cp;
+  tyto_checkpoint_dtype cdt;
+  size_t cbytes;
+  if (tyto_checkpoint_find(ck, "optim.step", &cdt, NULL, NULL, &cp, &cbytes) ==
+          TYTO_OK &&
+      (cdt == TYTO_CHECKPOINT_F32 || cdt == TYTO_CHECKPOINT_F64) &&
+      cbytes == (cdt == TYTO_CHECKPOINT_F32 ? 4u : 8u)) {
+    double k =
+        cdt == TYTO_CHECKPOINT_F32 ? *(const float *)cp : *(const double *)cp;
+    if (!(k >= 0 && k <= (double)steps && k == floor(k))) {
+      fprintf(stderr,
+              PROG ": --resume: %s: the optimiser's step counter optim.step "
+                   "is %g, expected a whole number in [0, %lld] (the run's "
+                   "steps)\n",
+              path, k, (long long)steps);
+      goto out;
+    }
   }
   if (tyto_checkpoint_restore_parameters(ck, r->train_p, r->n_state,
                                          r->state) != TYTO_OK) {
@@ -662,10 +733,85 @@ static int eval_now(run *r) {
 /* ---------------------------------------------------------------------- */
 /* Training                                                                */
 
-static volatile sig_atomic_t interrupted;
-static void on_signal(int sig) {
-  (void)sig;
-  interrupted = 1;
+/* Signals. SIGINT and SIGTERM stop training after the current step, with
+ * a checkpoint written (before training starts, they stop the tool at
+ * once; a second one always does). They are blocked in every thread and
+ * taken by one thread of ours with sigwait(), so that no library can take
+ * them from us: PoCL's LLVM, for one, installs its own handlers for them
+ * when it loads, which would otherwise kill the process without the
+ * checkpoint. SIGXFSZ is blocked too, so that a checkpoint past the
+ * file-size limit fails with an error (EFBIG) instead of killing the run;
+ * SIGPIPE is ignored, so that a closed stdout is an error we report. */
+static volatile sig_atomic_t interrupted, training;
+
+static void *signal_thread(void *arg) {
+  const sigset_t *set = arg;
+  for (;;) {
+    int sig;
+    if (sigwait(set, &sig) != 0 || sig == SIGXFSZ)
+      continue;
+    if (!training || interrupted) {
+      static const char msg[] = PROG ": interrupted\n";
+      ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+      (void)w;
+      _exit(128 + sig);
+    }
+    interrupted = sig;
+  }
+  return NULL;
+}
+
+/* Called first in main, before any other thread exists, so that every
+ * thread (ours, the plugins', their libraries') inherits the mask. */
+static int take_signals(void) {
+  static sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGXFSZ);
+  signal(SIGPIPE, SIG_IGN);
+  pthread_t t;
+  if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0 ||
+      pthread_create(&t, NULL, signal_thread, &set) != 0)
+    return -1;
+  pthread_detach(t);
+  return 0;
+}
+
+/* A file the run will write (--checkpoint, --plot) is checked before the
+ * first step, so that a bad path is not found only after training: it must
+ * be a regular file or not exist yet, and a file must be creatable beside
+ * it (where the atomic writers put their temporaries). */
+static int check_writable(const char *flag, const char *path) {
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    fprintf(stderr, PROG ": --%s: %s is %s; give the path of a file\n", flag,
+            path,
+            S_ISDIR(st.st_mode)    ? "a directory"
+            : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                   : "not a regular file");
+    return -1;
+  }
+  size_t n = strlen(path);
+  char *probe = malloc(n + 16);
+  if (!probe) {
+    fprintf(stderr, PROG ": out of memory\n");
+    return -1;
+  }
+  snprintf(probe, n + 16, "%s.probe-XXXXXX", path);
+  int fd = mkstemp(probe);
+  if (fd < 0) {
+    fprintf(stderr,
+            PROG ": --%s: cannot write %s: cannot create a file beside it: "
+                 "%s\n",
+            flag, path, strerror(errno));
+    free(probe);
+    return -1;
+  }
+  close(fd);
+  unlink(probe);
+  free(probe);
+  return 0;
 }
 
 static int train_epochs(run *r, prefetch *pf);
@@ -900,6 +1046,10 @@ static void run_free(run *r) {
 }
 
 int main(int argc, char **argv) {
+  if (take_signals() != 0) {
+    fprintf(stderr, PROG ": cannot set up signal handling\n");
+    return EXIT_RUNTIME;
+  }
   run r;
   memset(&r, 0, sizeof r);
   int prc = options_parse(argc, argv, &r.o);
@@ -907,6 +1057,9 @@ int main(int argc, char **argv) {
     return prc > 0 ? 0 : EXIT_USAGE;
   int code = EXIT_USAGE;
   char err[2048];
+  if ((r.o.checkpoint && check_writable("checkpoint", r.o.checkpoint) < 0) ||
+      (r.o.plot && check_writable("plot", r.o.plot) < 0))
+    return EXIT_USAGE;
 
   if (r.o.model_file) {
     if (mf_load(r.o.model_file, &r.model, err, sizeof err) < 0) {
@@ -962,14 +1115,11 @@ int main(int argc, char **argv) {
       (long long)r.batches_per_epoch, (long long)r.o.batch,
       tyto_optim_kind_name(r.oo.kind), r.oo.lr);
 
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-
   int64_t steps0 = r.steps;
-  if (train(&r) < 0)
+  training = 1;
+  int trc = train(&r);
+  training = 0;
+  if (trc < 0)
     goto done;
   if (evaluate(&r, r.test_b, &r.test_accuracy, &r.test_loss) < 0)
     goto done;
@@ -983,5 +1133,13 @@ int main(int argc, char **argv) {
   code = 0;
 done:
   run_free(&r);
+  if (interrupted && code == EXIT_RUNTIME)
+    code = 128 + interrupted; /* as the shell shows a process it stopped */
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, PROG ": cannot write the report to stdout: %s\n",
+            strerror(errno));
+    if (code == 0)
+      code = EXIT_RUNTIME;
+  }
   return code;
 }

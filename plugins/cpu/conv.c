@@ -3,12 +3,13 @@
  * CONV2D_BACKWARD_DATA, CONV2D_BACKWARD_FILTER, MAX_POOL2D_BACKWARD,
  * MAX_POOL2D_SELECT and AVG_POOL2D_BACKWARD.
  *
- * f32 convolutions (forward, backward data, backward weights) and forward
- * poolings with every layout contiguous go through oneDNN (plain nchw/oihw
+ * f32 convolutions (forward, backward data, backward weights) and average
+ * pooling with every layout contiguous go through oneDNN (plain nchw/oihw
  * formats) when the build found it. Everything else (f64, which oneDNN's
  * CPU engine has no convolution for, strided or offset views, empty
- * tensors, the pooling derivatives, or TYTO_CPU_NO_DNNL=1 in the environment
- * at prepare) takes the portable path: convolution as im2col + one cblas
+ * tensors, max pooling, whose NaN oneDNN drops, the pooling derivatives, or
+ * TYTO_CPU_NO_DNNL=1 in the environment at prepare) takes the portable
+ * path: convolution as im2col + one cblas
  * GEMM per (image, group), its data gradient as one GEMM + col2im per
  * (image, group), its weight gradient as one accumulating GEMM per (image,
  * group) with groups in parallel, pooling and its derivatives as direct
@@ -957,8 +958,11 @@ tyto_plugin_error *cpu_conv_prepare(const tyto_plugin_host *h,
   contiguous &= cpu_contiguous(&desc->out[0].l);
 #ifdef TYTO_HAVE_DNNL
   /* oneDNN's max pooling backward needs the forward's workspace and picks
-   * its own maximum among ties: the pooling derivatives stay portable. */
-  int dnnl_op = op->code <= TYTO_PLUGIN_OP_AVG_POOL2D || is_conv_code(op->code);
+   * its own maximum among ties: the pooling derivatives stay portable. Its
+   * f32 max pooling forward drops NaN (a window holding one gave its
+   * largest number), where ops.md propagates it, as the portable path and
+   * the derivatives do: only average pooling goes through oneDNN. */
+  int dnnl_op = op->code == TYTO_PLUGIN_OP_AVG_POOL2D || is_conv_code(op->code);
   /* oneDNN 2.6's weight gradient is slow when few input channels meet a
    * large output plane: on 2 cores, N 64, 28x28, 32 filters, its
    * backward-filter took 9.6 ms (C 1), 13.8 ms (C 4), 14.3 ms (C 16)

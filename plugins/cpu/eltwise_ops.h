@@ -15,6 +15,7 @@
 #ifndef TYTO_PLUGIN_CPU_ELTWISE_OPS_H
 #define TYTO_PLUGIN_CPU_ELTWISE_OPS_H
 
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +30,14 @@ typedef void (*elt_kern)(size_t n, void *out, const void *a, const void *b,
 
 #define ELT_NOPS (TYTO_PLUGIN_OP_FMA + 1)
 
+/* The worker threads run with DAZ set (plugins/cpu/pool.c), which breaks
+ * glibc's log and atan2 half-way on subnormal arguments (log(1.4e-45f)
+ * gave -103.97, atan2 of two subnormals NaN): those two take a subnormal
+ * as the zero of its sign, as DAZ means, so the result is what ops.md
+ * allows for a flushed input (-inf, the atan2 of zeros). */
+#define ELT_DAZF(x) (fabsf(x) < FLT_MIN ? copysignf(0.0f, (x)) : (x))
+#define ELT_DAZ(x) (fabs(x) < DBL_MIN ? copysign(0.0, (x)) : (x))
+
 /* clang-format off */
 #define ELT_OPS(U, B, T)                                                       \
   U(NEG, -x, -x)                                                               \
@@ -38,7 +47,7 @@ typedef void (*elt_kern)(size_t n, void *out, const void *a, const void *b,
   U(SIGN, x != x ? x : copysignf(x == 0.0f ? 0.0f : 1.0f, x),                  \
           x != x ? x : copysign(x == 0.0 ? 0.0 : 1.0, x))                      \
   U(EXP, ELT_EXPF(x), exp(x))                                                  \
-  U(LOG, logf(x), log(x))                                                      \
+  U(LOG, logf(ELT_DAZF(x)), log(ELT_DAZ(x)))                                  \
   U(LOG1P, log1pf(x), log1p(x))                                                \
   U(EXPM1, expm1f(x), expm1(x))                                                \
   U(SQRT, sqrtf(x), sqrt(x))                                                   \
@@ -75,7 +84,7 @@ typedef void (*elt_kern)(size_t n, void *out, const void *a, const void *b,
   B(POW, powf(x, y), pow(x, y))                                                \
   B(MAX, (x > y || x != x) ? x : y, (x > y || x != x) ? x : y)                 \
   B(MIN, (x < y || x != x) ? x : y, (x < y || x != x) ? x : y)                 \
-  B(ATAN2, atan2f(x, y), atan2(x, y))                                          \
+  B(ATAN2, atan2f(ELT_DAZF(x), ELT_DAZF(y)), atan2(ELT_DAZ(x), ELT_DAZ(y)))   \
   B(EQ, x == y ? 1.0f : 0.0f, x == y ? 1.0 : 0.0)                              \
   B(NE, x != y ? 1.0f : 0.0f, x != y ? 1.0 : 0.0)                              \
   B(LT, x < y ? 1.0f : 0.0f, x < y ? 1.0 : 0.0)                                \

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/hostmem.h"
 #include "cpu.h"
 #include "pool.h"
 
@@ -59,14 +60,9 @@ static tyto_plugin_error *cpu_probe(tyto_plugin_state *st,
     return h->error_new(TYTO_PLUGIN_ERR_INTERNAL,
                         "hwloc could not load the topology");
   }
-  /* Some kernels (and sandboxes) report less NUMA memory than the machine
-   * has; the larger of hwloc's and the kernel's totals is what can be
-   * allocated. */
-  st->memory_bytes = hwloc_get_root_obj(st->topo)->total_memory;
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page > 0 &&
-      (uint64_t)pages * (uint64_t)page > st->memory_bytes)
-    st->memory_bytes = (uint64_t)pages * (uint64_t)page;
+  /* The rule libtyto's topology uses too (plugins/common/hostmem.h). */
+  st->memory_bytes =
+      tpc_host_memory(hwloc_get_root_obj(st->topo)->total_memory);
   const char *vendor = NULL;
   hwloc_obj_t pkg = hwloc_get_obj_by_type(st->topo, HWLOC_OBJ_PACKAGE, 0);
   if (pkg)

@@ -4,6 +4,7 @@
 #include "data/data_test.h"
 
 #include <math.h>
+#include <sys/stat.h>
 
 /* One type's test values, as doubles and as their big-endian bytes. */
 typedef struct {
@@ -160,7 +161,13 @@ START_TEST(test_missing) {
   check_idx_fails(test_path("nothing.gz"), TYTO_ERR_NOT_FOUND,
                   "nothing.gz: no such file");
   check_idx_fails(test_dir, TYTO_ERR_INVALID_ARGUMENT,
-                  "is a directory, expected an IDX file");
+                  "is a directory, not a regular file, expected an IDX file");
+  /* a FIFO with no writer is refused at once, not waited on */
+  const char *fifo = test_path("fifo-idx3-ubyte");
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  check_idx_fails(fifo, TYTO_ERR_INVALID_ARGUMENT,
+                  "is a FIFO, not a regular file, expected an IDX file");
+  unlink(fifo);
   check_idx_fails("", TYTO_ERR_INVALID_ARGUMENT, "no path given");
 }
 END_TEST

@@ -28,10 +28,27 @@ int main(void) {
     FILE *f = fopen(path, "rb");
     if (!f)
       continue;
-    static uint8_t buf[1 << 16];
-    size_t len = fread(buf, 1, sizeof buf, f);
+    /* The whole file, however large: inputs found with a large -max_len
+     * (tests/fuzz/fuzz.sh) must replay as they were found. */
+    size_t cap = 1 << 16, len = 0;
+    uint8_t *buf = malloc(cap);
+    for (size_t got; buf && (got = fread(buf + len, 1, cap - len, f)) > 0;) {
+      len += got;
+      if (len == cap) {
+        uint8_t *nb = realloc(buf, cap *= 2);
+        if (!nb)
+          free(buf);
+        buf = nb;
+      }
+    }
     fclose(f);
+    if (!buf) {
+      fprintf(stderr, "out of memory reading %s\n", path);
+      closedir(d);
+      return 1;
+    }
     LLVMFuzzerTestOneInput(buf, len);
+    free(buf);
     n++;
   }
   closedir(d);

@@ -376,6 +376,13 @@ static void set_field(tyto_optim_options *o, const char *f, double v) {
     o->schedule = TYTO_SCHEDULE_COSINE, o->total_steps = (int64_t)v;
   else if (!strcmp(f, "min_lr"))
     o->schedule = TYTO_SCHEDULE_COSINE, o->total_steps = 10, o->min_lr = v;
+  else if (!strcmp(f, "gamma"))
+    o->gamma = v;
+  else if (!strcmp(f, "cosine_step_size"))
+    o->schedule = TYTO_SCHEDULE_COSINE, o->total_steps = 10,
+    o->step_size = (int64_t)v;
+  else if (!strcmp(f, "exp_total_steps"))
+    o->schedule = TYTO_SCHEDULE_EXPONENTIAL, o->total_steps = (int64_t)v;
   else if (!strcmp(f, "warmup_steps"))
     o->warmup_steps = (int64_t)v;
   else if (!strcmp(f, "clip_value"))
@@ -428,6 +435,23 @@ static const bad_case bad_cases[] = {
     {TYTO_OPTIM_SGD, "clip_norm", INFINITY,
      "optim: clip_norm must be >= 0 and finite (0: off), got inf"},
     {TYTO_OPTIM_SGD, "accumulate", 0, "optim: accumulate must be >= 1, got 0"},
+    /* fields the kind or schedule does not read keep their defaults */
+    {TYTO_OPTIM_SGD, "beta1", 0.5,
+     "optim: beta1 and beta2 apply to adam and adamw only, not sgd"},
+    {TYTO_OPTIM_RMSPROP, "beta2", 0.9,
+     "optim: beta1 and beta2 apply to adam and adamw only, not rmsprop"},
+    {TYTO_OPTIM_ADAM, "alpha", 0.5,
+     "optim: alpha applies to rmsprop only, not adam"},
+    {TYTO_OPTIM_SGD, "eps", 1e-6,
+     "optim: eps applies to adagrad, rmsprop, adam and adamw, not sgd"},
+    {TYTO_OPTIM_ADAM, "gamma", 0.5,
+     "optim: gamma applies to the step and exponential schedules only, not "
+     "constant"},
+    {TYTO_OPTIM_SGD, "cosine_step_size", 3,
+     "optim: step_size applies to the step schedule only, not cosine"},
+    {TYTO_OPTIM_SGD, "exp_total_steps", 9,
+     "optim: total_steps and min_lr apply to the cosine schedule only, not "
+     "exponential"},
 };
 
 /* The build fails with INVALID_ARGUMENT and `message`, leaving *out NULL

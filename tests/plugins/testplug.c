@@ -13,6 +13,10 @@
  *                    the rest, and fails to open ordinal 1 if TP_OPEN_FAILS
  *   TP_BAD_OPTIONS   declares an option table with a NULL key
  *   TP_CLAIM_THEN_FAIL claims a device, then fails its probe
+ *   TP_NULL_FN       leaves a required function, device_fns.copy_d2d, NULL
+ *   TP_INFO_NAME     the name its info gives (default: TP_NAME)
+ *   TP_SHORT_TABLE   device_fns.struct_size ends before copy_d2d (which is
+ *                    set): a required function past the table's size
  */
 #include <stdlib.h>
 #include <string.h>
@@ -207,6 +211,7 @@ static tyto_plugin_error *tp_d2h(tyto_plugin_device *d, tyto_plugin_stream *s,
     memcpy(dst, src->p + off, size);
   return e;
 }
+#ifndef TP_NULL_FN
 static tyto_plugin_error *tp_d2d(tyto_plugin_device *d, tyto_plugin_stream *s,
                                  tyto_plugin_buffer *dst, uint64_t doff,
                                  tyto_plugin_buffer *src, uint64_t soff,
@@ -219,12 +224,17 @@ static tyto_plugin_error *tp_d2d(tyto_plugin_device *d, tyto_plugin_stream *s,
     memmove(dst->p + doff, src->p + soff, size);
   return e;
 }
+#endif
 
 static const tyto_plugin_fns tp_fns = {sizeof(tyto_plugin_fns), tp_probe,
                                        tp_query, tp_open, tp_shutdown};
 
 static const tyto_plugin_device_fns tp_dfns = {
+#ifdef TP_SHORT_TABLE
+    .struct_size = offsetof(tyto_plugin_device_fns, copy_d2d),
+#else
     .struct_size = sizeof(tyto_plugin_device_fns),
+#endif
     .device_close = tp_close,
     .buffer_alloc = tp_alloc,
     .buffer_free = tp_free,
@@ -239,7 +249,9 @@ static const tyto_plugin_device_fns tp_dfns = {
     .event_query = tp_event_query,
     .copy_h2d = tp_h2d,
     .copy_d2h = tp_d2h,
+#ifndef TP_NULL_FN
     .copy_d2d = tp_d2d,
+#endif
 };
 
 #ifdef TP_BAD_OPTIONS
@@ -253,7 +265,11 @@ static const tyto_plugin_info tp_info = {
     .struct_size = sizeof(tyto_plugin_info),
     .abi_major = TP_ABI_MAJOR,
     .abi_minor = TP_ABI_MINOR,
+#ifdef TP_INFO_NAME
+    .name = STR(TP_INFO_NAME),
+#else
     .name = STR(TP_NAME),
+#endif
     .vendor = "tyto tests",
     .version = "0.0.1",
     .license = "MIT",

@@ -301,6 +301,8 @@ START_TEST(topology_matches_this_machine) {
       tyto_device_get_info(tyto_context_device(ctx, 0));
   ck_assert_uint_eq(cpu->compute_units, t->cores);
   ck_assert_uint_eq(cpu->alignment, 64);
+  /* ... and the same memory as the topology: one rule for both. */
+  ck_assert_uint_eq(cpu->memory_bytes, t->memory_bytes);
   tyto_context_free(ctx);
 }
 END_TEST
@@ -337,8 +339,24 @@ START_TEST(topology_from_xml) {
   o.topology_xml = "/nonexistent.xml";
   ck_assert_int_eq(tyto_context_new(&o, &ctx), TYTO_ERR_IO);
   ck_assert_str_eq(tyto_errmsg(), "hwloc: cannot use topology file "
-                                  "'/nonexistent.xml' (is it hwloc XML, as "
+                                  "'/nonexistent.xml': No such file or "
+                                  "directory");
+  o.topology_xml = "/etc/hostname";
+  ck_assert_int_eq(tyto_context_new(&o, &ctx), TYTO_ERR_IO);
+  ck_assert_str_eq(tyto_errmsg(), "hwloc: cannot use topology file "
+                                  "'/etc/hostname' (is it hwloc XML, as "
                                   "written by 'lstopo --of xml'?)");
+  /* a FIFO is refused, not read (hwloc would wait for a writer) */
+  make_tmpdir();
+  char fifo[96];
+  snprintf(fifo, sizeof fifo, "%s/topo.xml", tmpdir);
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  o.topology_xml = fifo;
+  ck_assert_int_eq(tyto_context_new(&o, &ctx), TYTO_ERR_IO);
+  ck_assert_msg_contains(tyto_errmsg(), "topo.xml': is a FIFO, not a regular "
+                                        "file");
+  unlink(fifo);
+  rmdir(tmpdir);
 }
 END_TEST
 
@@ -386,7 +404,66 @@ START_TEST(config_that_is_a_directory) {
   o.config_path = "/tmp";
   tyto_context *ctx;
   ck_assert_int_eq(tyto_context_new(&o, &ctx), TYTO_ERR_CONFIG);
-  ck_assert_str_eq(tyto_errmsg(), "/tmp: not a regular file");
+  ck_assert_str_eq(tyto_errmsg(), "/tmp: cannot read the config file: is a "
+                                  "directory, not a regular file");
+}
+END_TEST
+
+/* TYTO_CONFIG naming a FIFO fails at once instead of waiting for a writer. */
+START_TEST(config_that_is_a_fifo) {
+  make_tmpdir();
+  char fifo[96];
+  snprintf(fifo, sizeof fifo, "%s/tyto.conf", tmpdir);
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  clear_env();
+  setenv("TYTO_CONFIG", fifo, 1);
+  tyto_context_options o;
+  env_options(&o);
+  o.plugin_path = TEST_PLUGIN_DIRS;
+  tyto_context *ctx;
+  ck_assert_int_eq(tyto_context_new(&o, &ctx), TYTO_ERR_CONFIG);
+  char want[200];
+  snprintf(want, sizeof want,
+           "%s: cannot read the config file: is a FIFO, not a regular file",
+           fifo);
+  ck_assert_str_eq(tyto_errmsg(), want);
+  clear_env();
+  unlink(fifo);
+  rmdir(tmpdir);
+}
+END_TEST
+
+/* A plugin directory that is not there is reported whichever source named
+ * it: the config file (with its line), TYTO_PLUGIN_PATH or the options. */
+START_TEST(missing_plugin_dirs_are_reported) {
+  const char *path =
+      test_write_file("log_level = warn\nplugin_path = /no/such/cfgdir\n");
+  clear_env();
+  setenv("TYTO_PLUGIN_PATH", "/no/such/envdir:/etc/hostname", 1);
+  tyto_context_options o;
+  env_options(&o);
+  o.config_path = path;
+  o.plugin_path = TEST_PLUGIN_DIRS ":/no/such/optdir";
+  o.log_level = TYTO_LOG_WARN;
+  o.log_fn = capture;
+  logged[0] = '\0';
+  tyto_context *ctx;
+  ck_assert_int_eq(tyto_context_new(&o, &ctx), TYTO_OK);
+  char want[1024];
+  snprintf(want, sizeof want,
+           "1 tyto: tyto_context_options.plugin_path: plugin directory "
+           "/no/such/optdir cannot be searched: No such file or directory\n"
+           "1 tyto: TYTO_PLUGIN_PATH: plugin directory /no/such/envdir cannot "
+           "be searched: No such file or directory\n"
+           "1 tyto: TYTO_PLUGIN_PATH: plugin directory /etc/hostname cannot "
+           "be searched: not a directory\n"
+           "1 tyto: %s:2: plugin_path: plugin directory /no/such/cfgdir "
+           "cannot be searched: No such file or directory\n",
+           path);
+  ck_assert_str_eq(logged, want);
+  tyto_context_free(ctx);
+  clear_env();
+  unlink(path);
 }
 END_TEST
 
@@ -408,6 +485,8 @@ int main(void) {
   tcase_add_test(tc, relative_plugin_path_follows_the_config_file);
   tcase_add_test(tc, older_options_struct_is_accepted);
   tcase_add_test(tc, config_that_is_a_directory);
+  tcase_add_test(tc, config_that_is_a_fifo);
+  tcase_add_test(tc, missing_plugin_dirs_are_reported);
   suite_add_tcase(s, tc);
   return test_run(s);
 }

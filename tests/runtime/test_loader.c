@@ -5,6 +5,7 @@
 #include "common.h"
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const tyto_found_plugin *find(const tyto_context *ctx,
@@ -125,6 +126,38 @@ START_TEST(unloadable_file_reports_path_and_dlerror) {
   ck_assert_msg_contains(p->reason, "ELF");
   tyto_context_free(ctx);
   unlink(path);
+  rmdir(dir);
+}
+END_TEST
+
+/* A FIFO (or a libtool archive that is one) named like a plugin is
+ * refused without being opened: the dynamic linker would wait on it. */
+START_TEST(fifo_named_like_a_plugin_is_refused) {
+  char dir[] = "/tmp/tyto-fifo-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char so[128], la[128];
+  snprintf(so, sizeof so, "%s/tyto_plugin_pipe.so", dir);
+  snprintf(la, sizeof la, "%s/tyto_plugin_pipela.la", dir);
+  ck_assert_int_eq(mkfifo(so, 0600), 0);
+  ck_assert_int_eq(mkfifo(la, 0600), 0);
+  tyto_context_options o;
+  test_options(&o, 0);
+  char dirs[4096];
+  snprintf(dirs, sizeof dirs, "%s:%s", dir, TEST_PLUGIN_DIRS);
+  o.plugin_path = dirs;
+  tyto_context *ctx;
+  ck_assert_int_eq(tyto_context_new(&o, &ctx), TYTO_OK);
+  const char *names[] = {"pipe", "pipela"};
+  for (int i = 0; i < 2; i++) {
+    const tyto_found_plugin *p = find(ctx, names[i]);
+    ck_assert_int_eq(p->status, TYTO_FOUND_FAILED);
+    ck_assert_str_eq(p->reason,
+                     "cannot be loaded: is a FIFO, not a regular file");
+  }
+  ck_assert_ptr_nonnull(tyto_context_find_device(ctx, "cpu:0"));
+  tyto_context_free(ctx);
+  unlink(so);
+  unlink(la);
   rmdir(dir);
 }
 END_TEST
@@ -341,6 +374,65 @@ START_TEST(hostile_plugins_are_contained) {
 }
 END_TEST
 
+/* Runs tyto-conform on test plugin NAME's shared object; returns its exit
+ * status and its output (stdout and stderr) in out[size]. */
+static int conform(const char *name, char *out, size_t size) {
+  char cmd[8192], cpu[4096];
+  const char *dirs = TEST_PLUGIN_DIRS;
+  snprintf(cpu, sizeof cpu, "%.*s/.libs/tyto_plugin_cpu.so",
+           (int)strcspn(dirs, ":"), dirs);
+  snprintf(cmd, sizeof cmd,
+           "'%s/tyto-conform' '%s/.libs/tyto_plugin_%s.so' --reference '%s' "
+           "2>&1",
+           TEST_TOOLS_DIR, TEST_EXTRA_PLUGIN_DIR, name, cpu);
+  FILE *p = popen(cmd, "r");
+  ck_assert_ptr_nonnull(p);
+  size_t n = fread(out, 1, size - 1, p);
+  out[n] = '\0';
+  int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* libtyto refuses the plugin with `reason`, and tyto-conform refuses it too
+ * (exit 2) with the same message: both run core/src/runtime/abicheck.c. */
+static void refused_alike(const char *name, tyto_found_status status,
+                          const char *reason) {
+  tyto_context *ctx = inspect(NULL);
+  const tyto_found_plugin *p = find(ctx, name);
+  ck_assert_int_eq(p->status, status);
+  ck_assert_str_eq(p->reason, reason);
+  tyto_context_free(ctx);
+  char out[8192];
+  ck_assert_int_eq(conform(name, out, sizeof out), 2);
+  ck_assert_msg(strstr(out, reason) != NULL,
+                "tyto-conform on %s: expected the loader's message \"%s\", "
+                "found:\n%s",
+                name, reason, out);
+}
+
+START_TEST(loader_and_kit_refuse_alike) {
+  refused_alike("nullfn", TYTO_FOUND_REFUSED,
+                "required function device_fns.copy_d2d is missing (NULL)");
+  refused_alike("shorttable", TYTO_FOUND_REFUSED,
+                "required function device_fns.copy_d2d is missing (NULL)");
+  refused_alike("misname", TYTO_FOUND_REFUSED,
+                "calls itself 'othername' but its file is named for "
+                "'misname'; rename the file tyto_plugin_othername.so");
+  refused_alike("badopts", TYTO_FOUND_REFUSED,
+                "option 1 has an invalid key (expected [a-z0-9_]+)");
+  refused_alike("badabi", TYTO_FOUND_REFUSED,
+                "built for plugin ABI 2.3, but this tyto (" PACKAGE_VERSION
+                ") speaks plugin ABI 1.3; rebuild the plugin against "
+                "tyto-plugin 1.x");
+  refused_alike("noentry", TYTO_FOUND_REFUSED,
+                "entry point tyto_plugin_noentry_LTX_init not found (a "
+                "plugin in tyto_plugin_noentry.so must export it; see "
+                "sdk/docs/plugin-abi.md)");
+  refused_alike("initfail", TYTO_FOUND_FAILED,
+                "init failed: the frobnicator is not plugged in");
+}
+END_TEST
+
 START_TEST(buffers_outliving_their_context) {
   tyto_context_options o;
   test_options(&o, 0);
@@ -373,12 +465,14 @@ int main(void) {
   tcase_add_test(tc, plugin_claiming_nothing);
   tcase_add_test(tc, the_others_still_load);
   tcase_add_test(tc, unloadable_file_reports_path_and_dlerror);
+  tcase_add_test(tc, fifo_named_like_a_plugin_is_refused);
   tcase_add_test(tc, first_on_the_path_wins);
   tcase_add_test(tc, selection_errors_name_device_and_reason);
   tcase_add_test(tc, optional_entries_are_skipped_not_fatal);
   tcase_add_test(tc, one_card_many_plugins_and_open_failures);
   tcase_add_test(tc, sdk_template_plugin_works);
   tcase_add_test(tc, hostile_plugins_are_contained);
+  tcase_add_test(tc, loader_and_kit_refuse_alike);
   tcase_add_test(tc, buffers_outliving_their_context);
   suite_add_tcase(s, tc);
   return test_run(s);

@@ -7,12 +7,13 @@
 
 /* Runs tyto-info with `args` (shell words) and the test plugin path;
  * returns its exit status and stdout (free it). */
-static int run_info(const char *env, const char *args, char **out) {
+static int run_info_in(const char *dirs, const char *env, const char *args,
+                       char **out) {
   char cmd[8192];
   snprintf(cmd, sizeof cmd,
            "env -u TYTO_CONFIG -u TYTO_DEVICES -u TYTO_LOG_LEVEL "
-           "TYTO_PLUGIN_PATH='%s:%s' %s '%s/tyto-info' %s 2>&1",
-           TEST_PLUGIN_DIRS, TEST_EXTRA_PLUGIN_DIR, env, TEST_TOOLS_DIR, args);
+           "TYTO_PLUGIN_PATH='%s' %s '%s/tyto-info' %s 2>&1",
+           dirs, env, TEST_TOOLS_DIR, args);
   FILE *p = popen(cmd, "r");
   ck_assert_ptr_nonnull(p);
   size_t cap = 1 << 16, n = 0;
@@ -26,6 +27,11 @@ static int run_info(const char *env, const char *args, char **out) {
   int status = pclose(p);
   *out = buf;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int run_info(const char *env, const char *args, char **out) {
+  return run_info_in(TEST_PLUGIN_DIRS ":" TEST_EXTRA_PLUGIN_DIR, env, args,
+                     out);
 }
 
 static json_t *object_named(json_t *array, const char *key, const char *value) {
@@ -110,11 +116,31 @@ START_TEST(text_report_and_usage_errors) {
   ck_assert_msg_contains(
       out, "PCI 0000:17:00.0 [10de:2330] NVIDIA Corporation "
            "GH100 [H100 SXM5 80GB], NUMA node 0; seen as fakegpu:0\n");
-  ck_assert_msg_contains(out, "badabi     refused  ABI 2.3");
+  /* claimfail:0, 11 characters, sets the column's width */
+  ck_assert_msg_contains(out, "\n  badabi      refused  ABI 2.3");
   ck_assert_msg_contains(
       out, "refused by fakegpu: Aqua Vanjaram [Instinct "
-           "MI300X] (0000:b2:00.0)\n             not an NVIDIA card");
+           "MI300X] (0000:b2:00.0)\n              not an NVIDIA card");
   ck_assert_msg_contains(out, "\nSelection (default): cpu:0");
+  /* a device line holds only the parts the device has: no flags, no
+   * trailing comma; one compute unit is singular */
+  ck_assert_msg_contains(out, "\n  fakegpu:0   selected #");
+  ck_assert_msg_contains(out, "  GH100 [H100 SXM5 80GB]\n              test, "
+                              "1.0 GiB, 1 compute unit, dtypes f32\n         "
+                              "     PCI 0000:17:00.0, NUMA node 0\n");
+  free(out);
+
+  /* names longer than the column widen it for every row */
+  ck_assert_int_eq(
+      run_info_in(TEST_PLUGIN_DIRS ":" TEST_WIDE_PLUGIN_DIR, "",
+                  "--topology " TEST_DATA_DIR "/dual-socket-gpus.xml", &out),
+      0);
+  ck_assert_msg_contains(out, "\n  cpu              loaded   ABI");
+  ck_assert_msg_contains(out, "\n  vendor_fakegpu   loaded   ABI");
+  ck_assert_msg_contains(out, "\n  vendor_fakegpu:0 selected #");
+  ck_assert_msg_contains(out, "  GH100 [H100 SXM5 80GB]\n                   "
+                              "test, 1.0 GiB");
+  ck_assert_msg_contains(out, "\n  cpu:0            selected #0");
   free(out);
 
   ck_assert_int_eq(run_info("", "--frobnicate", &out), 2);

@@ -7,9 +7,11 @@
  */
 #include "common.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <jansson.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -325,9 +327,22 @@ START_TEST(a_foreign_checkpoint_is_refused_and_kept) {
 }
 END_TEST
 
-/* A run killed while it writes a checkpoint (here by the file-size limit:
- * SIGXFSZ) leaves the previous checkpoint whole and loadable. */
-START_TEST(a_kill_during_a_checkpoint_write_keeps_the_last_one) {
+/* Entries of the test folder whose names start with prefix. */
+static int entries_starting(const char *prefix) {
+  DIR *d = opendir(tmp);
+  ck_assert_ptr_nonnull(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+  closedir(d);
+  return n;
+}
+
+/* A checkpoint write past the file-size limit (ulimit -f) fails with a
+ * message instead of SIGXFSZ killing the run (even with SIGXFSZ at its
+ * default action), removes its temporary, and leaves the previous
+ * checkpoint whole and loadable. */
+START_TEST(a_checkpoint_past_the_file_size_limit_keeps_the_last_one) {
   char ck[256], args[2048], cmd[4096];
   path_in_tmp(ck, sizeof ck, "big.safetensors");
   snprintf(args, sizeof args,
@@ -339,13 +354,17 @@ START_TEST(a_kill_during_a_checkpoint_write_keeps_the_last_one) {
   ck_assert_uint_gt(n0, 512 * 1024);
   /* 256 blocks of 1 KiB: far less than the checkpoint needs. */
   snprintf(cmd, sizeof cmd,
-           "ulimit -f 256; env -u TYTO_CONFIG TYTO_DEVICES=cpu "
+           "trap - XFSZ; ulimit -f 256; env -u TYTO_CONFIG TYTO_DEVICES=cpu "
            "TYTO_PLUGIN_PATH='%s' '%s/tyto-train' %s --epochs 2 --resume "
-           ">/dev/null 2>&1",
+           "2>&1",
            TEST_PLUGIN_DIRS, TEST_TOOLS_DIR, args);
-  int status = system(cmd);
-  ck_assert_msg(!(WIFEXITED(status) && WEXITSTATUS(status) == 0),
-                "the run should have failed");
+  char *out;
+  int rc = test_popen(cmd, &out);
+  ck_assert_msg(rc == 1, "exit %d, expected 1:\n%s", rc, out);
+  ck_assert_msg_contains(out, "the file-size limit was reached");
+  ck_assert_msg_contains(out, "is unchanged");
+  free(out);
+  ck_assert_int_eq(entries_starting("big.safetensors"), 1);
   char *after = slurp(ck, &n1);
   ck_assert_uint_eq(n0, n1);
   ck_assert(memcmp(before, after, n0) == 0);
@@ -355,6 +374,245 @@ START_TEST(a_kill_during_a_checkpoint_write_keeps_the_last_one) {
   tyto_checkpoint_free(c);
   free(before);
   free(after);
+}
+END_TEST
+
+/* Inputs that are FIFOs are refused at once (a FIFO with no writer would
+ * block for ever), and paths the run will write are checked before the
+ * first step. */
+START_TEST(fifos_and_unwritable_outputs_are_refused_up_front) {
+  char fifo[256], args[2048], want[512];
+  path_in_tmp(fifo, sizeof fifo, "fifo");
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  snprintf(args, sizeof args, "--model-file %s --data %s/good", fifo, tmp);
+  snprintf(want, sizeof want,
+           "%s: cannot read the model file: is a FIFO, not a regular file",
+           fifo);
+  expect_bad(args, want);
+  snprintf(args, sizeof args,
+           "--model mlp --data %s/good --checkpoint %s "
+           "--resume",
+           tmp, fifo);
+  snprintf(want, sizeof want, "--checkpoint: %s is a FIFO", fifo);
+  expect_bad(args, want);
+  /* a dataset whose image file is a FIFO */
+  char dir[256], file[300];
+  path_in_tmp(dir, sizeof dir, "fifodata");
+  ck_assert_int_eq(mkdir(dir, 0755), 0);
+  write_split(dir, "t10k", 100, 0x00000803, 0, 0);
+  write_split(dir, "train", 100, 0x00000803, 0, 0);
+  snprintf(file, sizeof file, "%s/train-images-idx3-ubyte", dir);
+  ck_assert_int_eq(unlink(file), 0);
+  ck_assert_int_eq(mkfifo(file, 0600), 0);
+  snprintf(args, sizeof args, "--model mlp --data %s", dir);
+  expect_bad(args, "is a FIFO, not a regular file, expected an IDX file");
+
+  snprintf(args, sizeof args,
+           "--model mlp --data %s/good --checkpoint %s/no/such/dir/ck", tmp,
+           tmp);
+  expect_bad(args, "/no/such/dir/ck: cannot create a file beside it: No such "
+                   "file or directory");
+  snprintf(args, sizeof args, "--model mlp --data %s/good --plot %s", tmp, tmp);
+  snprintf(want, sizeof want, "--plot: %s is a directory", tmp);
+  expect_bad(args, want);
+  ck_assert_int_eq(entries_starting("fifo.probe"), 0);
+}
+END_TEST
+
+/* Options that the chosen optimiser or schedule does not read are refused
+ * with what they apply to, instead of being ignored. */
+START_TEST(options_that_do_not_apply_are_refused) {
+  expect_bad("--optimizer adam --alpha 0.9",
+             "--alpha applies to --optimizer rmsprop only; this run uses "
+             "--optimizer adam");
+  expect_bad("--alpha 0.9", "this run uses --optimizer adam");
+  expect_bad("--optimizer sgd --beta1 0.8",
+             "--beta1 applies to --optimizer adam and adamw only; this run "
+             "uses --optimizer sgd");
+  expect_bad("--optimizer rmsprop --beta2 0.9", "--beta2 applies to");
+  expect_bad("--optimizer sgd --eps 1e-6",
+             "--eps applies to --optimizer adagrad, rmsprop, adam and adamw "
+             "only");
+  expect_bad("--optimizer adam --momentum 0.9",
+             "--momentum applies to --optimizer sgd only");
+  expect_bad("--nesterov", "--nesterov applies to --optimizer sgd only");
+  expect_bad("--gamma 0.5", "--gamma applies to --schedule step and "
+                            "exponential only; this run uses --schedule "
+                            "constant");
+  expect_bad("--schedule cosine --step-size 3",
+             "--step-size applies to --schedule step only; this run uses "
+             "--schedule cosine");
+  expect_bad("--schedule step --step-size 3 --total-steps 9",
+             "--total-steps applies to --schedule cosine only");
+  expect_bad("--schedule exponential --min-lr 0.001",
+             "--min-lr applies to --schedule cosine only");
+}
+END_TEST
+
+/* Writes a copy of checkpoint `from` as `to` with metadata key set to
+ * value (NULL: unchanged) and, when poison is set, a NaN in fc1.weight. */
+static void doctor(const char *from, const char *to, const char *key,
+                   const char *value, int poison) {
+  tyto_checkpoint *in, *out;
+  ck_assert_msg(tyto_checkpoint_load(from, &in) == TYTO_OK, "%s",
+                tyto_errmsg());
+  ck_assert_int_eq(tyto_checkpoint_new(&out), TYTO_OK);
+  for (size_t i = 0; i < tyto_checkpoint_count(in); i++) {
+    const char *name = tyto_checkpoint_name(in, i);
+    tyto_checkpoint_dtype dt;
+    int rank;
+    const int64_t *shape;
+    const void *data;
+    size_t bytes;
+    ck_assert_int_eq(
+        tyto_checkpoint_find(in, name, &dt, &rank, &shape, &data, &bytes),
+        TYTO_OK);
+    float *copy = malloc(bytes ? bytes : 1);
+    memcpy(copy, data, bytes);
+    if (poison && strcmp(name, "fc1.weight") == 0)
+      copy[5] = NAN;
+    ck_assert_int_eq(tyto_checkpoint_add(out, name, dt, rank, shape, copy),
+                     TYTO_OK);
+    free(copy);
+  }
+  for (size_t i = 0; i < tyto_checkpoint_meta_count(in); i++) {
+    const char *k = tyto_checkpoint_meta_key(in, i);
+    const char *v =
+        key && strcmp(k, key) == 0 ? value : tyto_checkpoint_get_meta(in, k);
+    ck_assert_int_eq(tyto_checkpoint_set_meta(out, k, v), TYTO_OK);
+  }
+  ck_assert_msg(tyto_checkpoint_save(out, to) == TYTO_OK, "%s", tyto_errmsg());
+  tyto_checkpoint_free(in);
+  tyto_checkpoint_free(out);
+}
+
+/* A checkpoint with impossible counters, or with NaN weights, is refused
+ * on resume with what is wrong, instead of wrapping round or ending in
+ * "training diverged". */
+START_TEST(a_checkpoint_with_bad_counters_or_nan_is_refused) {
+  char ck[256], bad[256], args[2048];
+  path_in_tmp(ck, sizeof ck, "ok.safetensors");
+  path_in_tmp(bad, sizeof bad, "bad.safetensors");
+  snprintf(args, sizeof args,
+           "--model mlp --data %s/good --batch 32 --quiet --max-steps 4 "
+           "--checkpoint %s",
+           tmp, ck);
+  train_ok(args, NULL);
+  snprintf(args, sizeof args,
+           "--model mlp --data %s/good --batch 32 --epochs 2 --checkpoint %s "
+           "--resume",
+           tmp, bad);
+  static const struct {
+    const char *key, *value, *want;
+  } cases[] = {
+      {"tyto.epoch", "9223372036854775807",
+       "position epoch 9223372036854775807, batch 4, step 4 is not possible "
+       "here (expected epoch in [0, 1000000), batch in [0, 10] and step = "
+       "epoch x 10 + batch)"},
+      {"tyto.steps", "9223372036854775807",
+       "step 9223372036854775807 is not "
+       "possible here"},
+      {"tyto.steps", "-1", "step -1 is not possible here"},
+      {"tyto.batch_in_epoch", "11", "batch 11, step 4 is not possible here"},
+      {"tyto.steps", "5", "step 5 is not possible here"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    doctor(ck, bad, cases[i].key, cases[i].value, 0);
+    expect_bad(args, cases[i].want);
+  }
+  doctor(ck, bad, NULL, NULL, 1);
+  char want[512];
+  snprintf(want, sizeof want,
+           "%s: tensor 'fc1.weight' holds NaN at element 5; the checkpoint is "
+           "damaged or its run had diverged",
+           bad);
+  expect_bad(args, want);
+}
+END_TEST
+
+/* A dataset with no images, or with NaN pixels, says so. */
+START_TEST(empty_and_nan_datasets_are_named) {
+  char dir[256], path[300], args[1024];
+  path_in_tmp(dir, sizeof dir, "empty");
+  ck_assert_int_eq(mkdir(dir, 0755), 0);
+  write_split(dir, "train", 0, 0x00000803, 0, 0);
+  write_split(dir, "t10k", 100, 0x00000803, 0, 0);
+  snprintf(args, sizeof args, "--model mlp --data %s", dir);
+  char want[512];
+  snprintf(want, sizeof want,
+           "data: %s holds no training images (its train-images file has a "
+           "count of 0)",
+           dir);
+  expect_bad(args, want);
+
+  /* f32 images (IDX type 0x0D) with a NaN in image 2 */
+  path_in_tmp(dir, sizeof dir, "nan");
+  ck_assert_int_eq(mkdir(dir, 0755), 0);
+  write_split(dir, "t10k", 10, 0x00000803, 0, 0);
+  write_split(dir, "train", 10, 0x00000803, 0, 0);
+  snprintf(path, sizeof path, "%s/train-images-idx3-ubyte", dir);
+  FILE *f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  be32(f, 0x00000D03);
+  be32(f, 10);
+  be32(f, 28);
+  be32(f, 28);
+  for (int i = 0; i < 10 * 784; i++)
+    be32(f, i == 2 * 784 + 17 ? 0x7fc00000u : 0x3f000000u);
+  fclose(f);
+  snprintf(args, sizeof args, "--model mlp --data %s", dir);
+  expect_bad(args, "image 2 holds NaN at value 17; images must hold finite "
+                   "numbers");
+}
+END_TEST
+
+/* SIGTERM and SIGINT stop training cleanly, with the checkpoint written,
+ * also with the OpenCL plugin loaded: PoCL's LLVM installs its own
+ * handlers for these signals when it starts. */
+static int have_opencl(void);
+
+static void stop_with(int sig, const char *dev) {
+  char ck[256], cmd[4096];
+  path_in_tmp(ck, sizeof ck, "stopped.safetensors");
+  unlink(ck);
+  snprintf(cmd, sizeof cmd,
+           "exec env -u TYTO_CONFIG TYTO_DEVICES=%s TYTO_PLUGIN_PATH='%s' "
+           "'%s/tyto-train' --no-progress --quiet --model mlp --data %s/good "
+           "--batch 8 --epochs 1000 --checkpoint %s --checkpoint-every 3 "
+           ">/dev/null 2>&1",
+           dev, TEST_PLUGIN_DIRS, TEST_TOOLS_DIR, tmp, ck);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+  }
+  /* Training has started once the first checkpoint is there. */
+  struct stat st;
+  for (int i = 0; i < 600 && stat(ck, &st) != 0; i++)
+    usleep(100 * 1000);
+  ck_assert_msg(stat(ck, &st) == 0, "no checkpoint after 60 s on %s", dev);
+  usleep(200 * 1000);
+  ck_assert_int_eq(kill(pid, sig), 0);
+  int ws;
+  ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+  ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 128 + sig,
+                "%s on %s: status %d, expected exit %d", strsignal(sig), dev,
+                ws, 128 + sig);
+  tyto_checkpoint *c = NULL;
+  ck_assert_msg(tyto_checkpoint_load(ck, &c) == TYTO_OK, "%s", tyto_errmsg());
+  ck_assert_int_gt(atoi(tyto_checkpoint_get_meta(c, "tyto.steps")), 3);
+  tyto_checkpoint_free(c);
+  ck_assert_int_eq(entries_starting("stopped.safetensors."), 0);
+}
+
+START_TEST(signals_stop_training_with_a_checkpoint) {
+  stop_with(SIGTERM, "cpu");
+  stop_with(SIGINT, "cpu");
+  if (!have_opencl())
+    return;
+  stop_with(SIGTERM, "opencl");
+  stop_with(SIGINT, "opencl");
 }
 END_TEST
 
@@ -503,7 +761,8 @@ START_TEST(a_cpu_checkpoint_resumes_on_opencl) {
   json_t *resumed = json_of(out);
   free(out);
   ck_assert_int_eq((int)real(resumed, "steps"), 20);
-  double x = real(straight, "test_accuracy"), y = real(resumed, "test_accuracy");
+  double x = real(straight, "test_accuracy"),
+         y = real(resumed, "test_accuracy");
   ck_assert_msg(fabs(x - y) <= 0.021, "straight %g against resumed %g", x, y);
   json_decref(straight);
   json_decref(resumed);
@@ -519,7 +778,12 @@ int main(void) {
   tcase_add_test(tc, a_resumed_run_continues_bit_for_bit);
   tcase_add_test(tc, bad_input_exits_2_with_its_message);
   tcase_add_test(tc, a_foreign_checkpoint_is_refused_and_kept);
-  tcase_add_test(tc, a_kill_during_a_checkpoint_write_keeps_the_last_one);
+  tcase_add_test(tc, a_checkpoint_past_the_file_size_limit_keeps_the_last_one);
+  tcase_add_test(tc, fifos_and_unwritable_outputs_are_refused_up_front);
+  tcase_add_test(tc, options_that_do_not_apply_are_refused);
+  tcase_add_test(tc, a_checkpoint_with_bad_counters_or_nan_is_refused);
+  tcase_add_test(tc, empty_and_nan_datasets_are_named);
+  tcase_add_test(tc, signals_stop_training_with_a_checkpoint);
   tcase_add_test(tc, mlp_learns_fashion_mnist);
   tcase_add_test(tc, the_small_net_trains_on_opencl_as_on_the_cpu);
   tcase_add_test(tc, the_mlp_learns_fashion_mnist_on_opencl_as_on_the_cpu);

@@ -29,7 +29,6 @@ enum family {
   F_LINALG    /* catalogue_linalg.c */
 };
 
-
 #define O(x) TYTO_PLUGIN_OP_##x
 static const cf_op_entry ops[] = {
     {O(COPY), "copy", F_COPY, T_BASE, CF_UNIFORM, -2, 2, 0, 0},
@@ -108,8 +107,7 @@ static const cf_op_entry ops[] = {
     {O(FUSED), "fused", F_FUSED, T_TRANS, CF_UNIFORM, -2, 2, 0, 0},
     {O(PAD), "pad", F_LAYOUT, T_BASE, CF_UNIFORM, -2, 2, 0, 0},
     {O(GATHER), "gather", F_LAYOUT, T_BASE, CF_UNIFORM, -2, 2, 0, 0},
-    {O(SCATTER_ADD), "scatter_add", F_LAYOUT, T_ACCUM, CF_UNIFORM, -2, 2, 0,
-     0},
+    {O(SCATTER_ADD), "scatter_add", F_LAYOUT, T_ACCUM, CF_UNIFORM, -2, 2, 0, 0},
     {O(ONE_HOT), "one_hot", F_LAYOUT, T_BASE, CF_WHOLE, 0, 0, 0, 0},
     {O(CONV2D_BACKWARD_DATA), "conv2d_backward_data", F_CONV_BWD, T_ACCUM,
      CF_UNIFORM, -1, 1, 0, 0},
@@ -117,8 +115,8 @@ static const cf_op_entry ops[] = {
      CF_UNIFORM, -1, 1, 0, 0},
     {O(MAX_POOL2D_BACKWARD), "max_pool2d_backward", F_POOL_BWD, T_BASE,
      CF_UNIFORM, -2, 2, 0, 0},
-    {O(MAX_POOL2D_SELECT), "max_pool2d_select", F_POOL_BWD, T_BASE,
-     CF_UNIFORM, -2, 2, 0, 0},
+    {O(MAX_POOL2D_SELECT), "max_pool2d_select", F_POOL_BWD, T_BASE, CF_UNIFORM,
+     -2, 2, 0, 0},
     {O(AVG_POOL2D_BACKWARD), "avg_pool2d_backward", F_POOL_BWD, T_ACCUM,
      CF_UNIFORM, -2, 2, 0, 0},
     /* Linear algebra: the matrices' structure and domains are set per case
@@ -207,8 +205,7 @@ cf_case *cf_add(cf_builder *b, const char *name) {
 
 /* Sets input i of c with the entry's domain. */
 void cf_in_set(cf_builder *b, cf_case *c, uint32_t i, uint32_t rank,
-                   const int64_t *shape, const int64_t *strides,
-                   int64_t offset) {
+               const int64_t *shape, const int64_t *strides, int64_t offset) {
   cf_tensor *t = &c->in[i];
   cf_tensor_set(t, b->dtype, rank, shape, strides, offset);
   t->values = b->e->values;
@@ -222,16 +219,14 @@ void cf_in_set(cf_builder *b, cf_case *c, uint32_t i, uint32_t rank,
     c->n_in = i + 1;
 }
 
-void cf_in_values(cf_case *c, uint32_t i, cf_values v, double lo,
-                  double hi) {
+void cf_in_values(cf_case *c, uint32_t i, cf_values v, double lo, double hi) {
   c->in[i].values = v;
   c->in[i].lo = lo;
   c->in[i].hi = hi;
 }
 
 void cf_out_set(cf_builder *b, cf_case *c, uint32_t i, uint32_t rank,
-                    const int64_t *shape, const int64_t *strides,
-                    int64_t offset) {
+                const int64_t *shape, const int64_t *strides, int64_t offset) {
   cf_tensor_set(&c->out[i], b->dtype, rank, shape, strides, offset);
   if (i >= c->n_out)
     c->n_out = i + 1;
@@ -401,7 +396,13 @@ static void fused_cases(cf_builder *b) {
                {"sigmoid(fma)*lrelu+where", 3, 1, prog_c}};
   for (size_t p = 0; p < sizeof progs / sizeof progs[0]; p++) {
     size_t first = b->n;
+    cf_case *c;
     eltwise_cases(b, progs[p].n_in, progs[p].n_out, progs[p].prog);
+    /* Every combination of the special values, checked against ops.md. */
+    if ((c = cf_add(b, "special values")) != NULL) {
+      cf_special_grid(b, c, progs[p].n_in, progs[p].n_out);
+      progs[p].prog(b, c);
+    }
     for (size_t k = first; k < b->n; k++) {
       char name[64];
       snprintf(name, sizeof name, "%.24s: %.37s", progs[p].tag,
@@ -512,9 +513,9 @@ static void softmax_cases(cf_builder *b) {
 /* ----------------------------------------------------------------- matmul --
  */
 
-static void matmul_case(cf_builder *b, const char *name, int64_t batch, int64_t m,
-                        int64_t k, int64_t n, int ta, int tb, int bcast_b,
-                        int strided_a) {
+static void matmul_case(cf_builder *b, const char *name, int64_t batch,
+                        int64_t m, int64_t k, int64_t n, int ta, int tb,
+                        int bcast_b, int strided_a) {
   cf_case *c = cf_add(b, name);
   if (c == NULL)
     return;
@@ -559,8 +560,7 @@ static void matmul_cases(cf_builder *b) {
 
 /* --------------------------------------------------------- conv and pool -- */
 
-int64_t cf_out_extent(int64_t in, int64_t k, int64_t s, int64_t p,
-                          int64_t d) {
+int64_t cf_out_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
   return (in + 2 * p - d * (k - 1) - 1) / s + 1;
 }
 
@@ -619,8 +619,8 @@ static void conv_cases(cf_builder *b) {
   conv_case(b, "groups 2, s(1,2) p(1,0)", 1, 4, 8, 9, 6, 3, 2, ag, 1);
   conv_case(b, "1x1 [1,16,7,7]", 1, 16, 7, 7, 8, 1, 1, a1, 0);
   conv_case(b, "1x5x5 o32 p2 +bias (K=25)", 3, 1, 12, 11, 32, 5, 5, a5, 1);
-  conv_case(b, "flipped x, permuted w, stepped y, bias", 3, 1, 12, 11, 32, 5,
-            5, a5, 1 | 2 | 4 | 8 | 16);
+  conv_case(b, "flipped x, permuted w, stepped y, bias", 3, 1, 12, 11, 32, 5, 5,
+            a5, 1 | 2 | 4 | 8 | 16);
   conv_case(b, "o40 g2 s(2,1) p(0,2) d(1,2) flipped x", 2, 4, 7, 9, 40, 2, 3,
             ag2, 1 | 2 | 4 | 8);
   conv_case(b, "depthwise [2,4,6,7] g4 3x3 p1 +bias", 2, 4, 6, 7, 4, 3, 3, adw,
@@ -735,6 +735,7 @@ int cf_catalogue_build(uint32_t dtype, const char *only, cf_case **out,
     case F_POOL_BWD: cf_pool_bwd_cases(&b); break;
     case F_LINALG: cf_linalg_cases(&b); break;
     }
+    cf_special_cases(&b);
   }
   if (b.oom) {
     free(b.cases);

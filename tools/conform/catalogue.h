@@ -28,8 +28,21 @@ typedef enum cf_values {
   CF_DIAG_DOMINANT = 2,
   /* The same, symmetric (upper triangle mirrored) with a positive
    * diagonal: symmetric positive definite. */
-  CF_SPD = 3
+  CF_SPD = 3,
+  /* Magnitude uniform in [lo, hi], sign drawn: never zero when lo > 0. */
+  CF_SIGNED = 4
 } cf_values;
+
+/* How a special-value case is checked (see specials.h). */
+typedef enum cf_expect_kind {
+  CF_EXPECT_VALUES = 0,      /* outputs as the host model of ops.md says */
+  CF_EXPECT_REFUSED = 1,     /* supports_op or prepare returns an error */
+  CF_EXPECT_RUN_ERROR = 2,   /* launch or stream_synchronize returns one */
+  CF_EXPECT_NAN_OR_ERROR = 3 /* linear algebra on a batch whose matrix 1
+                                holds a NaN: an error, or matrix 0's
+                                results as the model says and matrix 1's
+                                holding a NaN */
+} cf_expect_kind;
 
 /* What is done to both devices' outputs before they are compared. */
 typedef enum cf_post {
@@ -48,6 +61,15 @@ typedef struct cf_tensor {
   int64_t storage;
   cf_values values;
   double lo, hi;
+  /* Special values, stored over the drawn ones. A grid: storage element
+   * j takes list[(j / n_list^(grid_dims - 1 - grid_pos)) % n_list], so
+   * that the grid_dims inputs of a case meet in every combination. And
+   * single elements: storage element at[k] takes v[k]. */
+  const double *list;
+  uint32_t n_list, grid_pos, grid_dims;
+  const double *v;
+  const int64_t *at;
+  uint32_t n_at;
 } cf_tensor;
 
 /* One descriptor to run on both devices. */
@@ -68,6 +90,11 @@ typedef struct cf_case {
   tyto_plugin_layout lin[CF_MAX_IN], lout[CF_MAX_OUT]; /* for the desc */
   cf_post post;
   double rtol, atol;
+  /* Special-value cases (specials.h): checked against the host model of
+   * sdk/docs/ops.md instead of the reference plugin. */
+  int special;
+  cf_expect_kind expect;
+  int exact; /* values are moved, not computed: no flush to zero */
 } cf_case;
 
 /* Builds the cases of every catalogued op for `dtype` (F32 or F64),

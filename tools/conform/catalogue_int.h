@@ -51,8 +51,7 @@ void cf_in_values(cf_case *c, uint32_t i, cf_values v, double lo, double hi);
 int64_t cf_flip_hw(const int64_t s[4], int64_t st[4]);
 
 /* Row-major strides of `shape` with every element `step` apart. */
-void cf_stepped(uint32_t rank, const int64_t *shape, int64_t step,
-                int64_t *st);
+void cf_stepped(uint32_t rank, const int64_t *shape, int64_t step, int64_t *st);
 
 /* Output extent of a convolution or pooling axis (floor mode). */
 int64_t cf_out_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d);
@@ -63,5 +62,14 @@ void cf_layout_cases(cf_builder *b);
 void cf_conv_bwd_cases(cf_builder *b);
 void cf_pool_bwd_cases(cf_builder *b);
 void cf_linalg_cases(cf_builder *b);
+
+/* specials.c: the special-value cases of b->e's op (FUSED's come from
+ * catalogue.c, which has the programs). */
+void cf_special_cases(cf_builder *b);
+
+/* Makes c a special-value case over every combination of the special
+ * values of n_in inputs (cf_special_list), each of a contiguous [n]^n_in
+ * shape, with n_out outputs of that shape. */
+void cf_special_grid(cf_builder *b, cf_case *c, uint32_t n_in, uint32_t n_out);
 
 #endif

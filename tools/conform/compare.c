@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "device.h"
+#include "model.h"
 
 /* splitmix64 (Steele, Lea, Flood 2014): a small generator whose stream
  * depends only on the seed, so every run draws the same inputs. */
@@ -24,7 +25,7 @@ static double uniform(uint64_t *s) {
 
 static void store(uint32_t dtype, void *p, int64_t i, double v) {
   if (dtype == TYTO_PLUGIN_DTYPE_F32)
-    ((float *)p)[i] = (float)v;
+    ((float *)p)[i] = (float)cf_round(dtype, v);
   else
     ((double *)p)[i] = v;
 }
@@ -114,12 +115,24 @@ void cf_values_fill(const cf_tensor *t, uint32_t dtype, void *p,
     double u = uniform(&s), v;
     if (t->values == CF_WHOLE)
       v = floor(t->lo + u * (t->hi - t->lo + 1));
+    else if (t->values == CF_SIGNED)
+      v = (next(&s) & 1 ? -1 : 1) * (t->lo + u * (t->hi - t->lo));
     else
       v = t->lo + u * (t->hi - t->lo);
     store(dtype, p, j, v);
   }
   if (t->values == CF_DIAG_DOMINANT || t->values == CF_SPD)
     make_matrices(t, dtype, p, seed);
+  if (t->list && t->n_list) {
+    int64_t div = 1;
+    for (uint32_t k = t->grid_pos + 1; k < t->grid_dims; k++)
+      div *= t->n_list;
+    for (int64_t j = 0; j < t->storage; j++)
+      store(dtype, p, j, t->list[(j / div) % t->n_list]);
+  }
+  for (uint32_t k = 0; k < t->n_at; k++)
+    if (t->at[k] < t->storage)
+      store(dtype, p, t->at[k], t->v[k]);
 }
 
 int cf_values_make(const cf_case *c, uint64_t seed, void **in, void **out) {

@@ -21,12 +21,12 @@ int cf_device_open(cf_device *d, cf_plugin *p, uint32_t i, char *err,
   char msg[1024];
   memset(d, 0, sizeof *d);
   d->p = p;
-  d->fns = p->info->device_fns;
+  d->fns = &p->dfns;
   snprintf(d->id, sizeof d->id, "%s:%u", p->info->name, p->ordinals[i]);
   d->info.struct_size = sizeof d->info;
-  e = p->info->fns->device_query(p->state, p->ordinals[i], &d->info);
+  e = p->fns.device_query(p->state, p->ordinals[i], &d->info);
   if (e == NULL)
-    e = p->info->fns->device_open(p->state, p->ordinals[i], &d->dev);
+    e = p->fns.device_open(p->state, p->ordinals[i], &d->dev);
   if (e != NULL) {
     cf_error_take(e, msg, sizeof msg);
     snprintf(err, size, "%.160s: cannot open: %.900s", d->id, msg);
@@ -77,6 +77,43 @@ static cf_status fail(cf_run *r, const char *what, tyto_plugin_error *e) {
   }
   snprintf(r->msg, sizeof r->msg, "%.40s: %.900s", what, msg);
   return r->status = CF_FAILED;
+}
+
+cf_status cf_prepare_agreed(cf_device *d, const tyto_plugin_op_desc *desc,
+                            tyto_plugin_kernel **k, tyto_plugin_kernel_info *ki,
+                            cf_run *r) {
+  tyto_plugin_error *se = NULL, *pe;
+  char smsg[1024];
+  *k = NULL;
+  if (d->fns->supports_op)
+    se = d->fns->supports_op(d->dev, desc);
+  if (se != NULL && se->code != TYTO_PLUGIN_ERR_UNSUPPORTED)
+    return fail(r, "supports_op", se);
+  pe = d->fns->prepare(d->dev, desc, k, ki);
+  if (pe != NULL && pe->code != TYTO_PLUGIN_ERR_UNSUPPORTED) {
+    cf_error_free(se);
+    return fail(r, "prepare", pe);
+  }
+  /* supports_op must say yes exactly when prepare succeeds: the host
+   * places nodes by it and prepares only what it accepted. */
+  if (d->fns->supports_op && (se == NULL) != (pe == NULL)) {
+    cf_error_take(se ? se : pe, smsg, sizeof smsg);
+    snprintf(r->msg, sizeof r->msg,
+             se ? "supports_op refused it (%.400s) but prepare accepted it: "
+                  "supports_op must accept exactly what prepare accepts"
+                : "supports_op accepted it but prepare refused it with "
+                  "UNSUPPORTED (%.400s): supports_op must accept exactly "
+                  "what prepare accepts",
+             smsg);
+    if (*k && d->fns->kernel_release)
+      d->fns->kernel_release(d->dev, *k);
+    *k = NULL;
+    return r->status = CF_FAILED;
+  }
+  cf_error_free(se);
+  if (pe != NULL)
+    return fail(r, "prepare", pe);
+  return r->status = CF_RAN;
 }
 
 static void to_double(uint32_t dtype, const unsigned char *src, int64_t n,
@@ -139,16 +176,14 @@ cf_status cf_run_case(cf_device *d, cf_case *c, const void *const *in_bytes,
   memset(r, 0, sizeof *r);
   memset(&ws, 0, sizeof ws);
   cf_case_desc(c, &desc);
-  if (d->fns->supports_op && (e = d->fns->supports_op(d->dev, &desc)) != NULL)
-    return fail(r, "supports_op", e);
   if (d->fns->prepare == NULL) {
     snprintf(r->msg, sizeof r->msg, "memory-only device (no prepare)");
     return r->status = CF_UNSUPPORTED;
   }
   memset(&ki, 0, sizeof ki);
   ki.struct_size = sizeof ki;
-  if ((e = d->fns->prepare(d->dev, &desc, &k, &ki)) != NULL)
-    return fail(r, "prepare", e);
+  if (cf_prepare_agreed(d, &desc, &k, &ki, r) != CF_RAN)
+    return r->status;
 
   for (; n_in < c->n_in && e == NULL; n_in++) {
     e = cf_gbuf_alloc(d, &in[n_in], (uint64_t)c->in[n_in].storage * es,
@@ -209,7 +244,7 @@ done:
     cf_gbuf_free(d, &out[i]);
   if (have_ws)
     cf_gbuf_free(d, &ws);
-  if (k)
+  if (k && d->fns->kernel_release)
     d->fns->kernel_release(d->dev, k);
   return r->status;
 }

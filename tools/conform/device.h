@@ -50,6 +50,14 @@ cf_status cf_run_case(cf_device *d, cf_case *c, const void *const *in_bytes,
                       const void *const *out_init, cf_run *r);
 void cf_run_clear(cf_run *r);
 
+/* Asks supports_op (when the device has it) and prepare about desc, which
+ * must agree: CF_RAN with *k prepared (release it), CF_UNSUPPORTED when
+ * both refuse it with UNSUPPORTED, CF_FAILED (r->msg says why) on any
+ * other error or when they disagree. d must have prepare. */
+cf_status cf_prepare_agreed(cf_device *d, const tyto_plugin_op_desc *desc,
+                            tyto_plugin_kernel **k, tyto_plugin_kernel_info *ki,
+                            cf_run *r);
+
 /* Size in bytes of one element of dtype (F32, F64 only; 0 otherwise). */
 size_t cf_dtype_size(uint32_t dtype);
 

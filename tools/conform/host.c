@@ -2,6 +2,8 @@
  * Host table, loader and hardware offer of tyto-conform (see host.h).
  */
 #define _DEFAULT_SOURCE
+#include "config.h"
+
 #include "host.h"
 
 #include <dirent.h>
@@ -11,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "runtime/abicheck.h"
 
 static int log_max(void) {
   const char *env = getenv("TYTO_CONFORM_LOG");
@@ -192,7 +196,20 @@ static void offer_build(offer_set *o) {
 static void on_claim(void *ctx, int32_t hw_index, uint32_t ordinal,
                      const char *name) {
   cf_plugin *p = ctx;
-  (void)hw_index;
+  char why[256];
+  int duplicate = 0;
+  for (uint32_t i = 0; i < p->n_devices; i++)
+    duplicate |= p->ordinals[i] == ordinal;
+  /* A claim libtyto ignores, or whose hardware index it takes as none, is
+   * a fault of the plugin's probe: the same check, reported. */
+  if (abicheck_claim(hw_index, p->n_offer, ordinal, duplicate, why,
+                     sizeof why)) {
+    size_t n = strlen(p->bad_claims);
+    snprintf(p->bad_claims + n, sizeof p->bad_claims - n, "%s%s", n ? "; " : "",
+             why);
+    if (duplicate || ordinal > ABICHECK_MAX_ORDINAL)
+      return; /* libtyto ignores the claim */
+  }
   if (p->n_devices >= CF_MAX_DEVICES)
     return;
   p->ordinals[p->n_devices] = ordinal;
@@ -204,29 +221,28 @@ static void on_refuse(void *ctx, int32_t hw_index, const char *name,
                       const char *reason) {
   cf_plugin *p = ctx;
   size_t n = strlen(p->refusals);
-  (void)hw_index;
+  char why[256];
   snprintf(p->refusals + n, sizeof p->refusals - n, "%s%s: %s", n ? "; " : "",
            name ? name : "offered device", reason ? reason : "");
+  /* A refusal names offered hardware as a claim does (libtyto takes a bad
+   * index as none). */
+  if (abicheck_claim(hw_index, p->n_offer, 0, 0, why, sizeof why)) {
+    n = strlen(p->bad_claims);
+    snprintf(p->bad_claims + n, sizeof p->bad_claims - n, "%srefusal: %s",
+             n ? "; " : "", why);
+  }
 }
 
 /* --------------------------------------------------------------- loader -- */
 
-/* tyto_plugin_NAME.so -> tyto_plugin_NAME (libtool's module name). */
-static void module_name(const char *path, char *out, size_t size) {
-  const char *base = strrchr(path, '/');
-  base = base ? base + 1 : path;
-  snprintf(out, size, "%s", base);
-  char *dot = strchr(out, '.');
-  if (dot)
-    *dot = '\0';
-  for (char *c = out; *c; c++)
-    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-          (*c >= '0' && *c <= '9')))
-      *c = '_';
+static void release_slot(cf_plugin *p) {
+  for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
+    if (tables[i].p == p)
+      tables[i].p = NULL;
 }
 
 int cf_plugin_load(cf_plugin *p, const char *path, char *err, size_t size) {
-  char sym[512], mod[256], msg[1024];
+  char sym[512], msg[1024];
   loaded *slot = NULL;
   memset(p, 0, sizeof *p);
   snprintf(p->path, sizeof p->path, "%s", path);
@@ -235,6 +251,16 @@ int cf_plugin_load(cf_plugin *p, const char *path, char *err, size_t size) {
       slot = &tables[i];
   if (slot == NULL) {
     snprintf(err, size, "%s: too many plugins loaded at once", path);
+    return -1;
+  }
+  /* libtyto loads tyto_plugin_NAME.so and nothing else, and looks for the
+   * entry point named after NAME. */
+  if (!abicheck_plugin_name(path, ".so", p->name, sizeof p->name)) {
+    snprintf(err, size,
+             "%s: libtyto loads only files named " ABICHECK_PREFIX
+             "NAME.so, NAME of [a-z0-9_]+, and finds the entry point by "
+             "that NAME; rename the file",
+             path);
     return -1;
   }
   p->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -246,14 +272,11 @@ int cf_plugin_load(cf_plugin *p, const char *path, char *err, size_t size) {
              path, why ? why : "unknown error");
     return -1;
   }
-  module_name(path, mod, sizeof mod);
-  snprintf(sym, sizeof sym, "%s" TYTO_PLUGIN_ENTRY_SUFFIX, mod);
+  abicheck_entry_symbol(p->name, sym, sizeof sym);
   void *entry = dlsym(p->dl, sym);
   if (entry == NULL) {
-    snprintf(err, size,
-             "%s exports no entry point %s; a plugin in file "
-             "tyto_plugin_NAME.so must export tyto_plugin_NAME%s",
-             path, sym, TYTO_PLUGIN_ENTRY_SUFFIX);
+    abicheck_no_entry(p->name, msg, sizeof msg);
+    snprintf(err, size, "%s: %s", path, msg);
     dlclose(p->dl);
     return -1;
   }
@@ -263,35 +286,28 @@ int cf_plugin_load(cf_plugin *p, const char *path, char *err, size_t size) {
   slot->p = p;
   slot->host = host_table(p);
   tyto_plugin_error *e = init(&slot->host, &p->info, &p->state);
-  if (e != NULL || p->info == NULL) {
-    if (e)
-      cf_error_take(e, msg, sizeof msg);
-    else
-      snprintf(msg, sizeof msg, "init returned no info");
-    snprintf(err, size, "%s: %s failed: %s", path, sym, msg);
-    slot->p = NULL;
+  if (e != NULL) {
+    cf_error_take(e, msg, sizeof msg);
+    snprintf(err, size, "%s: init failed: %s", path, msg);
+    release_slot(p);
     dlclose(p->dl);
     return -1;
   }
-  if (p->info->struct_size <
-          offsetof(tyto_plugin_info, abi_minor) + sizeof p->info->abi_minor ||
-      p->info->abi_major != TYTO_PLUGIN_ABI_MAJOR) {
-    snprintf(err, size,
-             "%s: plugin ABI %u.x, this tool speaks %d.%d; rebuild the plugin "
-             "against this SDK",
-             path, p->info->abi_major, TYTO_PLUGIN_ABI_MAJOR,
-             TYTO_PLUGIN_ABI_MINOR);
-    slot->p = NULL;
+  abicheck_verdict v =
+      abicheck_info(p->info, p->name, PACKAGE_VERSION, msg, sizeof msg);
+  if (v != ABICHECK_OK) {
+    snprintf(err, size, "%s: refused as libtyto refuses it: %s", path, msg);
+    if (v == ABICHECK_REFUSED_SHUTDOWN) {
+      abicheck_copy_table(&p->fns, sizeof p->fns, p->info->fns);
+      if (p->fns.shutdown)
+        p->fns.shutdown(p->state);
+    }
+    release_slot(p);
     dlclose(p->dl);
     return -1;
   }
-  if (!TYTO_PLUGIN_HAS_FIELD(p->info, tyto_plugin_info, device_fns) ||
-      p->info->fns == NULL || p->info->device_fns == NULL) {
-    snprintf(err, size, "%s: plugin info lacks its function tables", path);
-    slot->p = NULL;
-    dlclose(p->dl);
-    return -1;
-  }
+  abicheck_copy_table(&p->fns, sizeof p->fns, p->info->fns);
+  abicheck_copy_table(&p->dfns, sizeof p->dfns, p->info->device_fns);
   p->initialised = 1;
   offer_set *o = calloc(1, sizeof *o);
   if (o == NULL) {
@@ -300,20 +316,22 @@ int cf_plugin_load(cf_plugin *p, const char *path, char *err, size_t size) {
     return -1;
   }
   offer_build(o);
+  p->n_offer = o->n;
   tyto_plugin_claims claims = {sizeof claims, p, on_claim, on_refuse};
-  e = p->info->fns->probe(p->state, o->hw, o->n, &claims);
+  e = p->fns.probe(p->state, o->hw, o->n, &claims);
   free(o);
-  if (e != NULL)
+  if (e != NULL) {
     cf_error_take(e, p->probe_error, sizeof p->probe_error);
+    /* As libtyto: a failed probe leaves the plugin with no devices. */
+    p->n_devices = 0;
+  }
   return 0;
 }
 
 void cf_plugin_unload(cf_plugin *p) {
-  if (p->initialised && p->info->fns->shutdown)
-    p->info->fns->shutdown(p->state);
-  for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
-    if (tables[i].p == p)
-      tables[i].p = NULL;
+  if (p->initialised && p->fns.shutdown)
+    p->fns.shutdown(p->state);
+  release_slot(p);
   if (p->dl)
     dlclose(p->dl);
   p->dl = NULL;

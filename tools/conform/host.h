@@ -20,15 +20,22 @@ struct tyto_plugin_error {
 /* One loaded plugin and the devices it claimed. */
 typedef struct cf_plugin {
   char path[1024];
+  char name[128]; /* NAME of its file tyto_plugin_NAME.so */
   void *dl;
   const tyto_plugin_info *info;
+  /* Its tables copied as libtyto copies them: a function past the
+   * plugin's struct_size reads as NULL. Use these, never info's. */
+  tyto_plugin_fns fns;
+  tyto_plugin_device_fns dfns;
   tyto_plugin_state *state;
   int initialised;
+  uint32_t n_offer; /* hardware offered to its probe */
   uint32_t n_devices;
   uint32_t ordinals[CF_MAX_DEVICES];
   char names[CF_MAX_DEVICES][128];
   char probe_error[1024]; /* "" when probe succeeded */
   char refusals[2048];    /* reasons for refused hardware, "; "-joined */
+  char bad_claims[1024];  /* claims libtyto would ignore, "; "-joined */
 } cf_plugin;
 
 /* An error made as the host's error_new makes them (for the kit's own
@@ -41,8 +48,10 @@ void cf_error_free(tyto_plugin_error *e);
 /* Copies e's message (or "ok") into buf and frees e. Returns e's code. */
 tyto_plugin_code cf_error_take(tyto_plugin_error *e, char *buf, size_t size);
 
-/* Loads, initialises and probes the plugin at `path`. On failure returns -1
- * with a message in err (the plugin is then unloaded). p is zeroed first;
+/* Loads, initialises and probes the plugin at `path`, refusing it exactly
+ * where libtyto's loader would, with the loader's message (both use
+ * core/src/runtime/abicheck.c). On failure returns -1 with a message in
+ * err (the plugin is then unloaded). p is zeroed first;
  * cf_plugin_unload() releases it. */
 int cf_plugin_load(cf_plugin *p, const char *path, char *err, size_t size);
 

@@ -167,6 +167,7 @@ cf_status cf_perf_time(cf_device *d, cf_bench *b, int warmup, int reps,
     st = CF_RAN;
   for (uint32_t i = 0; i < nb; i++)
     cf_gbuf_free(d, &bufs[i]);
-  d->fns->kernel_release(d->dev, k);
+  if (d->fns->kernel_release)
+    d->fns->kernel_release(d->dev, k);
   return st;
 }

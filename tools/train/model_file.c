@@ -10,11 +10,14 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------------- */
 /* The layer table                                                         */
@@ -101,6 +104,7 @@ static const layer_spec layer_specs[] = {
     {"regularize", L_REGULARIZE, "", {{"l1", T_NONNEG}, {"l2", T_NONNEG}}},
 };
 #define N_SPECS (sizeof layer_specs / sizeof layer_specs[0])
+_Static_assert(N_SPECS <= MF_MAX_TYPES, "raise MF_MAX_TYPES");
 
 static const char *const loss_names[] = {"cross_entropy", "mse", "l1", "hinge",
                                          NULL};
@@ -185,11 +189,46 @@ static int is_ident(const char *s) {
   return 1;
 }
 
+/* uthash with its out-of-memory report turned into a flag, not exit(). */
+static int names_oom;
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) (names_oom = 1)
+#include <uthash.h>
+
+struct mf_name {
+  int index;
+  UT_hash_handle hh;
+  char name[MF_NAME];
+};
+
 static int find_layer(const mf_model *m, const char *name) {
-  for (size_t i = 0; i < m->n_layers; i++)
-    if (strcmp(m->layers[i].name, name) == 0)
-      return (int)i;
-  return -1;
+  struct mf_name *e = NULL;
+  HASH_FIND_STR(m->names, name, e);
+  return e ? e->index : -1;
+}
+
+/* Records layer i's name; -1 when out of memory. */
+static int add_name(mf_model *m, int i) {
+  struct mf_name *e = calloc(1, sizeof *e);
+  if (!e)
+    return -1;
+  e->index = i;
+  snprintf(e->name, sizeof e->name, "%s", m->layers[i].name);
+  names_oom = 0;
+  HASH_ADD_STR(m->names, name, e);
+  if (names_oom) {
+    free(e);
+    return -1;
+  }
+  return 0;
+}
+
+static void free_names(mf_model *m) {
+  struct mf_name *e, *tmp;
+  HASH_ITER(hh, m->names, e, tmp) {
+    HASH_DEL(m->names, e);
+    free(e);
+  }
 }
 
 /* Decodes v->text by its spec; on error writes the message into err. */
@@ -367,8 +406,8 @@ const mf_value *mf_get(const mf_layer *l, const char *key) {
 }
 
 /* Appends the layer at `line`; its text starts at s. */
-static int parse_line(mf_model *m, const char *file, int line, char *s,
-                      char *err, size_t n) {
+static int parse_layer(mf_model *m, mf_layer *l, const char *file, int line,
+                       char *s, char *err, size_t n) {
   char *p = s;
   while (*p == ' ' || *p == '\t')
     p++;
@@ -387,16 +426,6 @@ static int parse_line(mf_model *m, const char *file, int line, char *s,
                    "unknown layer type '%s' (see docs/model-format.md for the "
                    "layers)",
                    type);
-  if (m->n_layers == m->cap) {
-    size_t cap = m->cap ? 2 * m->cap : 16;
-    mf_layer *nl = realloc(m->layers, cap * sizeof *nl);
-    if (!nl)
-      return mf_fail(err, n, file, line, 1, "out of memory");
-    m->layers = nl;
-    m->cap = cap;
-  }
-  mf_layer *l = &m->layers[m->n_layers];
-  memset(l, 0, sizeof *l);
   l->spec = ls;
   l->line = line;
   if (ls->kind == L_INPUT && m->input >= 0)
@@ -437,7 +466,12 @@ static int parse_line(mf_model *m, const char *file, int line, char *s,
                      tok);
     if (strlen(eq + 1) >= MF_VALUE)
       return mf_fail(err, n, file, line, col, "%s: value too long", tok);
+    mf_value *nv = realloc(l->values, (size_t)(l->n_values + 1) * sizeof *nv);
+    if (!nv)
+      return mf_fail(err, n, file, line, col, "out of memory");
+    l->values = nv;
     mf_value *v = &l->values[l->n_values++];
+    memset(v, 0, sizeof *v);
     v->spec = ks;
     v->col = (int)(eq + 1 - s) + 1;
     snprintf(v->text, sizeof v->text, "%s", eq + 1);
@@ -487,13 +521,11 @@ static int parse_line(mf_model *m, const char *file, int line, char *s,
   }
   /* Default names: the type and a count, as "conv2d_1". */
   if (!l->name[0] && ls->kind != L_LOSS && ls->kind != L_REGULARIZE) {
-    int k = 1;
-    for (size_t i = 0; i < m->n_layers; i++)
-      k += m->layers[i].spec == ls;
+    unsigned k = m->type_count[ls - layer_specs] + 1;
     if (ls->kind == L_INPUT)
       snprintf(l->name, sizeof l->name, "input");
     else
-      snprintf(l->name, sizeof l->name, "%.40s_%d", ls->type, k);
+      snprintf(l->name, sizeof l->name, "%.40s_%u", ls->type, k);
     if (find_layer(m, l->name) >= 0)
       return mf_fail(
           err, n, file, line, type_col,
@@ -511,8 +543,31 @@ static int parse_line(mf_model *m, const char *file, int line, char *s,
   if (l->n_from > 1 && ls->kind != L_CONCAT && ls->kind != L_ADD)
     return mf_fail(err, n, file, line, mf_get(l, "from")->col,
                    "%s: takes one input, from= names %d", type, l->n_from);
+  if (l->name[0] && add_name(m, (int)m->n_layers) < 0)
+    return mf_fail(err, n, file, line, 1, "out of memory");
+  m->type_count[ls - layer_specs]++;
   m->n_layers++;
   return 0;
+}
+
+/* One line's layer, appended to m when it is valid. */
+static int parse_line(mf_model *m, const char *file, int line, char *s,
+                      char *err, size_t n) {
+  if (m->n_layers == m->cap) {
+    size_t cap = m->cap ? 2 * m->cap : 16;
+    mf_layer *nl = realloc(m->layers, cap * sizeof *nl);
+    if (!nl)
+      return mf_fail(err, n, file, line, 1, "out of memory");
+    m->layers = nl;
+    m->cap = cap;
+  }
+  mf_layer *l = &m->layers[m->n_layers];
+  memset(l, 0, sizeof *l);
+  if (parse_layer(m, l, file, line, s, err, n) == 0)
+    return 0;
+  free(l->values);
+  l->values = NULL;
+  return -1;
 }
 
 static int canonicalise(mf_model *m) {
@@ -620,13 +675,49 @@ int mf_parse(const char *text, const char *file, mf_model **out, char *err,
   return 0;
 }
 
+/* Opens a model file for reading; a FIFO, a device or a directory is
+ * refused before anything is read, so that a FIFO with no writer cannot
+ * hang the tool. */
+static FILE *open_regular(const char *path, char *err, size_t n) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    snprintf(err, n, "%s: cannot read the model file: %s", path,
+             strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    return NULL;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(err, n,
+             "%s: cannot read the model file: is %s, not a regular "
+             "file",
+             path,
+             S_ISDIR(st.st_mode)    ? "a directory"
+             : S_ISFIFO(st.st_mode) ? "a FIFO"
+             : S_ISCHR(st.st_mode)  ? "a character device"
+             : S_ISBLK(st.st_mode)  ? "a block device"
+                                    : "a socket");
+    close(fd);
+    return NULL;
+  }
+  int flags = fcntl(fd, F_GETFL);
+  FILE *f = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0
+                ? fdopen(fd, "rb")
+                : NULL;
+  if (!f) {
+    snprintf(err, n, "%s: cannot read the model file: %s", path,
+             strerror(errno));
+    close(fd);
+  }
+  return f;
+}
+
 int mf_load(const char *path, mf_model **out, char *err, size_t n) {
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(err, n, "%s: %s", path, strerror(errno));
+  FILE *f = open_regular(path, err, n);
+  if (!f)
     return -1;
-  }
   size_t cap = 4096, used = 0;
   char *text = malloc(cap);
   while (text) {
@@ -670,6 +761,9 @@ int mf_load(const char *path, mf_model **out, char *err, size_t n) {
 void mf_free(mf_model *m) {
   if (!m)
     return;
+  free_names(m);
+  for (size_t i = 0; i < m->n_layers; i++)
+    free(m->layers[i].values);
   free(m->layers);
   free(m->file);
   free(m->canonical);

@@ -95,14 +95,23 @@ typedef struct mf_layer {
   int line;
   char name[MF_NAME];
   int n_values;
-  mf_value values[MF_MAX_KEYS];
+  mf_value *values; /* n_values of them, malloc'd: a layer costs what it
+                     * holds, not MF_MAX_KEYS values (a million one-word
+                     * lines must not need gigabytes) */
   int n_from;
   int from[MF_MAX_FROM]; /* layer indices */
 } mf_layer;
 
+/* Layer names for lookups (uthash), so that parsing stays linear in the
+ * number of layers a file holds. */
+struct mf_name;
+enum { MF_MAX_TYPES = 64 };
+
 struct mf_model {
   size_t n_layers, cap;
   mf_layer *layers;
+  struct mf_name *names;             /* name -> index into layers */
+  unsigned type_count[MF_MAX_TYPES]; /* layers of each type so far */
   char *file;
   char *canonical;
   int input; /* index of the input layer */

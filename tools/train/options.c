@@ -180,6 +180,55 @@ static const struct option long_options[] = {
     {"help", no_argument, NULL, O_HELP},
     {NULL, 0, NULL, 0}};
 
+/* An option that the chosen optimiser or schedule does not read is an
+ * error, not silently dropped. */
+static int check_applicable(const options *o) {
+  const char *opt = tyto_optim_kind_name(o->optim);
+  int adam = o->optim == TYTO_OPTIM_ADAM || o->optim == TYTO_OPTIM_ADAMW;
+  int sched = o->schedule < 0 ? TYTO_SCHEDULE_CONSTANT : o->schedule;
+  const char *sname = tyto_schedule_name((tyto_schedule_kind)sched);
+  static const char for_adam[] = "--optimizer adam and adamw";
+  static const char for_rms[] = "--optimizer rmsprop";
+  static const char for_sgd[] = "--optimizer sgd";
+  static const char not_sgd[] = "--optimizer adagrad, rmsprop, adam and adamw";
+  static const char for_gamma[] = "--schedule step and exponential";
+  static const char for_step[] = "--schedule step";
+  static const char for_cos[] = "--schedule cosine";
+  const struct {
+    int given, applies;
+    const char *flag, *to, *chosen;
+  } rules[] = {
+      {!isnan(o->momentum), o->optim == TYTO_OPTIM_SGD, "momentum", for_sgd,
+       opt},
+      {o->nesterov, o->optim == TYTO_OPTIM_SGD, "nesterov", for_sgd, opt},
+      {!isnan(o->beta1), adam, "beta1", for_adam, opt},
+      {!isnan(o->beta2), adam, "beta2", for_adam, opt},
+      {!isnan(o->alpha), o->optim == TYTO_OPTIM_RMSPROP, "alpha", for_rms, opt},
+      {!isnan(o->eps), o->optim != TYTO_OPTIM_SGD, "eps", not_sgd, opt},
+      {!isnan(o->gamma),
+       sched == TYTO_SCHEDULE_STEP || sched == TYTO_SCHEDULE_EXPONENTIAL,
+       "gamma", for_gamma, sname},
+      {o->step_size > 0, sched == TYTO_SCHEDULE_STEP, "step-size", for_step,
+       sname},
+      {o->total_steps > 0, sched == TYTO_SCHEDULE_COSINE, "total-steps",
+       for_cos, sname},
+      {!isnan(o->min_lr), sched == TYTO_SCHEDULE_COSINE, "min-lr", for_cos,
+       sname},
+  };
+  for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+    if (rules[i].given && !rules[i].applies) {
+      fprintf(stderr, PROG ": --%s applies to %s only; this run uses %s %s\n",
+              rules[i].flag, rules[i].to,
+              rules[i].to == for_gamma || rules[i].to == for_step ||
+                      rules[i].to == for_cos
+                  ? "--schedule"
+                  : "--optimizer",
+              rules[i].chosen);
+      return -1;
+    }
+  return 0;
+}
+
 int options_parse(int argc, char **argv, options *o) {
   memset(o, 0, sizeof *o);
   o->data = DEFAULT_DATA;
@@ -224,7 +273,7 @@ int options_parse(int argc, char **argv, options *o) {
       rc = parse_count(name, optarg, 1, big, &o->validation);
       break;
     case O_EPOCHS:
-      rc = parse_count(name, optarg, 1, 1000000, &o->epochs);
+      rc = parse_count(name, optarg, 1, MAX_EPOCHS, &o->epochs);
       break;
     case O_BATCH:
       rc = parse_count(name, optarg, 1, MAX_BATCH, &o->batch);
@@ -319,6 +368,8 @@ int options_parse(int argc, char **argv, options *o) {
   }
   if (!o->model && !o->model_file)
     o->model = "cnn";
+  if (check_applicable(o) < 0)
+    return -1;
   if ((o->resume || o->checkpoint_every) && !o->checkpoint) {
     fprintf(stderr, PROG ": --%s needs --checkpoint FILE\n",
             o->resume ? "resume" : "checkpoint-every");

@@ -12,7 +12,7 @@
 #define PROG "tyto-train"
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 
-enum { MAX_BATCH = 1 << 16 };
+enum { MAX_BATCH = 1 << 16, MAX_EPOCHS = 1000000 };
 
 typedef struct options {
   const char *model, *model_file, *data, *devices, *checkpoint, *plot;

@@ -87,7 +87,9 @@ typedef struct tyto_dataset tyto_dataset;
  * label + 1. On success *out owns both; free with tyto_dataset_free().
  * Errors: those of tyto_idx_load(), and TYTO_ERR_INVALID_ARGUMENT for a
  * wrong rank, a count mismatch ("60000 images but 59999 labels"), a
- * label that is not whole or out of range (its index and value). */
+ * label that is not whole or out of range (its index and value), a
+ * floating-point image value that is NaN or infinite (its image and
+ * position). */
 TYTO_API tyto_status tyto_dataset_load_idx(const char *images_path,
                                            const char *labels_path,
                                            int64_t classes, tyto_dataset **out);

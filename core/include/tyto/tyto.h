@@ -12,6 +12,7 @@
 #include <tyto/graph.h>
 #include <tyto/ops.h>
 #include <tyto/program.h>
+#include <tyto/placement.h>
 #include <tyto/ad.h>
 #include <tyto/data.h>
 #include <tyto/checkpoint.h>

@@ -25,8 +25,11 @@ static int same_type(const entry *e, const tyto_checkpoint_spec *sp) {
   return 1;
 }
 
+/* Checks every spec and indexes them by name (into *ix, freed by the
+ * caller), so that matching a checkpoint against a model stays linear in
+ * the number of tensors. */
 static tyto_status check_specs(const char *fn, size_t n,
-                               const tyto_checkpoint_spec *specs) {
+                               const tyto_checkpoint_spec *specs, nameidx *ix) {
   for (size_t i = 0; i < n; i++) {
     const tyto_checkpoint_spec *sp = &specs[i];
     if (!sp->name || !ck_dtype_ok(sp->dtype) || sp->rank < 0 ||
@@ -35,11 +38,13 @@ static tyto_status check_specs(const char *fn, size_t n,
                      "%s: spec %zu ('%s') has no name, an unknown dtype or "
                      "a bad rank",
                      fn, i, sp->name ? sp->name : "");
-    for (size_t j = 0; j < i; j++)
-      if (strcmp(specs[j].name, sp->name) == 0)
-        return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                       "%s: '%s' is expected twice (specs %zu and %zu)", fn,
-                       sp->name, j, i);
+    size_t j;
+    if (nameidx_get(ix, sp->name, &j))
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "%s: '%s' is expected twice (specs %zu and %zu)", fn,
+                     sp->name, j, i);
+    if (nameidx_put(ix, sp->name, i) < 0)
+      return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   }
   return TYTO_OK;
 }
@@ -50,9 +55,12 @@ tyto_status tyto_checkpoint_expect(const tyto_checkpoint *ck, size_t n,
   const char *fn = "tyto_checkpoint_expect";
   if (!ck || (n && !specs))
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
-  tyto_status st = check_specs(fn, n, specs);
-  if (st != TYTO_OK)
+  nameidx ix = {0};
+  tyto_status st = check_specs(fn, n, specs, &ix);
+  if (st != TYTO_OK) {
+    nameidx_free(&ix);
     return st;
+  }
   strbuf b = {0};
   int diffs = 0;
   ck_printf(&b, "checkpoint '%s' does not match this model: ", ck_source(ck));
@@ -63,10 +71,8 @@ tyto_status tyto_checkpoint_expect(const tyto_checkpoint *ck, size_t n,
     }
   for (size_t i = 0; i < ck->n && !(flags & TYTO_CHECKPOINT_ALLOW_EXTRA); i++) {
     const entry *e = &ck->e[i];
-    size_t j = 0;
-    while (j < n && strcmp(specs[j].name, e->name) != 0)
-      j++;
-    if (j == n) {
+    size_t j;
+    if (!nameidx_get(&ix, e->name, &j)) {
       ck_printf(&b, "%sunexpected '%s' ", diffs++ ? "; " : "", e->name);
       ck_type(&b, e->dtype, e->rank, e->shape);
     }
@@ -86,6 +92,7 @@ tyto_status tyto_checkpoint_expect(const tyto_checkpoint *ck, size_t n,
   else if (diffs)
     st = rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s", b.s);
   free(b.s);
+  nameidx_free(&ix);
   return st;
 }
 

@@ -11,6 +11,8 @@
 
 #include <tyto/checkpoint.h>
 
+#include "../runtime/nameidx.h"
+
 typedef struct entry {
   char *name;
   tyto_checkpoint_dtype dtype;
@@ -26,6 +28,7 @@ struct tyto_checkpoint {
   size_t n, cap;
   char **keys, **vals;
   size_t n_meta, cap_meta;
+  nameidx by_name, by_key; /* positions in e[] and in keys[] */
   char *source; /* the file it came from, for messages; NULL if built */
 };
 

@@ -93,6 +93,27 @@ static tyto_status check_labels(tyto_dataset *d, const tyto_idx *lab,
   return TYTO_OK;
 }
 
+/* Floating-point images must hold numbers: a NaN or an infinity would
+ * only show up later as a diverged training run. */
+static tyto_status check_images(const tyto_idx *img, const char *path) {
+  if (img->type != TYTO_IDX_F32 && img->type != TYTO_IDX_F64)
+    return TYTO_OK;
+  int64_t n = img->shape[0] * img->item;
+  for (int64_t i = 0; i < n; i++) {
+    double v = idx_value(img, i);
+    if (!isfinite(v))
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "dataset: %s: image %lld holds %s at value %lld; images "
+                     "must hold finite numbers",
+                     path, (long long)(i / img->item),
+                     isnan(v) ? "NaN"
+                     : v > 0  ? "+inf"
+                              : "-inf",
+                     (long long)(i % img->item));
+  }
+  return TYTO_OK;
+}
+
 tyto_status tyto_dataset_load_idx(const char *images_path,
                                   const char *labels_path, int64_t classes,
                                   tyto_dataset **out) {
@@ -124,6 +145,8 @@ tyto_status tyto_dataset_load_idx(const char *images_path,
                 labels_path, lab->rank);
     goto fail;
   }
+  if ((s = check_images(img, images_path)) != TYTO_OK)
+    goto fail;
   if (img->shape[0] != lab->shape[0]) {
     s = rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                 "dataset: %lld images but %lld labels (%s, %s)",

@@ -8,6 +8,7 @@
 
 #include "data.h"
 #include "../runtime/error.h"
+#include "../runtime/file.h"
 #include "../runtime/strlist.h"
 
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 size_t idx_type_size(int code) {
@@ -293,10 +295,10 @@ static tyto_status locate(const char *path, char **found) {
     }
     use = gz;
   }
-  if (S_ISDIR(st.st_mode)) {
+  if (!S_ISREG(st.st_mode)) {
     tyto_status s =
-        rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                "idx: %s: is a directory, expected an IDX file", use);
+        rt_fail(TYTO_ERR_INVALID_ARGUMENT, "idx: %s: %s, expected an IDX file",
+                use, rt_not_regular(st.st_mode));
     free(gz);
     return s;
   }
@@ -316,12 +318,19 @@ tyto_status tyto_idx_load(const char *path, tyto_idx **out) {
   tyto_status s = locate(path, &file);
   if (s != TYTO_OK)
     return s;
-  errno = 0;
-  gzFile gz = gzopen(file, "rb");
+  /* Checked again on the open descriptor: the file may have been replaced
+   * by a FIFO since locate() looked. */
+  const char *why;
+  int fd = rt_open_regular(file, &why);
+  if (fd < 0) {
+    s = rt_fail(TYTO_ERR_IO, "idx: %s: cannot open: %s", file, why);
+    free(file);
+    return s;
+  }
+  gzFile gz = gzdopen(fd, "rb");
   if (!gz) {
-    s = errno ? rt_fail(TYTO_ERR_IO, "idx: %s: cannot open: %s", file,
-                        strerror(errno))
-              : rt_fail(TYTO_ERR_OUT_OF_MEMORY, "idx: %s: out of memory", file);
+    close(fd);
+    s = rt_fail(TYTO_ERR_OUT_OF_MEMORY, "idx: %s: out of memory", file);
     free(file);
     return s;
   }

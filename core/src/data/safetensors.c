@@ -7,6 +7,7 @@
 #include <tyto/checkpoint.h>
 
 #include "../runtime/error.h"
+#include "../runtime/file.h"
 #include "checkpoint.h"
 
 #include <errno.h>
@@ -102,10 +103,8 @@ const char *ck_source(const tyto_checkpoint *ck) {
 }
 
 entry *ck_find(const tyto_checkpoint *ck, const char *name) {
-  for (size_t i = 0; i < ck->n; i++)
-    if (strcmp(ck->e[i].name, name) == 0)
-      return &ck->e[i];
-  return NULL;
+  size_t i;
+  return nameidx_get(&ck->by_name, name, &i) ? &ck->e[i] : NULL;
 }
 
 /* numel * elsize in *bytes; 0 on overflow. */
@@ -150,11 +149,14 @@ void tyto_checkpoint_free(tyto_checkpoint *ck) {
   free(ck->e);
   free(ck->keys);
   free(ck->vals);
+  nameidx_free(&ck->by_name);
+  nameidx_free(&ck->by_key);
   free(ck->source);
   free(ck);
 }
 
-/* Appends a zeroed entry named `name` (copied); NULL on out of memory. */
+/* Appends a zeroed entry named `name` (copied), which must be new; NULL on
+ * out of memory. */
 static entry *push_entry(tyto_checkpoint *ck, const char *name) {
   if (ck->n == ck->cap) {
     size_t cap = ck->cap ? ck->cap * 2 : 8;
@@ -168,6 +170,10 @@ static entry *push_entry(tyto_checkpoint *ck, const char *name) {
   memset(e, 0, sizeof *e);
   if (!(e->name = dup_str(name)))
     return NULL;
+  if (nameidx_put(&ck->by_name, name, ck->n) != 0) {
+    free(e->name);
+    return NULL;
+  }
   ck->n++;
   return e;
 }
@@ -244,12 +250,12 @@ tyto_status tyto_checkpoint_set_meta(tyto_checkpoint *ck, const char *key,
   char *v = dup_str(value);
   if (!v)
     return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-  for (size_t i = 0; i < ck->n_meta; i++)
-    if (strcmp(ck->keys[i], key) == 0) {
-      free(ck->vals[i]);
-      ck->vals[i] = v;
-      return TYTO_OK;
-    }
+  size_t at;
+  if (nameidx_get(&ck->by_key, key, &at)) {
+    free(ck->vals[at]);
+    ck->vals[at] = v;
+    return TYTO_OK;
+  }
   char *k = dup_str(key);
   if (ck->n_meta == ck->cap_meta && k) {
     size_t cap = ck->cap_meta ? ck->cap_meta * 2 : 8;
@@ -262,7 +268,8 @@ tyto_status tyto_checkpoint_set_meta(tyto_checkpoint *ck, const char *key,
       ck->cap_meta = cap;
     }
   }
-  if (!k || ck->n_meta == ck->cap_meta) {
+  if (!k || ck->n_meta == ck->cap_meta ||
+      nameidx_put(&ck->by_key, k, ck->n_meta) != 0) {
     free(k);
     free(v);
     return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
@@ -308,12 +315,10 @@ tyto_status tyto_checkpoint_find(const tyto_checkpoint *ck, const char *name,
 
 const char *tyto_checkpoint_get_meta(const tyto_checkpoint *ck,
                                      const char *key) {
-  if (!ck || !key)
+  size_t at;
+  if (!ck || !key || !nameidx_get(&ck->by_key, key, &at))
     return NULL;
-  for (size_t i = 0; i < ck->n_meta; i++)
-    if (strcmp(ck->keys[i], key) == 0)
-      return ck->vals[i];
-  return NULL;
+  return ck->vals[at];
 }
 
 size_t tyto_checkpoint_meta_count(const tyto_checkpoint *ck) {
@@ -456,17 +461,18 @@ tyto_status tyto_checkpoint_save(const tyto_checkpoint *ck, const char *path) {
   }
   struct stat old;
   mode_t mode = stat(path, &old) == 0 ? old.st_mode & 07777 : 0644;
-  if (fchmod(fd, mode) != 0 || write_file(fd, ck, header, hlen) != 0 ||
-      fsync(fd) != 0)
-    st = rt_fail(TYTO_ERR_IO,
-                 "%s: writing '%s' failed: %s; '%s' is "
-                 "unchanged",
-                 fn, tmp, strerror(errno), path);
-  if (close(fd) != 0 && st == TYTO_OK)
-    st = rt_fail(TYTO_ERR_IO,
-                 "%s: writing '%s' failed: %s; '%s' is "
-                 "unchanged",
-                 fn, tmp, strerror(errno), path);
+  rt_xfsz_guard guard;
+  rt_xfsz_block(&guard);
+  int err = fchmod(fd, mode) != 0 || write_file(fd, ck, header, hlen) != 0 ||
+                    fsync(fd) != 0
+                ? errno
+                : 0;
+  if (close(fd) != 0 && !err)
+    err = errno;
+  rt_xfsz_restore(&guard);
+  if (err)
+    st = rt_fail(TYTO_ERR_IO, "%s: writing '%s' failed: %s; '%s' is unchanged",
+                 fn, path, rt_write_error(err), path);
   if (st == TYTO_OK && rename(tmp, path) != 0)
     st = rt_fail(TYTO_ERR_IO, "%s: cannot replace '%s': %s", fn, path,
                  strerror(errno));
@@ -828,15 +834,16 @@ tyto_status tyto_checkpoint_load(const char *path, tyto_checkpoint **out) {
   if (!path || !out)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
   *out = NULL;
-  int fd = open(path, O_RDONLY);
+  const char *why;
+  int fd = rt_open_regular(path, &why);
   if (fd < 0)
     return rt_fail(errno == ENOENT ? TYTO_ERR_NOT_FOUND : TYTO_ERR_IO,
-                   "%s: cannot open '%s': %s", fn, path, strerror(errno));
+                   "%s: cannot read '%s': %s", fn, path, why);
   struct stat sb;
-  int err = fstat(fd, &sb) != 0 ? errno : S_ISREG(sb.st_mode) ? 0 : EINVAL;
-  if (err) {
+  if (fstat(fd, &sb) != 0) {
+    int err = errno;
     close(fd);
-    return rt_fail(TYTO_ERR_IO, "%s: '%s' is not a readable file: %s", fn, path,
+    return rt_fail(TYTO_ERR_IO, "%s: cannot read '%s': %s", fn, path,
                    strerror(err));
   }
   source s = {fn, path, NULL, fd, (uint64_t)sb.st_size};

@@ -388,14 +388,9 @@ static tyto_status lower_fused(tyto_program *p, int s) {
     exec_layout(&k->out_l[i], t);
     k->out[i] = i == 0 ? s : -1;
   }
-  /* FUSED_OUTPUT nodes read only their fused node: they follow it. */
-  const tyto_graph *g = t->graph;
-  for (size_t i = (size_t)t->index + 1; i < g->n_nodes; i++) {
-    const tyto_tensor *o = g->nodes[i];
-    if (o->op == TYTO_OP_FUSED_OUTPUT && o->inputs[0] == t &&
-        p->slot_of[i] >= 0)
-      k->out[o->iattrs[0]] = p->slot_of[i];
-  }
+  /* FUSED_OUTPUT nodes read only their fused node. */
+  for (int o = p->fused_first[s]; o >= 0; o = p->fused_next[o])
+    k->out[p->slots[o].t->iattrs[0]] = o;
   k->blob_size =
       sizeof(tyto_plugin_fused_program) + n * sizeof(tyto_plugin_fused_instr);
   if (!(k->blob = malloc(k->blob_size)))

@@ -24,8 +24,8 @@ static const tyto_plugin_device_fns *fns(const tyto_program *p) {
 static tyto_status slot_fail(const tyto_program *p, tyto_plugin_error *e,
                              const char *what, const exec_slot *sl) {
   char d[EXEC_DESC];
-  return rt_fail_plugin(e, "compile: %s for %s", what,
-                        exec_slot_desc(p, sl, d));
+  return rt_fail_plugin(e, "compile on %s: %s for %s", p->dev->info.id, what,
+                        exec_slot_name(p, sl, d));
 }
 
 /* Gives slot s a buffer of its own; constants and parameters get their
@@ -117,6 +117,13 @@ typedef struct problem {
   int *ws_value;         /* per kernel: its workspace value, or -1 */
   int *alias; /* per slot: the parameter slot it is written into, or -1 */
   int *done;  /* per step: its "has run" token value, or -1 */
+  unsigned char *is_out; /* per slot: a program output */
+  int *n_upd_value;      /* per slot: the updates whose value it is */
+  size_t *rd_at;         /* per slot: its readers rd[rd_at[s] ..[s + 1]) */
+  int *rd;               /* reading slots, ascending */
+  uint32_t *seen;        /* per slot: walk marks (== walk) */
+  uint32_t walk;
+  int *stk;
 } problem;
 
 static void problem_free(problem *q) {
@@ -139,16 +146,18 @@ static void problem_free(problem *q) {
   free(q->ws_value);
   free(q->alias);
   free(q->done);
+  free(q->is_out);
+  free(q->n_upd_value);
+  free(q->rd_at);
+  free(q->rd);
+  free(q->seen);
+  free(q->stk);
 }
 
-static int is_pinned(const tyto_program *p, size_t s) {
+static int is_pinned(const tyto_program *p, const problem *q, size_t s) {
   tyto_op op = p->slots[s].t->op;
-  if (op == TYTO_OP_INPUT || op == TYTO_OP_PARAMETER || op == TYTO_OP_CONSTANT)
-    return 1;
-  for (size_t i = 0; i < p->n_outputs; i++)
-    if (p->out_slot[i] == (int)s)
-      return 1;
-  return 0;
+  return op == TYTO_OP_INPUT || op == TYTO_OP_PARAMETER ||
+         op == TYTO_OP_CONSTANT || q->is_out[s];
 }
 
 static int add_value(problem *q, uint64_t bytes, uint32_t align, int pinned) {
@@ -173,19 +182,55 @@ static int writer_slot(const tyto_program *p, int s) {
   return t->op == TYTO_OP_FUSED_OUTPUT ? p->slot_of[t->inputs[0]->index] : s;
 }
 
+/* Whether slot s reads slot x. */
+static int reads_slot(const tyto_program *p, size_t s, int x) {
+  const tyto_tensor *t = p->slots[s].t;
+  for (size_t j = 0; j < t->n_inputs; j++)
+    if (p->slot_of[t->inputs[j]->index] == x)
+      return 1;
+  return 0;
+}
+
+/* Whether a slot that reads slot ps depends on slot ws (other than ws).
+ * Slots are in topological order, so only readers after ws can, and the
+ * walk forward from ws stops past the last of them: an update made after
+ * every read of its parameter (an optimiser's) costs one scan of the
+ * parameter's readers. */
+static int reader_after(const tyto_program *p, problem *q, int ws, int ps) {
+  int last = -1;
+  for (size_t k = q->rd_at[ps]; k < q->rd_at[ps + 1]; k++)
+    if (q->rd[k] != ws && q->rd[k] > last)
+      last = q->rd[k];
+  if (last < ws)
+    return 0;
+  size_t sp = 0;
+  q->walk++;
+  q->seen[ws] = q->walk;
+  q->stk[sp++] = ws;
+  while (sp) {
+    int s = q->stk[--sp];
+    for (size_t k = q->rd_at[s]; k < q->rd_at[s + 1]; k++) {
+      int r = q->rd[k];
+      if (r > last || q->seen[r] == q->walk)
+        continue;
+      if (reads_slot(p, (size_t)r, ps))
+        return 1;
+      q->seen[r] = q->walk;
+      q->stk[sp++] = r;
+    }
+  }
+  return 0;
+}
+
 /* Whether update i can be written by its value's own kernel straight into
  * the parameter: the kernel is elementwise (or fused) and reads the
  * parameter with the layout it writes, the value is no output and no other
  * update's, and nothing that reads the old parameter depends on the
  * kernel (it would have to run both before and after it). */
-static int update_in_place(const tyto_program *p, const problem *q, size_t i,
-                           unsigned char *mark) {
+static int update_in_place(const tyto_program *p, problem *q, size_t i) {
   int vs = p->upd_value[i], ps = p->upd_param[i];
-  if (vs == ps || is_pinned(p, (size_t)vs))
+  if (vs == ps || is_pinned(p, q, (size_t)vs) || q->n_upd_value[vs] > 1)
     return 0;
-  for (size_t j = 0; j < p->n_updates; j++)
-    if (j != i && p->upd_value[j] == vs)
-      return 0;
   int ws = writer_slot(p, vs);
   if (ws < 0 || q->n_k[ws] != 1)
     return 0;
@@ -205,22 +250,8 @@ static int update_in_place(const tyto_program *p, const problem *q, size_t i,
         return 0;
       reads = 1;
     }
-  if (!reads)
-    return 0;
-  /* Everything downstream of the kernel, in slot order (topological). */
-  memset(mark, 0, p->n_slots);
-  mark[ws] = 1;
-  for (size_t s = (size_t)ws + 1; s < p->n_slots; s++) {
-    const tyto_tensor *t = p->slots[s].t;
-    for (size_t j = 0; j < t->n_inputs && !mark[s]; j++) {
-      int x = p->slot_of[t->inputs[j]->index];
-      mark[s] = x >= 0 && mark[x];
-    }
-    for (size_t j = 0; mark[s] && j < t->n_inputs; j++)
-      if (p->slot_of[t->inputs[j]->index] == ps)
-        return 0; /* reads the old parameter after the update */
-  }
-  return 1;
+  /* Nothing downstream of the kernel may read the old parameter. */
+  return reads && !reader_after(p, q, ws, ps);
 }
 
 /* A step over kernels [k0, k0 + kn) writing slot s (-1: an update's copy,
@@ -257,41 +288,81 @@ static tyto_status oom(void) {
 
 /* Orders the overwrite of each updated parameter after every other step
  * that reads it: each such step writes a "has run" token (a zero-byte
- * value) that the overwriting step reads. */
+ * value) that the overwriting step reads. The steps reading each slot and
+ * the step overwriting each parameter are indexed first, so this is
+ * linear in the steps' inputs. */
 static int add_tokens(const tyto_program *p, problem *q) {
-  for (size_t u = 0; u < p->n_updates; u++) {
-    int ps = p->upd_param[u], vs = p->upd_value[u];
-    size_t over = SIZE_MAX;
-    for (size_t st = 0; st < q->n_steps && over == SIZE_MAX; st++) {
-      int s = q->step_slot[st];
-      if (s < 0 ? p->kernels[q->k_first[st]].update == (int)u + 1
-                : q->alias[vs] == ps && s == writer_slot(p, vs))
-        over = st;
+  size_t ns = p->n_slots, nu = p->n_updates, n_ids = 0;
+  int rc = -1;
+  /* Steps reading slot v: rs[at[v] .. end[v]), ascending, once each. */
+  size_t *at = calloc(ns + 1, sizeof *at);
+  size_t *end = malloc((ns ? ns : 1) * sizeof *end);
+  size_t *step_of = malloc((ns ? ns : 1) * sizeof *step_of);
+  size_t *copy_of = malloc((nu ? nu : 1) * sizeof *copy_of);
+  size_t *rs = NULL;
+  if (!at || !end || !step_of || !copy_of)
+    goto out;
+  for (size_t s = 0; s < ns; s++)
+    step_of[s] = SIZE_MAX;
+  for (size_t u = 0; u < nu; u++)
+    copy_of[u] = SIZE_MAX;
+  for (size_t st = 0; st < q->n_steps; st++) {
+    int s = q->step_slot[st];
+    if (s >= 0)
+      step_of[s] = st;
+    else
+      copy_of[p->kernels[q->k_first[st]].update - 1] = st;
+    for (size_t j = 0; j < q->ins[st].n; j++)
+      if (q->ins[st].v[j] < ns) {
+        at[q->ins[st].v[j] + 1]++;
+        n_ids++;
+      }
+  }
+  for (size_t s = 0; s < ns; s++)
+    at[s + 1] += at[s];
+  memcpy(end, at, ns * sizeof *end);
+  if (!(rs = malloc((n_ids ? n_ids : 1) * sizeof *rs)))
+    goto out;
+  for (size_t st = 0; st < q->n_steps; st++)
+    for (size_t j = 0; j < q->ins[st].n; j++) {
+      uint32_t v = q->ins[st].v[j];
+      if (v < ns && (end[v] == at[v] || rs[end[v] - 1] != st))
+        rs[end[v]++] = st;
     }
+  for (size_t u = 0; u < nu; u++) {
+    int ps = p->upd_param[u], vs = p->upd_value[u];
+    /* The step that overwrites ps: the value's kernel when the update is
+     * in place, else the update's copy. */
+    size_t over = q->alias[vs] == ps ? step_of[writer_slot(p, vs)] : copy_of[u];
     if (over == SIZE_MAX)
       continue; /* the value is the parameter itself: nothing to do */
-    for (size_t st = 0; st < q->n_steps; st++) {
-      int reads = 0;
-      for (size_t j = 0; j < q->ins[st].n && !reads; j++)
-        reads = q->ins[st].v[j] == (uint32_t)ps;
-      if (st == over || !reads)
+    for (size_t k = at[ps]; k < end[ps]; k++) {
+      size_t st = rs[k];
+      if (st == over)
         continue;
       if (q->done[st] < 0) {
         if ((q->done[st] = add_value(q, 0, 1, 0)) < 0 ||
             push(&q->outs[st], (uint32_t)q->done[st]) < 0)
-          return -1;
+          goto out;
       }
       if (push(&q->ins[over], (uint32_t)q->done[st]) < 0)
-        return -1;
+        goto out;
     }
     /* A copy writes its own token (a step must write something). */
     if (q->step_slot[over] < 0 && !q->outs[over].n) {
       int t = add_value(q, 0, 1, 0);
       if (t < 0 || push(&q->outs[over], (uint32_t)t) < 0)
-        return -1;
+        goto out;
     }
   }
-  return 0;
+  rc = 0;
+out:
+  free(at);
+  free(end);
+  free(step_of);
+  free(copy_of);
+  free(rs);
+  return rc;
 }
 
 /* One step per computed slot, in slot order (topological), one per update
@@ -303,9 +374,41 @@ static tyto_status build_problem(tyto_program *p, problem *q) {
   if (!ALLOC(first_k, ns) || !ALLOC(n_k, ns) || !ALLOC(step_slot, nst) ||
       !ALLOC(steps, nst) || !ALLOC(ins, nst) || !ALLOC(outs, nst) ||
       !ALLOC(k_first, nst) || !ALLOC(k_n, nst) || !ALLOC(alias, ns) ||
-      !ALLOC(done, nst))
+      !ALLOC(done, nst) || !ALLOC(is_out, ns) || !ALLOC(n_upd_value, ns) ||
+      !ALLOC(rd_at, ns + 1) || !ALLOC(seen, ns) || !ALLOC(stk, ns))
+    return oom();
+  /* Each slot's readers (a counting sort over the nodes' inputs). */
+  size_t n_rd = 0;
+  for (size_t s = 0; s < ns; s++) {
+    const tyto_tensor *t = p->slots[s].t;
+    for (size_t j = 0; j < t->n_inputs; j++) {
+      int x = p->slot_of[t->inputs[j]->index];
+      if (x >= 0) {
+        q->rd_at[x + 1]++;
+        n_rd++;
+      }
+    }
+  }
+  for (size_t s = 0; s < ns; s++)
+    q->rd_at[s + 1] += q->rd_at[s];
+  if (!ALLOC(rd, n_rd))
     return oom();
 #undef ALLOC
+  for (size_t s = 0; s < ns; s++) {
+    const tyto_tensor *t = p->slots[s].t;
+    for (size_t j = 0; j < t->n_inputs; j++) {
+      int x = p->slot_of[t->inputs[j]->index];
+      if (x >= 0)
+        q->rd[q->rd_at[x]++] = (int)s;
+    }
+  }
+  for (size_t s = ns; s > 0; s--)
+    q->rd_at[s] = q->rd_at[s - 1];
+  q->rd_at[0] = 0;
+  for (size_t i = 0; i < p->n_outputs; i++)
+    q->is_out[p->out_slot[i]] = 1;
+  for (size_t i = 0; i < p->n_updates; i++)
+    q->n_upd_value[p->upd_value[i]]++;
   for (size_t i = nk; i-- > 0;) {
     const exec_kernel *k = &p->kernels[i];
     if (k->update)
@@ -316,22 +419,18 @@ static tyto_status build_problem(tyto_program *p, problem *q) {
   for (size_t s = 0; s < ns; s++) {
     q->alias[s] = -1;
     if (add_value(q, exec_round_up(p->slots[s].bytes), EXEC_ALIGN,
-                  is_pinned(p, s)) < 0)
+                  is_pinned(p, q, s)) < 0)
       return oom();
   }
-  unsigned char *mark = malloc(ns ? ns : 1);
-  if (!mark)
-    return oom();
   p->stats.updates_in_place = 0;
   for (size_t i = 0; i < p->n_updates; i++)
-    if (update_in_place(p, q, i, mark)) {
+    if (update_in_place(p, q, i)) {
       int vs = p->upd_value[i];
       q->alias[vs] = p->upd_param[i];
       q->values[vs].pinned = 1; /* it lives in the parameter's memory */
       q->values[vs].bytes = 0;
       p->stats.updates_in_place++;
     }
-  free(mark);
   /* The others are copied once nothing reads the old value. */
   for (size_t i = 0; i < p->n_updates; i++) {
     int vs = p->upd_value[i];

@@ -29,8 +29,8 @@ static const tyto_plugin_device_fns *fns(const tyto_program *p) {
   return &p->dev->plugin->dfns;
 }
 
-const char *exec_slot_desc(const tyto_program *p, const exec_slot *sl,
-                           char *buf) {
+static const char *slot_text(const tyto_program *p, const exec_slot *sl,
+                             char *buf, const char *is) {
   const tyto_tensor *t = sl->t;
   size_t size = EXEC_DESC;
   uint64_t bytes = sl->bytes;
@@ -41,11 +41,21 @@ const char *exec_slot_desc(const tyto_program *p, const exec_slot *sl,
     d += (size_t)snprintf(dims + d, sizeof dims - d, "%s%lld", i ? "," : "",
                           (long long)t->shape[i]);
   /* One bounded call: a long name is cut, never written past buf. */
-  snprintf(buf, size, "%s%s%.64s%s (#%lld) is %s[%s] (%llu bytes)",
+  snprintf(buf, size, "%s%s%.64s%s (#%lld)%s%s[%s] (%llu bytes)",
            tyto_kind_name(t->kind), t->name ? " '" : "", t->name ? t->name : "",
-           t->name ? "'" : "", index, tyto_dtype_name(t->dtype), dims,
+           t->name ? "'" : "", index, is, tyto_dtype_name(t->dtype), dims,
            (unsigned long long)bytes);
   return buf;
+}
+
+const char *exec_slot_desc(const tyto_program *p, const exec_slot *sl,
+                           char *buf) {
+  return slot_text(p, sl, buf, " is ");
+}
+
+const char *exec_slot_name(const tyto_program *p, const exec_slot *sl,
+                           char *buf) {
+  return slot_text(p, sl, buf, ", ");
 }
 
 void tyto_program_free(tyto_program *p) {
@@ -79,6 +89,8 @@ void tyto_program_free(tyto_program *p) {
   f->buffer_free(d, p->arena);
   free(p->kernels);
   free(p->launch);
+  free(p->fused_first);
+  free(p->fused_next);
   free(p->slots);
   free(p->slot_of);
   free(p->user_slot);
@@ -155,10 +167,13 @@ static tyto_status plugin_fail(const tyto_program *p, tyto_plugin_error *e,
                                const char *what, const tyto_tensor *t) {
   int64_t i = exec_user_index(p, t);
   if (i < 0)
-    return rt_fail_plugin(e, "%s for %s (made by the graph passes)", what,
-                          tyto_op_name(t->op));
-  return rt_fail_plugin(e, "%s for %s (tensor #%lld)", what,
-                        tyto_op_name(t->op), (long long)i);
+    return rt_fail_plugin(e,
+                          "compile on %s: %s for %s (made by the graph "
+                          "passes)",
+                          p->dev->info.id, what, tyto_op_name(t->op));
+  return rt_fail_plugin(e, "compile on %s: %s for %s (tensor #%lld)",
+                        p->dev->info.id, what, tyto_op_name(t->op),
+                        (long long)i);
 }
 
 /* Fills the descriptor of k, asks supports_op and prepares it; records
@@ -188,7 +203,7 @@ tyto_status exec_prepare(tyto_program *p, exec_kernel *k,
                    p->dev->info.id);
   tyto_plugin_error *e = NULL;
   if (f->supports_op && (e = f->supports_op(d, desc)))
-    return plugin_fail(p, e, "compile: the device refuses a kernel", t);
+    return plugin_fail(p, e, "the device refuses a kernel", t);
   tyto_plugin_kernel_info info;
   memset(&info, 0, sizeof info);
   info.struct_size = sizeof info;
@@ -199,7 +214,7 @@ tyto_status exec_prepare(tyto_program *p, exec_kernel *k,
   k->blob = NULL;
   desc->blob = NULL;
   if (e)
-    return plugin_fail(p, e, "compile: preparing a kernel failed", t);
+    return plugin_fail(p, e, "preparing a kernel failed", t);
   k->workspace_bytes = info.workspace_bytes;
   for (uint32_t i = 0; i < k->n_out; i++) {
     if (k->out[i] >= 0)
@@ -209,8 +224,7 @@ tyto_status exec_prepare(tyto_program *p, exec_kernel *k,
       n *= k->out_l[i].shape[a];
     if ((e = f->buffer_alloc(d, (uint64_t)n * tyto_dtype_size(t->dtype),
                              &k->scratch[i])))
-      return plugin_fail(p, e, "compile: allocating a scratch buffer failed",
-                         t);
+      return plugin_fail(p, e, "allocating a scratch buffer failed", t);
   }
   return TYTO_OK;
 }
@@ -394,6 +408,23 @@ static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
     return rt_fail_plugin(e, "compile: creating a stream on %s failed",
                           p->dev->info.id);
   double t1 = exec_now();
+  /* The FUSED_OUTPUT slots of each FUSED slot, ascending, for lowering. */
+  size_t ns1 = p->n_slots ? p->n_slots : 1;
+  p->fused_first = malloc(ns1 * sizeof *p->fused_first);
+  p->fused_next = malloc(ns1 * sizeof *p->fused_next);
+  if (!p->fused_first || !p->fused_next)
+    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  for (size_t s = 0; s < p->n_slots; s++)
+    p->fused_first[s] = -1;
+  for (size_t s = p->n_slots; s-- > 0;) {
+    const tyto_tensor *t = p->slots[s].t;
+    p->fused_next[s] = -1;
+    if (t->op != TYTO_OP_FUSED_OUTPUT)
+      continue;
+    int fs = p->slot_of[t->inputs[0]->index];
+    p->fused_next[s] = p->fused_first[fs];
+    p->fused_first[fs] = (int)s;
+  }
   for (size_t s = 0; s < p->n_slots; s++) {
     tyto_op op = p->slots[s].t->op;
     if (op == TYTO_OP_INPUT || op == TYTO_OP_PARAMETER ||
@@ -406,6 +437,9 @@ static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
       if ((st = exec_prepare(p, &p->kernels[i], p->slots[s].t)) != TYTO_OK)
         return st;
   }
+  free(p->fused_first);
+  free(p->fused_next);
+  p->fused_first = p->fused_next = NULL;
   p->stats.prepare_seconds = exec_now() - t1;
   st = exec_plan_memory(p, o->plan);
   p->stats.naive_bytes = naive;
@@ -435,49 +469,85 @@ static const char *brief(char *buf, size_t size, const tyto_tensor *t) {
 
 static tyto_status check_updates(const tyto_graph *g, const compile_opts *o) {
   static const char fn[] = "compile: update";
-  if (o->n_updates && (!o->update_params || !o->update_values))
+  size_t nu = o->n_updates;
+  if (nu && (!o->update_params || !o->update_values))
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "%ss: n_updates is %zu but update_params or update_values "
                    "is NULL",
-                   fn, o->n_updates);
-  for (size_t i = 0; i < o->n_updates; i++) {
+                   fn, nu);
+  if (!nu)
+    return TYTO_OK;
+  /* Per node of g: the first and second updates of it (SIZE_MAX: none),
+   * so that finding an update's duplicates takes no scan of the others. */
+  size_t n = g->n_nodes ? g->n_nodes : 1;
+  size_t *first = malloc(n * sizeof *first),
+         *second = malloc(n * sizeof *second);
+  if (!first || !second) {
+    free(first);
+    free(second);
+    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  }
+  for (size_t i = 0; i < g->n_nodes; i++)
+    first[i] = second[i] = SIZE_MAX;
+  for (size_t j = 0; j < nu; j++) {
+    const tyto_tensor *pm = o->update_params[j];
+    if (!pm || pm->graph != g)
+      continue;
+    if (first[pm->index] == SIZE_MAX)
+      first[pm->index] = j;
+    else if (second[pm->index] == SIZE_MAX)
+      second[pm->index] = j;
+  }
+  tyto_status st = TYTO_OK;
+  for (size_t i = 0; i < nu && st == TYTO_OK; i++) {
     const tyto_tensor *pm = o->update_params[i], *v = o->update_values[i];
     char a[160], b[160];
-    if (!pm || !v)
-      return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s %zu: %s is NULL", fn, i,
-                     pm ? "the value" : "the parameter");
-    if (pm->graph != g || v->graph != g || v->kind == TYTO_KIND_ERROR)
-      return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s %zu: the %s is %s", fn, i,
-                     pm->graph != g ? "parameter" : "value",
-                     v->kind == TYTO_KIND_ERROR && pm->graph == g
-                         ? "an error tensor"
-                         : "a tensor of another graph");
-    if (pm->kind != TYTO_KIND_PARAMETER)
-      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                     "%s %zu: expected a parameter to update, found %s", fn, i,
-                     brief(a, sizeof a, pm));
-    if (v->dtype != pm->dtype || v->rank != pm->rank ||
-        memcmp(v->shape, pm->shape, (size_t)v->rank * sizeof *v->shape))
-      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                     "%s %zu: %s cannot take the value of %s (dtype or "
-                     "shape differ)",
-                     fn, i, brief(a, sizeof a, pm), brief(b, sizeof b, v));
-    for (size_t j = 0; j < o->n_updates; j++) {
-      if (j < i && o->update_params[j] == pm)
-        return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                       "%s %zu: %s is already updated by update %zu", fn, i,
-                       brief(a, sizeof a, pm), j);
-      /* p <- q while q <- ...: each copy would wait for the other. */
-      if (j != i && o->update_params[j] == v)
-        return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                       "%s %zu: the value is %s, which update %zu changes "
-                       "in the same run; give it as a computed value "
-                       "(read it into an output first) or update in two "
-                       "programs",
-                       fn, i, brief(a, sizeof a, v), j);
+    if (!pm || !v) {
+      st = rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s %zu: %s is NULL", fn, i,
+                   pm ? "the value" : "the parameter");
+      break;
     }
+    if (pm->graph != g || v->graph != g || v->kind == TYTO_KIND_ERROR) {
+      st = rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s %zu: the %s is %s", fn, i,
+                   pm->graph != g ? "parameter" : "value",
+                   v->kind == TYTO_KIND_ERROR && pm->graph == g
+                       ? "an error tensor"
+                       : "a tensor of another graph");
+      break;
+    }
+    if (pm->kind != TYTO_KIND_PARAMETER) {
+      st = rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s %zu: expected a parameter to update, found %s", fn, i,
+                   brief(a, sizeof a, pm));
+      break;
+    }
+    if (v->dtype != pm->dtype || v->rank != pm->rank ||
+        memcmp(v->shape, pm->shape, (size_t)v->rank * sizeof *v->shape)) {
+      st = rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s %zu: %s cannot take the value of %s (dtype or "
+                   "shape differ)",
+                   fn, i, brief(a, sizeof a, pm), brief(b, sizeof b, v));
+      break;
+    }
+    /* The lowest other update of pm before i, and of v (any other). */
+    size_t twice = first[pm->index] < i ? first[pm->index] : SIZE_MAX;
+    size_t of_v = first[v->index] != i ? first[v->index] : second[v->index];
+    if (twice != SIZE_MAX && twice <= of_v)
+      st = rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s %zu: %s is already updated by update %zu", fn, i,
+                   brief(a, sizeof a, pm), twice);
+    /* p <- q while q <- ...: each copy would wait for the other. */
+    else if (of_v != SIZE_MAX)
+      st = rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s %zu: the value is %s, which update %zu changes "
+                   "in the same run; give it as a computed value "
+                   "(read it into an output first) or update in two "
+                   "programs",
+                   fn, i, brief(a, sizeof a, v), of_v);
   }
-  return TYTO_OK;
+  free(first);
+  free(second);
+  return st;
 }
 
 tyto_status tyto_program_compile(tyto_context *ctx, tyto_graph *g,

@@ -30,6 +30,10 @@ typedef struct exec_slot {
 #define EXEC_DESC 192
 const char *exec_slot_desc(const struct tyto_program *p, const exec_slot *sl,
                            char *buf);
+/* The same as a noun phrase, "input 'x' (#0), f32[2] (8 bytes)", for
+ * "... failed for <it>". */
+const char *exec_slot_name(const struct tyto_program *p, const exec_slot *sl,
+                           char *buf);
 
 /* One launch: the plugin op, its layouts and bindings. in/out are slot
  * numbers, or -1 for the kernel's own scratch output (QR's other factor,
@@ -80,6 +84,9 @@ struct tyto_program {
   int *upd_param;   /* the slot of each updated parameter */
   int *upd_value;   /* the slot of each update's value */
   tyto_plugin_buffer *arena;
+  /* While lowering: per slot, the first slot of a FUSED_OUTPUT node that
+   * reads it, and the next one reading the same FUSED node; -1 ends. */
+  int *fused_first, *fused_next;
   tyto_program_stats stats;
   tyto_pass_stats *pass_stats;
   int ran;

@@ -5,6 +5,7 @@
 #include "node.h"
 #include "shape.h"
 #include "../runtime/error.h"
+#include "../runtime/file.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -108,13 +109,16 @@ tyto_status export_atomic(const char *path, const char *what,
     free(tmp);
     return rt_fail(TYTO_ERR_IO, "%s: %s", what, strerror(errno));
   }
+  rt_xfsz_guard guard;
+  rt_xfsz_block(&guard);
   tyto_status st = write(f, ctx);
   if (st == TYTO_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-    st = rt_fail(TYTO_ERR_IO, "%s: writing '%s' failed: %s", what, path,
-                 strerror(errno));
+    st = rt_fail(TYTO_ERR_IO, "%s: writing '%s' failed: %s; it is unchanged",
+                 what, path, rt_write_error(errno));
   if (fclose(f) != 0 && st == TYTO_OK)
-    st = rt_fail(TYTO_ERR_IO, "%s: writing '%s' failed: %s", what, path,
-                 strerror(errno));
+    st = rt_fail(TYTO_ERR_IO, "%s: writing '%s' failed: %s; it is unchanged",
+                 what, path, rt_write_error(errno));
+  rt_xfsz_restore(&guard);
   if (st == TYTO_OK && rename(tmp, path) != 0)
     st = rt_fail(TYTO_ERR_IO, "%s: cannot replace '%s': %s", what, path,
                  strerror(errno));

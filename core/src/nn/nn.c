@@ -71,6 +71,8 @@ void tyto_nn_free(tyto_nn *nn) {
   if (!nn)
     return;
   free(nn->entries);
+  nameidx_free(&nn->by_name);
+  nameidx_free(&nn->upd_by_name);
   list_free(&nn->params);
   list_free(&nn->weights);
   list_free(&nn->states);
@@ -290,10 +292,9 @@ tyto_tensor *nn_param(tyto_nn *nn, const char *kind, const char *layer,
   int len = snprintf(name, sizeof name, "%s.%s", layer, what);
   if (len < 0 || (size_t)len >= sizeof name)
     return nn_fail(nn, kind, layer, "name too long");
-  for (size_t i = 0; i < nn->n_entries; i++) {
-    tyto_tensor *t = nn->entries[i].t;
-    if (strcmp(t->name, name))
-      continue;
+  size_t at;
+  if (nameidx_get(&nn->by_name, name, &at)) {
+    tyto_tensor *t = nn->entries[at].t;
     int same = t->rank == rank;
     for (int k = 0; same && k < rank; k++)
       same = t->shape[k] == shape[k];
@@ -337,20 +338,30 @@ tyto_tensor *nn_param(tyto_nn *nn, const char *kind, const char *layer,
     kindlist->n--;
     return graph_oom(nn->g, kind);
   }
+  if (nameidx_put(&nn->by_name, name, nn->n_entries) < 0) {
+    kindlist->n--;
+    if (!state && rank >= 2)
+      nn->weights.n--;
+    return graph_oom(nn->g, kind);
+  }
   nn->n_entries++;
   return t;
 }
 
 int nn_add_update(tyto_nn *nn, tyto_tensor *param, tyto_tensor *value) {
-  for (size_t i = 0; i < nn->upd_params.n; i++)
-    if (nn->upd_params.v[i] == param) {
-      nn->upd_values.v[i] = value;
-      return 0;
-    }
+  /* Parameters of one network have distinct names. */
+  size_t at;
+  if (nameidx_get(&nn->upd_by_name, param->name, &at)) {
+    nn->upd_values.v[at] = value;
+    return 0;
+  }
   if (list_push(&nn->upd_params, param) < 0)
     return -1;
-  if (list_push(&nn->upd_values, value) < 0) {
+  if (list_push(&nn->upd_values, value) < 0 ||
+      nameidx_put(&nn->upd_by_name, param->name, nn->upd_params.n - 1) < 0) {
     nn->upd_params.n--;
+    if (nn->upd_values.n > nn->upd_params.n)
+      nn->upd_values.n--;
     return -1;
   }
   return 0;

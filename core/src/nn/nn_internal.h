@@ -12,6 +12,7 @@
 #include <tyto/nn.h>
 #include <tyto/ops.h>
 
+#include "../runtime/nameidx.h"
 #include "../graph/node.h"
 #include "../graph/shape.h"
 
@@ -40,6 +41,9 @@ struct tyto_nn {
   tyto_nn_mode mode;
   nn_entry *entries; /* parameters and state, in creation order */
   size_t n_entries, cap_entries;
+  nameidx by_name;     /* entries by tensor name: layers are built in time
+                        * linear in their number */
+  nameidx upd_by_name; /* upd_params by parameter name */
   nn_list params, weights, states;
   nn_list upd_params, upd_values;
   tyto_tensor *step;   /* "nn.step", once a TRAIN-mode dropout exists */

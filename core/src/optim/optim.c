@@ -9,6 +9,7 @@
 
 #include "../graph/node.h"
 #include "../runtime/error.h"
+#include "../runtime/nameidx.h"
 #include "optim_internal.h"
 
 /* ---------------------------------------------------------------------- */
@@ -106,6 +107,30 @@ static tyto_status check_options(const tyto_optim_options *o) {
     return BAD("momentum and nesterov apply to sgd only, not %s", kind);
   if (o->nesterov && o->momentum == 0.0)
     return BAD("nesterov needs momentum > 0");
+  /* A field that the chosen kind or schedule does not read must keep its
+   * default: a value set there would be silently ignored. */
+  tyto_optim_options d;
+  tyto_optim_options_init(&d, o->kind);
+  if (!adam && (o->beta1 != d.beta1 || o->beta2 != d.beta2))
+    return BAD("beta1 and beta2 apply to adam and adamw only, not %s", kind);
+  if (o->kind != TYTO_OPTIM_RMSPROP && o->alpha != d.alpha)
+    return BAD("alpha applies to rmsprop only, not %s", kind);
+  if (sgd && o->eps != d.eps)
+    return BAD("eps applies to adagrad, rmsprop, adam and adamw, not sgd");
+  const char *sched =
+      (unsigned)o->schedule < N_SCHEDULES ? schedule_names[o->schedule] : "?";
+  if (o->schedule != TYTO_SCHEDULE_STEP &&
+      o->schedule != TYTO_SCHEDULE_EXPONENTIAL && o->gamma != d.gamma)
+    return BAD("gamma applies to the step and exponential schedules only, "
+               "not %s",
+               sched);
+  if (o->schedule != TYTO_SCHEDULE_STEP && o->step_size != d.step_size)
+    return BAD("step_size applies to the step schedule only, not %s", sched);
+  if (o->schedule != TYTO_SCHEDULE_COSINE &&
+      (o->total_steps != d.total_steps || o->min_lr != d.min_lr))
+    return BAD("total_steps and min_lr apply to the cosine schedule only, "
+               "not %s",
+               sched);
   if (!finite_ge0(o->weight_decay))
     return BAD("weight_decay must be >= 0 and finite, got %g", o->weight_decay);
   if (adam && !in_01(o->beta1))
@@ -171,8 +196,8 @@ static int same_shape(const tyto_tensor *a, const tyto_tensor *b) {
                            (size_t)r * sizeof(int64_t)) == 0);
 }
 
-static tyto_status check_tensors(size_t n, tyto_tensor *const *params,
-                                 tyto_tensor *const *grads) {
+static tyto_status check_tensors_in(size_t n, tyto_tensor *const *params,
+                                    tyto_tensor *const *grads, nameidx *names) {
   tyto_graph *g = tyto_tensor_graph(params[0]);
   tyto_dtype dt = tyto_tensor_dtype(params[0]);
   for (size_t i = 0; i < n; i++) {
@@ -194,13 +219,16 @@ static tyto_status check_tensors(size_t n, tyto_tensor *const *params,
                  "per optimiser",
                  i, name, tyto_dtype_name(tyto_tensor_dtype(p)),
                  tyto_dtype_name(dt));
-    for (size_t j = 0; j < i; j++) {
-      if (params[j] == p)
-        return BAD("params[%zu] ('%s') is params[%zu] again", i, name, j);
-      if (strcmp(tyto_tensor_name(params[j]), name) == 0)
-        return BAD("params[%zu] and params[%zu] are both named '%s'", j, i,
-                   name);
-    }
+    /* Names indexed: a model of many thousand layers is checked in time
+     * linear in its parameters. The same tensor twice has one name. */
+    size_t j;
+    if (nameidx_get(names, name, &j))
+      return params[j] == p
+                 ? BAD("params[%zu] ('%s') is params[%zu] again", i, name, j)
+                 : BAD("params[%zu] and params[%zu] are both named '%s'", j, i,
+                       name);
+    if (nameidx_put(names, name, i) < 0)
+      return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "optim: out of memory");
     tyto_tensor *gr = grads[i];
     if (!gr)
       continue;
@@ -222,6 +250,14 @@ static tyto_status check_tensors(size_t n, tyto_tensor *const *params,
   if (tyto_graph_status(g) != TYTO_OK)
     return BAD("graph is in error: %s", tyto_graph_error_message(g));
   return TYTO_OK;
+}
+
+static tyto_status check_tensors(size_t n, tyto_tensor *const *params,
+                                 tyto_tensor *const *grads) {
+  nameidx names = {0};
+  tyto_status st = check_tensors_in(n, params, grads, &names);
+  nameidx_free(&names);
+  return st;
 }
 
 static int by_name(const void *a, const void *b) {

@@ -4,6 +4,8 @@
  * torch.optim). */
 #include "config.h"
 
+#include <math.h>
+
 #include "optim_internal.h"
 
 /* The state suffixes, in creation order, per kind. */
@@ -39,6 +41,17 @@ static tyto_tensor *scalar(const optim_build *b, double v) {
   return tyto_scalar(b->g, b->dtype, v);
 }
 
+/* 1 - beta^k for the update number k, as -expm1(k ln beta) with ln beta
+ * taken in double precision. PyTorch computes 1 - beta^k in double on the
+ * host; in a float32 graph 1 - pow(beta, k) would start from beta rounded
+ * to float32 (0.999f is 0.99900001287) and keep only 5 significant digits
+ * of 1 - 0.999^k, so every Adam update would be scaled by 1 + 6e-6. */
+static tyto_tensor *one_minus_pow(const optim_build *b, double beta) {
+  if (beta == 0.0)
+    return scalar(b, 1.0);
+  return tyto_neg(tyto_expm1(tyto_mul_scalar(b->k, log(beta))));
+}
+
 void optim_rule_prepare(optim_build *b) {
   if (b->opts->kind != TYTO_OPTIM_ADAM && b->opts->kind != TYTO_OPTIM_ADAMW)
     return;
@@ -46,8 +59,8 @@ void optim_rule_prepare(optim_build *b) {
    * from the step counter; arranged as PyTorch's Adam does:
    * step_size = lr / (1 - b1^k), denom = sqrt(v) / sqrt(1 - b2^k) + eps. */
   tyto_tensor *one = scalar(b, 1.0);
-  tyto_tensor *c1 = tyto_sub(one, tyto_pow(scalar(b, b->opts->beta1), b->k));
-  tyto_tensor *c2 = tyto_sub(one, tyto_pow(scalar(b, b->opts->beta2), b->k));
+  tyto_tensor *c1 = one_minus_pow(b, b->opts->beta1);
+  tyto_tensor *c2 = one_minus_pow(b, b->opts->beta2);
   b->adam_step_size = tyto_div(b->lr, c1);
   b->adam_rc2 = tyto_rsqrt(c2);
   if (b->opts->kind == TYTO_OPTIM_ADAMW && b->opts->weight_decay != 0.0)

@@ -12,6 +12,16 @@
  * groups of its elementwise operands of the same shape when the union
  * stays convex (no path leaves the group and comes back, or the fused
  * node would depend on itself) and within the kernel's limits.
+ *
+ * Convexity is checked on the contracted graph, where every group is
+ * already the one node it will become: merging groups adds paths that
+ * the original graph does not have (a node that reads an early member of
+ * a group depends on everything the group's later members read), so a
+ * node's creation index says nothing about what it can reach. The check
+ * walks forward from the groups being merged instead, over the nodes
+ * created before the joining node n (only those can be grouped yet; a
+ * later node cannot lead back into a group). A merge is refused when the
+ * walk reaches what the union reads from outside.
  */
 #include "config.h"
 
@@ -25,18 +35,23 @@
 enum {
   MAX_IO = TYTO_PLUGIN_FUSED_MAX_IO,
   MAX_MEMBERS = 64,
-  /* Nodes a convexity check may visit before it gives up (and refuses
-   * the merge): keeps the pass linear on huge graphs. */
+  /* Units (groups, lone nodes) a convexity check may visit before it
+   * gives up (and refuses the merge): keeps the pass linear on huge
+   * graphs. */
   MAX_VISIT = 4096,
   /* The most creation-order positions one group may span: a group that
    * reaches far back (a gradient summed over every step of an unrolled
    * loop) is split, which keeps the convexity checks local. */
-  MAX_SPAN = 256
+  MAX_SPAN = 256,
+  /* An elementwise node has at most 3 operands, so a merge unites at most
+   * 3 groups and the node itself. */
+  MAX_MERGE_EXT = 3 * MAX_IO + 3
 };
 
 typedef struct fgroup {
-  int64_t min_index; /* lowest member index */
-  int64_t max_index; /* highest (the last node added) */
+  int64_t min_index; /* lowest member index (for MAX_SPAN) */
+  int64_t first;     /* members, as a list through fuser.next */
+  int64_t last;
   int members;
   int n_ext;
   int64_t ext[MAX_IO]; /* external (non-FULL) inputs, node indices */
@@ -44,9 +59,12 @@ typedef struct fgroup {
 
 typedef struct fuser {
   const tyto_graph *g;
-  int64_t *parent; /* union-find over nodes; -1: not in a group */
-  fgroup *grp;     /* indexed by the root node */
-  uint32_t *stamp; /* DFS marks */
+  int64_t *parent;   /* union-find over nodes; -1: not in a group */
+  fgroup *grp;       /* indexed by the root node */
+  int64_t *next;     /* next member of the same group; -1: the last */
+  size_t *reader_at; /* readers of node i: reader[reader_at[i] .. [i+1]) */
+  int64_t *reader;
+  uint32_t *stamp; /* walk marks, per node standing for its group */
   uint32_t cur;
   int64_t *stack;
 } fuser;
@@ -75,43 +93,60 @@ static int in_set(int64_t r, const int64_t *set, int n) {
   return 0;
 }
 
-/* Whether any of the nodes ext depends on a member of the groups in set
- * (roots), with every other group taken as the one node it will become:
- * reaching a member of a group means reaching all of that group's inputs. (Each
- * group alone being convex is not enough: two groups can each read the
- * other through outside nodes.) Nodes below min cannot depend on the
- * set, unless their group has members from min on. Gives up (1) past
- * MAX_VISIT. */
-static int push_if_relevant(fuser *f, int64_t j, int64_t min, int64_t *sp) {
-  if (f->stamp[j] == f->cur)
-    return 0;
-  int64_t r;
-  if (j >= min || ((r = group_of(f, j)) >= 0 && f->grp[r].max_index >= min)) {
-    f->stamp[j] = f->cur;
-    f->stack[(*sp)++] = j;
-  }
-  return 0;
+/* The node standing for i's unit of the contracted graph: its group's
+ * root, or i itself. */
+static int64_t unit_of(fuser *f, int64_t i) {
+  int64_t r = group_of(f, i);
+  return r >= 0 ? r : i;
 }
 
-static int depends(fuser *f, const int64_t *ext, int n_ext, const int64_t *set,
-                   int n, int64_t min) {
+/* Pushes the units that read node i and are not yet marked, leaving out
+ * nodes from n on (not grouped yet) and the groups of set. */
+static void push_readers(fuser *f, int64_t i, int64_t n, const int64_t *set,
+                         int n_set, int64_t *sp) {
+  for (size_t k = f->reader_at[i]; k < f->reader_at[i + 1]; k++) {
+    int64_t j = f->reader[k];
+    if (j >= n)
+      continue;
+    int64_t u = unit_of(f, j);
+    if (f->stamp[u] == f->cur || in_set(u, set, n_set))
+      continue;
+    f->stamp[u] = f->cur;
+    f->stack[(*sp)++] = u;
+  }
+}
+
+/* Pushes the readers of unit u: of every member when u is a group. */
+static void push_unit_readers(fuser *f, int64_t u, int64_t n,
+                              const int64_t *set, int n_set, int64_t *sp) {
+  if (f->parent[u] < 0) {
+    push_readers(f, u, n, set, n_set, sp);
+    return;
+  }
+  for (int64_t m = f->grp[u].first; m >= 0; m = f->next[m])
+    push_readers(f, m, n, set, n_set, sp);
+}
+
+/* Whether a path leaves the groups of set (roots) and comes back to the
+ * union of them and node n, on the contracted graph: whether a walk
+ * forward from the groups, over the units made of nodes before n,
+ * reaches a unit holding one of the union's external inputs ext. (Each
+ * group alone being convex is not enough: two groups can each read the
+ * other through outside nodes.) Gives up (1) past MAX_VISIT units. */
+static int leaves_and_returns(fuser *f, int64_t n, const int64_t *set,
+                              int n_set, const int64_t *ext, int n_ext) {
+  int64_t target[MAX_MERGE_EXT];
+  for (int k = 0; k < n_ext; k++)
+    target[k] = unit_of(f, ext[k]);
   int64_t sp = 0, visited = 0;
   f->cur++;
-  for (int k = 0; k < n_ext; k++)
-    push_if_relevant(f, ext[k], min, &sp);
+  for (int s = 0; s < n_set; s++)
+    push_unit_readers(f, set[s], n, set, n_set, &sp);
   while (sp) {
-    int64_t i = f->stack[--sp];
-    int64_t r = group_of(f, i);
-    if (r >= 0 && in_set(r, set, n))
+    int64_t u = f->stack[--sp];
+    if (in_set(u, target, n_ext) || ++visited > MAX_VISIT)
       return 1;
-    if (++visited > MAX_VISIT)
-      return 1;
-    const tyto_tensor *t = f->g->nodes[i];
-    size_t n_in = t->n_inputs, n_gx = r >= 0 ? (size_t)f->grp[r].n_ext : 0;
-    for (size_t k = 0; k < n_in; k++)
-      push_if_relevant(f, t->inputs[k]->index, min, &sp);
-    for (size_t k = 0; k < n_gx; k++)
-      push_if_relevant(f, f->grp[r].ext[k], min, &sp);
+    push_unit_readers(f, u, n, set, n_set, &sp);
   }
   return 0;
 }
@@ -120,17 +155,21 @@ static int depends(fuser *f, const int64_t *ext, int n_ext, const int64_t *set,
  * Returns 1 when done. */
 static int try_merge(fuser *f, int64_t n, const int64_t *set, int n_set) {
   const tyto_tensor *t = f->g->nodes[n];
-  int64_t ext[2 * MAX_IO + 3];
+  int64_t ext[MAX_MERGE_EXT];
   int n_ext = 0, members = 1;
   int64_t min = n;
+  /* The union's external inputs: the groups' and n's, less what the
+   * union now holds (one group may read another directly). */
   for (int s = 0; s < n_set; s++) {
     const fgroup *gr = &f->grp[set[s]];
     members += gr->members;
     if (gr->min_index < min)
       min = gr->min_index;
-    for (int k = 0; k < gr->n_ext; k++)
-      if (!in_set(gr->ext[k], ext, n_ext))
-        ext[n_ext++] = gr->ext[k];
+    for (int k = 0; k < gr->n_ext; k++) {
+      int64_t x = gr->ext[k], r = group_of(f, x);
+      if (!(r >= 0 && in_set(r, set, n_set)) && !in_set(x, ext, n_ext))
+        ext[n_ext++] = x;
+    }
   }
   for (size_t k = 0; k < t->n_inputs; k++) {
     const tyto_tensor *x = t->inputs[k];
@@ -142,16 +181,24 @@ static int try_merge(fuser *f, int64_t n, const int64_t *set, int n_set) {
   }
   if (members > MAX_MEMBERS || n_ext > MAX_IO || n - min > MAX_SPAN)
     return 0;
-  /* Convex: no external input reaches back into the union. */
-  if (n_set && depends(f, ext, n_ext, set, n_set, min))
+  /* Convex: no path from the groups through outside nodes back in. */
+  if (n_set && leaves_and_returns(f, n, set, n_set, ext, n_ext))
     return 0;
   int64_t r = n_set ? set[0] : n;
-  for (int s = 1; s < n_set; s++)
-    f->parent[set[s]] = r;
-  f->parent[n] = r;
   fgroup *gr = &f->grp[r];
+  if (!n_set)
+    gr->first = gr->last = n;
+  for (int s = 1; s < n_set; s++) {
+    f->parent[set[s]] = r;
+    f->next[gr->last] = f->grp[set[s]].first;
+    gr->last = f->grp[set[s]].last;
+  }
+  f->parent[n] = r;
+  f->next[n] = -1;
+  if (n_set)
+    f->next[gr->last] = n;
+  gr->last = n;
   gr->min_index = min;
-  gr->max_index = n;
   gr->members = members;
   gr->n_ext = n_ext;
   memcpy(gr->ext, ext, (size_t)n_ext * sizeof *ext);
@@ -393,10 +440,13 @@ long pass_fuse(const pass_graph *in, pass_graph *out, tyto_tensor **map,
   if (!opt || !opt->fuse_ok)
     return 0;
   const tyto_graph *g = in->g;
-  size_t n = g->n_nodes ? g->n_nodes : 1;
+  size_t n = g->n_nodes ? g->n_nodes : 1, n_edges = pass_edges(g);
   fuser f = {g,
              malloc(n * sizeof(int64_t)),
              malloc(n * sizeof(fgroup)),
+             malloc(n * sizeof(int64_t)),
+             calloc(n + 1, sizeof(size_t)),
+             malloc((n_edges ? n_edges : 1) * sizeof(int64_t)),
              calloc(n, sizeof(uint32_t)),
              0,
              malloc(n * sizeof(int64_t))};
@@ -414,13 +464,27 @@ long pass_fuse(const pass_graph *in, pass_graph *out, tyto_tensor **map,
   long rc = -1;
   size_t *uses = pass_use_counts(in);
   e.uses = uses;
-  if (!f.parent || !f.grp || !f.stamp || !f.stack || !uses || !e.is_out ||
-      !e.fused || !e.emitted || !e.members || !e.n_members) {
+  if (!f.parent || !f.grp || !f.next || !f.reader_at || !f.reader || !f.stamp ||
+      !f.stack || !uses || !e.is_out || !e.fused || !e.emitted || !e.members ||
+      !e.n_members) {
     snprintf(msg, msg_size, "passes: out of memory");
     goto done;
   }
   for (size_t i = 0; i < g->n_nodes; i++)
     f.parent[i] = -1;
+  /* Readers of each node (a counting sort of the edges): reader_at holds
+   * each list's end while filling, then is shifted to hold its start. */
+  for (size_t i = 0; i < g->n_nodes; i++)
+    for (size_t k = 0; k < g->nodes[i]->n_inputs; k++)
+      f.reader_at[g->nodes[i]->inputs[k]->index + 1]++;
+  for (size_t i = 0; i < g->n_nodes; i++)
+    f.reader_at[i + 1] += f.reader_at[i];
+  for (size_t i = 0; i < g->n_nodes; i++)
+    for (size_t k = 0; k < g->nodes[i]->n_inputs; k++)
+      f.reader[f.reader_at[g->nodes[i]->inputs[k]->index]++] = (int64_t)i;
+  for (size_t i = g->n_nodes; i > 0; i--)
+    f.reader_at[i] = f.reader_at[i - 1];
+  f.reader_at[0] = 0;
   form_groups(&f);
 
   /* Group outputs: members read by another unit, or program outputs. */
@@ -499,6 +563,9 @@ done:
   free(uses);
   free(f.parent);
   free(f.grp);
+  free(f.next);
+  free(f.reader_at);
+  free(f.reader);
   free(f.stamp);
   free(f.stack);
   return rc;

@@ -13,9 +13,17 @@
 
 #include "plan.h"
 
+/* The live arena spans, as a treap keyed by offset (Seidel and Aragon,
+ * "Randomized search trees", Algorithmica 1996): a node per value, found,
+ * added and removed in expected O(log live), so that the sweep below is
+ * O(n log n) however many values are alive at once. Live spans never
+ * overlap (the sweep checks before adding), so offsets are distinct. */
+#define VNIL UINT32_MAX
+
 typedef struct vspan {
   uint64_t lo, hi; /* [lo, hi) in the arena */
-  uint32_t v;
+  uint32_t pri;    /* heap order: a parent's pri >= its children's */
+  uint32_t l, r;   /* children (value ids), VNIL for none */
 } vspan;
 
 typedef struct vcheck {
@@ -24,7 +32,8 @@ typedef struct vcheck {
   size_t *last;   /* value -> position of its last reader (or first) */
   size_t *end_at; /* values ending at position i: ends[end_at[i]..] */
   uint32_t *ends;
-  vspan *live; /* the live arena spans, sorted by offset */
+  vspan *span; /* per value; the live ones form the treap at root */
+  uint32_t root;
   unsigned char *gone;
 } vcheck;
 
@@ -34,21 +43,78 @@ static void vcheck_free(vcheck *s) {
   free(s->last);
   free(s->end_at);
   free(s->ends);
-  free(s->live);
+  free(s->span);
   free(s->gone);
 }
 
-/* Index of the first live span with lo >= off. */
-static size_t vfind(const vspan *live, size_t n, uint64_t off) {
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (live[mid].lo < off)
-      lo = mid + 1;
-    else
-      hi = mid;
+/* A fixed pseudo-random priority per value (splitmix64's finaliser). */
+static uint32_t vpri(uint32_t v) {
+  uint64_t z = (uint64_t)v + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return (uint32_t)((z ^ (z >> 31)) >> 32);
+}
+
+/* Splits tree t into the spans with lo < off (*a) and the rest (*b). */
+static void vsplit(vspan *sp, uint32_t t, uint64_t off, uint32_t *a,
+                   uint32_t *b) {
+  if (t == VNIL) {
+    *a = *b = VNIL;
+  } else if (sp[t].lo < off) {
+    vsplit(sp, sp[t].r, off, &sp[t].r, b);
+    *a = t;
+  } else {
+    vsplit(sp, sp[t].l, off, a, &sp[t].l);
+    *b = t;
   }
-  return lo;
+}
+
+/* Joins trees a and b, every span of a before every span of b. */
+static uint32_t vjoin(vspan *sp, uint32_t a, uint32_t b) {
+  if (a == VNIL)
+    return b;
+  if (b == VNIL)
+    return a;
+  if (sp[a].pri >= sp[b].pri) {
+    sp[a].r = vjoin(sp, sp[a].r, b);
+    return a;
+  }
+  sp[b].l = vjoin(sp, a, sp[b].l);
+  return b;
+}
+
+static void vinsert(vcheck *s, uint32_t v) {
+  uint32_t a, b;
+  vsplit(s->span, s->root, s->span[v].lo, &a, &b);
+  s->span[v].l = s->span[v].r = VNIL;
+  s->root = vjoin(s->span, vjoin(s->span, a, v), b);
+}
+
+/* Removes the span at offset off; returns its value (VNIL: none). */
+static uint32_t vremove(vcheck *s, uint64_t off) {
+  uint32_t *link = &s->root;
+  while (*link != VNIL && s->span[*link].lo != off)
+    link = s->span[*link].lo < off ? &s->span[*link].r : &s->span[*link].l;
+  uint32_t v = *link;
+  if (v != VNIL)
+    *link = vjoin(s->span, s->span[v].l, s->span[v].r);
+  return v;
+}
+
+/* The live span with the highest lo < off (below), and the one with the
+ * lowest lo >= off (at); VNIL where there is none. */
+static void varound(const vcheck *s, uint64_t off, uint32_t *below,
+                    uint32_t *at) {
+  *below = *at = VNIL;
+  for (uint32_t t = s->root; t != VNIL;) {
+    if (s->span[t].lo < off) {
+      *below = t;
+      t = s->span[t].r;
+    } else {
+      *at = t;
+      t = s->span[t].l;
+    }
+  }
 }
 
 /* The problem's own soundness, as far as the checks below rely on it. */
@@ -112,10 +178,10 @@ int plan_verify(const plan_problem *p, const plan_result *r, char *msg,
   s.last = malloc((nv ? nv : 1) * sizeof *s.last);
   s.end_at = calloc(ns + 2, sizeof *s.end_at);
   s.ends = malloc((nv ? nv : 1) * sizeof *s.ends);
-  s.live = malloc((nv ? nv : 1) * sizeof *s.live);
+  s.span = malloc((nv ? nv : 1) * sizeof *s.span);
   s.gone = calloc(nv ? nv : 1, 1);
   uint64_t *diff = calloc(ns + 1, sizeof *diff);
-  if (!s.pos || !s.first || !s.last || !s.end_at || !s.ends || !s.live ||
+  if (!s.pos || !s.first || !s.last || !s.end_at || !s.ends || !s.span ||
       !s.gone || !diff) {
     plan_say(msg, n, "out of memory while verifying");
     goto out;
@@ -256,7 +322,7 @@ int plan_verify(const plan_problem *p, const plan_result *r, char *msg,
   for (size_t v = 0; v < nv; v++)
     if (!val[v].pinned && s.first[v] != SIZE_MAX && val[v].bytes)
       s.ends[s.end_at[s.last[v] + 1]++] = (uint32_t)v;
-  size_t nl = 0;
+  s.root = VNIL;
   for (size_t i = 0; i < ns; i++) {
     const plan_step *st = &p->steps[r->order[i]];
     for (size_t j = 0; j < st->n_out; j++) {
@@ -267,37 +333,36 @@ int plan_verify(const plan_problem *p, const plan_result *r, char *msg,
       if (r->inplace_of[v] >= 0) {
         /* Its input hands its span over here. */
         uint32_t u = (uint32_t)r->inplace_of[v];
-        size_t at = vfind(s.live, nl, lo);
-        assert(at < nl && s.live[at].v == u);
-        memmove(&s.live[at], &s.live[at + 1], (nl - at - 1) * sizeof *s.live);
-        nl--;
+        uint32_t was = vremove(&s, lo);
+        assert(was == u);
+        (void)was;
         s.gone[u] = 1;
       }
-      size_t at = vfind(s.live, nl, lo);
-      const vspan *clash = at > 0 && s.live[at - 1].hi > lo ? &s.live[at - 1]
-                           : at < nl && s.live[at].lo < hi  ? &s.live[at]
-                                                            : NULL;
-      if (clash) {
+      uint32_t below, at;
+      varound(&s, lo, &below, &at);
+      uint32_t clash = below != VNIL && s.span[below].hi > lo ? below
+                       : at != VNIL && s.span[at].lo < hi     ? at
+                                                              : VNIL;
+      if (clash != VNIL) {
         plan_say(msg, n,
                  "values %u and %u overlap at position %zu (step %zu): "
                  "[%llu, %llu) and [%llu, %llu)",
-                 (unsigned)clash->v, (unsigned)v, i, r->order[i],
-                 (unsigned long long)clash->lo, (unsigned long long)clash->hi,
-                 (unsigned long long)lo, (unsigned long long)hi);
+                 (unsigned)clash, (unsigned)v, i, r->order[i],
+                 (unsigned long long)s.span[clash].lo,
+                 (unsigned long long)s.span[clash].hi, (unsigned long long)lo,
+                 (unsigned long long)hi);
         goto out;
       }
-      memmove(&s.live[at + 1], &s.live[at], (nl - at) * sizeof *s.live);
-      s.live[at] = (vspan){lo, hi, v};
-      nl++;
+      s.span[v] = (vspan){lo, hi, vpri(v), VNIL, VNIL};
+      vinsert(&s, v);
     }
     for (size_t e = s.end_at[i]; e < s.end_at[i + 1]; e++) {
       uint32_t v = s.ends[e];
       if (s.gone[v])
         continue;
-      size_t at = vfind(s.live, nl, r->offset[v]);
-      assert(at < nl && s.live[at].v == v);
-      memmove(&s.live[at], &s.live[at + 1], (nl - at - 1) * sizeof *s.live);
-      nl--;
+      uint32_t was = vremove(&s, r->offset[v]);
+      assert(was == v);
+      (void)was;
     }
   }
   rc = 0;

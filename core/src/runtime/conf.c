@@ -19,9 +19,10 @@
 #include <ini.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include "devspec.h"
+#include "file.h"
 #include "log.h"
 
 typedef struct parse_state {
@@ -88,6 +89,37 @@ static int line_ok(parse_state *ps, const char *s) {
   return 1;
 }
 
+/* The offset of the first byte in line[0..len) that UTF-8 text cannot hold
+ * (NUL, other control characters than tab and CR, malformed sequences), or
+ * -1 when it is text. */
+static ssize_t not_text_at(const char *line, size_t len) {
+  const unsigned char *p = (const unsigned char *)line;
+  for (size_t i = 0; i < len;) {
+    unsigned c = p[i];
+    if (c < 0x80) {
+      if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f)
+        return (ssize_t)i;
+      i++;
+      continue;
+    }
+    size_t n = c >= 0xf0 && c <= 0xf4   ? 4
+               : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xc2 && c <= 0xdf ? 2
+                                        : 0;
+    if (n == 0 || i + n > len)
+      return (ssize_t)i;
+    for (size_t k = 1; k < n; k++)
+      if ((p[i + k] & 0xc0) != 0x80)
+        return (ssize_t)i;
+    /* Overlong forms, surrogates and code points past U+10FFFF. */
+    if ((c == 0xe0 && p[i + 1] < 0xa0) || (c == 0xed && p[i + 1] > 0x9f) ||
+        (c == 0xf0 && p[i + 1] < 0x90) || (c == 0xf4 && p[i + 1] > 0x8f))
+      return (ssize_t)i;
+    i += n;
+  }
+  return -1;
+}
+
 static char *reader(char *str, int num, void *stream) {
   parse_state *ps = stream;
   char *line = NULL;
@@ -102,6 +134,24 @@ static char *reader(char *str, int num, void *stream) {
   ps->line++;
   while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
     line[--len] = '\0';
+  ssize_t bad = not_text_at(line, (size_t)len);
+  if (bad >= 0) {
+    /* Binary data: one message, then stop; the rest would only repeat it. */
+    unsigned char c = (unsigned char)line[bad];
+    char what[64];
+    if (c == 0)
+      snprintf(what, sizeof what, "a NUL byte");
+    else if (c < 0x80)
+      snprintf(what, sizeof what, "the control character 0x%02x", c);
+    else
+      snprintf(what, sizeof what, "0x%02x, which is not valid UTF-8 there", c);
+    record(&ps->cfg->errors, ps,
+           "column %zd holds %s: a config file must be text; not reading "
+           "further",
+           bad + 1, what);
+    free(line);
+    return NULL;
+  }
   const char *s = line;
   if (ps->line == 1 && strncmp(s, "\xEF\xBB\xBF", 3) == 0)
     s += 3; /* a UTF-8 byte-order mark */
@@ -147,8 +197,10 @@ static void global_key(parse_state *ps, const char *key, const char *value) {
     devspec_free(&spec);
     cfg->devices = rt_strdup(value);
   } else if (strcmp(key, "plugin_path") == 0) {
-    if (set_once(ps, &ps->plugin_path_line, key))
+    if (set_once(ps, &ps->plugin_path_line, key)) {
       cfg->plugin_path = rt_strdup(value);
+      cfg->plugin_path_line = ps->line;
+    }
   } else if (strcmp(key, "log_level") == 0) {
     if (!set_once(ps, &ps->log_level_line, key))
       return;
@@ -166,21 +218,37 @@ static void global_key(parse_state *ps, const char *key, const char *value) {
   }
 }
 
+/* "section\nkey", the name of a plugin key in cfg->by_key; malloc'd. */
+static char *entry_name(const char *section, const char *key) {
+  return rt_asprintf("%s\n%s", section, key);
+}
+
 static int plugin_key(parse_state *ps, const char *section, const char *key,
                       const char *value) {
   conf *cfg = ps->cfg;
-  for (size_t i = 0; i < cfg->n_entries; i++) {
-    conf_entry *e = &cfg->entries[i];
-    if (strcmp(e->section, section) == 0 && strcmp(e->key, key) == 0) {
-      record(&cfg->errors, ps, "'%s' is already set at line %d", key, e->line);
-      return 1;
-    }
+  char *name = entry_name(section, key);
+  if (!name) {
+    ps->oom = 1;
+    return 1;
+  }
+  size_t at;
+  if (nameidx_get(&cfg->by_key, name, &at)) {
+    record(&cfg->errors, ps, "'%s' is already set at line %d", key,
+           cfg->entries[at].line);
+    free(name);
+    return 1;
+  }
+  int put = nameidx_put(&cfg->by_key, name, cfg->n_entries);
+  free(name);
+  if (put != 0) {
+    ps->oom = 1;
+    return 1;
   }
   if (cfg->n_entries == cfg->cap_entries) {
     size_t cap = cfg->cap_entries ? 2 * cfg->cap_entries : 8;
     conf_entry *ne = realloc(cfg->entries, cap * sizeof *ne);
     if (!ne) {
-      ps->oom = 1;
+      ps->oom = 1; /* the index now names a missing entry: parsing fails */
       return 1;
     }
     cfg->entries = ne;
@@ -194,7 +262,7 @@ static int plugin_key(parse_state *ps, const char *section, const char *key,
   e->section_line = ps->section_line;
   if (!e->section || !e->key || !e->value) {
     free(e->section), free(e->key), free(e->value);
-    ps->oom = 1;
+    ps->oom = 1; /* as above */
     return 1;
   }
   cfg->n_entries++;
@@ -230,15 +298,16 @@ int conf_parse_stream(conf *cfg, FILE *f, const char *name) {
 }
 
 int conf_parse_file(conf *cfg, const char *path) {
-  FILE *f = fopen(path, "r");
+  const char *why;
+  int fd = rt_open_regular(path, &why);
+  FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
   if (!f) {
-    strlist_pushf(&cfg->errors, "%s: cannot open: %s", path, strerror(errno));
-    return -1;
-  }
-  struct stat st;
-  if (fstat(fileno(f), &st) == 0 && !S_ISREG(st.st_mode)) {
-    fclose(f);
-    strlist_pushf(&cfg->errors, "%s: not a regular file", path);
+    if (fd >= 0) {
+      why = strerror(errno);
+      close(fd);
+    }
+    strlist_pushf(&cfg->errors, "%s: cannot read the config file: %s", path,
+                  why);
     return -1;
   }
   free(cfg->path);
@@ -249,11 +318,12 @@ int conf_parse_file(conf *cfg, const char *path) {
 }
 
 const char *conf_lookup(const conf *cfg, const char *section, const char *key) {
-  for (size_t i = 0; i < cfg->n_entries; i++)
-    if (strcmp(cfg->entries[i].section, section) == 0 &&
-        strcmp(cfg->entries[i].key, key) == 0)
-      return cfg->entries[i].value;
-  return NULL;
+  char *name = entry_name(section, key);
+  size_t at;
+  int found =
+      name && nameidx_get(&cfg->by_key, name, &at) && at < cfg->n_entries;
+  free(name);
+  return found ? cfg->entries[at].value : NULL;
 }
 
 void conf_init(conf *cfg) {
@@ -271,6 +341,7 @@ void conf_free(conf *cfg) {
     free(cfg->entries[i].value);
   }
   free(cfg->entries);
+  nameidx_free(&cfg->by_key);
   strlist_free(&cfg->errors);
   strlist_free(&cfg->warnings);
   memset(cfg, 0, sizeof *cfg);

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 
+#include "nameidx.h"
 #include "strlist.h"
 
 /* A key of a plugin's section, kept for the plugin's option() lookups. */
@@ -20,8 +21,10 @@ typedef struct conf {
   int log_level;     /* -1 when unset */
   conf_entry *entries;
   size_t n_entries, cap_entries;
-  strlist errors;   /* "path:line: message", in file order */
-  strlist warnings; /* same form; reported, not fatal */
+  nameidx by_key;       /* "section\nkey" -> position in entries */
+  int plugin_path_line; /* of `plugin_path`, 0 when unset */
+  strlist errors;       /* "path:line: message", in file order */
+  strlist warnings;     /* same form; reported, not fatal */
 } conf;
 
 void conf_init(conf *cfg);

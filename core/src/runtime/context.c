@@ -11,9 +11,11 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <tyto/version.h>
@@ -363,6 +365,27 @@ static tyto_status select_devices(tyto_context *ctx,
 /* ---------------------------------------------------------------------- */
 /* Construction                                                            */
 
+/* A plugin directory the user named that is not there is reported, from
+ * whichever source named it; a missing installed directory is not. */
+static void check_dir(tyto_context *ctx, const char *dir, const char *source) {
+  struct stat st;
+  const char *why = stat(dir, &st) != 0    ? strerror(errno)
+                    : !S_ISDIR(st.st_mode) ? "not a directory"
+                                           : NULL;
+  if (why)
+    rt_log(&ctx->log, TYTO_LOG_WARN, "tyto",
+           "%s: plugin directory %s cannot be searched: %s", source, dir, why);
+}
+
+static void check_dirs(tyto_context *ctx, const char *list,
+                       const char *source) {
+  strlist dirs = {0};
+  if (strlist_push_split_unique(&dirs, list, ':') == 0)
+    for (size_t i = 0; i < dirs.n; i++)
+      check_dir(ctx, dirs.items[i], source);
+  strlist_free(&dirs);
+}
+
 /* The config's plugin_path, relative entries taken from the config file's
  * own directory (not from wherever the program happens to run). */
 static int push_config_dirs(tyto_context *ctx) {
@@ -378,6 +401,12 @@ static int push_config_dirs(tyto_context *ctx) {
     if (!abs || (!strlist_contains(&ctx->dirs, abs) &&
                  strlist_push(&ctx->dirs, abs) != 0))
       rc = -1;
+    if (abs) {
+      char *where = rt_asprintf("%s:%d: plugin_path", cfg ? cfg : "(config)",
+                                ctx->cfg.plugin_path_line);
+      check_dir(ctx, abs, where ? where : "plugin_path");
+      free(where);
+    }
     free(abs);
   }
   strlist_free(&raw);
@@ -386,6 +415,8 @@ static int push_config_dirs(tyto_context *ctx) {
 
 static tyto_status build_search_path(tyto_context *ctx,
                                      const tyto_context_options *o) {
+  check_dirs(ctx, o->plugin_path, "tyto_context_options.plugin_path");
+  check_dirs(ctx, env(o, "TYTO_PLUGIN_PATH"), "TYTO_PLUGIN_PATH");
   int rc = 0;
   rc |= strlist_push_split_unique(&ctx->dirs, o->plugin_path, ':');
   rc |= strlist_push_split_unique(&ctx->dirs, env(o, "TYTO_PLUGIN_PATH"), ':');
@@ -443,6 +474,7 @@ static tyto_status context_create(const tyto_context_options *opts,
   if (!ctx)
     return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "out of memory");
   conf_init(&ctx->cfg);
+  ctx->ignore_env = (o->flags & TYTO_CONTEXT_IGNORE_ENV) != 0;
   ctx->log.level = TYTO_LOG_WARN;
   ctx->log.fn = o->log_fn;
   ctx->log.user = o->log_user;
@@ -485,6 +517,8 @@ tyto_status tyto_context_inspect(const tyto_context_options *opts,
 void tyto_context_free(tyto_context *ctx) {
   if (!ctx)
     return;
+  if (ctx->profiles_free)
+    ctx->profiles_free(ctx->profiles);
   for (size_t i = 0; i < ctx->n_devices; i++)
     device_free(ctx->devices[i]);
   free(ctx->devices);

@@ -11,18 +11,20 @@
  */
 #include "config.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "abicheck.h"
 #include "error.h"
+#include "file.h"
 #include "runtime.h"
 
-#define PREFIX "tyto_plugin_"
+#define PREFIX ABICHECK_PREFIX
 
 /* ---------------------------------------------------------------------- */
 /* The host table handed to plugins                                       */
@@ -121,79 +123,6 @@ static void give_up(plugin_rec *p, tyto_found_status status,
          p->pub.path, p->pub.reason);
 }
 
-/* Copies a table of the plugin's size into one of ours, zero-filling past
- * what the plugin knows (a newer plugin's extra fields are ignored). */
-static void copy_table(void *dst, size_t dst_size, const void *src) {
-  memset(dst, 0, dst_size);
-  if (!src)
-    return;
-  size_t n = *(const size_t *)src;
-  if (n > dst_size)
-    n = dst_size;
-  /* Tables are a size_t then function pointers: a struct_size that ends
-   * inside a pointer must not leave half a pointer behind. */
-  const size_t fp = sizeof(void (*)(void)), head = sizeof(size_t);
-  n = n < head ? 0 : head + (n - head) / fp * fp;
-  memcpy(dst, src, n);
-  *(size_t *)dst = dst_size;
-}
-
-/* Names the first required function the plugin lacks, or NULL. */
-static const char *missing_required(const plugin_rec *p) {
-#define REQ(table, name, fn)                                                   \
-  if (!p->table.fn)                                                            \
-    return name "." #fn;
-  /* clang-format off */
-  REQ(fns, "fns", probe)
-  REQ(fns, "fns", device_query)
-  REQ(fns, "fns", device_open)
-  REQ(fns, "fns", shutdown)
-  REQ(dfns, "device_fns", device_close)
-  REQ(dfns, "device_fns", buffer_alloc)
-  REQ(dfns, "device_fns", buffer_free)
-  REQ(dfns, "device_fns", stream_create)
-  REQ(dfns, "device_fns", stream_destroy)
-  REQ(dfns, "device_fns", stream_synchronize)
-  REQ(dfns, "device_fns", event_create)
-  REQ(dfns, "device_fns", event_destroy)
-  REQ(dfns, "device_fns", event_record)
-  REQ(dfns, "device_fns", event_wait)
-  REQ(dfns, "device_fns", event_synchronize)
-  REQ(dfns, "device_fns", event_query)
-  REQ(dfns, "device_fns", copy_h2d)
-  REQ(dfns, "device_fns", copy_d2h)
-  REQ(dfns, "device_fns", copy_d2d)
-  /* clang-format on */
-#undef REQ
-  if (p->dfns.prepare && !p->dfns.launch)
-    return "device_fns.launch (required with prepare)";
-  return NULL;
-}
-
-/* The option table must be readable: every key [a-z0-9_]+. Returns a
- * reason to refuse the plugin, or NULL. */
-static const char *bad_options(plugin_rec *p, const tyto_plugin_info *info) {
-  if (!TYTO_PLUGIN_HAS_FIELD(info, tyto_plugin_info, n_options) ||
-      info->n_options == 0)
-    return NULL;
-  if (!info->options)
-    return ownf(p, "declares %u options but no option table", info->n_options);
-  if (info->n_options > 1024)
-    return ownf(p, "declares %u options (at most 1024)", info->n_options);
-  if (info->options[0].struct_size <
-      offsetof(tyto_plugin_option_doc, description) + sizeof(const char *))
-    return own(p, "option table entries are smaller than struct_size allows");
-  for (uint32_t k = 0; k < info->n_options; k++) {
-    const tyto_plugin_option_doc *o =
-        TYTO_PLUGIN_AT(tyto_plugin_option_doc, info->options, k);
-    if (!o->key || !*o->key ||
-        strspn(o->key, "abcdefghijklmnopqrstuvwxyz"
-                       "0123456789_") != strlen(o->key))
-      return ownf(p, "option %u has an invalid key (expected [a-z0-9_]+)", k);
-  }
-  return NULL;
-}
-
 /* ---------------------------------------------------------------------- */
 /* Probing: the plugin claims and refuses hardware                         */
 
@@ -213,12 +142,11 @@ static int offer_pci_index(const tyto_context *ctx, int32_t hw_index) {
 static tyto_device *sink_device(probe_sink *sink, int32_t hw_index) {
   plugin_rec *p = sink->p;
   tyto_context *ctx = p->ctx;
-  if (hw_index < -1 ||
-      (hw_index >= 0 && (size_t)hw_index >= ctx->topo.n_offer)) {
-    rt_log(&ctx->log, TYTO_LOG_WARN, "tyto",
-           "plugin %s named hardware #%d, but only #0 to #%zu were offered; "
-           "taken as none",
-           p->pub.name, (int)hw_index, ctx->topo.n_offer - 1);
+  char why[256];
+  if (abicheck_claim(hw_index, (uint32_t)ctx->topo.n_offer, 0, 0, why,
+                     sizeof why)) {
+    rt_log(&ctx->log, TYTO_LOG_WARN, "tyto", "plugin %s %s; taken as none",
+           p->pub.name, why);
     hw_index = -1;
   }
   tyto_device *dev = device_new(ctx, p);
@@ -234,29 +162,22 @@ static tyto_device *sink_device(probe_sink *sink, int32_t hw_index) {
   return dev;
 }
 
-/* Device numbers must be writable in a selection ("cuda:N", 9 digits). */
-#define MAX_ORDINAL 999999999u
-
 static void sink_claim(void *sctx, int32_t hw_index, uint32_t ordinal,
                        const char *name) {
   probe_sink *sink = sctx;
   plugin_rec *p = sink->p;
   tyto_context *ctx = p->ctx;
-  if (ordinal > MAX_ORDINAL) {
-    rt_log(&ctx->log, TYTO_LOG_WARN, "tyto",
-           "plugin %s claimed device number %u, above %u; ignored", p->pub.name,
-           ordinal, MAX_ORDINAL);
-    return;
-  }
-  for (size_t i = 0; i < ctx->n_devices; i++) {
+  int duplicate = 0;
+  for (size_t i = 0; i < ctx->n_devices && !duplicate; i++) {
     tyto_device *d = ctx->devices[i];
-    if (d->plugin == p && d->info.claimed && d->info.ordinal == ordinal) {
-      rt_log(&ctx->log, TYTO_LOG_WARN, "tyto",
-             "plugin %s claimed device number %u twice; the second claim is "
-             "ignored",
-             p->pub.name, ordinal);
-      return;
-    }
+    duplicate = d->plugin == p && d->info.claimed && d->info.ordinal == ordinal;
+  }
+  /* The hardware index is checked (and forgiven) by sink_device. */
+  char why[256];
+  if (abicheck_claim(-1, 0, ordinal, duplicate, why, sizeof why)) {
+    rt_log(&ctx->log, TYTO_LOG_WARN, "tyto", "plugin %s %s; %s", p->pub.name,
+           why, duplicate ? "the second claim is ignored" : "ignored");
+    return;
   }
   tyto_device *dev = sink_device(sink, hw_index);
   if (!dev)
@@ -369,9 +290,14 @@ static char *shared_object_of(const char *path) {
   size_t len = strlen(path);
   if (len < 3 || strcmp(path + len - 3, ".la") != 0)
     return rt_strdup(path);
-  FILE *f = fopen(path, "r");
-  if (!f)
+  const char *why;
+  int fd = rt_open_regular(path, &why);
+  FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+  if (!f) {
+    if (fd >= 0)
+      close(fd);
     return NULL;
+  }
   char line[1024], dlname[512] = "";
   int installed = 1;
   while (fgets(line, sizeof line, f)) {
@@ -409,7 +335,26 @@ static void load_one(tyto_context *ctx, const char *name, const char *path) {
    * at its first call; and libltdl reports any failure as "file not
    * found", where dlerror() names the missing library or symbol. libltdl
    * then finds the object already loaded. */
+  /* A FIFO or a device named like a plugin would block or confuse the
+   * dynamic linker, which opens whatever it is given: only regular files
+   * (through symbolic links) are loaded. */
+  const char *kind = NULL;
+  int fd = rt_open_regular(path, &kind);
+  if (fd < 0) {
+    p->pub.reason = ownf(p, "cannot be loaded: %s", kind);
+    give_up(p, TYTO_FOUND_FAILED, 0);
+    return;
+  }
+  close(fd);
   char *so = shared_object_of(path);
+  if (so && strcmp(so, path) != 0 && (fd = rt_open_regular(so, &kind)) < 0) {
+    p->pub.reason = ownf(p, "cannot be loaded: %s: %s", so, kind);
+    free(so);
+    give_up(p, TYTO_FOUND_FAILED, 0);
+    return;
+  }
+  if (so && strcmp(so, path) != 0)
+    close(fd);
   p->pin = so ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
   if (!p->pin) {
     const char *why = so ? dlerror() : "cannot find the shared object it names";
@@ -433,16 +378,13 @@ static void load_one(tyto_context *ctx, const char *name, const char *path) {
     return;
   }
 
-  char symbol[256];
-  snprintf(symbol, sizeof symbol, PREFIX "%s" TYTO_PLUGIN_ENTRY_SUFFIX, name);
+  char symbol[256], why[1024];
+  abicheck_entry_symbol(name, symbol, sizeof symbol);
   /* lt_dlsym returns a data pointer; POSIX guarantees the conversion. */
   void *sym = lt_dlsym(p->handle, symbol);
   if (!sym) {
-    p->pub.reason = ownf(p,
-                         "entry point %s not found (a plugin in " PREFIX
-                         "%s.so must export it; see "
-                         "sdk/docs/plugin-abi.md)",
-                         symbol, name);
+    abicheck_no_entry(name, why, sizeof why);
+    p->pub.reason = own(p, why);
     give_up(p, TYTO_FOUND_REFUSED, 0);
     return;
   }
@@ -458,66 +400,36 @@ static void load_one(tyto_context *ctx, const char *name, const char *path) {
     give_up(p, TYTO_FOUND_FAILED, 0);
     return;
   }
-  if (!info || info->struct_size < offsetof(tyto_plugin_info, abi_minor) +
-                                       sizeof info->abi_minor) {
-    p->pub.reason = own(p, info ? "init returned plugin info whose "
-                                  "struct_size is too small to hold a version"
-                                : "init succeeded but returned no plugin info");
+  /* The checks tyto-conform makes too, from the same code (abicheck.c). */
+  abicheck_verdict verdict =
+      abicheck_info(info, name, PACKAGE_VERSION, why, sizeof why);
+  if (verdict == ABICHECK_FAILED) {
+    p->pub.reason = own(p, why);
     give_up(p, TYTO_FOUND_FAILED, 0);
     return;
   }
   p->pub.abi_major = info->abi_major;
   p->pub.abi_minor = info->abi_minor;
-  /* struct_size, abi_major and abi_minor sit at the same offsets in every
-   * ABI major; nothing else may be read from a plugin of another major. */
-  if (info->abi_major != TYTO_PLUGIN_ABI_MAJOR) {
-    p->pub.reason = ownf(
-        p,
-        "built for plugin ABI %u.%u, but this tyto (%s) speaks plugin ABI "
-        "%d.%d; rebuild the plugin against tyto-plugin %d.x",
-        info->abi_major, info->abi_minor, PACKAGE_VERSION,
-        TYTO_PLUGIN_ABI_MAJOR, TYTO_PLUGIN_ABI_MINOR, TYTO_PLUGIN_ABI_MAJOR);
-    give_up(p, TYTO_FOUND_REFUSED, 0);
-    return;
-  }
-  if (!TYTO_PLUGIN_HAS_FIELD(info, tyto_plugin_info, device_fns) ||
-      !info->fns || !info->device_fns) {
-    p->pub.reason = own(p, "plugin info lacks its function tables");
+  if (verdict == ABICHECK_REFUSED) {
+    p->pub.reason = own(p, why);
     give_up(p, TYTO_FOUND_REFUSED, 0);
     return;
   }
   p->info = info;
   p->state = state;
-  copy_table(&p->fns, sizeof p->fns, info->fns);
-  copy_table(&p->dfns, sizeof p->dfns, info->device_fns);
+  abicheck_copy_table(&p->fns, sizeof p->fns, info->fns);
+  abicheck_copy_table(&p->dfns, sizeof p->dfns, info->device_fns);
   p->pub.vendor = own(p, info->vendor);
   p->pub.version = own(p, info->version);
   p->pub.license = own(p, info->license);
   p->pub.description = own(p, info->description);
-
-  if (!info->name || strcmp(info->name, name) != 0) {
-    p->pub.reason = ownf(p,
-                         "calls itself '%s' but its file is named for '%s'; "
-                         "rename the file " PREFIX "%s.so",
-                         info->name ? info->name : "(null)", name,
-                         info->name ? info->name : "NAME");
-    give_up(p, TYTO_FOUND_REFUSED, p->fns.shutdown != NULL);
-    return;
-  }
-  const char *bad = bad_options(p, info);
-  if (bad) {
-    p->pub.reason = bad;
+  if (verdict == ABICHECK_REFUSED_SHUTDOWN) {
+    p->pub.reason = own(p, why);
     give_up(p, TYTO_FOUND_REFUSED, p->fns.shutdown != NULL);
     return;
   }
   if (TYTO_PLUGIN_HAS_FIELD(info, tyto_plugin_info, n_options))
     p->n_options = info->n_options;
-  const char *missing = missing_required(p);
-  if (missing) {
-    p->pub.reason = ownf(p, "required function %s is missing (NULL)", missing);
-    give_up(p, TYTO_FOUND_REFUSED, p->fns.shutdown != NULL);
-    return;
-  }
   if (info->abi_minor > TYTO_PLUGIN_ABI_MINOR)
     rt_log(&ctx->log, TYTO_LOG_INFO, "tyto",
            "plugin %s uses plugin ABI %u.%u, newer than this tyto's %d.%d; "
@@ -534,26 +446,6 @@ static void load_one(tyto_context *ctx, const char *name, const char *path) {
 /* ---------------------------------------------------------------------- */
 /* Scanning the search path                                                */
 
-/* "tyto_plugin_NAME.so" → NAME, when NAME is [a-z0-9_]+ and ext matches. */
-static int plugin_name_of(const char *file, const char *ext, char *name,
-                          size_t cap) {
-  size_t pl = strlen(PREFIX), fl = strlen(file), el = strlen(ext);
-  if (fl <= pl + el || strncmp(file, PREFIX, pl) != 0 ||
-      strcmp(file + fl - el, ext) != 0)
-    return 0;
-  size_t nl = fl - pl - el;
-  if (nl + 1 > cap)
-    return 0;
-  for (size_t i = 0; i < nl; i++) {
-    unsigned char c = (unsigned char)file[pl + i];
-    if (!(islower(c) || isdigit(c) || c == '_'))
-      return 0;
-  }
-  memcpy(name, file + pl, nl);
-  name[nl] = '\0';
-  return 1;
-}
-
 static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -568,9 +460,9 @@ static void scan_dir(tyto_context *ctx, const char *dir) {
   strlist so = {0}, la = {0};
   char name[128];
   for (struct dirent *e; (e = readdir(d)) != NULL;) {
-    if (plugin_name_of(e->d_name, ".so", name, sizeof name))
+    if (abicheck_plugin_name(e->d_name, ".so", name, sizeof name))
       strlist_push(&so, name);
-    else if (plugin_name_of(e->d_name, ".la", name, sizeof name))
+    else if (abicheck_plugin_name(e->d_name, ".la", name, sizeof name))
       strlist_push(&la, name);
   }
   closedir(d);

@@ -65,6 +65,11 @@ struct tyto_context {
   size_t n_selected;
   char *selection, *selection_source, *selection_error;
   int ltdl_ready;
+  int ignore_env; /* TYTO_CONTEXT_IGNORE_ENV: no environment lookups */
+  /* Device profiles measured or read this far (compile/calibrate.c owns
+   * them; the runtime only frees them with the context). */
+  void *profiles;
+  void (*profiles_free)(void *);
 };
 
 /* loader.c: scans ctx->dirs, loads every plugin, probes each with the

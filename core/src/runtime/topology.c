@@ -12,9 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "error.h"
+#include "file.h"
 #include "strlist.h"
+/* The host-memory rule shared with the CPU plugin (libc only). */
+#include "../../../plugins/common/hostmem.h"
 
 /* Keeps `s` (taking ownership) and returns it, or "" on failure so callers
  * never see NULL. */
@@ -58,7 +62,7 @@ static int single_numa(hwloc_const_nodeset_t nodeset) {
              : -1;
 }
 
-static void fill_cpu(topology *t, hwloc_topology_t topo) {
+static void fill_cpu(topology *t, hwloc_topology_t topo, int from_xml) {
   tyto_topology *p = &t->pub;
   int n;
   n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
@@ -71,7 +75,11 @@ static void fill_cpu(topology *t, hwloc_topology_t topo) {
   p->numa_nodes = n > 0 ? (uint32_t)n : 1;
   hwloc_obj_t root = hwloc_get_root_obj(topo);
   p->cpuset = keep_bitmap(t, root->cpuset);
-  p->memory_bytes = root->total_memory;
+  /* This machine's memory by the rule the CPU plugin uses too, so that
+   * tyto-info's Topology line and cpu:0 agree; a topology from an XML file
+   * describes another machine and keeps its own figure. */
+  p->memory_bytes =
+      from_xml ? root->total_memory : tpc_host_memory(root->total_memory);
   const char *model = NULL;
   hwloc_obj_t pkg = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PACKAGE, 0);
   if (pkg)
@@ -164,6 +172,15 @@ tyto_status topology_load(topology *t, const char *xml) {
   for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
     hwloc_topology_set_components(
         topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, skip[i]);
+  const char *why = NULL;
+  int fd = xml ? rt_open_regular(xml, &why) : -1;
+  if (xml && fd < 0) {
+    hwloc_topology_destroy(topo);
+    return rt_fail(TYTO_ERR_IO, "hwloc: cannot use topology file '%s': %s", xml,
+                   why);
+  }
+  if (fd >= 0)
+    close(fd);
   if (xml && hwloc_topology_set_xml(topo, xml) != 0) {
     hwloc_topology_destroy(topo);
     return rt_fail(TYTO_ERR_IO,
@@ -173,8 +190,12 @@ tyto_status topology_load(topology *t, const char *xml) {
   }
   if (hwloc_topology_load(topo) != 0) {
     hwloc_topology_destroy(topo);
-    return rt_fail(TYTO_ERR_IO, "hwloc: cannot load the topology%s%s",
-                   xml ? " from " : "", xml ? xml : "");
+    if (xml)
+      return rt_fail(TYTO_ERR_IO,
+                     "hwloc: cannot use topology file '%s' (is it hwloc XML, "
+                     "as written by 'lstopo --of xml'?)",
+                     xml);
+    return rt_fail(TYTO_ERR_IO, "hwloc: cannot load this machine's topology");
   }
   size_t n_pci = count_pci(topo);
   t->pci = calloc(n_pci ? n_pci : 1, sizeof *t->pci);
@@ -186,7 +207,7 @@ tyto_status topology_load(topology *t, const char *xml) {
     return rt_fail(TYTO_ERR_OUT_OF_MEMORY,
                    "out of memory reading the topology");
   }
-  fill_cpu(t, topo);
+  fill_cpu(t, topo, xml != NULL);
   fill_pci(t, topo);
   fill_offer(t, topo);
   hwloc_topology_destroy(topo);

@@ -1,0 +1,69 @@
+#!/bin/sh
+# tyto-conform must refuse plugins with known faults: the asynchronous test
+# plugin of tests/plugins/kitplug.c conforms as built correctly (kitgood,
+# and kitnorelease, which lacks an optional function), and each build with
+# one fault fails, with the finding that names it.
+set -u
+conform=../tools/tyto-conform
+cpu=../plugins/cpu/.libs/tyto_plugin_cpu.so
+dir=plugins/kit/.libs
+[ -x "$conform" ] || { echo "$conform not built"; exit 1; }
+[ -f "$cpu" ] || { echo "$cpu not built"; exit 1; }
+mkdir -p conformance
+log=conformance/test_conform_faults.out
+: >"$log"
+failed=0
+
+# run NAME: runs the kit on test plugin NAME (test mode), output in $log.one.
+run() {
+  "$conform" "$dir/tyto_plugin_$1.so" --reference "$cpu" >"$log.one" 2>&1
+  rc=$?
+  { echo "== $1 (exit $rc)"; cat "$log.one"; } >>"$log"
+  return $rc
+}
+
+# Correct: as built, and without the optional kernel_release.
+for p in kitgood kitnorelease; do
+  if run $p; then
+    echo "$p: $(grep '^summary:' "$log.one")"
+  else
+    failed=1
+    echo "FAIL: $p, a correct plugin, does not conform (log: tests/$log):"
+    grep -E 'FAIL|out-of-bounds|tyto-conform:' "$log.one" | head -n 20
+  fi
+done
+
+# fault NAME PATTERN WHAT: plugin NAME must not conform, and a row of the
+# report must match PATTERN (a basic regular expression).
+fault() {
+  run "$1"
+  rc=$?
+  if [ $rc -ne 1 ]; then
+    failed=1
+    echo "FAIL: $1 ($3): tyto-conform exited $rc, expected 1 (log: tests/$log)"
+  elif ! grep -q "$2" "$log.one"; then
+    failed=1
+    echo "FAIL: $1 ($3): no row matches '$2'; its findings were:"
+    grep -E 'FAIL|out-of-bounds' "$log.one" | head -n 10
+  else
+    echo "$1 ($3) refused: $(grep "$2" "$log.one" | head -n 1 |
+      sed 's/  */ /g')"
+  fi
+}
+
+fault kitevwait '^contract .*events across streams .*FAIL' \
+  "event_wait does not wait"
+fault kitrelu '^relu .*special values .*FAIL: relu(nan)' \
+  "relu as x > 0 ? x : 0"
+fault kitsupports 'FAIL: supports_op accepted it but prepare refused it' \
+  "supports_op accepts what prepare refuses"
+fault kitrelease '^contract .*kernel released with launches queued .*FAIL' \
+  "kernel_release drops queued launches"
+fault kith2d '^contract .*stream order: copies .*FAIL' \
+  "a queued copy_h2d runs ahead of its stream"
+fault kitnullsync '^contract .*copies and host memory .*FAIL' \
+  "copy_h2d with stream NULL returns before reading its source"
+fault kitdupclaim "^abi .*probe's claims .*FAIL: claimed device number 0 twice" \
+  "its probe claims one device number twice"
+rm -f "$log.one"
+exit $failed
