@@ -16,8 +16,9 @@ weights, zero biases), with PyTorch's generator.  --save-init FILE writes
 the initial parameters as safetensors in tyto's names and layouts
 ("conv.weight" OIHW, a linear weight as [in, out]; those of tyto-train's
 presets), so that tyto can start from the same values; --init-only stops
-there.  --eval-every N also evaluates every N steps ("eval_curve" in the
-JSON: [step, test accuracy] pairs).
+there.  --eval-every N also evaluates every N steps, --eval-last K after
+each of the last K steps ("eval_curve" in the JSON: [step, test accuracy]
+pairs; evaluation time is not training time).
 
 The whole data set lives in memory as float tensors scaled by 1/255 and is
 batched by slicing a torch.randperm permutation each epoch: no DataLoader,
@@ -27,7 +28,7 @@ The last partial batch is kept (DataLoader's default drop_last=False).
 Usage: torch_fashion.py --model cnn|mlp [--optimizer adam|sgd] [--lr X]
          [--batch N] [--epochs N] [--limit N] [--test-limit N]
          [--threads N] [--seed N] [--data DIR] [--init default|glorot]
-         [--save-init FILE [--init-only]] [--eval-every N]
+         [--save-init FILE [--init-only]] [--eval-every N] [--eval-last K]
 """
 
 import argparse
@@ -125,7 +126,8 @@ def init_glorot(torch, model, name):
 
 def save_init(path, model, name):
     """The parameters as safetensors, in tyto's names and layouts."""
-    header, blobs, offset = {"__metadata__": {"source": "torch_fashion.py"}}, [], 0
+    header = {"__metadata__": {"source": "torch_fashion.py"}}
+    blobs, offset = [], 0
     for lname, m in tyto_parameters(model, name):
         for what, t in (("weight", m.weight), ("bias", m.bias)):
             a = t.detach().numpy().astype("<f4")
@@ -189,11 +191,13 @@ def main(argv):
                     help="stop after --save-init")
     ap.add_argument("--eval-every", type=int, default=0,
                     help="also evaluate every N steps")
+    ap.add_argument("--eval-last", type=int, default=0,
+                    help="also evaluate after each of the last K steps")
     args = ap.parse_args(argv)
     if args.batch < 1 or args.epochs < 1 or args.lr <= 0 or \
-            args.eval_every < 0:
-        ap.error("--batch and --epochs must be >= 1, --lr > 0 and "
-                 "--eval-every >= 0")
+            args.eval_every < 0 or args.eval_last < 0:
+        ap.error("--batch and --epochs must be >= 1, --lr > 0, and "
+                 "--eval-every and --eval-last >= 0")
     if args.init_only and not args.save_init:
         ap.error("--init-only needs --save-init FILE")
 
@@ -231,6 +235,7 @@ def main(argv):
     epoch_seconds = []
     eval_curve = []
     steps = 0
+    total_steps = args.epochs * -(-n_train // args.batch)
     train_loss = float("nan")
     for epoch in range(args.epochs):
         model.train()
@@ -246,7 +251,8 @@ def main(argv):
             opt.step()
             loss_sum += loss.item() * idx.shape[0]
             steps += 1
-            if args.eval_every and steps % args.eval_every == 0:
+            if args.eval_every and steps % args.eval_every == 0 or \
+                    steps > total_steps - args.eval_last:
                 te = time.perf_counter()
                 eval_curve.append([steps, evaluate(torch, model, x_test,
                                                    y_test)])

@@ -32,14 +32,20 @@ chooses the initial weights:
   pytorch  both start from the values PyTorch draws for the seed:
            torch_fashion.py --save-init writes them in tyto's layout and
            tyto-train resumes from a step-0 checkpoint that holds them
+           (its peak RSS then counts the loaded checkpoint, about 100 MB)
   glorot   both draw tyto's distribution (PyTorch with its own generator)
 --eval-every N evaluates every N steps in both and reports how far the
 test accuracy moves between neighbouring evaluations over the second half
-of the epoch.
+of the epoch.  Late in the epoch one step moves the test accuracy by up to
+a point or two in both frameworks, so the accuracy after the last step is
+a noisy sample: --eval-last K also evaluates after each of the last K
+steps (tyto-train: the run again to step total - K, then resumed with
+--eval-every 1) and compares the means over those steps.
 
 Usage: bench/train_vs_torch.py [--quick] [--models cnn,mlp] [--tyto PATH]
          [--data DIR] [--torch-settings t1,t2,t2-passive] [--repeat N]
          [--seeds 1,2,...] [--init native|pytorch|glorot] [--eval-every N]
+         [--eval-last K]
 
 Exit status: 0 when every run finished; 2 on bad arguments or when the
 tyto-train binary is missing (PyTorch still runs and is reported); 1 when
@@ -316,7 +322,17 @@ def run_torch(model, setting, args, seed):
     cmd = torch_fashion_cmd(model, args, seed, s["threads"])
     if args.eval_every:
         cmd += ["--eval-every", str(args.eval_every)]
-    return finish_run("pytorch", model, setting, seed, cmd, env)
+    if args.eval_last:
+        cmd += ["--eval-last", str(args.eval_last)]
+    run = finish_run("pytorch", model, setting, seed, cmd, env,
+                     args.eval_every)
+    if args.eval_last and "error" not in run:
+        total = run["reported"].get("steps", 0)
+        run["late_curve"] = [p for p in run["eval_curve"]
+                             if p[0] > total - args.eval_last]
+        run["late_mean"] = statistics.mean(
+            a for _, a in run["late_curve"]) if run["late_curve"] else None
+    return run
 
 
 def read_safetensors(path):
@@ -375,30 +391,34 @@ def tyto_env(args):
 def run_tyto(model, args, seed):
     cfg = MODELS[model]
     env = tyto_env(args)
-    cmd = [args.tyto, "--model", model, "--data", args.data,
-           "--epochs", "1", "--batch", str(cfg["batch"]),
-           "--optimizer", cfg["optimizer"], "--lr", repr(cfg["lr"]),
-           "--seed", str(seed)]
+    base = [args.tyto, "--model", model, "--data", args.data,
+            "--epochs", "1", "--batch", str(cfg["batch"]),
+            "--optimizer", cfg["optimizer"], "--lr", repr(cfg["lr"]),
+            "--seed", str(seed)]
     if args.limit:
-        cmd += ["--limit", str(args.limit)]
+        base += ["--limit", str(args.limit)]
     if args.test_limit:
-        cmd += ["--test-limit", str(args.test_limit)]
+        base += ["--test-limit", str(args.test_limit)]
+    cmd = list(base)
     if args.eval_every:
         cmd += ["--eval-every", str(args.eval_every)]
+    start = None
     if args.init == "pytorch":
         # PyTorch's initial values for this seed, then a checkpoint of step
         # 0 that holds them, for tyto-train --resume.
         init = os.path.join(args.workdir, f"init-{model}-{seed}.safetensors")
-        ck = os.path.join(args.workdir, f"start-{model}-{seed}.safetensors")
+        start = os.path.join(args.workdir, f"start-{model}-{seed}.safetensors")
+        ck = os.path.join(args.workdir, f"run-{model}-{seed}.safetensors")
         prep = torch_fashion_cmd(model, args, seed, 1) + \
             ["--save-init", init, "--init-only"]
-        tmpl = cmd + ["--max-steps", "1", "--checkpoint", ck, "--quiet"]
+        tmpl = base + ["--max-steps", "1", "--checkpoint", start, "--quiet"]
         try:
             for c in (prep, tmpl):
                 log(f"tyto {model} seed {seed}: {' '.join(c)}")
                 subprocess.run(c, env=env, check=True, stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL)
-            start_from(ck, init, ck)
+            start_from(start, init, start)
+            shutil.copyfile(start, ck)
         except (OSError, subprocess.CalledProcessError, ValueError) as e:
             msg = f"tyto {model} seed {seed}: starting from PyTorch's " \
                 f"initial values: {e}"
@@ -406,22 +426,69 @@ def run_tyto(model, args, seed):
             return {"framework": "tyto", "model": model, "setting": "default",
                     "seed": seed, "error": msg}
         cmd += ["--checkpoint", ck, "--resume"]
-    return finish_run("tyto", model, "default", seed, cmd + ["--json"], env)
+    run = finish_run("tyto", model, "default", seed, cmd + ["--json"], env,
+                     args.eval_every)
+    if args.eval_last and "error" not in run:
+        tyto_late(run, base, env, args, start)
+    return run
+
+
+def tyto_late(run, base, env, args, start):
+    """Adds the test accuracy after each of the last --eval-last steps to a
+    tyto run: the same run again to --max-steps (total - K), then resumed
+    with --eval-every 1 (a checkpoint resumes bit for bit)."""
+    model, seed = run["model"], run["seed"]
+    total = run["reported"].get("steps", 0)
+    k = min(args.eval_last, total - 1)
+    ck = os.path.join(args.workdir, f"late-{model}-{seed}.safetensors")
+    first = base + ["--max-steps", str(total - k), "--checkpoint", ck,
+                    "--quiet"]
+    if start:
+        shutil.copyfile(start, ck)
+        first += ["--resume"]
+    second = base + ["--checkpoint", ck, "--resume", "--eval-every", "1",
+                     "--no-progress", "--json"]
+    try:
+        if k < 1:
+            raise ValueError(f"{total} steps: nothing to evaluate")
+        log(f"tyto {model} seed {seed}: the last {k} steps: {' '.join(first)}")
+        subprocess.run(first, env=env, check=True, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL)
+        err_lines = []
+        log(f"tyto {model} seed {seed}: {' '.join(second)}")
+        rc, out, _, _ = run_child(second, env, err_lines)
+        result = last_json(out) if rc == 0 else None
+        if result is None:
+            raise ValueError(f"exit status {rc}")
+    except (OSError, subprocess.CalledProcessError, ValueError) as e:
+        run["error"] = f"tyto {model} seed {seed}: the last steps: {e}"
+        log(run["error"])
+        return
+    run["late_curve"] = [[int(m.group(1)), float(m.group(2)) / 100]
+                         for m in map(EVAL_LINE.search, err_lines) if m]
+    run["late_mean"] = statistics.mean(a for _, a in run["late_curve"]) \
+        if run["late_curve"] else None
+    if result.get("test_accuracy") != run["test_accuracy"]:
+        log(f"tyto {model} seed {seed}: the resumed run ended at "
+            f"{result.get('test_accuracy')}, the whole run at "
+            f"{run['test_accuracy']}: not reproducible")
 
 
 EVAL_LINE = re.compile(r"step (\d+): test accuracy ([0-9.]+)%")
 
 
-def swing(curve):
+def swing(curve, every):
     """Mean |change| of the test accuracy between neighbouring evaluations
-    over the second half of the run, in points; None with fewer than 3."""
+    every `every` steps over the second half of the run, in points; None
+    with fewer than 3."""
+    curve = [p for p in curve if every and p[0] % every == 0]
     late = [a for s, a in curve if s > curve[-1][0] / 2] if curve else []
     if len(late) < 3:
         return None
     return 100 * statistics.mean(abs(b - a) for a, b in zip(late, late[1:]))
 
 
-def finish_run(framework, model, setting, seed, cmd, env):
+def finish_run(framework, model, setting, seed, cmd, env, every=0):
     log(f"{framework} {model} {setting} seed {seed}: {' '.join(cmd)}")
     err_lines = []
     rc, out, rss, wall = run_child(cmd, env, err_lines)
@@ -448,7 +515,7 @@ def finish_run(framework, model, setting, seed, cmd, env):
     else:
         curve = result.get("eval_curve") or []
     run["eval_curve"] = curve
-    run["swing_points"] = swing(run["eval_curve"])
+    run["swing_points"] = swing(run["eval_curve"], every)
     log(f"{framework} {model} {setting} seed {seed}: "
         f"{run['seconds_per_epoch']:.2f} s/epoch, "
         f"accuracy {100 * run['test_accuracy']:.2f}%")
@@ -567,14 +634,18 @@ def main(argv):
                     help="evaluate every N steps in both frameworks and "
                     "report how far the accuracy moves between "
                     "neighbouring evaluations")
+    ap.add_argument("--eval-last", type=int, default=0,
+                    help="evaluate after each of the last K steps in both "
+                    "and compare the means over them")
     args = ap.parse_args(argv)
     try:
         seeds = [int(v) for v in args.seeds.split(",") if v] \
             if args.seeds else [args.seed]
     except ValueError:
         ap.error(f"--seeds {args.seeds}: expected comma-separated integers")
-    if not seeds or args.eval_every < 0:
-        ap.error("--seeds needs a seed and --eval-every a value >= 0")
+    if not seeds or args.eval_every < 0 or args.eval_last < 0:
+        ap.error("--seeds needs a seed, --eval-every and --eval-last "
+                 "values >= 0")
 
     models = [m for m in args.models.split(",") if m]
     settings = [s for s in args.torch_settings.split(",") if s]
@@ -635,21 +706,30 @@ def main(argv):
 
     def accuracy(model, framework, setting):
         """The configuration's test accuracy per seed (the mean of its
-        repeats), its mean and standard deviation over the seeds, and the
-        mean swing between neighbouring evaluations."""
+        repeats), its mean and standard deviation over the seeds, the same
+        for the mean over the last steps (--eval-last), and the mean swing
+        between neighbouring evaluations."""
         ok = [r for r in runs if "error" not in r and r["model"] == model
               and r["framework"] == framework and r["setting"] == setting]
-        per_seed = {}
-        for r in ok:
-            per_seed.setdefault(r["seed"], []).append(r["test_accuracy"])
-        accs = [statistics.mean(per_seed[sd]) for sd in seeds
-                if sd in per_seed]
+
+        def by_seed(key):
+            per_seed = {}
+            for r in ok:
+                if r.get(key) is not None:
+                    per_seed.setdefault(r["seed"], []).append(r[key])
+            return [statistics.mean(per_seed[sd]) for sd in seeds
+                    if sd in per_seed]
+        accs, late = by_seed("test_accuracy"), by_seed("late_mean")
         swings = [r["swing_points"] for r in ok
                   if r.get("swing_points") is not None]
-        return {"seeds": [sd for sd in seeds if sd in per_seed],
+        return {"seeds": [sd for sd in seeds
+                          if any(r["seed"] == sd for r in ok)],
                 "accuracies": accs,
                 "mean": statistics.mean(accs) if accs else None,
                 "sd": statistics.stdev(accs) if len(accs) > 1 else None,
+                "late_means": late,
+                "late_mean": statistics.mean(late) if late else None,
+                "late_sd": statistics.stdev(late) if len(late) > 1 else None,
                 "swing_points": statistics.mean(swings) if swings else None}
 
     acc = {m: {"tyto": accuracy(m, "tyto", "default"),
@@ -726,7 +806,7 @@ def main(argv):
                   f"{r['peak_rss_bytes'] / 1e6:>11.0f}")
     print("* PyTorch's best (fastest) setting in this run, compared below")
     print()
-    if len(seeds) > 1 or args.eval_every:
+    if len(seeds) > 1 or args.eval_every or args.eval_last:
         print("Test accuracy by seed (%), mean and standard deviation"
               + ("; swing: mean |change| between neighbouring evaluations "
                  f"(every {args.eval_every} steps) over the second half of "
@@ -742,6 +822,14 @@ def main(argv):
                       f" sd {fmt(a['sd'] and 100 * a['sd'], '.2f')}"
                       + (f"   swing {fmt(a['swing_points'], '.2f')}"
                          if args.eval_every else ""))
+                if args.eval_last:
+                    late = f"  last {args.eval_last} steps"
+                    lm = a["late_mean"] and 100 * a["late_mean"]
+                    ls = a["late_sd"] and 100 * a["late_sd"]
+                    print(f"  {'':<5} {late:<18} "
+                          + " ".join(f"{100 * v:6.2f}"
+                                     for v in a["late_means"])
+                          + f"   mean {fmt(lm, '.2f')} sd {fmt(ls, '.2f')}")
         print()
 
     # ---- ratios against the targets
@@ -761,14 +849,21 @@ def main(argv):
         s = best["cnn"]["pytorch_best_setting"]
         p = best["cnn"]["pytorch"][s] if s else None
         both = t is not None and p is not None
-        ta = acc["cnn"]["tyto"]["mean"]
-        pa = acc["cnn"]["pytorch"][s]["mean"] if s else None
+        # With --eval-last the means over the last steps: one step's
+        # accuracy moves by a point or more late in the epoch.
+        key = "late_mean" if args.eval_last else "mean"
+        over = f", means over {len(seeds)} seeds" if len(seeds) > 1 else ""
+        if args.eval_last:
+            over += (" of" if over else ", mean of") + \
+                f" the last {args.eval_last} steps"
+        ta = acc["cnn"]["tyto"][key]
+        pa = acc["cnn"]["pytorch"][s][key] if s else None
         diff = 100 * (ta - pa) if ta is not None and pa is not None else None
         target("cnn_accuracy_points", ta, pa, diff, TARGET_CNN_ACCURACY_POINTS,
                True, " points",
                f"cnn test accuracy   tyto {fmt(ta and 100 * ta, '.2f', '%')}"
                f" vs pytorch {fmt(pa and 100 * pa, '.2f', '%')} ({s}"
-               f"{', means over ' + str(len(seeds)) + ' seeds' if len(seeds) > 1 else ''}):"
+               f"{over}):"
                f" {fmt(diff, '+.2f', ' points')}, target >= "
                f"{TARGET_CNN_ACCURACY_POINTS:+.1f} points")
         ratio = t["seconds_per_epoch"] / p["seconds_per_epoch"] \
@@ -857,6 +952,7 @@ def main(argv):
                    "test_images": args.test_limit or FULL_TEST_IMAGES,
                    "seed": args.seed, "seeds": seeds, "init": args.init,
                    "eval_every": args.eval_every,
+                   "eval_last": args.eval_last,
                    "data": args.data, "tyto": args.tyto,
                    "model_settings": {m: MODELS[m] for m in models}},
         "accuracy": acc,
