@@ -97,13 +97,15 @@ void idx_convert(const tyto_idx *x, int64_t start, int64_t n, tyto_dtype dtype,
   }
 }
 
-/* zlib's message without the "path: " it starts with. */
+/* zlib's message without the name it starts with: "path: " for gzopen,
+ * "<fd:N>: " for gzdopen (the file is opened by rt_open_regular). */
 static const char *gz_reason(gzFile gz, const char *path, int *zerr) {
   const char *msg = gzerror(gz, zerr);
   size_t n = strlen(path);
   if (strncmp(msg, path, n) == 0 && strncmp(msg + n, ": ", 2) == 0)
-    msg += n + 2;
-  return msg;
+    return msg + n + 2;
+  const char *colon = strncmp(msg, "<fd:", 4) == 0 ? strstr(msg, ">: ") : NULL;
+  return colon ? colon + 3 : msg;
 }
 
 /* Reads up to n bytes; returns the count, or -1 with the message set. */
