@@ -800,10 +800,9 @@ static tyto_plugin_error *conv_check(const tyto_plugin_host *h,
     break;
   default: break;
   }
+  /* Shapes for the messages, formatted only when one is made: the check
+   * runs for every node the host places. */
   char sx[160], sw[160], sy[160], sb[160], so[160];
-  cpu_shape_str(x, sx, sizeof sx);
-  cpu_shape_str(y, sy, sizeof sy);
-  cpu_shape_str(out, so, sizeof so);
   for (uint32_t i = 0; i < desc->n_in; i++)
     if (desc->in[i].l.dtype != out->dtype)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
@@ -813,7 +812,8 @@ static tyto_plugin_error *conv_check(const tyto_plugin_host *h,
                           cpu_dtype_name(out->dtype));
   if (x->rank != 4)
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: %s must be [N, C, H, W], got %s", name, xname, sx);
+                        "%s: %s must be [N, C, H, W], got %s", name, xname,
+                        cpu_shape_str(x, sx, sizeof sx));
   static const char *const conv_names[] = {
       "stride_h",   "stride_w",   "pad_h", "pad_w",
       "dilation_h", "dilation_w", "groups"};
@@ -837,13 +837,12 @@ static tyto_plugin_error *conv_check(const tyto_plugin_host *h,
   op->W = x->shape[3];
   int64_t O, eff_h, eff_w;
   if (is_conv) {
-    cpu_shape_str(w, sw, sizeof sw);
     op->sh = a[0], op->sw = a[1], op->ph = a[2], op->pw = a[3];
     op->dh = a[4], op->dw = a[5], op->G = a[6];
     if (w->rank != 4)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                           "%s: %s must be [O, C/groups, KH, KW], got %s", name,
-                          wname, sw);
+                          wname, cpu_shape_str(w, sw, sizeof sw));
     O = w->shape[0];
     op->KH = w->shape[2];
     op->KW = w->shape[3];
@@ -851,34 +850,40 @@ static tyto_plugin_error *conv_check(const tyto_plugin_host *h,
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                           "%s: groups %lld does not divide the %lld input "
                           "channels of %s %s",
-                          name, (long long)op->G, (long long)op->C, xname, sx);
+                          name, (long long)op->G, (long long)op->C, xname,
+                          cpu_shape_str(x, sx, sizeof sx));
     if (O % op->G)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                           "%s: groups %lld does not divide the %lld output "
                           "channels of %s %s",
-                          name, (long long)op->G, (long long)O, wname, sw);
+                          name, (long long)op->G, (long long)O, wname,
+                          cpu_shape_str(w, sw, sizeof sw));
     if (w->shape[1] != op->C / op->G)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                           "%s: %s %s takes %lld input channels per group, "
                           "but %s %s with groups %lld has %lld",
-                          name, wname, sw, (long long)w->shape[1], xname, sx,
-                          (long long)op->G, (long long)(op->C / op->G));
+                          name, wname, cpu_shape_str(w, sw, sizeof sw),
+                          (long long)w->shape[1], xname,
+                          cpu_shape_str(x, sx, sizeof sx), (long long)op->G,
+                          (long long)(op->C / op->G));
     if (desc->n_in == 3) {
       const tyto_plugin_layout *b = &desc->in[2].l;
-      cpu_shape_str(b, sb, sizeof sb);
       if (b->rank != 1 || b->shape[0] != O)
         return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                             "conv2d: bias must be [%lld] (one per output "
                             "channel of w %s), got %s",
-                            (long long)O, sw, sb);
+                            (long long)O, cpu_shape_str(w, sw, sizeof sw),
+                            cpu_shape_str(b, sb, sizeof sb));
       op->has_bias = 1;
     }
     if (op->KH > INT_MAX || op->KW > INT_MAX)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: kernel of %s %s is too large", name, wname, sw);
+                          "%s: kernel of %s %s is too large", name, wname,
+                          cpu_shape_str(w, sw, sizeof sw));
     if (op->KH < 1 || op->KW < 1)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: %s %s has an empty kernel", name, wname, sw);
+                          "%s: %s %s has an empty kernel", name, wname,
+                          cpu_shape_str(w, sw, sizeof sw));
     eff_h = op->dh * (op->KH - 1) + 1;
     eff_w = op->dw * (op->KW - 1) + 1;
   } else {
@@ -903,7 +908,7 @@ static tyto_plugin_error *conv_check(const tyto_plugin_host *h,
                         "input %lldx%lld of %s %s",
                         name, is_conv ? "dilated " : "", (long long)eff_h,
                         (long long)eff_w, (long long)ph2, (long long)pw2, xname,
-                        sx);
+                        cpu_shape_str(x, sx, sizeof sx));
   op->OH = (ph2 - eff_h) / op->sh + 1;
   op->OW = (pw2 - eff_w) / op->sw + 1;
   if (y->rank != 4 || y->shape[0] != op->N || y->shape[1] != O ||
@@ -912,28 +917,121 @@ static tyto_plugin_error *conv_check(const tyto_plugin_host *h,
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                           "%s: %s is %s, expected [%lld,%lld,%lld,%lld] for "
                           "%s %s and %s %s",
-                          name, yname, sy, (long long)op->N, (long long)O,
-                          (long long)op->OH, (long long)op->OW, xname, sx,
-                          wname, sw);
+                          name, yname, cpu_shape_str(y, sy, sizeof sy),
+                          (long long)op->N, (long long)O, (long long)op->OH,
+                          (long long)op->OW, xname,
+                          cpu_shape_str(x, sx, sizeof sx), wname,
+                          cpu_shape_str(w, sw, sizeof sw));
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                         "%s: %s is %s, expected [%lld,%lld,%lld,%lld] for "
                         "%s %s",
-                        name, yname, sy, (long long)op->N, (long long)O,
-                        (long long)op->OH, (long long)op->OW, xname, sx);
+                        name, yname, cpu_shape_str(y, sy, sizeof sy),
+                        (long long)op->N, (long long)O, (long long)op->OH,
+                        (long long)op->OW, xname,
+                        cpu_shape_str(x, sx, sizeof sx));
   }
   if (t && (t->rank != 4 || memcmp(t->shape, x->shape, 4 * sizeof *t->shape))) {
     char st[160];
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                         "%s: %s is %s, expected %s (shaped as x)", name, tname,
-                        cpu_shape_str(t, st, sizeof st), sx);
+                        cpu_shape_str(t, st, sizeof st),
+                        cpu_shape_str(x, sx, sizeof sx));
   }
   for (uint32_t ax = 0; ax < 4; ax++)
     if (out->shape[ax] > 1 && out->strides[ax] == 0)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                           "%s: output %s has a stride-0 axis %u: every "
                           "element needs its own place",
-                          name, so, ax);
+                          name, cpu_shape_str(out, so, sizeof so), ax);
   return NULL;
+}
+
+/* The portable convolution's workspace (see conv_slot): the packed weights
+ * (the accumulated weight gradient for BACKWARD_FILTER), then per slot one
+ * [K, OH*OW] column matrix and one [O/G, OH*OW] result (the packed dy for
+ * the derivatives), in elements. Small GEMMs run their (image, group) tasks
+ * in parallel slots, up to max_slots. */
+typedef struct im2col_size {
+  int64_t wpack, slot, max_slots;
+} im2col_size;
+
+/* Fills *sz; 0 when cblas's 32-bit sizes cannot hold the matrices. */
+static int im2col_sizes(const conv_op *op, im2col_size *sz) {
+  int64_t K = op->C / op->G * op->KH * op->KW, P = op->OH * op->OW,
+          Og = op->O / op->G, per_task;
+  if (K > INT_MAX || P > INT_MAX ||
+      __builtin_mul_overflow(op->O, K, &sz->wpack) ||
+      __builtin_mul_overflow(K + Og, P, &sz->slot) ||
+      __builtin_mul_overflow(Og * K, P, &per_task))
+    return 0;
+  int64_t tasks = conv_tasks(op);
+  if (op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER &&
+      __builtin_mul_overflow(per_task, op->N, &per_task))
+    per_task = INT64_MAX;
+  sz->max_slots = 1;
+  if (tasks > 1 && per_task <= CONV_SMALL_GEMM)
+    sz->max_slots = tasks < CONV_MAX_SLOTS ? tasks : CONV_MAX_SLOTS;
+  return 1;
+}
+
+/* The slots this machine runs: one per core, up to max_slots, together
+ * within CONV_SLOT_BUDGET. */
+static int64_t im2col_slots(const conv_op *op, const im2col_size *sz) {
+  if (sz->max_slots <= 1)
+    return 1;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int64_t slots = cores > 0 ? cores : 1;
+  if (slots > sz->max_slots)
+    slots = sz->max_slots;
+  int64_t slot_bytes = sz->slot * (int64_t)op->elem;
+  while (slots > 1 && slot_bytes * slots > CONV_SLOT_BUDGET)
+    slots--;
+  return slots;
+}
+
+/* The workspace's bytes with `slots` slots; nonzero when 64 bits cannot
+ * count them. */
+static int im2col_bytes(const conv_op *op, const im2col_size *sz, int64_t slots,
+                        int64_t *bytes) {
+  int64_t total;
+  return __builtin_mul_overflow(sz->slot, slots, &total) ||
+         __builtin_add_overflow(total, sz->wpack, &total) ||
+         __builtin_mul_overflow(total, (int64_t)op->elem, bytes);
+}
+
+/* The family's check, filling *op's geometry. A convolution must fit the
+ * portable path's sizes even where oneDNN would run it: oneDNN may turn it
+ * down at prepare (or TYTO_CPU_NO_DNNL may be set by then), and whether it
+ * would take it cannot be known without building its primitive. */
+static tyto_plugin_error *conv_plan(const tyto_plugin_host *h,
+                                    const cpu_desc *desc, conv_op *op) {
+  tyto_plugin_error *e = conv_check(h, desc, op);
+  if (e || !is_conv_code(op->code))
+    return e;
+  im2col_size sz;
+  if (!im2col_sizes(op, &sz))
+    return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
+                        "%s: the im2col matrix of this convolution is "
+                        "too large for cblas's 32-bit sizes",
+                        cpu_op_name(op->code));
+  /* The workspace grows with the slots: when the most a convolution can
+   * have fits, this machine's count fits too, and the check need not ask
+   * the system for its cores. */
+  int64_t bytes;
+  if (im2col_bytes(op, &sz, sz.max_slots, &bytes) &&
+      im2col_bytes(op, &sz, im2col_slots(op, &sz), &bytes))
+    return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
+                        "%s: the im2col workspace is larger than 64 "
+                        "bits can count",
+                        cpu_op_name(op->code));
+  return NULL;
+}
+
+tyto_plugin_error *cpu_conv_check(const tyto_plugin_host *h,
+                                  const cpu_desc *desc) {
+  conv_op op;
+  memset(&op, 0, sizeof op);
+  return conv_plan(h, desc, &op);
 }
 
 tyto_plugin_error *cpu_conv_prepare(const tyto_plugin_host *h,
@@ -941,7 +1039,7 @@ tyto_plugin_error *cpu_conv_prepare(const tyto_plugin_host *h,
   conv_op *op = calloc(1, sizeof *op);
   if (!op)
     return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY, "out of memory");
-  tyto_plugin_error *e = conv_check(h, desc, op);
+  tyto_plugin_error *e = conv_plan(h, desc, op);
   if (e) {
     free(op);
     return e;
@@ -985,49 +1083,14 @@ tyto_plugin_error *cpu_conv_prepare(const tyto_plugin_host *h,
   op->base.workspace_bytes = use_dnnl ? op->scratch_bytes : 0;
 #endif
   if (is_conv_code(op->code) && !use_dnnl) {
-    /* im2col + GEMM workspace: the packed weights (the accumulated weight
-     * gradient for BACKWARD_FILTER), then per slot one [K, OH*OW] column
-     * matrix and one [O/G, OH*OW] result (the packed dy for the
-     * derivatives). */
-    int64_t K = op->C / op->G * op->KH * op->KW, P = op->OH * op->OW,
-            Og = op->O / op->G, wpack, slot, per_task, total, bytes;
-    if (K > INT_MAX || P > INT_MAX ||
-        __builtin_mul_overflow(op->O, K, &wpack) ||
-        __builtin_mul_overflow(K + Og, P, &slot) ||
-        __builtin_mul_overflow(Og * K, P, &per_task)) {
-      conv_destroy(&op->base);
-      return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
-                          "%s: the im2col matrix of this convolution is "
-                          "too large for cblas's 32-bit sizes",
-                          cpu_op_name(op->code));
-    }
-    int64_t tasks = conv_tasks(op), slots = 1;
-    if (op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER &&
-        __builtin_mul_overflow(per_task, op->N, &per_task))
-      per_task = INT64_MAX;
-    if (tasks > 1 && per_task <= CONV_SMALL_GEMM) {
-      long cores = sysconf(_SC_NPROCESSORS_ONLN);
-      slots = cores > 0 ? cores : 1;
-      if (slots > CONV_MAX_SLOTS)
-        slots = CONV_MAX_SLOTS;
-      if (slots > tasks)
-        slots = tasks;
-      int64_t slot_bytes = slot * (int64_t)op->elem;
-      while (slots > 1 && slot_bytes * slots > CONV_SLOT_BUDGET)
-        slots--;
-    }
-    if (__builtin_mul_overflow(slot, slots, &total) ||
-        __builtin_add_overflow(total, wpack, &total) ||
-        __builtin_mul_overflow(total, (int64_t)op->elem, &bytes)) {
-      conv_destroy(&op->base);
-      return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
-                          "%s: the im2col workspace is larger than 64 "
-                          "bits can count",
-                          cpu_op_name(op->code));
-    }
-    op->slots = slots;
-    op->slot_elems = slot;
-    op->wpack_elems = wpack;
+    /* conv_plan checked these sizes, and the bytes of the most slots. */
+    im2col_size sz;
+    im2col_sizes(op, &sz);
+    int64_t bytes = 0;
+    op->slots = im2col_slots(op, &sz);
+    im2col_bytes(op, &sz, op->slots, &bytes);
+    op->slot_elems = sz.slot;
+    op->wpack_elems = sz.wpack;
     op->base.workspace_bytes = (uint64_t)bytes;
   }
   *out = &op->base;

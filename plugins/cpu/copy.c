@@ -157,8 +157,8 @@ static void copy_destroy(cpu_op *op) {
   free(op);
 }
 
-tyto_plugin_error *cpu_copy_prepare(const tyto_plugin_host *h,
-                                    const cpu_desc *desc, cpu_op **out) {
+tyto_plugin_error *cpu_copy_check(const tyto_plugin_host *h,
+                                  const cpu_desc *desc) {
   const tyto_plugin_op_desc *d = desc->d;
   uint32_t want_in = d->op == TYTO_PLUGIN_OP_COPY ? 1 : 0;
   if (desc->n_in != want_in || desc->n_out != 1)
@@ -181,6 +181,15 @@ tyto_plugin_error *cpu_copy_prepare(const tyto_plugin_host *h,
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                           "copy: input and output shapes differ");
   }
+  return NULL;
+}
+
+tyto_plugin_error *cpu_copy_prepare(const tyto_plugin_host *h,
+                                    const cpu_desc *desc, cpu_op **out) {
+  const tyto_plugin_op_desc *d = desc->d;
+  tyto_plugin_error *e = cpu_copy_check(h, desc);
+  if (e)
+    return e;
   copy_op *op = calloc(1, sizeof *op);
   if (!op)
     return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY, "out of memory");

@@ -302,8 +302,9 @@ void cpu_elt_space_init(cpu_elt_space *sp, const cpu_desc *desc, int slow) {
   }
 }
 
-tyto_plugin_error *cpu_eltwise_check(const tyto_plugin_host *h,
-                                     const cpu_desc *desc, const char *name) {
+tyto_plugin_error *cpu_eltwise_check_operands(const tyto_plugin_host *h,
+                                              const cpu_desc *desc,
+                                              const char *name) {
   const tyto_plugin_layout *o = &desc->out[0].l;
   char s1[160], s2[160];
   for (uint32_t j = 0; j < desc->n_in + desc->n_out; j++) {
@@ -441,8 +442,8 @@ static void elt_destroy(cpu_op *op) {
 /* Preparing                                                                 */
 /* ------------------------------------------------------------------------ */
 
-tyto_plugin_error *cpu_eltwise_prepare(const tyto_plugin_host *h,
-                                       const cpu_desc *desc, cpu_op **out) {
+tyto_plugin_error *cpu_eltwise_check(const tyto_plugin_host *h,
+                                     const cpu_desc *desc) {
   const tyto_plugin_op_desc *d = desc->d;
   const char *name = cpu_op_name(d->op);
   int n_in = cpu_eltwise_arity(d->op);
@@ -458,7 +459,7 @@ tyto_plugin_error *cpu_eltwise_prepare(const tyto_plugin_host *h,
                         desc->n_out);
   int needs_attr =
       d->op == TYTO_PLUGIN_OP_LEAKY_RELU || d->op == TYTO_PLUGIN_OP_ELU;
-  tyto_plugin_error *e = cpu_eltwise_check(h, desc, name);
+  tyto_plugin_error *e = cpu_eltwise_check_operands(h, desc, name);
   if (e)
     return e;
   if (needs_attr && d->n_fattrs < 1)
@@ -468,7 +469,19 @@ tyto_plugin_error *cpu_eltwise_prepare(const tyto_plugin_host *h,
         "real attributes",
         name, d->op == TYTO_PLUGIN_OP_ELU ? "alpha" : "negative slope",
         d->n_fattrs);
+  return NULL;
+}
 
+tyto_plugin_error *cpu_eltwise_prepare(const tyto_plugin_host *h,
+                                       const cpu_desc *desc, cpu_op **out) {
+  const tyto_plugin_op_desc *d = desc->d;
+  const char *name = cpu_op_name(d->op);
+  tyto_plugin_error *e = cpu_eltwise_check(h, desc);
+  if (e)
+    return e;
+  int n_in = cpu_eltwise_arity(d->op);
+  int needs_attr =
+      d->op == TYTO_PLUGIN_OP_LEAKY_RELU || d->op == TYTO_PLUGIN_OP_ELU;
   elt_op *op = calloc(1, sizeof *op);
   if (!op)
     return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,

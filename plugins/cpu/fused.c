@@ -2,13 +2,14 @@
  * FUSED on the CPU: an elementwise expression program (see
  * tyto_plugin_fused_program) run as a vectorised interpreter.
  *
- * prepare() validates the program, drops what no OUTPUT needs, and
- * compiles it into steps over registers, each a block of up to
- * CPU_ELT_BLOCK elements: an elementwise instruction becomes one call of
- * the same contiguous loop the single-op kernel uses (cpu_eltwise_kern), so
- * results are bit-identical to running the ops one at a time. Registers are
- * reused once their value's last reader has run, so the register file
- * stays in L1 however long the program.
+ * cpu_fused_check() validates the program where the descriptor holds it
+ * (supports_op runs it alone); prepare() runs it too, then drops what no
+ * OUTPUT needs and compiles the rest into steps over registers, each a
+ * block of up to CPU_ELT_BLOCK elements: an elementwise instruction becomes
+ * one call of the same contiguous loop the single-op kernel uses
+ * (cpu_eltwise_kern), so results are bit-identical to running the ops one
+ * at a time. Registers are reused once their value's last reader has run,
+ * so the register file stays in L1 however long the program.
  *
  * Operands: a unit-stride input is read in place (no register) unless an
  * OUTPUT stores it; a broadcast input (stride 0 along the row) and a CONST
@@ -201,17 +202,24 @@ static void fu_destroy(cpu_op *base) {
 /* Validating                                                                */
 /* ------------------------------------------------------------------------ */
 
+/* Instruction i of the program (the array's stride is instrs[0]'s
+ * struct_size). */
+static const tyto_plugin_fused_instr *
+instr_at(const tyto_plugin_fused_program *p, uint32_t i) {
+  return TYTO_PLUGIN_AT(tyto_plugin_fused_instr, p->instrs, i);
+}
+
 /* Whether value v may be read by instruction i. */
 static tyto_plugin_error *check_value(const tyto_plugin_host *h,
-                                      const fu_instr *fi, uint32_t i,
-                                      uint32_t v) {
+                                      const tyto_plugin_fused_program *p,
+                                      uint32_t i, uint32_t v) {
   if (v >= i)
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                         "fused: instruction %u reads value %u, which is not "
                         "defined before it (operands must name earlier "
                         "instructions)",
                         i, v);
-  if (fi[v].op == TYTO_PLUGIN_FUSED_OUTPUT)
+  if (instr_at(p, v)->op == TYTO_PLUGIN_FUSED_OUTPUT)
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                         "fused: instruction %u reads value %u, which is an "
                         "OUTPUT and defines no value",
@@ -219,13 +227,10 @@ static tyto_plugin_error *check_value(const tyto_plugin_host *h,
   return NULL;
 }
 
-/* Reads the blob into fi (n instructions, malloc'd; the caller frees it)
- * and checks every instruction. */
-static tyto_plugin_error *read_program(const tyto_plugin_host *h,
-                                       const cpu_desc *desc, fu_instr **out,
-                                       uint32_t *n_out) {
+/* Checks the blob and every instruction where it lies, copying nothing. */
+static tyto_plugin_error *check_program(const tyto_plugin_host *h,
+                                        const cpu_desc *desc) {
   const tyto_plugin_op_desc *d = desc->d;
-  *out = NULL;
   if (!d->blob || d->blob_size < FU_PROG_MIN)
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                         "fused: expected a tyto_plugin_fused_program of at "
@@ -254,24 +259,13 @@ static tyto_plugin_error *read_program(const tyto_plugin_host *h,
                         "expected at least %zu (a tyto_plugin_fused_instr of "
                         "ABI 1.2)",
                         p->instrs[0].struct_size, (size_t)FU_INSTR_MIN);
-  const uint32_t n = p->n_instrs;
-  fu_instr *fi = malloc((size_t)n * sizeof *fi);
-  if (!fi)
-    return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
-                        "fused: out of memory reading a program of %u "
-                        "instructions",
-                        n);
   int32_t writer[CPU_MAX_IO];
   for (uint32_t k = 0; k < CPU_MAX_IO; k++)
     writer[k] = -1;
   tyto_plugin_error *e = NULL;
-  for (uint32_t i = 0; i < n && !e; i++) {
-    const tyto_plugin_fused_instr *in =
-        TYTO_PLUGIN_AT(tyto_plugin_fused_instr, p->instrs, i);
-    fi[i].op = in->op;
-    memcpy(fi[i].arg, in->arg, sizeof fi[i].arg);
-    fi[i].attr = in->attr;
-    const uint32_t *a = fi[i].arg;
+  for (uint32_t i = 0; i < p->n_instrs && !e; i++) {
+    const tyto_plugin_fused_instr *in = instr_at(p, i);
+    const uint32_t *a = in->arg;
     switch (in->op) {
     case TYTO_PLUGIN_FUSED_INPUT:
       if (a[0] >= desc->n_in)
@@ -282,7 +276,7 @@ static tyto_plugin_error *read_program(const tyto_plugin_host *h,
       break;
     case TYTO_PLUGIN_FUSED_CONST: break;
     case TYTO_PLUGIN_FUSED_OUTPUT:
-      e = check_value(h, fi, i, a[0]);
+      e = check_value(h, p, i, a[0]);
       if (!e && a[1] >= desc->n_out)
         e = h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                          "fused: instruction %u writes output %u, but the op "
@@ -306,7 +300,7 @@ static tyto_plugin_error *read_program(const tyto_plugin_host *h,
                          "(NEG .. FMA)",
                          i, in->op);
       for (int k = 0; k < arity && !e; k++)
-        e = check_value(h, fi, i, a[k]);
+        e = check_value(h, p, i, a[k]);
     }
     }
   }
@@ -316,9 +310,27 @@ static tyto_plugin_error *read_program(const tyto_plugin_host *h,
                        "fused: output %u is never written (expected one "
                        "OUTPUT instruction for each of the %u outputs)",
                        k, desc->n_out);
-  if (e) {
-    free(fi);
-    return e;
+  return e;
+}
+
+/* Copies the checked program into fi (n instructions, malloc'd; the caller
+ * frees it): the compiler's input outlives the descriptor. */
+static tyto_plugin_error *read_program(const tyto_plugin_host *h,
+                                       const cpu_desc *desc, fu_instr **out,
+                                       uint32_t *n_out) {
+  const tyto_plugin_fused_program *p = desc->d->blob;
+  const uint32_t n = p->n_instrs;
+  fu_instr *fi = malloc((size_t)n * sizeof *fi);
+  if (!fi)
+    return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                        "fused: out of memory reading a program of %u "
+                        "instructions",
+                        n);
+  for (uint32_t i = 0; i < n; i++) {
+    const tyto_plugin_fused_instr *in = instr_at(p, i);
+    fi[i].op = in->op;
+    memcpy(fi[i].arg, in->arg, sizeof fi[i].arg);
+    fi[i].attr = in->attr;
   }
   *out = fi;
   *n_out = n;
@@ -469,8 +481,8 @@ static tyto_plugin_error *compile(const tyto_plugin_host *h, fu_op *op,
 /* Preparing                                                                 */
 /* ------------------------------------------------------------------------ */
 
-tyto_plugin_error *cpu_fused_prepare(const tyto_plugin_host *h,
-                                     const cpu_desc *desc, cpu_op **out) {
+tyto_plugin_error *cpu_fused_check(const tyto_plugin_host *h,
+                                   const cpu_desc *desc) {
   if (desc->d->op != TYTO_PLUGIN_OP_FUSED)
     return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
                         "op %u is not a fused op known to the cpu device",
@@ -482,7 +494,13 @@ tyto_plugin_error *cpu_fused_prepare(const tyto_plugin_host *h,
                         "got %u and %u",
                         TYTO_PLUGIN_FUSED_MAX_IO, TYTO_PLUGIN_FUSED_MAX_IO,
                         desc->n_in, desc->n_out);
-  tyto_plugin_error *e = cpu_eltwise_check(h, desc, "fused");
+  tyto_plugin_error *e = cpu_eltwise_check_operands(h, desc, "fused");
+  return e ? e : check_program(h, desc);
+}
+
+tyto_plugin_error *cpu_fused_prepare(const tyto_plugin_host *h,
+                                     const cpu_desc *desc, cpu_op **out) {
+  tyto_plugin_error *e = cpu_fused_check(h, desc);
   if (e)
     return e;
   fu_instr *fi = NULL;

@@ -2,8 +2,9 @@
  * The generic half of the CPU plugin's prepare/launch (see ops.h): every
  * layout is read into our struct size and measured once, at prepare, with
  * overflow checks, so that launch only compares byte ranges with the bound
- * buffers. Op families build the cpu_op that runs; kernels are refcounted
- * so that a release with launches still queued is safe.
+ * buffers. Op families check descriptors (for supports_op and prepare
+ * alike) and build the cpu_op that runs; kernels are refcounted so that a
+ * release with launches still queued is safe.
  */
 #include "config.h"
 
@@ -172,38 +173,49 @@ static tyto_plugin_error *measure(const tyto_plugin_host *h, uint32_t op,
   return NULL;
 }
 
-/* The family that runs each op code. */
-static cpu_family_fn family_of(uint32_t op) {
+/* The families, and the one that runs each op code. */
+static const cpu_family copy_family = {cpu_copy_check, cpu_copy_prepare},
+                        eltwise_family = {cpu_eltwise_check,
+                                          cpu_eltwise_prepare},
+                        reduce_family = {cpu_reduce_check, cpu_reduce_prepare},
+                        matmul_family = {cpu_matmul_check, cpu_matmul_prepare},
+                        conv_family = {cpu_conv_check, cpu_conv_prepare},
+                        layout_family = {cpu_layout_check, cpu_layout_prepare},
+                        random_family = {cpu_random_check, cpu_random_prepare},
+                        linalg_family = {cpu_linalg_check, cpu_linalg_prepare},
+                        fused_family = {cpu_fused_check, cpu_fused_prepare};
+
+static const cpu_family *family_of(uint32_t op) {
   if (op == TYTO_PLUGIN_OP_COPY || op == TYTO_PLUGIN_OP_FILL)
-    return cpu_copy_prepare;
+    return &copy_family;
   if (op >= TYTO_PLUGIN_OP_NEG && op <= TYTO_PLUGIN_OP_FMA)
-    return cpu_eltwise_prepare;
+    return &eltwise_family;
   if ((op >= TYTO_PLUGIN_OP_SUM && op <= TYTO_PLUGIN_OP_NORM_L2) ||
       op == TYTO_PLUGIN_OP_SOFTMAX || op == TYTO_PLUGIN_OP_LOG_SOFTMAX)
-    return cpu_reduce_prepare;
+    return &reduce_family;
   if (op == TYTO_PLUGIN_OP_MATMUL)
-    return cpu_matmul_prepare;
+    return &matmul_family;
   if (op >= TYTO_PLUGIN_OP_CONV2D && op <= TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD)
-    return cpu_conv_prepare;
+    return &conv_family;
   if (op >= TYTO_PLUGIN_OP_PAD && op <= TYTO_PLUGIN_OP_ONE_HOT)
-    return cpu_layout_prepare;
+    return &layout_family;
   if (op >= TYTO_PLUGIN_OP_RANDOM_UNIFORM &&
       op <= TYTO_PLUGIN_OP_RANDOM_BERNOULLI)
-    return cpu_random_prepare;
+    return &random_family;
   if (op >= TYTO_PLUGIN_OP_INV && op <= TYTO_PLUGIN_OP_TRIANGULAR_SOLVE)
-    return cpu_linalg_prepare;
+    return &linalg_family;
   if (op == TYTO_PLUGIN_OP_FUSED)
-    return cpu_fused_prepare;
+    return &fused_family;
   return NULL;
 }
 
-/* Reads a descriptor, measures its layouts and asks the op's family for a
- * cpu_op. */
-static tyto_plugin_error *build(const tyto_plugin_host *h,
-                                const tyto_plugin_op_desc *d, cpu_desc *desc,
-                                cpu_op **op) {
-  cpu_family_fn family = family_of(d->op);
-  if (!family)
+/* Reads a descriptor and measures its layouts into *desc: the part of the
+ * checks every family shares. *family: the op's. */
+static tyto_plugin_error *describe(const tyto_plugin_host *h,
+                                   const tyto_plugin_op_desc *d, cpu_desc *desc,
+                                   const cpu_family **family) {
+  *family = family_of(d->op);
+  if (!*family)
     return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
                         "op %u (%s) is not supported by the cpu device", d->op,
                         cpu_op_name(d->op));
@@ -233,17 +245,18 @@ static tyto_plugin_error *build(const tyto_plugin_host *h,
     e = h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                      "%s: %u real attributes but no array", cpu_op_name(d->op),
                      d->n_fattrs);
-  return e ? e : family(h, desc, op);
+  return e;
 }
 
+/* The answer prepare would give, from the descriptor alone: the family's
+ * check is the one its prepare runs, and builds nothing. */
 tyto_plugin_error *cpu_supports_op(tyto_plugin_device *dev,
                                    const tyto_plugin_op_desc *d) {
+  const tyto_plugin_host *h = dev->st->host;
+  const cpu_family *family;
   cpu_desc desc;
-  cpu_op *op = NULL;
-  tyto_plugin_error *e = build(dev->st->host, d, &desc, &op);
-  if (op)
-    op->destroy(op);
-  return e;
+  tyto_plugin_error *e = describe(h, d, &desc, &family);
+  return e ? e : family->check(h, &desc);
 }
 
 tyto_plugin_error *cpu_prepare(tyto_plugin_device *dev,
@@ -255,7 +268,10 @@ tyto_plugin_error *cpu_prepare(tyto_plugin_device *dev,
   if (!k)
     return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                         "out of memory preparing a kernel");
-  tyto_plugin_error *e = build(h, d, &k->desc, &k->op);
+  const cpu_family *family;
+  tyto_plugin_error *e = describe(h, d, &k->desc, &family);
+  if (!e)
+    e = family->prepare(h, &k->desc, &k->op);
   if (e) {
     free(k);
     return e;

@@ -446,8 +446,10 @@ static tyto_plugin_error *one_hot_check(const tyto_plugin_host *h,
   return NULL;
 }
 
-tyto_plugin_error *cpu_layout_prepare(const tyto_plugin_host *h,
-                                      const cpu_desc *desc, cpu_op **out) {
+/* The family's check, filling what it learns into *op: the pad mode,
+ * value and offsets, the axis, the workspace. */
+static tyto_plugin_error *layout_plan(const tyto_plugin_host *h,
+                                      const cpu_desc *desc, layout_op *op) {
   uint32_t code = desc->d->op;
   uint32_t n_in = code == TYTO_PLUGIN_OP_PAD || code == TYTO_PLUGIN_OP_ONE_HOT
                       ? 1
@@ -456,10 +458,6 @@ tyto_plugin_error *cpu_layout_prepare(const tyto_plugin_host *h,
   tyto_plugin_error *e = check_io(h, desc, n_in);
   if (e)
     return e;
-  layout_op *op = calloc(1, sizeof *op);
-  if (!op)
-    return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY, "out of memory");
-  op->h = h;
   op->op = code;
   uint64_t ws = 0;
   if (code == TYTO_PLUGIN_OP_PAD)
@@ -468,13 +466,30 @@ tyto_plugin_error *cpu_layout_prepare(const tyto_plugin_host *h,
     e = one_hot_check(h, desc);
   else
     e = axis_check(h, desc, op, &ws);
+  op->base.workspace_bytes = ws;
+  return e;
+}
+
+tyto_plugin_error *cpu_layout_check(const tyto_plugin_host *h,
+                                    const cpu_desc *desc) {
+  layout_op op;
+  memset(&op, 0, sizeof op);
+  return layout_plan(h, desc, &op);
+}
+
+tyto_plugin_error *cpu_layout_prepare(const tyto_plugin_host *h,
+                                      const cpu_desc *desc, cpu_op **out) {
+  layout_op *op = calloc(1, sizeof *op);
+  if (!op)
+    return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY, "out of memory");
+  tyto_plugin_error *e = layout_plan(h, desc, op);
   if (e) {
     free(op);
     return e;
   }
+  op->h = h;
   op->base.run = layout_run;
   op->base.destroy = layout_destroy;
-  op->base.workspace_bytes = ws;
   *out = &op->base;
   return NULL;
 }

@@ -500,6 +500,16 @@ static tyto_plugin_error *linalg_check(const tyto_plugin_host *h,
   return e ? e : plan_workspace(h, op);
 }
 
+/* LAPACK's workspace queries (lwork -1) allocate nothing: the check may
+ * make them. */
+tyto_plugin_error *cpu_linalg_check(const tyto_plugin_host *h,
+                                    const cpu_desc *desc) {
+  linalg_op op;
+  memset(&op, 0, sizeof op);
+  op.op = desc->d->op;
+  return linalg_check(h, desc, &op);
+}
+
 tyto_plugin_error *cpu_linalg_prepare(const tyto_plugin_host *h,
                                       const cpu_desc *desc, cpu_op **out) {
   linalg_op *op = calloc(1, sizeof *op);

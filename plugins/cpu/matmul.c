@@ -56,6 +56,7 @@ typedef struct mm_op {
   int64_t slot_elems;    /* per-chunk workspace: packed a, b, c */
   int64_t slot_base;     /* elements before the first slot */
   int64_t chunks;
+  int64_t max_chunks; /* chunks on a machine with the most cores */
 } mm_op;
 
 static atomic_int blas_threads_set;
@@ -321,8 +322,29 @@ static void fold_batches(mm_op *op) {
   op->batches = 1;
 }
 
-tyto_plugin_error *cpu_matmul_prepare(const tyto_plugin_host *h,
-                                      const cpu_desc *desc, cpu_op **out) {
+/* Chunks a batch of small GEMMs is cut into on this machine: one per core,
+ * up to op->max_chunks. */
+static int64_t mm_chunks(const mm_op *op) {
+  if (op->max_chunks <= 1)
+    return 1;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int64_t c = cores > 0 ? cores : 1;
+  return c < op->max_chunks ? c : op->max_chunks;
+}
+
+/* The workspace's bytes with `chunks` slots; nonzero when 64 bits cannot
+ * count them. */
+static int mm_bytes(const mm_op *op, int64_t chunks, int64_t *bytes) {
+  int64_t total;
+  return __builtin_mul_overflow(op->slot_elems, chunks, &total) ||
+         __builtin_add_overflow(total, op->slot_base, &total) ||
+         __builtin_mul_overflow(total, (int64_t)op->elem, bytes);
+}
+
+/* The family's check, planning the op into *op as it goes: everything but
+ * the run functions, the chunk count and the workspace size. */
+static tyto_plugin_error *mm_plan(const tyto_plugin_host *h,
+                                  const cpu_desc *desc, mm_op *op) {
   const tyto_plugin_op_desc *d = desc->d;
   if (desc->n_in != 2 || desc->n_out != 1)
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
@@ -344,10 +366,9 @@ tyto_plugin_error *cpu_matmul_prepare(const tyto_plugin_host *h,
   }
   const tyto_plugin_layout *la = &desc->in[0].l, *lb = &desc->in[1].l,
                            *lc = &desc->out[0].l;
+  /* Shapes for the messages, formatted only when one is made: the check
+   * runs for every node the host places. */
   char sa[160], sb[160], sc[160];
-  shape_str(sa, sizeof sa, la, t[0]);
-  shape_str(sb, sizeof sb, lb, t[1]);
-  shape_str(sc, sizeof sc, lc, 0);
   if (la->dtype != lb->dtype || la->dtype != lc->dtype)
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                         "matmul: inputs and output must share one dtype, got "
@@ -357,7 +378,8 @@ tyto_plugin_error *cpu_matmul_prepare(const tyto_plugin_host *h,
   if (la->rank < 2 || lb->rank < 2)
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                         "matmul: both inputs need rank 2 or more, got %s x %s",
-                        sa, sb);
+                        shape_str(sa, sizeof sa, la, t[0]),
+                        shape_str(sb, sizeof sb, lb, t[1]));
   /* The logical (transposed) last two axes: a is [m, k], b is [k, n]. */
   uint32_t ra = la->rank, rb = lb->rank;
   mm_view a = {la->shape[ra - 2],
@@ -380,7 +402,9 @@ tyto_plugin_error *cpu_matmul_prepare(const tyto_plugin_host *h,
   }
   if (a.c != b.r)
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "matmul: inner dimensions differ: %s x %s", sa, sb);
+                        "matmul: inner dimensions differ: %s x %s",
+                        shape_str(sa, sizeof sa, la, t[0]),
+                        shape_str(sb, sizeof sb, lb, t[1]));
   uint32_t nba = ra - 2, nbb = rb - 2, nb = nba > nbb ? nba : nbb;
   int64_t bshape[TYTO_PLUGIN_MAX_RANK];
   for (uint32_t ax = 0; ax < nb; ax++) {
@@ -388,8 +412,9 @@ tyto_plugin_error *cpu_matmul_prepare(const tyto_plugin_host *h,
     int64_t eb = ax + nbb >= nb ? lb->shape[ax + nbb - nb] : 1;
     if (ea != eb && ea != 1 && eb != 1)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "matmul: batch axes do not broadcast: %s x %s", sa,
-                          sb);
+                          "matmul: batch axes do not broadcast: %s x %s",
+                          shape_str(sa, sizeof sa, la, t[0]),
+                          shape_str(sb, sizeof sb, lb, t[1]));
     bshape[ax] = ea == 1 ? eb : ea;
   }
   int shape_ok =
@@ -406,26 +431,24 @@ tyto_plugin_error *cpu_matmul_prepare(const tyto_plugin_host *h,
       snprintf(want + used, sizeof want - used, "%lld,%lld]", (long long)a.r,
                (long long)b.c);
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "matmul: output is %s, expected %s for %s x %s", sc,
-                        want, sa, sb);
+                        "matmul: output is %s, expected %s for %s x %s",
+                        shape_str(sc, sizeof sc, lc, 0), want,
+                        shape_str(sa, sizeof sa, la, t[0]),
+                        shape_str(sb, sizeof sb, lb, t[1]));
   }
   for (uint32_t ax = 0; ax < lc->rank; ax++)
     if (lc->shape[ax] > 1 && lc->strides[ax] == 0)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                           "matmul: output %s has a stride-0 axis %u: every "
                           "element needs its own place",
-                          sc, ax);
+                          shape_str(sc, sizeof sc, lc, 0), ax);
   if (a.r > INT_MAX || a.c > INT_MAX || b.c > INT_MAX)
     return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
                         "matmul: %s x %s has a matrix dimension above %d, "
                         "more than cblas can index",
-                        sa, sb, INT_MAX);
+                        shape_str(sa, sizeof sa, la, t[0]),
+                        shape_str(sb, sizeof sb, lb, t[1]), INT_MAX);
 
-  mm_op *op = calloc(1, sizeof *op);
-  if (!op)
-    return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY, "out of memory");
-  op->base.run = mm_exec;
-  op->base.destroy = mm_destroy;
   op->elem = cpu_dtype_size(la->dtype);
   op->m = a.r;
   op->k = a.c;
@@ -493,28 +516,49 @@ tyto_plugin_error *cpu_matmul_prepare(const tyto_plugin_host *h,
     slot = base_elems = 0;
     op->shared[0] = op->shared[1] = 0;
   }
-  op->chunks = 1;
+  op->max_chunks = 1;
   int64_t flops;
   if (op->batches > 1 && (__builtin_mul_overflow(cm, op->k, &flops) == 0 &&
-                          flops <= MM_SMALL_GEMM)) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int64_t c = cores > 0 ? cores : 1;
-    if (c > MM_MAX_CHUNKS)
-      c = MM_MAX_CHUNKS;
-    op->chunks = op->batches < c ? op->batches : c;
-  }
+                          flops <= MM_SMALL_GEMM))
+    op->max_chunks = op->batches < MM_MAX_CHUNKS ? op->batches : MM_MAX_CHUNKS;
   op->slot_base = base_elems;
   op->slot_elems = slot;
-  int64_t total, bytes;
-  if (too_big || __builtin_mul_overflow(slot, op->chunks, &total) ||
-      __builtin_add_overflow(total, base_elems, &total) ||
-      __builtin_mul_overflow(total, (int64_t)op->elem, &bytes)) {
-    free(op);
+  /* The workspace grows with the chunks: when the most a batch can have
+   * fits, this machine's count fits too, and the check need not ask the
+   * system for its cores. */
+  int64_t bytes;
+  if (too_big || (mm_bytes(op, op->max_chunks, &bytes) &&
+                  mm_bytes(op, mm_chunks(op), &bytes)))
     return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
                         "matmul: the packing workspace for %s x %s is larger "
                         "than 64 bits can count",
-                        sa, sb);
+                        shape_str(sa, sizeof sa, la, t[0]),
+                        shape_str(sb, sizeof sb, lb, t[1]));
+  return NULL;
+}
+
+tyto_plugin_error *cpu_matmul_check(const tyto_plugin_host *h,
+                                    const cpu_desc *desc) {
+  mm_op op;
+  memset(&op, 0, sizeof op);
+  return mm_plan(h, desc, &op);
+}
+
+tyto_plugin_error *cpu_matmul_prepare(const tyto_plugin_host *h,
+                                      const cpu_desc *desc, cpu_op **out) {
+  mm_op *op = calloc(1, sizeof *op);
+  if (!op)
+    return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY, "out of memory");
+  tyto_plugin_error *e = mm_plan(h, desc, op);
+  if (e) {
+    free(op);
+    return e;
   }
+  op->base.run = mm_exec;
+  op->base.destroy = mm_destroy;
+  op->chunks = mm_chunks(op);
+  int64_t bytes = 0;
+  mm_bytes(op, op->chunks, &bytes); /* fits: mm_plan checked */
   op->base.workspace_bytes = (uint64_t)bytes;
   *out = &op->base;
   return NULL;

@@ -1,11 +1,13 @@
 /*
  * How op families plug into the CPU plugin's kernels.
  *
- * kernels.c owns the generic part of prepare/launch: it reads and measures
- * every layout (overflow-checked reach), refcounts kernels, checks each
- * binding against its buffer, and queues launches. An op family (copy.c,
- * eltwise.c, reduce.c, matmul.c, ...) only checks the descriptor of its ops
- * and builds a cpu_op that knows how to run.
+ * kernels.c owns the generic part of supports_op/prepare/launch: it reads
+ * and measures every layout (overflow-checked reach), refcounts kernels,
+ * checks each binding against its buffer, and queues launches. An op family
+ * (copy.c, eltwise.c, reduce.c, matmul.c, ...) only checks the descriptor of
+ * its ops and builds a cpu_op that knows how to run. The check is one
+ * function that both supports_op and the family's prepare call, so the two
+ * accept exactly the same descriptors with the same messages.
  */
 #ifndef TYTO_PLUGIN_CPU_OPS_H
 #define TYTO_PLUGIN_CPU_OPS_H
@@ -49,39 +51,71 @@ struct cpu_op {
   uint64_t workspace_bytes;
 };
 
-/* A family's prepare: *out = a new op, or an error. UNSUPPORTED errors
- * say why the op/dtype/shape is not run here. The descriptor's layouts
- * have been measured; the family checks counts, dtypes, shapes, attrs. */
-typedef tyto_plugin_error *(*cpu_family_fn)(const tyto_plugin_host *h,
-                                            const cpu_desc *desc, cpu_op **out);
+/* A family's check: NULL when its prepare builds an op for the descriptor,
+ * else the error that prepare returns. UNSUPPORTED errors say why the
+ * op/dtype/shape is not run here. The descriptor's layouts have been
+ * measured; the check looks at counts, dtypes, shapes, attrs and the blob,
+ * and nothing else: it allocates nothing and builds no library primitive,
+ * since the host asks it about every node of every graph it places. */
+typedef tyto_plugin_error *(*cpu_check_fn)(const tyto_plugin_host *h,
+                                           const cpu_desc *desc);
+/* A family's prepare: runs the family's check, then *out = a new op (to
+ * free with its destroy), or an error: the check's, or OUT_OF_MEMORY. */
+typedef tyto_plugin_error *(*cpu_prepare_fn)(const tyto_plugin_host *h,
+                                             const cpu_desc *desc,
+                                             cpu_op **out);
+
+typedef struct cpu_family {
+  cpu_check_fn check;
+  cpu_prepare_fn prepare;
+} cpu_family;
 
 /* The families, one file each. */
+/* copy.c: COPY, FILL. */
+tyto_plugin_error *cpu_copy_check(const tyto_plugin_host *h,
+                                  const cpu_desc *desc);
 tyto_plugin_error *cpu_copy_prepare(const tyto_plugin_host *h,
                                     const cpu_desc *desc, cpu_op **out);
 /* eltwise.c: unary, binary, ternary elementwise ops (NEG .. FMA). */
+tyto_plugin_error *cpu_eltwise_check(const tyto_plugin_host *h,
+                                     const cpu_desc *desc);
 tyto_plugin_error *cpu_eltwise_prepare(const tyto_plugin_host *h,
                                        const cpu_desc *desc, cpu_op **out);
 /* fused.c: FUSED, an elementwise expression program run block by block. */
+tyto_plugin_error *cpu_fused_check(const tyto_plugin_host *h,
+                                   const cpu_desc *desc);
 tyto_plugin_error *cpu_fused_prepare(const tyto_plugin_host *h,
                                      const cpu_desc *desc, cpu_op **out);
 /* reduce.c: reductions (SUM .. NORM_L2), SOFTMAX, LOG_SOFTMAX. */
+tyto_plugin_error *cpu_reduce_check(const tyto_plugin_host *h,
+                                    const cpu_desc *desc);
 tyto_plugin_error *cpu_reduce_prepare(const tyto_plugin_host *h,
                                       const cpu_desc *desc, cpu_op **out);
 /* matmul.c: MATMUL through OpenBLAS. */
+tyto_plugin_error *cpu_matmul_check(const tyto_plugin_host *h,
+                                    const cpu_desc *desc);
 tyto_plugin_error *cpu_matmul_prepare(const tyto_plugin_host *h,
                                       const cpu_desc *desc, cpu_op **out);
 /* conv.c: CONV2D, MAX_POOL2D, AVG_POOL2D and their derivatives
  * CONV2D_BACKWARD_DATA .. AVG_POOL2D_BACKWARD (oneDNN, im2col fallback). */
+tyto_plugin_error *cpu_conv_check(const tyto_plugin_host *h,
+                                  const cpu_desc *desc);
 tyto_plugin_error *cpu_conv_prepare(const tyto_plugin_host *h,
                                     const cpu_desc *desc, cpu_op **out);
 /* layout.c: PAD, GATHER, SCATTER_ADD, ONE_HOT. */
+tyto_plugin_error *cpu_layout_check(const tyto_plugin_host *h,
+                                    const cpu_desc *desc);
 tyto_plugin_error *cpu_layout_prepare(const tyto_plugin_host *h,
                                       const cpu_desc *desc, cpu_op **out);
 /* random.c: Philox-4x32-10 uniform, normal, bernoulli. */
+tyto_plugin_error *cpu_random_check(const tyto_plugin_host *h,
+                                    const cpu_desc *desc);
 tyto_plugin_error *cpu_random_prepare(const tyto_plugin_host *h,
                                       const cpu_desc *desc, cpu_op **out);
 /* linalg.c: INV, DET, LOGDET, SOLVE, CHOLESKY, QR through LAPACK,
  * TRIANGULAR_SOLVE through cblas. */
+tyto_plugin_error *cpu_linalg_check(const tyto_plugin_host *h,
+                                    const cpu_desc *desc);
 tyto_plugin_error *cpu_linalg_prepare(const tyto_plugin_host *h,
                                       const cpu_desc *desc, cpu_op **out);
 
@@ -112,8 +146,9 @@ cpu_elt_kern cpu_eltwise_kern(uint32_t op, uint32_t dtype);
 /* Checks that every input and output has output 0's dtype and shape and
  * that no output has stride 0 on an axis of extent > 1. `name` prefixes
  * the message. */
-tyto_plugin_error *cpu_eltwise_check(const tyto_plugin_host *h,
-                                     const cpu_desc *desc, const char *name);
+tyto_plugin_error *cpu_eltwise_check_operands(const tyto_plugin_host *h,
+                                              const cpu_desc *desc,
+                                              const char *name);
 
 /* The iteration space of an elementwise op over its operands (inputs then
  * outputs, as launch passes them): size-1 axes dropped, axes merged where
@@ -134,8 +169,8 @@ typedef struct cpu_elt_space {
 } cpu_elt_space;
 
 /* Builds the space of desc's operands (all of output 0's shape, one
- * dtype, checked by cpu_eltwise_check). slow: libm-bound work, cut into
- * smaller tasks. scratch_bytes starts at 0. */
+ * dtype, checked by cpu_eltwise_check_operands). slow: libm-bound work, cut
+ * into smaller tasks. scratch_bytes starts at 0. */
 void cpu_elt_space_init(cpu_elt_space *sp, const cpu_desc *desc, int slow);
 
 /* Computes n elements of one row of the space: operand j's first element

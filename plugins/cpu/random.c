@@ -153,8 +153,8 @@ static void random_destroy(cpu_op *op) {
   free(op);
 }
 
-tyto_plugin_error *cpu_random_prepare(const tyto_plugin_host *h,
-                                      const cpu_desc *desc, cpu_op **out) {
+tyto_plugin_error *cpu_random_check(const tyto_plugin_host *h,
+                                    const cpu_desc *desc) {
   const tyto_plugin_op_desc *d = desc->d;
   const char *name = cpu_op_name(d->op);
   uint32_t want_f = d->op == TYTO_PLUGIN_OP_RANDOM_BERNOULLI ? 1 : 2;
@@ -203,6 +203,15 @@ tyto_plugin_error *cpu_random_prepare(const tyto_plugin_host *h,
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                         "%s: expected a probability p in [0, 1], got %g", name,
                         a);
+  return NULL;
+}
+
+tyto_plugin_error *cpu_random_prepare(const tyto_plugin_host *h,
+                                      const cpu_desc *desc, cpu_op **out) {
+  const tyto_plugin_op_desc *d = desc->d;
+  tyto_plugin_error *e = cpu_random_check(h, desc);
+  if (e)
+    return e;
   random_op *op = calloc(1, sizeof *op);
   if (!op)
     return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY, "out of memory");
@@ -212,8 +221,8 @@ tyto_plugin_error *cpu_random_prepare(const tyto_plugin_host *h,
   op->op = d->op;
   op->seed = (uint64_t)d->iattrs[0];
   op->offset = (uint64_t)d->iattrs[1];
-  op->a = a;
-  op->b = b;
+  op->a = d->fattrs[0];
+  op->b = d->op == TYTO_PLUGIN_OP_RANDOM_BERNOULLI ? 0 : d->fattrs[1];
   *out = &op->base;
   return NULL;
 }

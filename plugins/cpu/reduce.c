@@ -865,8 +865,11 @@ static void plan_reduced(red_plan *p, const tyto_plugin_layout *in,
   p->nr = m + 1;
 }
 
-tyto_plugin_error *cpu_reduce_prepare(const tyto_plugin_host *h,
-                                      const cpu_desc *desc, cpu_op **out) {
+/* The family's check. Sets reduced[a] for each axis the attributes name (a
+ * softmax's one axis too) and clears the others. */
+static tyto_plugin_error *red_check(const tyto_plugin_host *h,
+                                    const cpu_desc *desc,
+                                    unsigned char *reduced) {
   const tyto_plugin_op_desc *d = desc->d;
   const char *name = cpu_op_name(d->op);
   int softmax =
@@ -880,7 +883,6 @@ tyto_plugin_error *cpu_reduce_prepare(const tyto_plugin_host *h,
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                         "%s: input is %s but output is %s", name,
                         cpu_dtype_name(in->dtype), cpu_dtype_name(o->dtype));
-  unsigned char reduced[TYTO_PLUGIN_MAX_RANK];
   tyto_plugin_error *e = check_axes(h, desc, softmax, reduced);
   if (e)
     return e;
@@ -903,6 +905,25 @@ tyto_plugin_error *cpu_reduce_prepare(const tyto_plugin_host *h,
                         "%s: axis %lld has extent 0, and an empty axis has no "
                         "index of its extreme",
                         name, (long long)d->iattrs[0]);
+  return NULL;
+}
+
+tyto_plugin_error *cpu_reduce_check(const tyto_plugin_host *h,
+                                    const cpu_desc *desc) {
+  unsigned char reduced[TYTO_PLUGIN_MAX_RANK];
+  return red_check(h, desc, reduced);
+}
+
+tyto_plugin_error *cpu_reduce_prepare(const tyto_plugin_host *h,
+                                      const cpu_desc *desc, cpu_op **out) {
+  const tyto_plugin_op_desc *d = desc->d;
+  int softmax =
+      d->op == TYTO_PLUGIN_OP_SOFTMAX || d->op == TYTO_PLUGIN_OP_LOG_SOFTMAX;
+  unsigned char reduced[TYTO_PLUGIN_MAX_RANK];
+  tyto_plugin_error *e = red_check(h, desc, reduced);
+  if (e)
+    return e;
+  const tyto_plugin_layout *in = &desc->in[0].l, *o = &desc->out[0].l;
   red_plan *p = calloc(1, sizeof *p);
   if (!p)
     return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY, "out of memory");

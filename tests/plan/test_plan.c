@@ -2,7 +2,7 @@
  * The memory planner: hand-built problems with layouts worked out by hand
  * (in the comments), invalid problems and their messages, the verifier
  * against corrupted plans, random DAGs checked by the verifier, by the
- * bounds and (offline placements) against a slow reimplementation, and
+ * bounds and (offline fits) against a slow reimplementation, and
  * timed 15,000- and 1,000-step problems (printed, never asserted).
  */
 #include "common.h"
@@ -51,7 +51,7 @@ static const plan_problem *prob(tp *t) {
   return &t->p;
 }
 
-/* ---- Offline placements, checked the slow way --------------------------- */
+/* ---- Offline fits, checked the slow way --------------------------------- */
 
 /* A value and the values that took its storage in place, rebuilt from a
  * plan: one offset, alive from the first one's producer to the last one's
@@ -62,7 +62,7 @@ typedef struct tchain {
   uint64_t align;
 } tchain;
 
-/* Which of two chains a placement takes first: larger key (by breadth),
+/* Which of two chains a fit takes first: larger key (by breadth),
  * larger size, earlier first position, earlier output. */
 static int tchain_before(const tchain *a, const tchain *b, int breadth) {
   if (breadth && a->key != b->key)
@@ -138,13 +138,13 @@ static size_t tchains(const plan_problem *p, const plan_result *r,
   return n;
 }
 
-/* An offline placement puts each chain at the lowest offset, a multiple of
+/* An offline fit puts each chain at the lowest offset, a multiple of
  * its alignment, clear of the chains it takes before and shares a
  * position with. */
 static void check_offline(const plan_problem *p, const plan_result *r) {
   tchain *c;
   size_t n = tchains(p, r, &c);
-  int breadth = r->placement == PLAN_PLACE_BY_BREADTH;
+  int breadth = r->fit == PLAN_FIT_BY_BREADTH;
   uint64_t end = 0;
   for (size_t i = 0; i < n; i++) {
     uint64_t y = 0;
@@ -160,9 +160,9 @@ static void check_offline(const plan_problem *p, const plan_result *r) {
         }
     }
     ck_assert_msg(c[i].off == y,
-                  "placement %d: the chain of %llu bytes at [%zu, %zu] "
+                  "fit %d: the chain of %llu bytes at [%zu, %zu] "
                   "sits at %llu, its lowest gap is at %llu",
-                  (int)r->placement, (unsigned long long)c[i].bytes, c[i].first,
+                  (int)r->fit, (unsigned long long)c[i].bytes, c[i].first,
                   c[i].last, (unsigned long long)c[i].off,
                   (unsigned long long)y);
     if (y + c[i].bytes > end)
@@ -172,23 +172,22 @@ static void check_offline(const plan_problem *p, const plan_result *r) {
   free(c);
 }
 
-/* The placements' arenas (tried_arena) agree with the plan: each order
+/* The fits' arenas (tried_arena) agree with the plan: each order
  * tried ran best fit, keeps the smallest of its arenas, none below its
  * live-set bound; the kept one is the plan's. */
-static void check_placements(const plan_problem *p, const plan_result *r) {
-  ck_assert_int_lt(r->placement, PLAN_PLACE_COUNT);
-  ck_assert_uint_eq(r->tried_arena[r->order_kind][r->placement],
-                    r->arena_bytes);
+static void check_fits(const plan_problem *p, const plan_result *r) {
+  ck_assert_int_lt(r->fit, PLAN_FIT_COUNT);
+  ck_assert_uint_eq(r->tried_arena[r->order_kind][r->fit], r->arena_bytes);
   for (int k = 0; k < PLAN_ORDER_COUNT; k++) {
     uint64_t least = UINT64_MAX;
-    for (int s = 0; s < PLAN_PLACE_COUNT; s++) {
+    for (int s = 0; s < PLAN_FIT_COUNT; s++) {
       uint64_t a = r->tried_arena[k][s];
       if (!r->tried[k]) {
         ck_assert_uint_eq(a, UINT64_MAX);
         continue;
       }
       if (a == UINT64_MAX) {
-        ck_assert_int_ne(s, PLAN_PLACE_BEST_FIT);
+        ck_assert_int_ne(s, PLAN_FIT_BEST_FIT);
         continue;
       }
       ck_assert_uint_ge(a, r->tried_lower_bound[k] - r->pinned_bytes);
@@ -196,14 +195,14 @@ static void check_placements(const plan_problem *p, const plan_result *r) {
         least = a;
       if (k == (int)r->order_kind) {
         ck_assert_uint_le(r->arena_bytes, a);
-        if (s < (int)r->placement) /* ties keep the lowest */
+        if (s < (int)r->fit) /* ties keep the lowest */
           ck_assert_uint_lt(r->arena_bytes, a);
       }
     }
     if (r->tried[k])
       ck_assert_uint_eq(r->tried_planned[k], r->pinned_bytes + least);
   }
-  if (r->placement != PLAN_PLACE_BEST_FIT)
+  if (r->fit != PLAN_FIT_BEST_FIT)
     check_offline(p, r);
 }
 
@@ -223,7 +222,7 @@ static void plan_ok(tp *t, int kind, plan_result *r) {
       slack += t->v[v].align - 1;
   ck_assert_uint_le(r->lower_bound, r->planned_bytes);
   ck_assert_uint_le(r->planned_bytes, r->naive_bytes + slack);
-  check_placements(prob(t), r);
+  check_fits(prob(t), r);
 }
 
 static void expect_offsets(const plan_result *r, size_t n,
@@ -316,10 +315,10 @@ START_TEST(inplace_refused) {
   expect_offsets(&r, 5, (const uint64_t[]){NO, 128, 0, 64, NO});
   ck_assert_uint_eq(r.arena_bytes, 131);
   ck_assert_uint_eq(r.lower_bound, 16 + 131);
-  ck_assert_int_eq(r.placement, PLAN_PLACE_BY_SIZE);
-  ck_assert_uint_eq(r.tried_arena[PLAN_ORDER_GIVEN][PLAN_PLACE_BEST_FIT], 192);
+  ck_assert_int_eq(r.fit, PLAN_FIT_BY_SIZE);
+  ck_assert_uint_eq(r.tried_arena[PLAN_ORDER_GIVEN][PLAN_FIT_BEST_FIT], 192);
   /* By size reached the bound: by breadth is not run. */
-  ck_assert_uint_eq(r.tried_arena[PLAN_ORDER_GIVEN][PLAN_PLACE_BY_BREADTH],
+  ck_assert_uint_eq(r.tried_arena[PLAN_ORDER_GIVEN][PLAN_FIT_BY_BREADTH],
                     UINT64_MAX);
   plan_result_free(&r);
 }
@@ -559,8 +558,8 @@ START_TEST(alignment) {
   plan_ok(&t, PLAN_ORDER_GIVEN, &r);
   expect_offsets(&r, 5, (const uint64_t[]){NO, 8, 0, 11, NO});
   ck_assert_uint_eq(r.arena_bytes, 13);
-  ck_assert_int_eq(r.placement, PLAN_PLACE_BY_SIZE);
-  ck_assert_uint_eq(r.tried_arena[PLAN_ORDER_GIVEN][PLAN_PLACE_BEST_FIT], 16);
+  ck_assert_int_eq(r.fit, PLAN_FIT_BY_SIZE);
+  ck_assert_uint_eq(r.tried_arena[PLAN_ORDER_GIVEN][PLAN_FIT_BEST_FIT], 16);
   plan_result_free(&r);
 
   /* Two live 1-byte values with alignment 64: 65 bytes, more than the
@@ -587,7 +586,7 @@ END_TEST
  * 0-2, B (50) over 1-5, and C1 (150) from step 3, taken in place by C2 at
  * step 4, through step 5. Best fit puts A at 0 and B at 100; A's freed
  * [0,100) is too small for C1, which goes to 150: arena 300, while at most
- * 200 bytes are ever alive (B and the C chain). By size places the C chain
+ * 200 bytes are ever alive (B and the C chain). By size fits the C chain
  * (150 bytes, steps 3-5, one interval) at 0, A at 0 too (it is gone by
  * step 3), and B above both at 150: 200, the bound. */
 START_TEST(by_size) {
@@ -603,17 +602,17 @@ START_TEST(by_size) {
   step(&t, 0, L(B, C2), L(y));
   plan_result r;
   plan_ok(&t, PLAN_ORDER_GIVEN, &r);
-  ck_assert_int_eq(r.placement, PLAN_PLACE_BY_SIZE);
+  ck_assert_int_eq(r.fit, PLAN_FIT_BY_SIZE);
   expect_offsets(&r, 6, (const uint64_t[]){NO, 0, 150, 0, 0, NO});
   ck_assert_int_eq(r.inplace_of[C2], (int)C1);
   ck_assert_uint_eq(r.arena_bytes, 200);
   ck_assert_uint_eq(r.lower_bound, 16 + 200);
   ck_assert_uint_eq(r.planned_bytes, 16 + 200);
   const uint64_t *a = r.tried_arena[PLAN_ORDER_GIVEN];
-  ck_assert_uint_eq(a[PLAN_PLACE_BEST_FIT], 300);
-  ck_assert_uint_eq(a[PLAN_PLACE_BY_SIZE], 200);
-  ck_assert_uint_eq(a[PLAN_PLACE_BY_BREADTH], UINT64_MAX); /* not needed */
-  ck_assert_uint_eq(r.tried_arena[PLAN_ORDER_GREEDY][PLAN_PLACE_BEST_FIT],
+  ck_assert_uint_eq(a[PLAN_FIT_BEST_FIT], 300);
+  ck_assert_uint_eq(a[PLAN_FIT_BY_SIZE], 200);
+  ck_assert_uint_eq(a[PLAN_FIT_BY_BREADTH], UINT64_MAX); /* not needed */
+  ck_assert_uint_eq(r.tried_arena[PLAN_ORDER_GREEDY][PLAN_FIT_BEST_FIT],
                     UINT64_MAX); /* not tried */
   plan_result_free(&r);
 
@@ -934,7 +933,7 @@ static void gen_problem(gen *q, rng *g, size_t n, int family, int shuffle) {
 
 /* By size with hundreds of neighbours to sort: 500 1024-byte values, each
  * read by the next, alternate between [0,1024) and [1024,2048); T, 8
- * bytes, alive throughout and the smallest, is placed last, above all of
+ * bytes, alive throughout and the smallest, is fitted last, above all of
  * them and above the by_size pattern in front (A 3200 bytes, B 1600, C
  * 4800: best fit needs 9600, the bound is B + C + T = 6408), so at 6400. */
 START_TEST(by_size_many) {
@@ -977,9 +976,9 @@ START_TEST(by_size_many) {
   ck_assert_int_eq(
       plan_build_order(&q.p, PLAN_ORDER_GIVEN, &r, msg, sizeof msg), 0);
   ck_assert_msg(plan_verify(&q.p, &r, msg, sizeof msg) == 0, "%s", msg);
-  check_placements(&q.p, &r);
-  ck_assert_int_eq(r.placement, PLAN_PLACE_BY_SIZE);
-  ck_assert_uint_eq(r.tried_arena[PLAN_ORDER_GIVEN][PLAN_PLACE_BEST_FIT], 9600);
+  check_fits(&q.p, &r);
+  ck_assert_int_eq(r.fit, PLAN_FIT_BY_SIZE);
+  ck_assert_uint_eq(r.tried_arena[PLAN_ORDER_GIVEN][PLAN_FIT_BEST_FIT], 9600);
   ck_assert_uint_eq(r.arena_bytes, 6408);
   ck_assert_uint_eq(r.arena_bytes, r.lower_bound - r.pinned_bytes);
   ck_assert_uint_eq(r.offset[T], 6400);
@@ -1014,7 +1013,7 @@ START_TEST(random_problems) {
   double ratio[PLAN_ORDER_COUNT] = {0}, kept_ratio = 0, saved = 0;
   double bf_ratio = 0; /* best fit alone: the plan before the offline ones */
   int n_ratio[PLAN_ORDER_COUNT] = {0}, wins[PLAN_ORDER_COUNT] = {0};
-  int placed[PLAN_PLACE_COUNT] = {0}, n_offline = 0;
+  int fitted[PLAN_FIT_COUNT] = {0}, n_offline = 0;
   int n_kept = 0, over_naive = 0, inplace = 0;
   for (int it = 0; it < n_problems; it++) {
     gen q;
@@ -1026,7 +1025,7 @@ START_TEST(random_problems) {
     ck_assert_msg(rc == 0, "problem %d: %d %s", it, rc, msg);
     ck_assert_msg(plan_verify(&q.p, &r, msg, sizeof msg) == 0, "problem %d: %s",
                   it, msg);
-    check_placements(&q.p, &r);
+    check_fits(&q.p, &r);
     uint64_t slack = 0;
     for (size_t v = 0; v < q.nv; v++)
       if (!q.v[v].pinned)
@@ -1057,10 +1056,10 @@ START_TEST(random_problems) {
           plan_build_order(&q.p, (plan_order)k, &one, msg, sizeof msg), 0);
       ck_assert_msg(plan_verify(&q.p, &one, msg, sizeof msg) == 0,
                     "problem %d order %d: %s", it, k, msg);
-      check_placements(&q.p, &one);
+      check_fits(&q.p, &one);
       ck_assert_uint_eq(one.planned_bytes, r.tried_planned[k]);
       ck_assert_uint_eq(one.lower_bound, r.tried_lower_bound[k]);
-      for (int s = 0; s < PLAN_PLACE_COUNT; s++)
+      for (int s = 0; s < PLAN_FIT_COUNT; s++)
         ck_assert_uint_eq(one.tried_arena[k][s], r.tried_arena[k][s]);
       ck_assert_uint_le(one.lower_bound, one.planned_bytes);
       if (one.lower_bound > r.pinned_bytes) {
@@ -1083,8 +1082,8 @@ START_TEST(random_problems) {
       uint64_t bound = r.tried_lower_bound[kb] - r.pinned_bytes;
       bf_ratio += bound ? (double)r.tried_arena[kb][0] / (double)bound : 1.0;
     }
-    placed[r.placement]++;
-    n_offline += r.tried_arena[r.order_kind][PLAN_PLACE_BY_SIZE] != UINT64_MAX;
+    fitted[r.fit]++;
+    n_offline += r.tried_arena[r.order_kind][PLAN_FIT_BY_SIZE] != UINT64_MAX;
     if (r.naive_bytes > r.pinned_bytes)
       saved += 1.0 -
                (double)r.arena_bytes / (double)(r.naive_bytes - r.pinned_bytes);
@@ -1103,11 +1102,11 @@ START_TEST(random_problems) {
          ratio[2] / n_ratio[2], kept_ratio / n_kept, wins[0], wins[1], wins[2],
          100 * saved / n_problems, inplace, over_naive);
   printf("plan random: arena / live-set lower bound of the plan kept, best "
-         "fit alone %.4f, best of the placements %.4f; offline placements "
+         "fit alone %.4f, best of the fits %.4f; offline fits "
          "run on %d kept orders; kept best fit/by size/by breadth "
          "%d/%d/%d\n",
-         bf_ratio / n_kept, kept_ratio / n_kept, n_offline, placed[0],
-         placed[1], placed[2]);
+         bf_ratio / n_kept, kept_ratio / n_kept, n_offline, fitted[0],
+         fitted[1], fitted[2]);
 }
 END_TEST
 
@@ -1245,7 +1244,7 @@ static int cmp_double(const void *a, const void *b) {
  * each step reading 1..3 recent values and, one read in 20, any earlier
  * value (long lifetimes, a fragmented arena), 64-byte alignment, half the
  * steps allowed in place. Timed (printed, never asserted): 15,000 steps,
- * where the lifetimes overlap too much for the offline placements, and
+ * where the lifetimes overlap too much for the offline fits, and
  * 1,000, where they run. */
 static void timed(size_t n) {
   int valgrind = getenv("TYTO_TEST_UNDER_VALGRIND") != NULL;
@@ -1306,13 +1305,13 @@ static void timed(size_t n) {
   t_verify = now() - t0;
   ck_assert_uint_le(r.lower_bound, r.planned_bytes);
   ck_assert_uint_le(r.planned_bytes, r.naive_bytes);
-  check_placements(&q.p, &r);
+  check_fits(&q.p, &r);
   qsort(t_all, (size_t)reps, sizeof *t_all, cmp_double);
   for (int k = 0; k < PLAN_ORDER_COUNT; k++)
     qsort(t_one[k], (size_t)reps, sizeof **t_one, cmp_double);
   const char *names[] = {"given", "greedy", "depth"};
   printf("plan timed: %zu steps, %zu values; plan_build (3 orders, all "
-         "placements) min %.2f ms, median %.2f ms over %d runs%s; "
+         "fits) min %.2f ms, median %.2f ms over %d runs%s; "
          "plan_verify %.2f ms\n",
          q.ns, q.nv, 1e3 * t_all[0], 1e3 * t_all[reps / 2], reps,
          valgrind ? " (under valgrind)" : "", 1e3 * t_verify);
@@ -1320,8 +1319,8 @@ static void timed(size_t n) {
          "planned MB", "best fit MB", "by size MB", "breadth MB",
          "lower bnd MB", "ratio");
   for (int k = 0; k < PLAN_ORDER_COUNT; k++) {
-    char col[PLAN_PLACE_COUNT][32];
-    for (int p = 0; p < PLAN_PLACE_COUNT; p++) {
+    char col[PLAN_FIT_COUNT][32];
+    for (int p = 0; p < PLAN_FIT_COUNT; p++) {
       uint64_t a = r.tried_arena[k][p];
       if (a == UINT64_MAX)
         snprintf(col[p], sizeof col[p], "not run");

@@ -1,30 +1,44 @@
-/* tyto-graph: its JSON report, its dot export, and its exit statuses. */
+/* tyto-graph: its JSON report, its dot export, its placement across
+ * devices (the test device plugin tests/plugins/partplug.c, always; the
+ * OpenCL device where the machine has one), and its exit statuses. */
+#define _POSIX_C_SOURCE 200809L
 #include "common.h"
 
 #include <jansson.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* This tree's plugins and the test device "part" (f32 copies, fills,
+ * elementwise ops and fused programs without exp; it refuses the rest). */
+#define PLUGIN_DIRS TEST_PLUGIN_DIRS ":" TEST_EXTRA_PLUGIN_DIR "/part"
+
 /* Runs tyto-graph with `args` (shell words) on this tree's CPU plugin;
  * returns its exit status and stdout plus stderr (free it). */
 static int run_graph(const char *env, const char *args, char **out) {
   char cmd[8192];
   snprintf(cmd, sizeof cmd,
-           "env -u TYTO_CONFIG -u TYTO_LOG_LEVEL TYTO_DEVICES=cpu "
-           "TYTO_PLUGIN_PATH='%s' %s '%s/tyto-graph' %s 2>&1",
-           TEST_PLUGIN_DIRS, env, TEST_TOOLS_DIR, args);
+           "env -u TYTO_CONFIG -u TYTO_LOG_LEVEL -u TYTO_PLACEMENT "
+           "TYTO_DEVICES=cpu TYTO_PLUGIN_PATH='%s' %s '%s/tyto-graph' %s 2>&1",
+           PLUGIN_DIRS, env, TEST_TOOLS_DIR, args);
   return test_popen(cmd, out);
 }
 
-/* Runs it with `args` and parses stdout as one JSON object. */
-static json_t *run_json(const char *args) {
-  char *out;
-  ck_assert_int_eq(run_graph("", args, &out), 0);
+/* Runs it with `env` and `args` and parses stdout as one JSON object
+ * (warnings are turned off, since stderr comes with it). */
+static json_t *run_json_env(const char *env, const char *args) {
+  char *out, envs[4096];
+  snprintf(envs, sizeof envs, "TYTO_LOG_LEVEL=error %s", env);
+  int rc = run_graph(envs, args, &out);
+  ck_assert_msg(rc == 0, "'%s' exited %d:\n%s", args, rc, out);
   json_error_t jerr;
   json_t *root = json_loads(out, 0, &jerr);
   ck_assert_msg(root != NULL, "not JSON (%s):\n%s", jerr.text, out);
   free(out);
   return root;
+}
+
+static json_t *run_json(const char *args) {
+  return run_json_env("", args);
 }
 
 static json_int_t num(json_t *o, const char *key) {
@@ -81,6 +95,58 @@ static void check_consistent(json_t *root) {
   ck_assert_int_le(planned, naive);
   ck_assert_int_le(num(mem, "pinned_bytes"), planned);
   ck_assert(json_is_string(json_object_get(mem, "order")));
+
+  /* The devices share out the program: their kernels (copies into each
+   * included) and their memory add up to the program's. Each copy goes
+   * between two of them. */
+  json_t *devs = json_object_get(root, "devices");
+  ck_assert(json_is_array(devs));
+  ck_assert_int_ge(json_array_size(devs), 1);
+  json_int_t kernels = 0, dplanned = 0, arena = 0, pinned = 0, dlower = 0;
+  json_t *d;
+  json_array_foreach(devs, i, d) {
+    ck_assert(json_is_string(json_object_get(d, "id")));
+    ck_assert_int_ge(num(d, "device"), 0);
+    ck_assert_int_le(num(d, "fallbacks"), num(d, "nodes"));
+    ck_assert_int_le(num(d, "nodes"), after);
+    ck_assert_int_le(num(d, "lower_bound_bytes"), num(d, "planned_bytes"));
+    kernels += num(d, "kernels");
+    dplanned += num(d, "planned_bytes");
+    arena += num(d, "arena_bytes");
+    pinned += num(d, "pinned_bytes");
+    dlower += num(d, "lower_bound_bytes");
+  }
+  ck_assert_int_eq(kernels, num(root, "kernels"));
+  ck_assert_int_eq(arena, num(mem, "arena_bytes"));
+  ck_assert_int_eq(dlower, lower);
+  /* Under --no-memory-plan the library's per-device planned and pinned
+   * bytes are still the plan's, not the program's every-tensor-its-own
+   * figures (a core issue, reported); they are compared with a plan
+   * only. */
+  if (json_is_true(json_object_get(root, "memory_plan"))) {
+    ck_assert_int_eq(dplanned, planned);
+    ck_assert_int_eq(pinned, num(mem, "pinned_bytes"));
+  }
+  json_t *copies = json_object_get(root, "copies");
+  ck_assert(json_is_array(copies));
+  json_t *c;
+  json_array_foreach(copies, i, c) {
+    json_int_t from = num(c, "from"), to = num(c, "to");
+    ck_assert_int_ne(from, to);
+    int seen_from = 0, seen_to = 0;
+    size_t j;
+    json_array_foreach(devs, j, d) {
+      seen_from |= num(d, "device") == from;
+      seen_to |= num(d, "device") == to;
+    }
+    ck_assert_msg(seen_from && seen_to, "copy %zu: %lld -> %lld", i,
+                  (long long)from, (long long)to);
+    ck_assert_int_gt(num(c, "bytes"), 0);
+    json_t *t = json_object_get(c, "tensor");
+    ck_assert(json_is_null(t) || json_integer_value(t) >= 0);
+    ck_assert(json_is_string(json_object_get(c, "op")));
+    ck_assert(json_is_string(json_object_get(c, "route")));
+  }
 }
 
 START_TEST(mlp_json_report) {
@@ -106,6 +172,20 @@ START_TEST(mlp_json_report) {
   ck_assert_int_le(num(mem, "pinned_bytes"), io + 64 * 16);
   ck_assert_int_eq(num(mem, "updates_in_place"), 3 * 4 + 1);
   ck_assert_int_ge(num(mem, "naive_bytes"), io);
+
+  /* One device: the whole program on it, no copies. */
+  ck_assert(json_is_null(json_object_get(root, "placement")));
+  ck_assert(json_is_false(json_object_get(root, "strict")));
+  json_t *devs = json_object_get(root, "devices");
+  ck_assert_int_eq(json_array_size(devs), 1);
+  json_t *d = json_array_get(devs, 0);
+  ck_assert_str_eq(json_string_value(json_object_get(d, "id")), "cpu:0");
+  ck_assert_int_eq(num(d, "device"), 0);
+  ck_assert_int_gt(num(d, "nodes"), 0);
+  ck_assert_int_eq(num(d, "fallbacks"), 0);
+  ck_assert_int_eq(num(d, "kernels"), num(root, "kernels"));
+  ck_assert_int_eq(num(d, "planned_bytes"), num(mem, "planned_bytes"));
+  ck_assert_int_eq(json_array_size(json_object_get(root, "copies")), 0);
   json_decref(root);
 }
 END_TEST
@@ -201,6 +281,248 @@ START_TEST(text_report_and_dot) {
 }
 END_TEST
 
+/* The figures of device entry i of a report. */
+static json_t *device_at(json_t *root, size_t i) {
+  json_t *d = json_array_get(json_object_get(root, "devices"), i);
+  ck_assert_msg(d != NULL, "no devices[%zu]", i);
+  return d;
+}
+
+/* The copy of the tensor named `name`, or NULL. */
+static json_t *copy_of(json_t *root, const char *name) {
+  size_t i;
+  json_t *c;
+  json_array_foreach(json_object_get(root, "copies"), i, c) {
+    const char *n = json_string_value(json_object_get(c, "name"));
+    if (n && strcmp(n, name) == 0)
+      return c;
+  }
+  return NULL;
+}
+
+/* Pinned placement with nothing pinned (the built-in models pin no
+ * tensor) puts every node on the first device: over cpu and the test
+ * device the program is the one-device program, the test device holds
+ * nothing and nothing is copied. */
+START_TEST(pinned_without_pins_stays_on_the_first_device) {
+  json_t *one = run_json("--model mlp --json");
+  json_t *root =
+      run_json("--model mlp --devices cpu,part --placement pinned --json");
+  check_consistent(root);
+  ck_assert_str_eq(json_string_value(json_object_get(root, "placement")),
+                   "pinned");
+  ck_assert_str_eq(json_string_value(json_object_get(root, "device")), "cpu:0");
+  ck_assert_int_eq(json_array_size(json_object_get(root, "devices")), 2);
+  json_t *cpu = device_at(root, 0), *part = device_at(root, 1),
+         *alone = device_at(one, 0);
+  ck_assert_str_eq(json_string_value(json_object_get(cpu, "id")), "cpu:0");
+  ck_assert_str_eq(json_string_value(json_object_get(part, "id")), "part:0");
+  ck_assert_int_eq(num(part, "device"), 1);
+  static const char *const keys[] = {
+      "nodes",       "kernels",      "fallbacks",        "planned_bytes",
+      "arena_bytes", "pinned_bytes", "lower_bound_bytes"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    ck_assert_msg(num(cpu, keys[i]) == num(alone, keys[i]),
+                  "cpu:0 %s %lld, alone %lld", keys[i],
+                  (long long)num(cpu, keys[i]), (long long)num(alone, keys[i]));
+    ck_assert_msg(num(part, keys[i]) == 0, "part:0 %s %lld", keys[i],
+                  (long long)num(part, keys[i]));
+  }
+  ck_assert_int_eq(num(root, "kernels"), num(one, "kernels"));
+  ck_assert_int_eq(json_array_size(json_object_get(root, "copies")), 0);
+  json_decref(root);
+  json_decref(one);
+
+  char *out;
+  ck_assert_int_eq(
+      run_graph("", "--model mlp --devices cpu,part --placement pinned", &out),
+      0);
+  ck_assert_msg_contains(
+      out, "model mlp, batch 64, devices cpu:0 part:0, placement pinned\n");
+  ck_assert_msg_contains(out, "\nplacement: 2 devices, 0 copies between them");
+  free(out);
+
+  /* Without --placement the library reads TYTO_PLACEMENT, and the header
+   * says so. */
+  ck_assert_int_eq(run_graph("TYTO_PLACEMENT=pinned",
+                             "--model mlp --devices cpu,part", &out),
+                   0);
+  ck_assert_msg_contains(out, "devices cpu:0 part:0, placement "
+                              "TYTO_PLACEMENT=pinned\n");
+  free(out);
+  ck_assert_int_eq(run_graph("", "--model mlp --devices cpu,part", &out), 0);
+  ck_assert_msg_contains(out, "devices cpu:0 part:0, placement pinned (the "
+                              "default)\n");
+  ck_assert_msg_contains(out, "\nplacement: 2 devices, 0 copies");
+  free(out);
+}
+END_TEST
+
+/* The test device first: everything wants it, and what it refuses (the
+ * matrix products, reductions, log_softmax) falls back to the CPU, with a
+ * warning and copies both ways. --strict makes the first refusal an
+ * error. */
+START_TEST(pinned_on_the_test_device_falls_back_to_the_cpu) {
+  json_t *root =
+      run_json("--model mlp --devices part,cpu --placement pinned --json");
+  check_consistent(root);
+  ck_assert_str_eq(json_string_value(json_object_get(root, "device")),
+                   "part:0");
+  json_t *part = device_at(root, 0), *cpu = device_at(root, 1);
+  ck_assert_str_eq(json_string_value(json_object_get(part, "id")), "part:0");
+  ck_assert_int_eq(num(part, "device"), 0);
+  ck_assert_int_eq(num(cpu, "device"), 1);
+  ck_assert_int_eq(num(part, "fallbacks"), 0);
+  ck_assert_int_gt(num(part, "nodes"), 0);
+  /* Every node on the CPU is one the test device refused. */
+  ck_assert_int_gt(num(cpu, "nodes"), 0);
+  ck_assert_int_eq(num(cpu, "fallbacks"), num(cpu, "nodes"));
+  /* fc1.w [784,128] f32 is read by the first matrix product (CPU) and
+   * updated by Adam (the test device): it crosses once per run. */
+  json_t *c = copy_of(root, "fc1.w");
+  ck_assert_msg(c != NULL, "no copy of fc1.w");
+  ck_assert_int_eq(num(c, "bytes"), 784 * 128 * 4);
+  ck_assert_str_eq(json_string_value(json_object_get(c, "op")), "parameter");
+  size_t i;
+  int to_cpu = 0, to_part = 0;
+  json_array_foreach(json_object_get(root, "copies"), i, c) {
+    to_cpu |= num(c, "to") == 1;
+    to_part |= num(c, "to") == 0;
+  }
+  ck_assert(to_cpu && to_part);
+  json_decref(root);
+
+  char *out;
+  ck_assert_int_eq(
+      run_graph("", "--model mlp --devices part,cpu --placement pinned", &out),
+      0);
+  ck_assert_msg_contains(out, "devices part:0 cpu:0, placement pinned\n");
+  ck_assert_msg_contains(out, "runs on cpu:0: part:0 refuses it");
+  ck_assert_msg_contains(out, "\nplacement: 2 devices, ");
+  ck_assert_msg_contains(out, "'fc1.w' (parameter) ");
+  free(out);
+
+  ck_assert_int_eq(run_graph("",
+                             "--model mlp --devices part,cpu --placement "
+                             "pinned --strict",
+                             &out),
+                   1);
+  ck_assert_msg_contains(out, "tyto-graph: compile: strict placement: ");
+  ck_assert_msg_contains(out, "cannot run on part:0");
+  free(out);
+}
+END_TEST
+
+/* A fresh directory for the device profiles (XDG_CACHE_HOME), so that
+ * automatic placement measures here and writes nothing in $HOME. */
+static void cache_dir(char *dir, size_t n, char *env, size_t n_env) {
+  snprintf(dir, n, "/tmp/tyto-graph-cache-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(env, n_env, "XDG_CACHE_HOME='%s'", dir);
+}
+
+/* Removes it and what was cached there (the profiles; PoCL's and the
+ * OpenCL plugin's kernel caches when the OpenCL plugin loads). */
+static void cache_dir_remove(const char *dir) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", dir);
+  ck_assert_int_eq(test_popen(cmd, NULL), 0);
+}
+
+/* Automatic placement over cpu and the test device: a consistent report
+ * over the two, whatever the measured profiles decide. */
+START_TEST(auto_over_the_test_device) {
+  char dir[64], env[128];
+  cache_dir(dir, sizeof dir, env, sizeof env);
+  json_t *root = run_json_env(
+      env, "--model mlp --devices cpu,part:0 --placement auto --json");
+  check_consistent(root);
+  ck_assert_str_eq(json_string_value(json_object_get(root, "placement")),
+                   "auto");
+  ck_assert_int_eq(json_array_size(json_object_get(root, "devices")), 2);
+  ck_assert_str_eq(json_string_value(json_object_get(device_at(root, 1), "id")),
+                   "part:0");
+  json_decref(root);
+  cache_dir_remove(dir);
+}
+END_TEST
+
+/* Whether this machine has an OpenCL device tyto-graph can select (PoCL
+ * on CI machines); says why not when it has none. Selecting it alone with
+ * --placement is the cheapest probe: a usage error (one device) when it
+ * is there, a selection that cannot be satisfied when it is not. */
+static int have_opencl(void) {
+  char *out;
+  int rc =
+      run_graph("", "--model mlp --devices opencl:0 --placement auto", &out);
+  int missing = strstr(out, "cannot be satisfied") != NULL;
+  if (missing)
+    fprintf(stderr, "skipped: no OpenCL device:\n%s", out);
+  else
+    ck_assert_msg(rc == 2 && strstr(out, "selects one device (opencl:0)"),
+                  "exit %d:\n%s", rc, out);
+  free(out);
+  return !missing;
+}
+
+/* The CPU and the OpenCL device: automatic placement gives a report over
+ * both (which nodes go where is the profiles' choice), its text adds the
+ * placement report and the dot one cluster per device; pinned placement
+ * keeps everything on the CPU. */
+START_TEST(cpu_and_opencl) {
+  if (!have_opencl())
+    return;
+  char dir[64], env[128];
+  cache_dir(dir, sizeof dir, env, sizeof env);
+  json_t *root = run_json_env(
+      env, "--model mlp --devices cpu,opencl:0 --placement auto --json");
+  check_consistent(root);
+  ck_assert_str_eq(json_string_value(json_object_get(root, "placement")),
+                   "auto");
+  ck_assert_int_eq(json_array_size(json_object_get(root, "devices")), 2);
+  ck_assert_str_eq(json_string_value(json_object_get(device_at(root, 0), "id")),
+                   "cpu:0");
+  ck_assert_str_eq(json_string_value(json_object_get(device_at(root, 1), "id")),
+                   "opencl:0");
+  ck_assert(json_is_array(json_object_get(root, "copies")));
+  size_t n_copies = json_array_size(json_object_get(root, "copies"));
+  json_decref(root);
+
+  char path[128], args[256], *out;
+  snprintf(path, sizeof path, "%s/mlp.dot", dir);
+  snprintf(args, sizeof args,
+           "--model mlp --devices cpu,opencl:0 --placement auto --dot '%s'",
+           path);
+  ck_assert_int_eq(run_graph(env, args, &out), 0);
+  ck_assert_msg_contains(
+      out, "model mlp, batch 64, devices cpu:0 opencl:0, placement auto\n");
+  char line[96];
+  snprintf(line, sizeof line, "\nplacement: 2 devices, %zu cop%s between them",
+           n_copies, n_copies == 1 ? "y" : "ies");
+  ck_assert_msg_contains(out, line);
+  free(out);
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "--dot wrote no %s", path);
+  static char dot[1 << 20];
+  size_t n = fread(dot, 1, sizeof dot - 1, f);
+  dot[n] = '\0';
+  fclose(f);
+  unlink(path);
+  ck_assert_msg_contains(dot, "subgraph cluster_0 {");
+  ck_assert_msg_contains(dot, "label=\"cpu:0\"");
+  ck_assert_msg_contains(dot, "label=\"opencl:0\"");
+
+  root = run_json_env(
+      env, "--model mlp --devices cpu,opencl:0 --placement pinned --json");
+  check_consistent(root);
+  ck_assert_int_eq(json_array_size(json_object_get(root, "copies")), 0);
+  ck_assert_int_eq(num(device_at(root, 1), "nodes"), 0);
+  ck_assert_int_eq(num(device_at(root, 1), "kernels"), 0);
+  json_decref(root);
+  cache_dir_remove(dir);
+}
+END_TEST
+
 START_TEST(usage_errors_exit_2) {
   static const struct {
     const char *args, *message;
@@ -222,6 +544,28 @@ START_TEST(usage_errors_exit_2) {
       {"--model mlp --passes ''", "tyto-graph: --passes: unknown pass ''"},
       {"--model mlp --batch", "tyto-graph: expected a value after '--batch'"},
       {"--model mlp extra", "tyto-graph: unexpected argument 'extra'"},
+      {"--model mlp --devices cpu,part --placement fast",
+       "tyto-graph: --placement: expected pinned or auto, found 'fast'"},
+      {"--model mlp --devices cpu,part --placement",
+       "tyto-graph: expected a value after '--placement'"},
+      {"--model mlp --devices ''",
+       "tyto-graph: --devices: expected a device list such as cpu,opencl:0, "
+       "found ''"},
+      /* Placement decides between devices: on one it is an error, not an
+       * option silently dropped. */
+      {"--model mlp --placement auto",
+       "tyto-graph: --placement applies to programs on more than one device "
+       "only; without --devices the program runs on the first selected "
+       "device alone"},
+      {"--model mlp --strict",
+       "tyto-graph: --strict applies to programs on more than one device "
+       "only; without --devices"},
+      {"--model mlp --devices cpu --placement pinned",
+       "tyto-graph: --placement applies to programs on more than one device "
+       "only; --devices 'cpu' selects one device (cpu:0)"},
+      {"--model mlp --devices cpu --strict",
+       "tyto-graph: --strict applies to programs on more than one device "
+       "only; --devices 'cpu' selects one device (cpu:0)"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *out;
@@ -233,6 +577,11 @@ START_TEST(usage_errors_exit_2) {
   char *out;
   ck_assert_int_eq(run_graph("", "--help", &out), 0);
   ck_assert_msg_contains(out, "usage: tyto-graph --model mlp|cnn|lstm");
+  ck_assert_msg_contains(out, "[--devices LIST [--placement pinned|auto] "
+                              "[--strict]]");
+  ck_assert_msg_contains(out, "\n  --devices LIST    ");
+  ck_assert_msg_contains(out, "\n  --placement NAME  ");
+  ck_assert_msg_contains(out, "\n  --strict          ");
   free(out);
 }
 END_TEST
@@ -242,6 +591,19 @@ START_TEST(no_device_exits_1) {
   ck_assert_int_eq(run_graph("TYTO_DEVICES=cpu:3", "--model mlp", &out), 1);
   ck_assert_msg_contains(out, "tyto-graph: ");
   ck_assert_msg_contains(out, "cpu:3");
+  free(out);
+
+  /* --devices replaces TYTO_DEVICES (cpu here): a device it names that is
+   * missing fails with the library's message... */
+  ck_assert_int_eq(run_graph("", "--model mlp --devices cpu,cpu:3", &out), 1);
+  ck_assert_msg_contains(out, "tyto-graph: device selection 'cpu,cpu:3' "
+                              "(from options) cannot be satisfied:\n");
+  ck_assert_msg_contains(out, "cpu:3");
+  free(out);
+  /* ... and a missing device in TYTO_DEVICES does not matter beside it. */
+  ck_assert_int_eq(
+      run_graph("TYTO_DEVICES=cpu:3", "--model mlp --devices cpu", &out), 0);
+  ck_assert_msg_contains(out, "model mlp, batch 64, device cpu:0\n");
   free(out);
 }
 END_TEST
@@ -254,6 +616,10 @@ int main(void) {
   tcase_add_test(tc, cnn_json_and_options);
   tcase_add_test(tc, lstm_json_report);
   tcase_add_test(tc, text_report_and_dot);
+  tcase_add_test(tc, pinned_without_pins_stays_on_the_first_device);
+  tcase_add_test(tc, pinned_on_the_test_device_falls_back_to_the_cpu);
+  tcase_add_test(tc, auto_over_the_test_device);
+  tcase_add_test(tc, cpu_and_opencl);
   tcase_add_test(tc, usage_errors_exit_2);
   tcase_add_test(tc, no_device_exits_1);
   suite_add_tcase(s, tc);

@@ -299,6 +299,28 @@ TYTO_API const double *tyto_tensor_fattrs(const tyto_tensor *t);
 TYTO_API const void *tyto_tensor_data(const tyto_tensor *t);
 
 /* ---------------------------------------------------------------------- */
+/* Device pins (docs/placement.md). A program compiled over several of    */
+/* the context's devices puts a pinned tensor on its device and everything */
+/* else where its placement policy says; a program over one device ignores */
+/* pins to that device and refuses pins to any other.                      */
+
+/* Pins t to the context's selected device `device` (an index as for
+ * tyto_context_device); -1 unpins. Ignored for the error tensor; below -1
+ * (or past 65534) puts t's graph in error. A pin to a device the program
+ * may not use is refused by tyto_program_compile. */
+TYTO_API void tyto_tensor_set_device(tyto_tensor *t, int device);
+/* The device t is pinned to, or -1. */
+TYTO_API int tyto_tensor_device(const tyto_tensor *t);
+/* Every tensor built in g from now on is pinned to `device` (-1: none):
+ * a graph scope, so that tyto_nn layers built inside it (parameters
+ * included) land on that device and a model can be split by layers.
+ * Returns the scope it replaces, so scopes nest:
+ *   int old = tyto_graph_set_device_scope(g, 1); ... ;
+ *   tyto_graph_set_device_scope(g, old); */
+TYTO_API int tyto_graph_set_device_scope(tyto_graph *g, int device);
+TYTO_API int tyto_graph_device_scope(const tyto_graph *g);
+
+/* ---------------------------------------------------------------------- */
 /* Export                                                                  */
 
 /* Writes g in Graphviz dot: one node per tensor labelled "#index op\n

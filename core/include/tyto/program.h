@@ -18,6 +18,7 @@
 #define TYTO_PROGRAM_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include <tyto/context.h>
 #include <tyto/graph.h>
@@ -29,13 +30,25 @@ extern "C" {
 
 typedef struct tyto_program tyto_program;
 
+/* How a program's nodes are put on its devices (docs/placement.md). */
+typedef enum tyto_place_policy {
+  TYTO_PLACE_DEFAULT = 0, /* TYTO_PLACEMENT=pinned|auto[,strict], else pinned */
+  /* Pinned tensors (tyto_tensor_set_device, tyto_graph_set_device_scope)
+   * go to their device, everything else to the first device. */
+  TYTO_PLACE_PINNED = 1,
+  /* Pinned tensors as above; every other node goes where the estimated
+   * time of the whole program, copies included, is least, from measured
+   * device and link profiles (tyto_device_profile_get). */
+  TYTO_PLACE_AUTO = 2
+} tyto_place_policy;
+
 /* Compile options; fill with tyto_program_options_init() first. */
 typedef struct tyto_program_options {
   /* sizeof(tyto_program_options) as the caller compiled it; set by
    * tyto_program_options_init(). Fields past it are taken as defaults. */
   size_t struct_size;
-  /* Index into the context's selected devices (0: the first). Placement
-   * across several devices comes with the planner. */
+  /* Index into the context's selected devices (0: the first): the device
+   * of a one-device program (n_devices 0). */
   size_t device;
   /* Graph passes to skip: an OR of TYTO_PASS_* bits (0: run them all). */
   unsigned passes_off;
@@ -54,7 +67,67 @@ typedef struct tyto_program_options {
   size_t n_updates;
   tyto_tensor *const *update_params;
   tyto_tensor *const *update_values;
+  /* The devices the program may use (docs/placement.md): n_devices
+   * indices into the context's selected devices, the first being the
+   * caller's own (where unpinned work goes under TYTO_PLACE_PINNED).
+   * n_devices 0: `device` alone, exactly as a one-device program. */
+  size_t n_devices;
+  const size_t *devices;
+  /* How nodes are put on those devices (TYTO_PLACE_DEFAULT: the
+   * environment's TYTO_PLACEMENT, else pinned). */
+  tyto_place_policy placement;
+  /* Non-zero (or TYTO_PLACEMENT naming "strict"): a node that cannot run
+   * where the policy puts it is an error naming the op, the device and
+   * its reason, instead of going to another device with a warning. */
+  int strict;
 } tyto_program_options;
+
+/* ---------------------------------------------------------------------- */
+/* Placement (docs/placement.md)                                           */
+
+/* One device of a compiled program, as tyto_program_device_stats_get
+ * gives it. */
+typedef struct tyto_program_device_stats {
+  size_t struct_size; /* set by the caller */
+  size_t device;      /* index among the context's selected devices */
+  const char *id;     /* "cpu:0" (owned by the context) */
+  size_t nodes;       /* graph nodes it computes (fused ones count once) */
+  size_t kernels;     /* launches per run, copies into it included */
+  size_t fallbacks;   /* nodes placed here because another refused them */
+  /* Its memory, in bytes, as tyto_program_stats counts the program's. */
+  uint64_t planned_bytes, arena_bytes, pinned_bytes, lower_bound_bytes;
+} tyto_program_device_stats;
+
+/* A copy between two devices that every run makes. */
+typedef struct tyto_program_copy {
+  size_t struct_size; /* set by the caller */
+  int64_t tensor;     /* its index in the caller's graph; -1: made by the
+                         passes */
+  const char *name;   /* the tensor's name, or NULL */
+  const char *op;     /* the op that computes it ("input", "matmul"...) */
+  size_t from, to;    /* indices among the context's selected devices */
+  uint64_t bytes;     /* per run */
+  const char *route;  /* "peer" or "staged through host memory" */
+} tyto_program_copy;
+
+/* The number of devices p runs on (1 for a one-device program). */
+TYTO_API size_t tyto_program_device_count(const tyto_program *p);
+/* The figures of p's i-th device (set out->struct_size first). */
+TYTO_API tyto_status tyto_program_device_stats_get(
+    const tyto_program *p, size_t i, tyto_program_device_stats *out);
+/* The copies between devices p makes per run, and the i-th. */
+TYTO_API size_t tyto_program_copy_count(const tyto_program *p);
+TYTO_API tyto_status tyto_program_copy_get(const tyto_program *p, size_t i,
+                                           tyto_program_copy *out);
+/* The device (an index among the context's selected devices) that
+ * computes or holds tensor t of the compiled graph, or -1 when p does not
+ * use t (the passes may have merged or dropped it). */
+TYTO_API int tyto_program_tensor_device(const tyto_program *p,
+                                        const tyto_tensor *t);
+/* Writes the placement report (devices, their nodes, kernels and memory,
+ * every copy) as text to f. */
+TYTO_API tyto_status tyto_program_report_placement(const tyto_program *p,
+                                                   FILE *f);
 
 /* The graph passes, in the order they run (each round runs them all). */
 typedef enum tyto_pass {
@@ -69,17 +142,21 @@ typedef enum tyto_pass {
 TYTO_API void tyto_program_options_init(tyto_program_options *opts);
 
 /* Compiles the n_outputs tensors of `outputs` (n_outputs >= 1) of graph g
- * for one selected device of ctx (opts may be NULL: device 0). Every
- * kernel is prepared and constants are uploaded now. On success *out owns
+ * for one selected device of ctx (opts may be NULL: device 0), or for
+ * several (opts->n_devices, docs/placement.md). Every kernel is prepared
+ * and constants are uploaded now. On success *out owns
  * the program; free it with tyto_program_free() before ctx. Errors:
  * TYTO_ERR_INVALID_ARGUMENT for a graph in error ("compile: graph is in
  * error: <its message>"), an output of another graph or an error tensor,
  * a bad parameter update (not a parameter of g, updated twice, a value of
  * another dtype or shape, a value that is a parameter another update
  * changes);
+ * a tensor pinned to a device the program may not use, a bad device list
+ * or placement policy (or TYTO_PLACEMENT value);
  * TYTO_ERR_UNSUPPORTED for an op that cannot be lowered yet or that the
- * device refuses (the device's message); TYTO_ERR_NOT_FOUND when ctx has
- * no such device; TYTO_ERR_OUT_OF_MEMORY. */
+ * device refuses (the device's message), or, under strict placement, a
+ * node its device refuses; TYTO_ERR_NOT_FOUND when ctx has no such
+ * device; TYTO_ERR_OUT_OF_MEMORY. */
 TYTO_API tyto_status tyto_program_compile(tyto_context *ctx, tyto_graph *g,
                                           size_t n_outputs,
                                           tyto_tensor *const *outputs,
@@ -194,9 +271,11 @@ TYTO_API tyto_status tyto_program_export_dot(const tyto_program *p,
 /* Eager evaluation                                                        */
 
 /* A cache of the programs behind eagerly evaluated tensors, for one
- * context (device 0). Keyed by the structure of the subgraph that makes the
- * tensor (ops, shapes, attributes, constant values), so a rebuilt graph
- * reuses a program. Free it with tyto_eval_cache_free() before ctx. */
+ * context (device 0, and the devices of any pinned tensor the value
+ * needs, where those run). Keyed by the structure of the subgraph that
+ * makes the tensor (ops, shapes, attributes, pins, constant values), so a
+ * rebuilt graph reuses a program. Free it with tyto_eval_cache_free()
+ * before ctx. */
 typedef struct tyto_eval_cache tyto_eval_cache;
 
 /* *out owns a new, empty cache. TYTO_ERR_OUT_OF_MEMORY. */

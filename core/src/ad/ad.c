@@ -230,10 +230,17 @@ static void jvp_named(const char *name, size_t n_x, tyto_tensor *const *xs,
     }
     if (!any)
       continue;
+    /* A pinned node's derivative runs where the node does. */
+    uint32_t scope = g->scope;
+    if (t->pin)
+      g->scope = t->pin;
     tyto_tensor *r = ad_jvp(t, buf);
-    if (check_rule(t, r, t, "JVP"))
+    if (check_rule(t, r, t, "JVP")) {
+      g->scope = scope;
       break;
+    }
     tan[i] = ad_add(tan[i], r);
+    g->scope = scope;
   }
   if (buf != in_tan)
     free(buf);
@@ -296,18 +303,27 @@ static void vjp_named(const char *name, size_t n_y, tyto_tensor *const *ys,
     }
     if (!any)
       continue;
-    if (ad_vjp(t, a, need, contrib))
+    /* A pinned node's adjoint rule runs where the node does. */
+    uint32_t scope = g->scope;
+    if (t->pin)
+      g->scope = t->pin;
+    if (ad_vjp(t, a, need, contrib)) {
+      g->scope = scope;
       break;
+    }
     for (size_t j = 0; j < t->n_inputs; j++) {
       tyto_tensor *in = t->inputs[j];
       if (!need[j]) {
         contrib[j] = NULL;
         continue;
       }
-      if (check_rule(t, contrib[j], in, "VJP"))
+      if (check_rule(t, contrib[j], in, "VJP")) {
+        g->scope = scope;
         goto done;
+      }
       adj[in->index] = ad_add(adj[in->index], contrib[j]);
     }
+    g->scope = scope;
   }
 done:
   if (need != need_buf) {

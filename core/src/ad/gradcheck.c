@@ -13,7 +13,6 @@
 #include <tyto/ad.h>
 #include <tyto/program.h>
 
-#include "../exec/program.h"
 #include "../graph/shape.h"
 #include "../runtime/error.h"
 #include "rules.h"
@@ -72,7 +71,9 @@ static double rounded(tyto_dtype dtype, double v) {
 /* Binds tensor k's current values into p when p uses it. */
 static tyto_status bind_one(check *c, tyto_program *p, size_t k) {
   tyto_tensor *t = c->bind[k];
-  if (!exec_uses(p, t))
+  /* check_bindable let in only inputs and parameters, the kinds the public
+   * check answers for. */
+  if (!tyto_program_uses(p, t))
     return TYTO_OK;
   to_dtype(c->scratch, c->val[k], tyto_tensor_numel(t), t->dtype);
   return t->kind == TYTO_KIND_INPUT

@@ -367,12 +367,22 @@ static tyto_status measure_device(tyto_context *ctx, size_t dev, int quick,
   double budget = quick ? 0.002 : 0.05;
   tyto_device *d = tyto_context_device(ctx, dev);
   tyto_status st = measure_launch(ctx, dev, budget, &p->launch_seconds);
-  if (st == TYTO_OK)
-    st = measure_gemm(ctx, dev, quick ? 64 : 512, 2 * budget, p->launch_seconds,
-                      &p->gemm_flops);
-  if (st == TYTO_OK)
-    st = measure_eltwise(ctx, dev, quick ? 1 << 14 : 1 << 23, 2 * budget,
-                         p->launch_seconds, &p->eltwise_bytes);
+  /* A device that runs no matrix products (or no elementwise ops) has
+   * no figure for them (0): placement never gives it those. */
+  if (st == TYTO_OK &&
+      (st = measure_gemm(ctx, dev, quick ? 64 : 512, 2 * budget,
+                         p->launch_seconds, &p->gemm_flops)) ==
+          TYTO_ERR_UNSUPPORTED) {
+    p->gemm_flops = 0;
+    st = TYTO_OK;
+  }
+  if (st == TYTO_OK &&
+      (st = measure_eltwise(ctx, dev, quick ? 1 << 14 : 1 << 23, 2 * budget,
+                            p->launch_seconds, &p->eltwise_bytes)) ==
+          TYTO_ERR_UNSUPPORTED) {
+    p->eltwise_bytes = 0;
+    st = TYTO_OK;
+  }
   size_t link = quick ? (size_t)1 << 16 : (size_t)32 << 20;
   if (st == TYTO_OK)
     st = measure_copy(d, NULL, 0, link, budget, &p->h2d_bytes);

@@ -66,10 +66,27 @@ static void mix(uint64_t h[2], const void *data, size_t n) {
   }
 }
 
+/* The devices an eager evaluation runs on: device 0 and every device a
+ * needed node is pinned to (at most EVAL_MAX_DEVS). */
+#define EVAL_MAX_DEVS 64
+typedef struct eval_devs {
+  size_t n;
+  size_t dev[EVAL_MAX_DEVS];
+} eval_devs;
+
+static void add_dev(eval_devs *d, size_t x) {
+  for (size_t i = 0; i < d->n; i++)
+    if (d->dev[i] == x)
+      return;
+  if (d->n < EVAL_MAX_DEVS)
+    d->dev[d->n++] = x;
+}
+
 /* Hashes the nodes t needs, in creation order, naming each input by its
- * position among the needed nodes. Fails when t needs an input or a
- * parameter. */
-static tyto_status subgraph_key(const tyto_tensor *t, uint64_t key[2]) {
+ * position among the needed nodes, with their pins (collected in *devs).
+ * Fails when t needs an input or a parameter. */
+static tyto_status subgraph_key(const tyto_tensor *t, uint64_t key[2],
+                                eval_devs *devs) {
   tyto_graph *g = t->graph;
   size_t n = (size_t)t->index + 1;
   int64_t *pos = malloc(n * sizeof *pos);
@@ -106,8 +123,10 @@ static tyto_status subgraph_key(const tyto_tensor *t, uint64_t key[2]) {
     if (pos[i] < 0)
       continue;
     const tyto_tensor *x = g->nodes[i];
-    int32_t head[4] = {(int32_t)x->op, (int32_t)x->kind, (int32_t)x->dtype,
-                       x->rank};
+    int32_t head[5] = {(int32_t)x->op, (int32_t)x->kind, (int32_t)x->dtype,
+                       x->rank, (int32_t)x->pin};
+    if (x->pin)
+      add_dev(devs, x->pin - 1);
     mix(key, head, sizeof head);
     mix(key, x->shape, (size_t)x->rank * sizeof *x->shape);
     mix(key, &x->n_inputs, sizeof x->n_inputs);
@@ -144,7 +163,8 @@ tyto_status tyto_tensor_eval(tyto_eval_cache *c, tyto_tensor *t, void *dst,
                    "eval: graph is in error: %s; fix the first failing op",
                    t->graph->message);
   uint64_t key[2] = {0, 0};
-  tyto_status st = subgraph_key(t, key);
+  eval_devs devs = {1, {0}};
+  tyto_status st = subgraph_key(t, key, &devs);
   if (st != TYTO_OK)
     return st;
   cache_entry *hit = NULL;
@@ -153,7 +173,14 @@ tyto_status tyto_tensor_eval(tyto_eval_cache *c, tyto_tensor *t, void *dst,
       hit = &c->entries[i];
   if (!hit) {
     tyto_program *p;
-    if ((st = tyto_program_compile(c->ctx, t->graph, 1, &t, NULL, &p)) !=
+    /* Pinned nodes run where they are pinned, the rest on device 0. */
+    tyto_program_options po;
+    tyto_program_options_init(&po);
+    if (devs.n > 1) {
+      po.n_devices = devs.n;
+      po.devices = devs.dev;
+    }
+    if ((st = tyto_program_compile(c->ctx, t->graph, 1, &t, &po, &p)) !=
         TYTO_OK)
       return st;
     c->compiles++;

@@ -39,10 +39,12 @@ void exec_profile_report(const tyto_program *p) {
   qsort(order, n, sizeof *order, by_time);
   double runs = (double)p->prof_runs;
   fprintf(stderr,
-          "tyto profile: %zu kernels on %s, %llu runs, %.1f us per run "
+          "tyto profile: %zu kernels on %s%s, %llu runs, %.1f us per run "
           "(kernels %.1f us)\n",
-          p->n_launch, p->dev->info.id, (unsigned long long)p->prof_runs,
-          1e6 * p->prof_total / runs, 1e6 * sum / runs);
+          p->n_launch, exec_dev_id(p, 0),
+          p->n_devs > 1 ? " and other devices" : "",
+          (unsigned long long)p->prof_runs, 1e6 * p->prof_total / runs,
+          1e6 * sum / runs);
   fprintf(stderr, "  %8s %6s  %-22s %s\n", "us/run", "share", "op", "shape");
   for (size_t r = 0; r < n && r < PROFILE_ROWS; r++) {
     const exec_kernel *k = &p->kernels[order[r]];
@@ -55,11 +57,14 @@ void exec_profile_report(const tyto_program *p) {
       d += (size_t)snprintf(dims + d, sizeof dims - d, "%s%lld", i ? "," : "",
                             (long long)t->shape[i]);
     snprintf(dims + d, sizeof dims - d, "]");
-    fprintf(stderr, "  %8.1f %5.1f%%  %-22s %s%s\n",
+    fprintf(stderr, "  %8.1f %5.1f%%  %-22s %s%s%s%s\n",
             1e6 * p->prof_seconds[order[r]] / runs,
             sum > 0 ? 100 * p->prof_seconds[order[r]] / sum : 0,
-            k->update ? "(update copy)" : tyto_op_name(t->op), dims,
-            k->skip ? " (in place)" : "");
+            k->update ? "(update copy)"
+            : k->xfer ? "(copy between devices)"
+                      : tyto_op_name(t->op),
+            dims, k->skip ? " (in place)" : "", p->n_devs > 1 ? " on " : "",
+            p->n_devs > 1 ? exec_dev_id(p, k->dev) : "");
   }
   free(order);
 }

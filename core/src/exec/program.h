@@ -1,5 +1,6 @@
-/* The compiled program's internals, shared by program.c (compile, run,
- * host access), lower.c (graph node -> kernel descriptors) and eval.c. */
+/* The compiled program's internals: built by the compile driver
+ * (compile/: passes, lowering, placement, memory plan), run by exec/
+ * (program.c: run, host access; eval.c; dot.c; profile.c). */
 #ifndef TYTO_EXEC_PROGRAM_H
 #define TYTO_EXEC_PROGRAM_H
 
@@ -10,6 +11,7 @@
 #include <tyto/program.h>
 
 #include "../graph/node.h"
+#include "../runtime/runtime.h"
 
 /* The most inputs or outputs of one launch (a fused node's). */
 #define EXEC_MAX_IO TYTO_PLUGIN_FUSED_MAX_IO
@@ -23,6 +25,11 @@ typedef struct exec_slot {
   tyto_kind kind; /* copied: eager programs outlive their graph */
   int owned;      /* buf is this slot's own (pinned, or no plan) */
   int set;        /* inputs: bound since compile */
+  uint32_t dev;   /* the program device that holds it (p->devs) */
+  /* A copy of another slot's node on this slot's device: that slot (its
+   * xfer writes this one each run), or -1. */
+  int src;
+  int xfer; /* 1 + the copy between devices that writes it, or 0 */
 } exec_slot;
 
 /* "input 'x' (#0) is f32[2] (8 bytes)": slot sl for messages, with the
@@ -60,13 +67,51 @@ typedef struct exec_kernel {
   uint64_t workspace_offset;
   int workspace_owned;
   tyto_plugin_buffer *scratch[EXEC_MAX_IO]; /* for outputs of -1 */
+  uint32_t dev; /* the program device that runs it */
+  int xfer;     /* 1 + the copy between devices it stands for, or 0 */
 } exec_kernel;
 
-struct tyto_program {
+/* How a copy between two devices travels. */
+typedef enum exec_route {
+  EXEC_ROUTE_PEER,   /* copy_peer() on the consumer's stream */
+  EXEC_ROUTE_STAGED, /* producer -> host memory -> consumer, pipelined */
+} exec_route;
+
+/* Staged copies go in chunks of at least this many bytes, at most
+ * EXEC_MAX_CHUNKS of them: the host uploads chunk i while the producer
+ * still downloads chunk i + 1. */
+#define EXEC_CHUNK_BYTES (UINT64_C(4) << 20)
+#define EXEC_MAX_CHUNKS 8
+
+/* A copy of slot `src` (device a) into slot `dst` (device b). */
+typedef struct exec_xfer {
+  int src, dst;
+  exec_route route;
+  int pinned_host; /* the staging memory is the producer plugin's pinned */
+  void *staging;   /* bytes of host memory (staged) */
+  uint32_t n_chunks;
+  tyto_plugin_event *done_src[EXEC_MAX_CHUNKS]; /* on a: chunk downloaded */
+  tyto_plugin_event *done_dst; /* on b: the copy finished (peer) */
+  int pending;                 /* downloaded, not yet uploaded (staged) */
+} exec_xfer;
+
+/* One device of a program: its stream, arena and figures. */
+typedef struct exec_dev {
   tyto_device *dev;
+  size_t ctx_index; /* among the context's selected devices */
   tyto_plugin_stream *stream;
-  tyto_graph *src;   /* the caller's graph: tensors passed in are its */
-  tyto_graph *graph; /* owned: the graph after the passes */
+  tyto_plugin_buffer *arena;
+  tyto_program_device_stats stats;
+} exec_dev;
+
+struct tyto_program {
+  exec_dev *devs; /* the devices it runs on; devs[0] is the caller's first */
+  size_t n_devs;
+  exec_xfer *xfers; /* copies between devices */
+  size_t n_xfers;
+  tyto_program_copy *copies; /* their public description (stats) */
+  tyto_graph *src;           /* the caller's graph: tensors passed in are its */
+  tyto_graph *graph;         /* owned: the graph after the passes */
   exec_slot *slots;
   size_t n_slots;
   int *slot_of;        /* program graph index -> slot, -1 when not needed */
@@ -83,7 +128,6 @@ struct tyto_program {
   size_t n_updates; /* parameter updates (tyto_program_options) */
   int *upd_param;   /* the slot of each updated parameter */
   int *upd_value;   /* the slot of each update's value */
-  tyto_plugin_buffer *arena;
   /* While lowering: per slot, the first slot of a FUSED_OUTPUT node that
    * reads it, and the next one reading the same FUSED node; -1 ends. */
   int *fused_first, *fused_next;
@@ -98,11 +142,29 @@ struct tyto_program {
   double prof_total;
 };
 
+/* The device functions and handle of program device i. */
+static inline const tyto_plugin_device_fns *exec_fns(const tyto_program *p,
+                                                     uint32_t i) {
+  return &p->devs[i].dev->plugin->dfns;
+}
+static inline tyto_plugin_device *exec_handle(const tyto_program *p,
+                                              uint32_t i) {
+  return p->devs[i].dev->handle;
+}
+static inline const char *exec_dev_id(const tyto_program *p, uint32_t i) {
+  return p->devs[i].dev->info.id;
+}
+
 /* Prints the profile table of p to stderr (profile.c). */
 void exec_profile_report(const tyto_program *p);
 
 /* A row-major layout of t's shape. */
 void exec_layout(tyto_plugin_layout *l, const tyto_tensor *t);
+
+/* A new kernel computing slot s with room for n_in inputs and n_out
+ * outputs (at least two: QR's), appended to p->kernels (lower.c). */
+exec_kernel *exec_add_kernel(tyto_program *p, int s, uint32_t op, size_t n_in,
+                             size_t n_out);
 
 /* Appends the kernels computing slot s's node (which is computed or a
  * FULL/random source) to p. Fails with "compile: op <name> cannot be
@@ -113,7 +175,11 @@ tyto_status exec_lower(tyto_program *p, int s);
  * parameter at the end of a run (lower.c). */
 tyto_status exec_lower_update(tyto_program *p, size_t u);
 
-/* Fills k's descriptor, asks the device and prepares it (program.c). */
+/* Fills k's descriptor (lower.c); the descriptor points into k. */
+void exec_describe(exec_kernel *k);
+
+/* Prepares k on its device (k->dev), which the caller has asked or
+ * which runs the whole program (compile/compile.c). */
 tyto_status exec_prepare(tyto_program *p, exec_kernel *k, const tyto_tensor *t);
 
 /* 1 when the program reads or computes tensor t of the caller's graph
@@ -133,10 +199,13 @@ static inline uint64_t exec_round_up(uint64_t bytes) {
  * messages; -1 for a node the passes made. */
 int64_t exec_user_index(const tyto_program *p, const tyto_tensor *t);
 
-/* Plans the memory of p's slots and kernels (after lowering and
- * preparing) and fills p->launch: one arena for everything but pinned
- * slots, which get buffers of their own (memory.c). With `plan` 0 every
- * slot gets its own buffer and the graph's order is kept. */
+/* Plans the memory of p's slots and kernels (after lowering, placing and
+ * preparing) and fills p->launch: one arena per device for everything but
+ * pinned slots, which get buffers of their own (compile/memory.c). With
+ * `plan` 0 every slot gets its own buffer. */
 tyto_status exec_plan_memory(tyto_program *p, int plan);
+
+/* Frees what the program holds on its devices (program.c). */
+void exec_release(tyto_program *p);
 
 #endif

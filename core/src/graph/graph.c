@@ -187,6 +187,7 @@ tyto_tensor *node_new(tyto_graph *g, tyto_op op, tyto_dtype dtype, int rank,
     return graph_oom(g, name);
   t->graph = g;
   t->index = (int64_t)g->n_nodes;
+  t->pin = g->scope;
   t->op = op;
   t->kind = TYTO_KIND_COMPUTED;
   t->dtype = dtype;

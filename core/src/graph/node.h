@@ -31,6 +31,9 @@ struct tyto_tensor {
   double *fattrs; /* arena memory, NULL when none */
   char *name;     /* arena memory, NULL when none */
   void *data;     /* TYTO_OP_CONSTANT values in dtype, arena memory */
+  /* The device the caller pinned it to: 1 + its index among the
+   * context's selected devices; 0 when not pinned (placement decides). */
+  uint32_t pin;
 };
 
 typedef struct arena_block arena_block;
@@ -43,6 +46,7 @@ struct tyto_graph {
   char message[512];
   uint64_t random_offset; /* next Philox counter for a random node */
   tyto_tensor error;      /* the shared error tensor */
+  uint32_t scope;         /* the pin of every new node (0: none) */
 };
 
 /* Arena memory of g (zeroed, 16-byte aligned), or NULL when out of memory

@@ -122,3 +122,37 @@ const double *tyto_tensor_fattrs(const tyto_tensor *t) {
 const void *tyto_tensor_data(const tyto_tensor *t) {
   return t->data;
 }
+
+#define PIN_MAX 65534
+
+static int pin_ok(tyto_graph *g, const char *fn, int device) {
+  if (device >= -1 && device <= PIN_MAX)
+    return 1;
+  graph_fail(g, "%s: device %d is not a device index (0..%d) or -1", fn, device,
+             PIN_MAX);
+  return 0;
+}
+
+void tyto_tensor_set_device(tyto_tensor *t, int device) {
+  if (!t || t->kind == TYTO_KIND_ERROR ||
+      !pin_ok(t->graph, "tyto_tensor_set_device", device))
+    return;
+  t->pin = (uint32_t)(device + 1);
+}
+
+int tyto_tensor_device(const tyto_tensor *t) {
+  return t ? (int)t->pin - 1 : -1;
+}
+
+int tyto_graph_set_device_scope(tyto_graph *g, int device) {
+  if (!g)
+    return -1;
+  int old = (int)g->scope - 1;
+  if (pin_ok(g, "tyto_graph_set_device_scope", device))
+    g->scope = (uint32_t)(device + 1);
+  return old;
+}
+
+int tyto_graph_device_scope(const tyto_graph *g) {
+  return g ? (int)g->scope - 1 : -1;
+}

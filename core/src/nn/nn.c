@@ -9,7 +9,6 @@
 
 #include <tyto/program.h>
 
-#include "../exec/program.h"
 #include "../runtime/error.h"
 #include "nn_internal.h"
 
@@ -435,7 +434,7 @@ tyto_status tyto_nn_initialize(const tyto_nn *nn, tyto_program *p) {
   tyto_status st = TYTO_OK;
   for (size_t i = 0; i < nn->n_entries && st == TYTO_OK; i++) {
     tyto_tensor *t = nn->entries[i].t;
-    if (!exec_uses(p, t))
+    if (!tyto_program_uses(p, t)) /* every entry is a parameter */
       continue;
     size_t bytes = (size_t)tyto_tensor_numel(t) * esize;
     if (bytes > cap) {

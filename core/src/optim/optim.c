@@ -412,9 +412,16 @@ static void build(optim_build *b, size_t n, tyto_tensor *const *params,
   optim_accumulate(b, n, params, grads);
   optim_clip(b, n, grads);
   optim_rule_prepare(b);
+  /* Each parameter's state and update live on the parameter's device
+   * (a model split by layers keeps its optimiser split the same way). */
+  int scope = tyto_graph_device_scope(b->g);
   for (size_t i = 0; i < n; i++)
-    if (grads[i])
+    if (grads[i]) {
+      int pin = tyto_tensor_device(params[i]);
+      tyto_graph_set_device_scope(b->g, pin >= 0 ? pin : scope);
       optim_rule_apply(b, params[i], grads[i]);
+    }
+  tyto_graph_set_device_scope(b->g, scope);
   /* The counter advances only on the runs that apply an update. */
   tyto_tensor *next = b->apply ? tyto_add(b->step, b->apply) : b->k;
   optim_update(b, b->step, next, 1);

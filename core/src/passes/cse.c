@@ -59,8 +59,8 @@ static uint64_t node_hash(const tyto_tensor *t, tyto_tensor *const *ins) {
 static int same(const tyto_tensor *c, const tyto_tensor *t,
                 tyto_tensor *const *ins) {
   if (c->op != t->op || c->dtype != t->dtype || c->rank != t->rank ||
-      c->n_inputs != t->n_inputs || c->n_iattrs != t->n_iattrs ||
-      c->n_fattrs != t->n_fattrs)
+      c->pin != t->pin || c->n_inputs != t->n_inputs ||
+      c->n_iattrs != t->n_iattrs || c->n_fattrs != t->n_fattrs)
     return 0;
   if (memcmp(c->shape, t->shape, (size_t)t->rank * sizeof *t->shape) != 0)
     return 0;

@@ -81,8 +81,9 @@ static int64_t group_of(fuser *f, int64_t i) {
   return f->parent[i] < 0 ? -1 : root(f, i);
 }
 
+/* Same shape, dtype and device pin (a group runs on one device). */
 static int same_shape(const tyto_tensor *a, const tyto_tensor *b) {
-  return a->rank == b->rank && a->dtype == b->dtype &&
+  return a->rank == b->rank && a->dtype == b->dtype && a->pin == b->pin &&
          memcmp(a->shape, b->shape, (size_t)a->rank * sizeof *a->shape) == 0;
 }
 
@@ -205,11 +206,12 @@ static int try_merge(fuser *f, int64_t n, const int64_t *set, int n_set) {
   return 1;
 }
 
-static void form_groups(fuser *f) {
+static void form_groups(fuser *f, const pass_options *opt) {
   const tyto_graph *g = f->g;
   for (size_t i = 0; i < g->n_nodes; i++) {
     const tyto_tensor *t = g->nodes[i];
-    if (!pass_is_elementwise(t->op) || tyto_tensor_numel(t) == 0)
+    if (!pass_is_elementwise(t->op) || tyto_tensor_numel(t) == 0 ||
+        !pass_may_fuse(opt, t))
       continue;
     int64_t cand[3];
     int n_cand = 0;
@@ -346,6 +348,7 @@ static void emit_group(emitter *e, int64_t r) {
     }
 #undef INSTR
   ia[0] = n_out;
+  e->out->scope = first->pin; /* the group's device, for its nodes */
   tyto_tensor *fn =
       node_new(e->out, TYTO_OP_FUSED, first->dtype, first->rank, first->shape,
                (size_t)gr->n_ext, ins, 1 + 4 * n, ia, n, fa);
@@ -360,6 +363,7 @@ static void emit_group(emitter *e, int64_t r) {
   }
   e->changed += nm;
 done:
+  e->out->scope = 0;
   free(ia);
   free(fa);
   free(value);
@@ -485,7 +489,7 @@ long pass_fuse(const pass_graph *in, pass_graph *out, tyto_tensor **map,
   for (size_t i = g->n_nodes; i > 0; i--)
     f.reader_at[i] = f.reader_at[i - 1];
   f.reader_at[0] = 0;
-  form_groups(&f);
+  form_groups(&f, opt);
 
   /* Group outputs: members read by another unit, or program outputs. */
   for (size_t i = 0; i < g->n_nodes; i++) {

@@ -22,6 +22,7 @@ tyto_tensor *pass_clone(tyto_graph *g, const tyto_tensor *t,
   if (c->kind == TYTO_KIND_ERROR)
     return c;
   c->kind = t->kind;
+  c->pin = t->pin;
   if (t->name) {
     tyto_tensor_set_name(c, t->name);
     if (!c->name)
@@ -34,6 +35,16 @@ tyto_tensor *pass_clone(tyto_graph *g, const tyto_tensor *t,
     memcpy(c->data, t->data, bytes);
   }
   return c;
+}
+
+int pass_may_fuse(const pass_options *o, const tyto_tensor *t) {
+  for (size_t i = 0; i < o->n_nofuse; i++) {
+    const pass_nofuse *x = &o->nofuse[i];
+    if (x->pin == t->pin && (x->op < 0 || x->op == (int)t->op) &&
+        (x->dtype < 0 || x->dtype == (int)t->dtype))
+      return 0;
+  }
+  return 1;
 }
 
 int pass_begin(const pass_graph *in, pass_graph *out, char *msg,
@@ -98,9 +109,12 @@ long pass_rewrite(const pass_graph *in, pass_graph *out, tyto_tensor **map,
       ins = n;
     }
     pass_inputs(t, map, ins);
+    /* What a rule builds for t runs where t was pinned to run. */
+    out->g->scope = t->pin;
     tyto_tensor *r = rule(ctx, t, ins, out->g, &changed);
     map[i] = r ? r : pass_clone(out->g, t, ins);
   }
+  out->g->scope = 0;
   free(ins);
   if (pass_end(in, out, map, name, msg, msg_size) < 0)
     return -1;

@@ -28,10 +28,26 @@ typedef struct pass_graph {
   tyto_tensor **outs; /* tensors of g */
 } pass_graph;
 
-/* What the passes may assume about the device that will run the graph. */
+/* Nodes fusion must leave alone: those pinned `pin` (a node's pin field,
+ * 0 for unpinned ones) with op `op` and dtype `dtype` (-1: any). A device
+ * that refused a fused node gets these for the ops and dtypes it cannot
+ * fuse, and the graph is optimised again (compile/placement.c). */
+typedef struct pass_nofuse {
+  uint32_t pin;
+  int op;
+  int dtype;
+} pass_nofuse;
+
+/* What the passes may assume about the devices that will run the graph.
+ * Fusion groups never mix pins: a fused node runs on one device. */
 typedef struct pass_options {
-  int fuse_ok; /* the device runs TYTO_PLUGIN_OP_FUSED kernels */
+  int fuse_ok; /* some device runs TYTO_PLUGIN_OP_FUSED kernels */
+  size_t n_nofuse;
+  const pass_nofuse *nofuse;
 } pass_options;
+
+/* 1 when o lets node t join a fusion group. */
+int pass_may_fuse(const pass_options *o, const tyto_tensor *t);
 
 /* One pass: builds out (a new graph and its outputs, out->outs malloc'd)
  * from in, and map[i] = the tensor of out->g standing for tensor i of

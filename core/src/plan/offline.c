@@ -1,6 +1,6 @@
 /*
- * The planner's offline placements (plan_internal.h): once an order's
- * lifetimes are known, place its chains greedily by size or by breadth
+ * The planner's offline fits (plan_internal.h): once an order's lifetimes
+ * are known, give its chains offsets greedily by size or by breadth
  * instead of online best fit, and keep whatever needs the smallest arena.
  */
 #include "config.h"
@@ -12,9 +12,9 @@
 #include "plan.h"
 #include "plan_internal.h"
 
-/* Once an order's lifetimes are all known, its chains can be placed in any
+/* Once an order's lifetimes are all known, its chains can be fitted in any
  * sequence, each at the lowest offset (aligned for all of its values)
- * where it overlaps no chain placed before it that is alive at a common
+ * where it overlaps no chain fitted before it that is alive at a common
  * position: first fit over the gaps those chains leave. Greedy by size
  * takes the largest chains first; greedy by breadth takes first the
  * chains alive at the busiest positions, the largest first among equals
@@ -22,17 +22,17 @@
  * Inference", 2020: TensorFlow Lite's planners). The online pass's
  * in-place decisions stay: a chain has one offset for all its values.
  *
- * The placed chains that share a position with chain c = [s, e] are those
+ * The fitted chains that share a position with chain c = [s, e] are those
  * alive at s, found on the path to s in a segment tree over the positions
  * (a chain is filed under the O(log n) nodes that tile its lifetime), and
- * those beginning in (s, e], a run of the chains' numbering. Placing c
- * thus reads and sorts each of them once: over a whole placement, the
+ * those beginning in (s, e], a run of the chains' numbering. Fitting c
+ * thus reads and sorts each of them once: over a whole fit, the
  * work grows with the pairs of chains whose lifetimes overlap, which can
  * be quadratic in the chains (a training step's saved activations all
  * overlap one another). Above MAX_PAIRS pairs in an order the offline
- * placements are skipped there and best fit stands alone. Measured on
- * this machine (2 cores, -O2): 10 to 20 ns per pair and placement, so at
- * the bound an order's two placements take about 1 ms, plan_build's three
+ * fits are skipped there and best fit stands alone. Measured on this
+ * machine (2 cores, -O2): 10 to 20 ns per pair and fit, so at the bound
+ * an order's two fits take about 1 ms, plan_build's three
  * orders about 3 ms (the 1,000-step problem of tests/plan). The CNN
  * training step of tools/models.c (31 chains, 200 pairs) is far below;
  * the LSTM step (4,000 chains, 2.3 million pairs) and the 15,000-step test
@@ -50,7 +50,7 @@ void offline_free(offline *o) {
   free(o->seq);
   free(o->tmp);
   free(o->key);
-  free(o->pl);
+  free(o->fitted);
   free(o->best);
   free(o->gaps);
   free(o->live);
@@ -75,11 +75,11 @@ static int offline_alloc(offline *o, size_t nv) {
   o->seq = malloc(nv * sizeof *o->seq);
   o->tmp = malloc(nv * sizeof *o->tmp);
   o->key = malloc(nv * sizeof *o->key);
-  o->pl = malloc(nv * sizeof *o->pl);
+  o->fitted = malloc(nv * sizeof *o->fitted);
   o->best = malloc(nv * sizeof *o->best);
   o->gaps = malloc(2 * nv * sizeof *o->gaps);
   o->live = malloc(2 * o->m * sizeof *o->live);
-  return o->at && o->n && o->seq && o->tmp && o->key && o->pl && o->best &&
+  return o->at && o->n && o->seq && o->tmp && o->key && o->fitted && o->best &&
                  o->gaps && o->live
              ? 0
              : -1;
@@ -265,14 +265,14 @@ static int offline_index(const chain *ch, size_t nc, offline *o, size_t ns) {
   return 0;
 }
 
-/* Places the chains in the order o->seq into o->pl; returns the arena's
- * size. */
+/* Fits the chains, in the order o->seq, into o->fitted; returns the
+ * arena's size. */
 static uint64_t first_fit(const chain *ch, size_t nc, offline *o) {
   size_t m = o->m;
   uint64_t end = 0;
   memset(o->n, 0, 2 * m * sizeof *o->n);
   for (size_t c = 0; c < nc; c++)
-    o->pl[c].lo = UINT64_MAX;
+    o->fitted[c].lo = UINT64_MAX;
   for (size_t k = 0; k < nc; k++) {
     uint32_t c = o->seq[k], s = ch[c].first, e = ch[c].last;
     uint64_t bytes = ch[c].bytes;
@@ -281,11 +281,11 @@ static uint64_t first_fit(const chain *ch, size_t nc, offline *o) {
       for (const span *f = o->sp + o->at[q], *to = f + o->n[q]; f < to; f++)
         o->gaps[n++] = *f;
     for (uint32_t j = o->from[s + 1]; j < o->from[e + 1]; j++) {
-      o->gaps[n] = o->pl[j]; /* kept when placed; no branch to mispredict */
-      n += o->pl[j].lo != UINT64_MAX;
+      o->gaps[n] = o->fitted[j]; /* kept when fitted; no branch to mispredict */
+      n += o->fitted[j].lo != UINT64_MAX;
     }
     uint64_t y = lowest_gap(o->gaps, o->gaps + nc, n, bytes, ch[c].align);
-    span p = o->pl[c] = (span){y, y + bytes};
+    span p = o->fitted[c] = (span){y, y + bytes};
     for (size_t l = s + m, r = e + m + 1; l < r; l /= 2, r /= 2) {
       if (l & 1) {
         o->sp[o->at[l] + o->n[l]++] = p;
@@ -330,34 +330,34 @@ static void breadth_keys(const chain *ch, size_t nc, offline *o, size_t ns) {
   }
 }
 
-int offline_place(const chain *ch, size_t nc, offline *o, size_t nv, size_t ns,
-                  uint64_t peak, uint64_t tried[PLAN_PLACE_COUNT],
-                  uint64_t *bytes, plan_placement *how) {
-  *how = PLAN_PLACE_BEST_FIT;
-  tried[PLAN_PLACE_BEST_FIT] = *bytes;
-  for (int s = 1; s < PLAN_PLACE_COUNT; s++)
+int offline_fit(const chain *ch, size_t nc, offline *o, size_t nv, size_t ns,
+                uint64_t peak, uint64_t tried[PLAN_FIT_COUNT], uint64_t *bytes,
+                plan_fit *how) {
+  *how = PLAN_FIT_BEST_FIT;
+  tried[PLAN_FIT_BEST_FIT] = *bytes;
+  for (int s = 1; s < PLAN_FIT_COUNT; s++)
     tried[s] = UINT64_MAX;
-  /* Every placement needs `peak` bytes: there, none can do better. */
+  /* Every fit needs `peak` bytes: there, none can do better. */
   if (*bytes == peak || overlap_pairs(ch, nc, o, ns) > MAX_PAIRS)
     return 0;
   if (offline_alloc(o, nv) || offline_index(ch, nc, o, ns))
     return -1;
-  for (int s = 1; s<PLAN_PLACE_COUNT && * bytes> peak; s++) {
+  for (int s = 1; s<PLAN_FIT_COUNT && * bytes> peak; s++) {
     for (uint32_t c = 0; c < nc; c++) {
       o->seq[c] = c;
       o->key[c] = ch[c].bytes;
     }
     sort_desc(o, nc);
-    if (s == PLAN_PLACE_BY_BREADTH) {
+    if (s == PLAN_FIT_BY_BREADTH) {
       breadth_keys(ch, nc, o, ns);
       sort_desc(o, nc);
     }
     uint64_t end = tried[s] = first_fit(ch, nc, o);
     if (end < *bytes) {
       *bytes = end;
-      *how = (plan_placement)s;
+      *how = (plan_fit)s;
       for (size_t c = 0; c < nc; c++)
-        o->best[c] = o->pl[c].lo;
+        o->best[c] = o->fitted[c].lo;
     }
   }
   return 0;

@@ -1,7 +1,7 @@
 /*
  * The memory planner (plan.h): index and validate the problem once, build
  * up to three topological orders, simulate each with reference-counted
- * lifetimes over a best-fit arena, place the same lifetimes again offline
+ * lifetimes over a best-fit arena, fit the same lifetimes again offline
  * (greedy by size, by breadth) where that is affordable, and keep the
  * cheapest. plan_verify (verify.c) checks a result without sharing any of
  * this code.
@@ -665,7 +665,7 @@ static void free_resize(arena *a, uint32_t x, uint64_t off, uint64_t size) {
     free_insert(a, x);
 }
 
-/* Places `bytes` at the first offset in the free block x aligned to `al`
+/* Gives `bytes` the first offset in the free block x aligned to `al`
  * and returns the used block; the padding before and the rest after stay
  * free. Their other neighbours are used: no coalescing. */
 static uint32_t carve(arena *a, uint32_t x, uint64_t bytes, uint64_t al) {
@@ -744,7 +744,7 @@ static void arena_release(arena *a, uint32_t x) {
   }
 }
 
-/* ---- Placing one order -------------------------------------------------- */
+/* ---- Fitting one order -------------------------------------------------- */
 
 typedef struct vstate {
   uint32_t rem;   /* reads still to come */
@@ -762,8 +762,8 @@ typedef struct work {
 
 /* Simulates `order`, filling offset and inplace_of; returns the arena's
  * size in *arena_bytes and the peak of live non-pinned bytes in *peak. */
-static void place(const ix *x, work *w, const uint32_t *order, uint64_t *offset,
-                  int *inplace_of, uint64_t *arena_bytes, uint64_t *peak) {
+static void fit(const ix *x, work *w, const uint32_t *order, uint64_t *offset,
+                int *inplace_of, uint64_t *arena_bytes, uint64_t *peak) {
   arena *a = &w->a;
   vstate *vs = w->vs;
   arena_reset(a);
@@ -914,12 +914,12 @@ static int build(const plan_problem *p, unsigned kinds, plan_result *r,
       continue;
     }
     uint64_t arena_bytes, peak;
-    place(&x, &w, o, off2, inpl2, &arena_bytes, &peak);
-    plan_placement how;
-    if (offline_place(w.ch, w.nc, &off, nv, ns, peak, r->tried_arena[k],
-                      &arena_bytes, &how))
+    fit(&x, &w, o, off2, inpl2, &arena_bytes, &peak);
+    plan_fit how;
+    if (offline_fit(w.ch, w.nc, &off, nv, ns, peak, r->tried_arena[k],
+                    &arena_bytes, &how))
       goto out;
-    if (how != PLAN_PLACE_BEST_FIT)
+    if (how != PLAN_FIT_BEST_FIT)
       for (size_t v = 0; v < nv; v++)
         if (w.vs[v].chain != NONE)
           off2[v] = off.best[w.vs[v].chain];
@@ -930,7 +930,7 @@ static int build(const plan_problem *p, unsigned kinds, plan_result *r,
       continue;
     have = 1;
     r->order_kind = (plan_order)k;
-    r->placement = how;
+    r->fit = how;
     r->arena_bytes = arena_bytes;
     r->planned_bytes = planned;
     r->lower_bound = x.pinned_bytes + peak;

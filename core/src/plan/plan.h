@@ -2,33 +2,33 @@
  * The memory planner (DESIGN.md, "Memory planning"; seeds 002/004: memory
  * reuse as a pebble game). Device-agnostic and graph-agnostic: it sees a
  * DAG of steps reading and writing values of known sizes, chooses an
- * execution order, and places every value that is not pinned in one arena
- * so that no two values alive at the same time overlap.
+ * execution order, and gives every value that is not pinned an offset in
+ * one arena so that no two values alive at the same time overlap.
  *
  * Lifetimes, for an order: a value produced by step s (position p(s)) is
  * alive from p(s) through the position of its last reader (through p(s)
  * when nothing reads it). Pinned values (inputs, parameters, constants,
- * outputs) are alive for the whole program and are never placed in the
- * arena: the program gives them storage of their own. A step may write an
+ * outputs) are alive for the whole program and never get an arena offset:
+ * the program gives them storage of their own. A step may write an
  * output over one of its inputs ("in place") when the step allows it, the
  * input is not pinned, has the same size and a suitably aligned offset, and
  * this step is its last reader; the two then share one offset.
  *
- * The arena is a best-fit allocator over that order: a value is placed when
+ * The arena is a best-fit allocator over that order: a value is fitted when
  * its producer runs (in the smallest free block it fits, split; else at the
  * arena's end, extending a free block there), and its block is released,
  * and coalesced with free neighbours, after its last reader has run.
  *
- * Offline placements (plan.c): with all of an order's lifetimes known,
- * the arena values are also placed "greedy by size" (largest first) and
+ * Offline fits (offline.c): with all of an order's lifetimes known, the
+ * arena values are also fitted "greedy by size" (largest first) and
  * "greedy by breadth" (those alive at the busiest positions first), each
- * at the lowest aligned offset clear of every value already placed that
+ * at the lowest aligned offset clear of every value already fitted that
  * is alive at a common position. A value and the values that took its
  * storage in place stay together, at one offset: the in-place decisions
  * are best fit's. Each order keeps the smallest of its arenas (ties: best
  * fit, then by size). They are skipped where best fit already needs no
  * more than the most bytes alive at once, and where too many lifetimes
- * overlap to place them quickly (MAX_PAIRS in plan.c).
+ * overlap to fit them quickly (MAX_PAIRS in offline.c).
  *
  * Alignment padding: planned_bytes <= naive_bytes holds whenever no padding
  * is needed (every size a multiple of the largest alignment, e.g. all 1);
@@ -81,13 +81,13 @@ typedef enum plan_order {
   PLAN_ORDER_COUNT
 } plan_order;
 
-/* How an order's arena values were placed (see above). */
-typedef enum plan_placement {
-  PLAN_PLACE_BEST_FIT = 0,   /* online, best fit over free blocks */
-  PLAN_PLACE_BY_SIZE = 1,    /* offline, largest first */
-  PLAN_PLACE_BY_BREADTH = 2, /* offline, busiest positions first */
-  PLAN_PLACE_COUNT
-} plan_placement;
+/* How an order's arena values were given their offsets (see above). */
+typedef enum plan_fit {
+  PLAN_FIT_BEST_FIT = 0,   /* online, best fit over free blocks */
+  PLAN_FIT_BY_SIZE = 1,    /* offline, largest first */
+  PLAN_FIT_BY_BREADTH = 2, /* offline, busiest positions first */
+  PLAN_FIT_COUNT
+} plan_fit;
 
 typedef struct plan_result {
   plan_order order_kind;  /* the order kept: lowest planned_bytes */
@@ -102,18 +102,18 @@ typedef struct plan_result {
   uint64_t naive_bytes;   /* every value its own buffer */
   uint64_t planned_bytes; /* pinned_bytes + arena_bytes */
   /* max over positions of the bytes alive there (pinned included), for the
-   * kept order: no placement in that order can do better. */
+   * kept order: no fit in that order can do better. */
   uint64_t lower_bound;
   /* Per order tried: its planned bytes and lower bound (0 if not tried). */
   uint64_t tried_planned[PLAN_ORDER_COUNT];
   uint64_t tried_lower_bound[PLAN_ORDER_COUNT];
   int tried[PLAN_ORDER_COUNT]; /* 1 where the order was tried */
-  plan_placement placement;    /* how the kept order's arena was placed */
-  /* Per order and placement: the arena it gave; UINT64_MAX where it was
-   * not run (the order not tried, the offline placements skipped; by
+  plan_fit fit;                /* how the kept order's arena was fitted */
+  /* Per order and fit: the arena it gave; UINT64_MAX where it was not run
+   * (the order not tried, the offline fits skipped; by
    * breadth also once by size needs no more than the most bytes alive at
    * once). The kept order's arena_bytes is the smallest of its row. */
-  uint64_t tried_arena[PLAN_ORDER_COUNT][PLAN_PLACE_COUNT];
+  uint64_t tried_arena[PLAN_ORDER_COUNT][PLAN_FIT_COUNT];
 } plan_result;
 
 /* Plans p into *r (arrays malloc'd; free with plan_result_free, also after

@@ -1,5 +1,5 @@
 /*
- * What plan.c (the planner) and offline.c (its offline placements) share.
+ * What plan.c (the planner) and offline.c (its offline fits) share.
  * Internal to core/src/plan/.
  */
 #ifndef TYTO_PLAN_INTERNAL_H
@@ -33,31 +33,30 @@ typedef struct offline {
   size_t m;       /* the tree's leaves: a power of two >= the positions */
   size_t *at;     /* node q files sp[at[q] .. at[q] + n[q]) (2m + 1) */
   uint32_t *n;    /* (2m) */
-  span *sp;       /* the placed chains, under the nodes that tile them */
+  span *sp;       /* the fitted chains, under the nodes that tile them */
   size_t sp_cap;  /* spans sp has room for */
   uint32_t *from; /* per position t (and ns): the first chain beginning
                      at t or later (overlap_pairs borrows it first) */
-  uint32_t *seq;  /* the chains in placement order */
+  uint32_t *seq;  /* the chains in the order they are fitted */
   uint32_t *tmp;  /* sorting room */
   uint64_t *key;  /* per chain: a sort key */
-  span *pl;       /* per chain: its place; lo = UINT64_MAX until placed */
+  span *fitted;   /* per chain: its offsets; lo = UINT64_MAX until fitted */
   uint64_t *best; /* per chain: the offsets kept */
-  span *gaps;     /* one chain's placed neighbours, and sorting room */
+  span *gaps;     /* one chain's fitted neighbours, and sorting room */
   uint64_t *live; /* a max tree over the positions' live bytes (2m) */
 } offline;
 
-/* The offline placements' room for a problem of ns positions: 0, or -1
+/* The offline fits' room for a problem of ns positions: 0, or -1
  * when out of memory. */
 int offline_init(offline *o, size_t ns);
 void offline_free(offline *o);
 
-/* Tries the offline placements on the chains of the order just placed
- * online, into an arena of *bytes, with live-set peak `peak`. Fills
- * tried[] (UINT64_MAX where not run); where one needs fewer bytes than
- * those before it, its offsets are in o->best and *bytes and *how say so.
- * 0, or -1 when out of memory. */
-int offline_place(const chain *ch, size_t nc, offline *o, size_t nv, size_t ns,
-                  uint64_t peak, uint64_t tried[PLAN_PLACE_COUNT],
-                  uint64_t *bytes, plan_placement *how);
+/* Tries the offline fits on the chains of the order just fitted online, into an
+ * arena of *bytes, with live-set peak `peak`. Fills tried[] (UINT64_MAX where
+ * not run); where one needs fewer bytes than those before it, its offsets are
+ * in o->best and *bytes and *how say so. 0, or -1 when out of memory. */
+int offline_fit(const chain *ch, size_t nc, offline *o, size_t nv, size_t ns,
+                uint64_t peak, uint64_t tried[PLAN_FIT_COUNT], uint64_t *bytes,
+                plan_fit *how);
 
 #endif

@@ -1,8 +1,14 @@
 /*
  * A program's memory: the planner (plan/plan.h) sees one step per node
- * and one value per slot and kernel workspace; everything but inputs,
- * parameters, constants and outputs then lives in one arena per program,
- * reused as values die, and the kernels run in the order the plan chose.
+ * (and per copy between devices) and one value per slot and kernel
+ * workspace; everything but inputs, parameters, constants and outputs
+ * then lives in one arena per device, reused as values die, and the
+ * kernels run in the order the plan chose. Over several devices the order
+ * is chosen once for the whole program, and each device's arena is then
+ * laid out over that order from its own values (the others count as
+ * pinned and empty there): each device reuses memory only after the last
+ * reader on its own in-order stream, and a copy's read of its source is
+ * queued on the source's stream (exec/program.c).
  * Elementwise ops (fused ones too) may write over an input they read last;
  * a reshape planned in place launches nothing.
  */
@@ -12,27 +18,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "program.h"
+#include "../exec/program.h"
 #include "../plan/plan.h"
 #include "../runtime/error.h"
 #include "../runtime/runtime.h"
 
-static const tyto_plugin_device_fns *fns(const tyto_program *p) {
-  return &p->dev->plugin->dfns;
-}
-
 static tyto_status slot_fail(const tyto_program *p, tyto_plugin_error *e,
                              const char *what, const exec_slot *sl) {
   char d[EXEC_DESC];
-  return rt_fail_plugin(e, "compile on %s: %s for %s", p->dev->info.id, what,
-                        exec_slot_name(p, sl, d));
+  return rt_fail_plugin(e, "compile on %s: %s for %s", exec_dev_id(p, sl->dev),
+                        what, exec_slot_name(p, sl, d));
 }
 
 /* Gives slot s a buffer of its own; constants and parameters get their
  * values. */
 static tyto_status own_buffer(tyto_program *p, exec_slot *sl) {
-  const tyto_plugin_device_fns *f = fns(p);
-  tyto_plugin_device *d = p->dev->handle;
+  const tyto_plugin_device_fns *f = exec_fns(p, sl->dev);
+  tyto_plugin_device *d = exec_handle(p, sl->dev);
   const tyto_tensor *t = sl->t;
   tyto_plugin_error *e = f->buffer_alloc(d, sl->bytes, &sl->buf);
   if (e)
@@ -71,6 +73,8 @@ static int same_layout(const tyto_plugin_layout *a,
  * writes element i at the same place). */
 static uint32_t inplace_mask(const tyto_program *p, const exec_kernel *k) {
   const tyto_tensor *t = p->slots[k->slot].t;
+  if (k->xfer)
+    return 0;
   int eltwise = (k->op >= TYTO_PLUGIN_OP_NEG && k->op <= TYTO_PLUGIN_OP_FMA) ||
                 k->op == TYTO_PLUGIN_OP_FUSED;
   if (t->op == TYTO_OP_RESHAPE)
@@ -156,6 +160,8 @@ static void problem_free(problem *q) {
 
 static int is_pinned(const tyto_program *p, const problem *q, size_t s) {
   tyto_op op = p->slots[s].t->op;
+  if (p->slots[s].src >= 0) /* a copy from another device, made each run */
+    return q->is_out[s];
   return op == TYTO_OP_INPUT || op == TYTO_OP_PARAMETER ||
          op == TYTO_OP_CONSTANT || q->is_out[s];
 }
@@ -179,14 +185,31 @@ static int add_value(problem *q, uint64_t bytes, uint32_t align, int pinned) {
 /* The slot whose kernels write slot s (a fused output's fused node). */
 static int writer_slot(const tyto_program *p, int s) {
   const tyto_tensor *t = p->slots[s].t;
-  return t->op == TYTO_OP_FUSED_OUTPUT ? p->slot_of[t->inputs[0]->index] : s;
+  return t->op == TYTO_OP_FUSED_OUTPUT && p->slots[s].src < 0
+             ? p->slot_of[t->inputs[0]->index]
+             : s;
+}
+
+/* What slot s reads: a copy its source, a node its inputs' slots (their
+ * home slots: a kernel that reads a copy of one reads it through that
+ * copy, which reads the home slot). slot_n_reads() of them; the j-th is
+ * slot_read() (-1 for an input with no slot). */
+static size_t slot_n_reads(const tyto_program *p, size_t s) {
+  const exec_slot *sl = &p->slots[s];
+  if (sl->src >= 0)
+    return 1;
+  return sl->t->op == TYTO_OP_CONSTANT ? 0 : sl->t->n_inputs;
+}
+
+static int slot_read(const tyto_program *p, size_t s, size_t j) {
+  const exec_slot *sl = &p->slots[s];
+  return sl->src >= 0 ? sl->src : p->slot_of[sl->t->inputs[j]->index];
 }
 
 /* Whether slot s reads slot x. */
 static int reads_slot(const tyto_program *p, size_t s, int x) {
-  const tyto_tensor *t = p->slots[s].t;
-  for (size_t j = 0; j < t->n_inputs; j++)
-    if (p->slot_of[t->inputs[j]->index] == x)
+  for (size_t j = 0, n = slot_n_reads(p, s); j < n; j++)
+    if (slot_read(p, s, j) == x)
       return 1;
   return 0;
 }
@@ -379,29 +402,25 @@ static tyto_status build_problem(tyto_program *p, problem *q) {
     return oom();
   /* Each slot's readers (a counting sort over the nodes' inputs). */
   size_t n_rd = 0;
-  for (size_t s = 0; s < ns; s++) {
-    const tyto_tensor *t = p->slots[s].t;
-    for (size_t j = 0; j < t->n_inputs; j++) {
-      int x = p->slot_of[t->inputs[j]->index];
+  for (size_t s = 0; s < ns; s++)
+    for (size_t j = 0, n = slot_n_reads(p, s); j < n; j++) {
+      int x = slot_read(p, s, j);
       if (x >= 0) {
         q->rd_at[x + 1]++;
         n_rd++;
       }
     }
-  }
   for (size_t s = 0; s < ns; s++)
     q->rd_at[s + 1] += q->rd_at[s];
   if (!ALLOC(rd, n_rd))
     return oom();
 #undef ALLOC
-  for (size_t s = 0; s < ns; s++) {
-    const tyto_tensor *t = p->slots[s].t;
-    for (size_t j = 0; j < t->n_inputs; j++) {
-      int x = p->slot_of[t->inputs[j]->index];
+  for (size_t s = 0; s < ns; s++)
+    for (size_t j = 0, n = slot_n_reads(p, s); j < n; j++) {
+      int x = slot_read(p, s, j);
       if (x >= 0)
         q->rd[q->rd_at[x]++] = (int)s;
     }
-  }
   for (size_t s = ns; s > 0; s--)
     q->rd_at[s] = q->rd_at[s - 1];
   q->rd_at[0] = 0;
@@ -452,8 +471,9 @@ static tyto_status build_problem(tyto_program *p, problem *q) {
   }
   for (size_t s = 0; s < ns; s++) {
     tyto_op op = p->slots[s].t->op;
-    if (op == TYTO_OP_INPUT || op == TYTO_OP_PARAMETER ||
-        op == TYTO_OP_CONSTANT || op == TYTO_OP_FUSED_OUTPUT)
+    if (p->slots[s].src < 0 &&
+        (op == TYTO_OP_INPUT || op == TYTO_OP_PARAMETER ||
+         op == TYTO_OP_CONSTANT || op == TYTO_OP_FUSED_OUTPUT))
       continue;
     if (add_step(p, q, (int)s, q->first_k[s], q->n_k[s]) < 0)
       return oom();
@@ -510,9 +530,66 @@ static int verify_plans(void) {
 #endif
 }
 
+/* Lays out each device's arena over the global order r->order: device
+ * d's problem is the whole one with every value of another device pinned
+ * and empty, its steps in that order (PLAN_ORDER_GIVEN). Fills off and
+ * inplace (per value) and each device's figures. */
+static int plan_devices(tyto_program *p, const problem *q, const plan_result *r,
+                        uint64_t *off, int *inplace, char *msg,
+                        size_t msg_size) {
+  size_t nv = q->n_values, nst = q->n_steps;
+  uint32_t *vdev = malloc((nv ? nv : 1) * sizeof *vdev);
+  plan_value *vals = malloc((nv ? nv : 1) * sizeof *vals);
+  plan_step *steps = malloc((nst ? nst : 1) * sizeof *steps);
+  int rc = -1;
+  if (!vdev || !vals || !steps)
+    goto out;
+  for (size_t v = 0; v < nv; v++)
+    vdev[v] = UINT32_MAX; /* "has run" tokens: empty, on every device */
+  for (size_t s = 0; s < p->n_slots; s++)
+    vdev[s] = p->slots[s].dev;
+  for (size_t i = 0; i < p->n_kernels; i++)
+    if (q->ws_value[i] >= 0)
+      vdev[q->ws_value[i]] = p->kernels[i].dev;
+  for (size_t j = 0; j < nst; j++)
+    steps[j] = q->steps[r->order[j]];
+  rc = 0;
+  for (uint32_t d = 0; d < p->n_devs && rc == 0; d++) {
+    for (size_t v = 0; v < nv; v++) {
+      vals[v] = q->values[v];
+      if (vdev[v] != d && vdev[v] != UINT32_MAX) {
+        vals[v].pinned = 1;
+        vals[v].bytes = 0;
+      }
+    }
+    plan_problem pd = {nv, vals, nst, steps};
+    plan_result rd;
+    memset(&rd, 0, sizeof rd);
+    rc = plan_build_order(&pd, PLAN_ORDER_GIVEN, &rd, msg, msg_size);
+    if (rc == 0 && verify_plans() && plan_verify(&pd, &rd, msg, msg_size))
+      rc = -2;
+    if (rc == 0) {
+      for (size_t v = 0; v < nv; v++)
+        if (vdev[v] == d || (d == 0 && vdev[v] == UINT32_MAX)) {
+          off[v] = rd.offset[v];
+          inplace[v] = rd.inplace_of[v];
+        }
+      tyto_program_device_stats *ds = &p->devs[d].stats;
+      ds->arena_bytes = rd.arena_bytes;
+      ds->pinned_bytes = rd.pinned_bytes;
+      ds->planned_bytes = rd.planned_bytes;
+      ds->lower_bound_bytes = rd.lower_bound;
+    }
+    plan_result_free(&rd);
+  }
+out:
+  free(vdev);
+  free(vals);
+  free(steps);
+  return rc;
+}
+
 tyto_status exec_plan_memory(tyto_program *p, int plan) {
-  const tyto_plugin_device_fns *f = fns(p);
-  tyto_plugin_device *d = p->dev->handle;
   problem q;
   plan_result r;
   memset(&r, 0, sizeof r);
@@ -523,12 +600,32 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
     problem_free(&q);
     return st;
   }
+  uint64_t *off = NULL;
+  int *inplace = NULL;
   int rc = plan_build(&q.pr, &r, msg, sizeof msg);
   if (rc == 0 && verify_plans() && plan_verify(&q.pr, &r, msg, sizeof msg))
     rc = -2;
+  if (rc == 0 && p->n_devs > 1) {
+    off = malloc((q.n_values ? q.n_values : 1) * sizeof *off);
+    inplace = malloc((q.n_values ? q.n_values : 1) * sizeof *inplace);
+    rc = off && inplace ? plan_devices(p, &q, &r, off, inplace, msg, sizeof msg)
+                        : -1;
+  } else if (rc == 0) {
+    tyto_program_device_stats *ds = &p->devs[0].stats;
+    ds->arena_bytes = r.arena_bytes;
+    ds->pinned_bytes = r.pinned_bytes;
+    ds->planned_bytes = r.planned_bytes;
+    ds->lower_bound_bytes = r.lower_bound;
+    off = r.offset;
+    inplace = r.inplace_of;
+  }
   double t1 = exec_now();
   p->stats.plan_seconds = t1 - t0;
   if (rc != 0) {
+    if (p->n_devs > 1) {
+      free(off);
+      free(inplace);
+    }
     problem_free(&q);
     plan_result_free(&r);
     return rc == -1 ? rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory")
@@ -536,25 +633,47 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
                               "compile: memory plan rejected: %s", msg);
   }
   p->stats.compiled_naive_bytes = r.naive_bytes;
-  p->stats.lower_bound_bytes = r.lower_bound;
-  p->stats.pinned_bytes = r.pinned_bytes;
   p->stats.order = (tyto_plan_order)r.order_kind;
   p->stats.order_name = order_name(r.order_kind);
-  if (plan) {
-    p->stats.planned_bytes = r.planned_bytes;
-    p->stats.arena_bytes = r.arena_bytes;
-  } else {
-    /* Every value its own buffer; the plan's order is still the one run
-     * (updates must come after the old parameter's readers). */
+  /* The program's figures: the sums over its devices. */
+  p->stats.lower_bound_bytes = p->stats.pinned_bytes = 0;
+  p->stats.planned_bytes = p->stats.arena_bytes = 0;
+  for (size_t d = 0; d < p->n_devs; d++) {
+    tyto_program_device_stats *ds = &p->devs[d].stats;
+    if (!plan) {
+      /* Every value its own buffer (no arena): the device's values. */
+      ds->planned_bytes = ds->pinned_bytes = 0;
+      ds->arena_bytes = 0;
+    }
+    p->stats.lower_bound_bytes += ds->lower_bound_bytes;
+    p->stats.pinned_bytes += ds->pinned_bytes;
+    p->stats.planned_bytes += ds->planned_bytes;
+    p->stats.arena_bytes += ds->arena_bytes;
+  }
+  if (!plan) {
+    /* Each device's values, each its own buffer. */
+    for (size_t v = 0; v < p->n_slots; v++)
+      p->devs[p->slots[v].dev].stats.planned_bytes += q.values[v].bytes;
+    for (size_t i = 0; i < p->n_kernels; i++)
+      if (q.ws_value[i] >= 0)
+        p->devs[p->kernels[i].dev].stats.planned_bytes +=
+            q.values[q.ws_value[i]].bytes;
+    for (size_t d = 0; d < p->n_devs; d++)
+      p->devs[d].stats.pinned_bytes = p->devs[d].stats.planned_bytes;
+    /* The plan's order is still the one run (updates must come after the
+     * old parameter's readers). */
     p->stats.planned_bytes = p->stats.pinned_bytes = r.naive_bytes;
     p->stats.arena_bytes = 0;
   }
   tyto_plugin_error *e = NULL;
   /* Even an empty arena is a buffer: zero-byte tensors bind to it. */
-  if (plan && (e = f->buffer_alloc(d, r.arena_bytes, &p->arena)))
-    st = rt_fail_plugin(e,
-                        "compile: allocating the %llu-byte arena on %s failed",
-                        (unsigned long long)r.arena_bytes, p->dev->info.id);
+  for (uint32_t d = 0; d < p->n_devs && plan && st == TYTO_OK; d++)
+    if ((e = exec_fns(p, d)->buffer_alloc(exec_handle(p, d),
+                                          p->devs[d].stats.arena_bytes,
+                                          &p->devs[d].arena)))
+      st = rt_fail_plugin(
+          e, "compile: allocating the %llu-byte arena on %s failed",
+          (unsigned long long)p->devs[d].stats.arena_bytes, exec_dev_id(p, d));
   for (size_t s = 0; s < p->n_slots && st == TYTO_OK; s++) {
     exec_slot *sl = &p->slots[s];
     if (q.alias[s] >= 0)
@@ -562,8 +681,8 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
     if (!plan || q.values[s].pinned) {
       st = own_buffer(p, sl);
     } else {
-      sl->buf = p->arena;
-      sl->offset = r.offset[s];
+      sl->buf = p->devs[sl->dev].arena;
+      sl->offset = off[s];
     }
   }
   for (size_t s = 0; s < p->n_slots && st == TYTO_OK; s++)
@@ -576,9 +695,11 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
     if (q.ws_value[i] < 0)
       continue;
     if (plan) {
-      k->workspace = p->arena;
-      k->workspace_offset = r.offset[q.ws_value[i]];
-    } else if ((e = f->buffer_alloc(d, k->workspace_bytes, &k->workspace))) {
+      k->workspace = p->devs[k->dev].arena;
+      k->workspace_offset = off[q.ws_value[i]];
+    } else if ((e = exec_fns(p, k->dev)->buffer_alloc(exec_handle(p, k->dev),
+                                                      k->workspace_bytes,
+                                                      &k->workspace))) {
       st = slot_fail(p, e, "allocating a kernel's workspace failed",
                      &p->slots[k->slot]);
     } else {
@@ -594,13 +715,21 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
     for (size_t i = q.k_first[step]; i < q.k_first[step] + q.k_n[step]; i++) {
       exec_kernel *k = &p->kernels[i];
       /* A reshape whose input it took: the bytes are already there. */
-      k->skip = plan && s >= 0 && p->slots[s].t->op == TYTO_OP_RESHAPE &&
-                r.inplace_of[s] >= 0;
+      k->skip = plan && s >= 0 && !k->xfer &&
+                p->slots[s].t->op == TYTO_OP_RESHAPE && inplace[s] >= 0;
       if (!k->skip)
         p->launch[p->n_launch++] = i;
+      else if (p->slots[k->in[0]].xfer)
+        /* A staged copy is finished when a launched kernel reads it: one
+         * that reads it through this reshape does (exec/program.c). */
+        p->slots[s].xfer = p->slots[k->in[0]].xfer;
     }
   }
   p->stats.alloc_seconds = exec_now() - t1;
+  if (p->n_devs > 1) {
+    free(off);
+    free(inplace);
+  }
   problem_free(&q);
   plan_result_free(&r);
   return st;

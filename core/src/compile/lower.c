@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "program.h"
+#include "../exec/program.h"
 #include "../runtime/error.h"
 #include "../runtime/runtime.h"
 
@@ -74,8 +74,8 @@ static void broadcast_layout(tyto_plugin_layout *l, const tyto_tensor *x,
 
 /* A new kernel computing slot s with room for n_in inputs and n_out
  * outputs (at least two: QR's). */
-static exec_kernel *add_kernel(tyto_program *p, int s, uint32_t op, size_t n_in,
-                               size_t n_out) {
+exec_kernel *exec_add_kernel(tyto_program *p, int s, uint32_t op, size_t n_in,
+                             size_t n_out) {
   if (p->n_kernels == p->cap_kernels) {
     size_t cap = p->cap_kernels ? 2 * p->cap_kernels : 16;
     exec_kernel *k = realloc(p->kernels, cap * sizeof *k);
@@ -110,7 +110,7 @@ static int slot_of(const tyto_program *p, const tyto_tensor *t) {
  * the output when `bcast`), writing slot s row-major. */
 static exec_kernel *plain(tyto_program *p, int s, uint32_t op, int bcast) {
   const tyto_tensor *t = p->slots[s].t;
-  exec_kernel *k = add_kernel(p, s, op, t->n_inputs, 1);
+  exec_kernel *k = exec_add_kernel(p, s, op, t->n_inputs, 1);
   if (!k)
     return NULL;
   k->n_in = (uint32_t)t->n_inputs;
@@ -155,7 +155,7 @@ static tyto_status cannot(const tyto_program *p, const tyto_tensor *t,
 static exec_kernel *copy(tyto_program *p, int s, const tyto_tensor *x,
                          const tyto_plugin_layout *in,
                          const tyto_plugin_layout *out) {
-  exec_kernel *k = add_kernel(p, s, TYTO_PLUGIN_OP_COPY, 1, 1);
+  exec_kernel *k = exec_add_kernel(p, s, TYTO_PLUGIN_OP_COPY, 1, 1);
   if (!k)
     return NULL;
   k->n_in = 1;
@@ -242,7 +242,7 @@ static tyto_status lower_slice_backward(tyto_program *p, int s) {
     total *= t->shape[i];
   }
   if (placed != total) {
-    exec_kernel *k = add_kernel(p, s, TYTO_PLUGIN_OP_FILL, 0, 1);
+    exec_kernel *k = exec_add_kernel(p, s, TYTO_PLUGIN_OP_FILL, 0, 1);
     if (!k)
       return oom();
     double zero = 0;
@@ -419,7 +419,9 @@ tyto_status exec_lower_update(tyto_program *p, size_t u) {
   exec_kernel *k = copy(p, vs, p->slots[vs].t, &l, &l);
   if (!k)
     return oom();
+  k->in[0] = vs; /* the value on the parameter's device */
   k->out[0] = ps;
+  k->dev = p->slots[ps].dev;
   k->update = (int)u + 1;
   return exec_prepare(p, &p->kernels[i], t);
 }
@@ -449,14 +451,7 @@ tyto_status exec_lower(tyto_program *p, int s) {
   case TYTO_OP_RANDOM_UNIFORM:
   case TYTO_OP_RANDOM_NORMAL:
   case TYTO_OP_RANDOM_BERNOULLI:
-    /* The step input came with ABI 1.3: an older plugin would ignore it
-     * and draw the same numbers at every run. */
-    if (t->n_inputs == 1 && p->dev->plugin->pub.abi_minor < 3)
-      return rt_fail(TYTO_ERR_UNSUPPORTED,
-                     "compile: %s with a step input needs a plugin of ABI "
-                     "1.3 or newer; plugin %s of %s is ABI 1.%u",
-                     tyto_op_name(op), p->dev->plugin->pub.name,
-                     p->dev->info.id, p->dev->plugin->pub.abi_minor);
+    /* A step input needs ABI 1.3 (exec_prepare checks the device). */
     if (!(k = plain(p, s,
                     TYTO_PLUGIN_OP_RANDOM_UNIFORM +
                         (uint32_t)(op - TYTO_OP_RANDOM_UNIFORM),

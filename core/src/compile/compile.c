@@ -1,0 +1,676 @@
+/*
+ * The compile driver: tyto_program_compile() takes a graph through the
+ * layers in one direction (DESIGN.md): the passes optimise it, lowering
+ * turns each node into kernel descriptors, placement puts each on a
+ * device and inserts the copies between devices, each device prepares its
+ * kernels, and the planner lays out each device's arena. exec/ then only
+ * runs the result.
+ *
+ * When a device refuses a fused node, the node is split back: placement
+ * records which ops (or which dtype) the device cannot fuse, and the
+ * compile starts again with the passes told to leave those alone; the
+ * parts are then placed one by one (a bounded loop: the list only grows).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "config.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "compile.h"
+#include "../runtime/error.h"
+#include "../runtime/runtime.h"
+
+/* Times the fused nodes may be split before the compile gives up (each
+ * round adds at least one exclusion). */
+#define MAX_ROUNDS 16
+
+void tyto_program_options_init(tyto_program_options *opts) {
+  if (opts) {
+    memset(opts, 0, sizeof *opts);
+    opts->struct_size = sizeof *opts;
+  }
+}
+
+/* Marks every node the outputs depend on; creation order is topological,
+ * so one backward sweep suffices. */
+static unsigned char *mark_needed(tyto_graph *g, size_t n_outputs,
+                                  tyto_tensor *const *outputs) {
+  unsigned char *need = calloc(g->n_nodes ? g->n_nodes : 1, 1);
+  if (!need)
+    return NULL;
+  for (size_t i = 0; i < n_outputs; i++)
+    need[outputs[i]->index] = 1;
+  for (size_t i = g->n_nodes; i-- > 0;) {
+    if (!need[i])
+      continue;
+    const tyto_tensor *t = g->nodes[i];
+    for (size_t j = 0; j < t->n_inputs; j++)
+      need[t->inputs[j]->index] = 1;
+  }
+  return need;
+}
+
+static tyto_status check_outputs(const char *fn, tyto_graph *g,
+                                 size_t n_outputs,
+                                 tyto_tensor *const *outputs) {
+  if (!g)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: graph is NULL", fn);
+  if (g->status != TYTO_OK)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: graph is in error: %s; fix the first failing op", fn,
+                   g->message);
+  if (n_outputs == 0 || !outputs)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: expected at least one output, got none", fn);
+  for (size_t i = 0; i < n_outputs; i++) {
+    const tyto_tensor *t = outputs[i];
+    if (!t)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: output %zu is NULL", fn,
+                     i);
+    if (t->kind == TYTO_KIND_ERROR)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "%s: output %zu is an error tensor", fn, i);
+    if (t->graph != g || t->index < 0 || (size_t)t->index >= g->n_nodes ||
+        g->nodes[t->index] != t)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "%s: output %zu belongs to another graph", fn, i);
+  }
+  return TYTO_OK;
+}
+
+static tyto_status plugin_fail(const tyto_program *p, uint32_t dev,
+                               tyto_plugin_error *e, const char *what,
+                               const tyto_tensor *t) {
+  int64_t i = exec_user_index(p, t);
+  if (i < 0)
+    return rt_fail_plugin(e,
+                          "compile on %s: %s for %s (made by the graph "
+                          "passes)",
+                          exec_dev_id(p, dev), what, tyto_op_name(t->op));
+  return rt_fail_plugin(e, "compile on %s: %s for %s (tensor #%lld)",
+                        exec_dev_id(p, dev), what, tyto_op_name(t->op),
+                        (long long)i);
+}
+
+void exec_describe(exec_kernel *k) {
+  tyto_plugin_op_desc *desc = &k->desc;
+  memset(desc, 0, sizeof *desc);
+  desc->struct_size = sizeof *desc;
+  desc->op = k->op;
+  desc->n_inputs = k->n_in;
+  desc->n_outputs = k->n_out;
+  desc->inputs = k->n_in ? k->in_l : NULL;
+  desc->outputs = k->out_l;
+  desc->n_iattrs = k->n_iattrs;
+  desc->iattrs = k->n_iattrs ? k->iattrs : NULL;
+  desc->n_fattrs = k->n_fattrs;
+  desc->fattrs = k->n_fattrs ? k->fattrs : NULL;
+  desc->blob_size = k->blob_size;
+  desc->blob = k->blob;
+}
+
+/* Fills the descriptor of k, asks supports_op and prepares it on k->dev;
+ * records the workspace it needs and allocates scratch for outputs of -1.
+ * A copy between devices (k->xfer) prepares nothing. */
+tyto_status exec_prepare(tyto_program *p, exec_kernel *k,
+                         const tyto_tensor *t) {
+  if (k->xfer)
+    return TYTO_OK;
+  const tyto_plugin_device_fns *f = exec_fns(p, k->dev);
+  tyto_plugin_device *d = exec_handle(p, k->dev);
+  const tyto_device *dev = p->devs[k->dev].dev;
+  exec_describe(k);
+  tyto_plugin_op_desc *desc = &k->desc;
+  if (!f->prepare || !f->launch)
+    return rt_fail(TYTO_ERR_UNSUPPORTED,
+                   "compile: device %s runs no kernels (a memory-only "
+                   "device); select another with TYTO_DEVICES",
+                   dev->info.id);
+  /* The step input of random ops came with ABI 1.3: an older plugin would
+   * ignore it and draw the same numbers at every run. */
+  if (k->op >= TYTO_PLUGIN_OP_RANDOM_UNIFORM &&
+      k->op <= TYTO_PLUGIN_OP_RANDOM_BERNOULLI && k->n_in == 1 &&
+      dev->plugin->pub.abi_minor < 3)
+    return rt_fail(TYTO_ERR_UNSUPPORTED,
+                   "compile: %s with a step input needs a plugin of ABI "
+                   "1.3 or newer; plugin %s of %s is ABI 1.%u",
+                   tyto_op_name(t->op), dev->plugin->pub.name, dev->info.id,
+                   dev->plugin->pub.abi_minor);
+  tyto_plugin_error *e = NULL;
+  if (f->supports_op && (e = f->supports_op(d, desc)))
+    return plugin_fail(p, k->dev, e, "the device refuses a kernel", t);
+  tyto_plugin_kernel_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  e = f->prepare(d, desc, &k->k, &info);
+  /* The descriptor (and the blob it points to) lives through prepare
+   * only. */
+  free(k->blob);
+  k->blob = NULL;
+  desc->blob = NULL;
+  if (e)
+    return plugin_fail(p, k->dev, e, "preparing a kernel failed", t);
+  k->workspace_bytes = info.workspace_bytes;
+  for (uint32_t i = 0; i < k->n_out; i++) {
+    if (k->out[i] >= 0)
+      continue;
+    int64_t n = 1;
+    for (uint32_t a = 0; a < k->out_l[i].rank; a++)
+      n *= k->out_l[i].shape[a];
+    if ((e = f->buffer_alloc(d, (uint64_t)n * tyto_dtype_size(t->dtype),
+                             &k->scratch[i])))
+      return plugin_fail(p, k->dev, e, "allocating a scratch buffer failed", t);
+  }
+  return TYTO_OK;
+}
+
+/* Whether device d runs fused elementwise kernels at all: asked with the
+ * smallest fused program (y = -x, f32). A device that fuses some dtypes
+ * or ops only is found out when it refuses a fused node (placement.c). */
+static int device_fuses(const tyto_device *d) {
+  return compile_fuses_op(d, TYTO_OP_NEG, TYTO_PLUGIN_DTYPE_F32, 0.0);
+}
+
+static tyto_status oom(void) {
+  return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+}
+
+int compile_add_nofuse(compile_opts *o, uint32_t pin, int op, int dtype) {
+  for (size_t i = 0; i < o->n_nofuse; i++)
+    if (o->nofuse[i].pin == pin && o->nofuse[i].op == op &&
+        o->nofuse[i].dtype == dtype)
+      return 0;
+  if (o->n_nofuse == o->cap_nofuse) {
+    size_t cap = 2 * o->cap_nofuse + 8;
+    pass_nofuse *n = realloc(o->nofuse, cap * sizeof *n);
+    if (!n)
+      return -1;
+    o->nofuse = n;
+    o->cap_nofuse = cap;
+  }
+  o->nofuse[o->n_nofuse++] = (pass_nofuse){pin, op, dtype};
+  return 1;
+}
+
+/* Runs the passes: p->graph is the optimised copy of what the outputs
+ * need, p->user_slot is filled later from the map. A device that runs no
+ * fused kernels keeps the nodes pinned to it (and, under the pinned
+ * policy, the unpinned ones when it is the first device) unfused. */
+static tyto_status optimise(tyto_program *p, compile_opts *o, tyto_graph *g,
+                            size_t n_outputs, tyto_tensor *const *outputs,
+                            tyto_tensor **map, pass_graph *pg) {
+  int any = 0;
+  for (size_t i = 0; i < p->n_devs; i++) {
+    if (device_fuses(p->devs[i].dev)) {
+      any = 1;
+      continue;
+    }
+    if (compile_add_nofuse(o, (uint32_t)(p->devs[i].ctx_index + 1), -1, -1) <
+            0 ||
+        ((i == 0 || p->n_devs == 1) && compile_add_nofuse(o, 0, -1, -1) < 0))
+      return oom();
+  }
+  pass_graph in = {g, n_outputs, (tyto_tensor **)outputs};
+  pass_options opt = {any, o->n_nofuse, o->nofuse};
+  char msg[512];
+  size_t n_stats = 0;
+  if (passes_run(&in, pg, map, o->passes_off, &opt, 8, &p->pass_stats, &n_stats,
+                 msg, sizeof msg) < 0)
+    return rt_fail(TYTO_ERR_INTERNAL, "compile: %s", msg);
+  p->stats.n_passes = n_stats;
+  p->stats.passes = p->pass_stats;
+  p->graph = pg->g;
+  return TYTO_OK;
+}
+
+/* TYTO_PLACEMENT: comma-separated words pinned, auto, strict. */
+static tyto_status placement_env(tyto_place_policy *policy, int *strict) {
+  const char *v = getenv("TYTO_PLACEMENT");
+  if (!v || !*v)
+    return TYTO_OK;
+  const char *s = v;
+  while (*s) {
+    size_t n = strcspn(s, ",");
+    if (n == 6 && strncasecmp(s, "pinned", n) == 0)
+      *policy = *policy ? *policy : TYTO_PLACE_PINNED;
+    else if (n == 4 && strncasecmp(s, "auto", n) == 0)
+      *policy = *policy ? *policy : TYTO_PLACE_AUTO;
+    else if (n == 6 && strncasecmp(s, "strict", n) == 0)
+      *strict = 1;
+    else if (n)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "compile: TYTO_PLACEMENT is \"%.100s\": \"%.*s\" is not "
+                     "a word it takes (pinned, auto, strict, separated by "
+                     "commas)",
+                     v, (int)(n > 40 ? 40 : n), s);
+    s += n + (s[n] == ',');
+  }
+  return TYTO_OK;
+}
+
+#define HAS(opts, field)                                                       \
+  ((opts) && (opts)->struct_size >=                                            \
+                 offsetof(tyto_program_options, field) + sizeof(opts)->field)
+
+/* The program's devices, policy and strictness from the options and the
+ * environment. */
+static tyto_status resolve_devices(tyto_context *ctx, tyto_graph *g,
+                                   const tyto_program_options *opts,
+                                   compile_opts *co) {
+  (void)g;
+  size_t n_ctx = tyto_context_device_count(ctx);
+  size_t di = HAS(opts, device) ? opts->device : 0;
+  size_t n = HAS(opts, devices) ? opts->n_devices : 0;
+  const size_t *list = n ? opts->devices : &di;
+  if (n && !opts->devices)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "compile: n_devices is %zu but devices is NULL", n);
+  if (!n)
+    n = 1;
+  if (!(co->devs = malloc(n * sizeof *co->devs)))
+    return oom();
+  co->n_devs = n;
+  for (size_t i = 0; i < n; i++) {
+    tyto_device *dev = tyto_context_device(ctx, list[i]);
+    if (!dev || !dev->handle)
+      return rt_fail(TYTO_ERR_NOT_FOUND,
+                     "compile: no selected device %zu (the context has %zu); "
+                     "select devices with TYTO_DEVICES",
+                     list[i], n_ctx);
+    for (size_t j = 0; j < i; j++)
+      if (co->devs[j] == list[i])
+        return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                       "compile: devices lists device %zu (%s) twice", list[i],
+                       dev->info.id);
+    co->devs[i] = list[i];
+  }
+  co->policy = HAS(opts, placement) ? opts->placement : TYTO_PLACE_DEFAULT;
+  co->strict = HAS(opts, strict) ? opts->strict != 0 : 0;
+  if (co->policy != TYTO_PLACE_DEFAULT && co->policy != TYTO_PLACE_PINNED &&
+      co->policy != TYTO_PLACE_AUTO)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "compile: placement %d is not a tyto_place_policy "
+                   "(TYTO_PLACE_DEFAULT, _PINNED or _AUTO)",
+                   (int)co->policy);
+  tyto_status st = placement_env(&co->policy, &co->strict);
+  if (st != TYTO_OK)
+    return st;
+  if (co->policy == TYTO_PLACE_DEFAULT)
+    co->policy = TYTO_PLACE_PINNED;
+  return TYTO_OK;
+}
+
+/* Every pin of the optimised graph names one of the program's devices. */
+static tyto_status check_pins(const tyto_program *p) {
+  for (size_t s = 0; s < p->n_slots; s++) {
+    const tyto_tensor *t = p->slots[s].t;
+    if (!t->pin)
+      continue;
+    size_t i = 0;
+    while (i < p->n_devs && p->devs[i].ctx_index != t->pin - 1)
+      i++;
+    if (i < p->n_devs)
+      continue;
+    char list[256] = "";
+    size_t u = 0;
+    for (size_t j = 0; j < p->n_devs && u < sizeof list; j++)
+      u += (size_t)snprintf(list + u, sizeof list - u, "%s%zu (%s)",
+                            j ? ", " : "", p->devs[j].ctx_index,
+                            exec_dev_id(p, (uint32_t)j));
+    tyto_device *d = tyto_context_device(p->devs[0].dev->ctx, t->pin - 1);
+    char desc[160];
+    compile_describe(p, t, desc, sizeof desc);
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "compile: %s is pinned to device %u%s%s%s, which this "
+                   "program may not use (its devices: %s); list it in "
+                   "tyto_program_options.devices or unpin the tensor",
+                   desc, t->pin - 1, d ? " (" : "", d ? d->info.id : "",
+                   d ? ")" : " (no such device)", list);
+  }
+  return TYTO_OK;
+}
+
+static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
+                           tyto_tensor *const *outputs, compile_opts *o,
+                           int *retry) {
+  double t0 = exec_now();
+  size_t n_u = o->n_updates, n_all = n_outputs + 2 * n_u;
+  p->src = g;
+  p->n_graph = g->n_nodes;
+  p->outputs = malloc(n_outputs * sizeof *p->outputs);
+  p->out_slot = malloc(n_outputs * sizeof *p->out_slot);
+  p->user_slot = malloc((g->n_nodes ? g->n_nodes : 1) * sizeof *p->user_slot);
+  p->upd_param = malloc((n_u ? n_u : 1) * sizeof *p->upd_param);
+  p->upd_value = malloc((n_u ? n_u : 1) * sizeof *p->upd_value);
+  tyto_tensor **map = malloc((g->n_nodes ? g->n_nodes : 1) * sizeof *map);
+  /* The passes keep the outputs, the update values and the updated
+   * parameters (an update needs its parameter even when nothing reads
+   * it). */
+  tyto_tensor **all = malloc(n_all * sizeof *all);
+  if (!p->outputs || !p->out_slot || !p->user_slot || !p->upd_param ||
+      !p->upd_value || !map || !all) {
+    free(map);
+    free(all);
+    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  }
+  memcpy(all, outputs, n_outputs * sizeof *all);
+  if (n_u) {
+    memcpy(all + n_outputs, o->update_values, n_u * sizeof *all);
+    memcpy(all + n_outputs + n_u, o->update_params, n_u * sizeof *all);
+  }
+  unsigned char *need = mark_needed(g, n_all, all);
+  if (!need) {
+    free(map);
+    free(all);
+    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  }
+  uint64_t naive = 0;
+  for (size_t i = 0; i < g->n_nodes; i++)
+    if (need[i]) {
+      const tyto_tensor *t = g->nodes[i];
+      p->stats.nodes_before++;
+      p->stats.edges_before += t->n_inputs;
+      naive += exec_round_up((uint64_t)tyto_tensor_numel(t) *
+                             tyto_dtype_size(t->dtype));
+    }
+  free(need);
+  memcpy(p->outputs, outputs, n_outputs * sizeof *p->outputs);
+  p->n_outputs = n_outputs;
+  p->n_updates = n_u;
+  pass_graph pg;
+  tyto_status st = optimise(p, o, g, n_all, all, map, &pg);
+  free(all);
+  if (st != TYTO_OK) {
+    free(map);
+    return st;
+  }
+  tyto_graph *og = p->graph;
+  p->stats.passes_seconds = exec_now() - t0;
+
+  /* One slot per node the (optimised) outputs need. */
+  need = mark_needed(og, pg.n_out, pg.outs);
+  p->slot_of = malloc((og->n_nodes ? og->n_nodes : 1) * sizeof *p->slot_of);
+  p->slots = calloc(og->n_nodes ? og->n_nodes : 1, sizeof *p->slots);
+  if (!need || !p->slot_of || !p->slots) {
+    free(need);
+    free(map);
+    free(pg.outs);
+    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  }
+  for (size_t i = 0; i < og->n_nodes; i++) {
+    p->slot_of[i] = -1;
+    if (need[i]) {
+      tyto_tensor *t = og->nodes[i];
+      exec_slot *sl = &p->slots[p->n_slots];
+      p->slot_of[i] = (int)p->n_slots++;
+      sl->t = t;
+      sl->src = -1;
+      sl->kind = t->kind;
+      sl->bytes = (uint64_t)tyto_tensor_numel(t) * tyto_dtype_size(t->dtype);
+      p->stats.nodes_after++;
+      p->stats.edges_after += t->n_inputs;
+      p->stats.fused_nodes += t->op == TYTO_OP_FUSED;
+    }
+  }
+  free(need);
+  p->user_index =
+      malloc((og->n_nodes ? og->n_nodes : 1) * sizeof *p->user_index);
+  if (!p->user_index) {
+    free(map);
+    free(pg.outs);
+    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  }
+  for (size_t i = 0; i < og->n_nodes; i++)
+    p->user_index[i] = -1;
+  for (size_t i = g->n_nodes; i-- > 0;) {
+    p->user_slot[i] = map[i] ? p->slot_of[map[i]->index] : -1;
+    if (map[i])
+      p->user_index[map[i]->index] = (int64_t)i; /* the first wins */
+  }
+  for (size_t i = 0; i < n_outputs; i++)
+    p->out_slot[i] = p->slot_of[pg.outs[i]->index];
+  for (size_t i = 0; i < n_u; i++) {
+    p->upd_value[i] = p->slot_of[pg.outs[n_outputs + i]->index];
+    p->upd_param[i] = p->slot_of[pg.outs[n_outputs + n_u + i]->index];
+  }
+  free(map);
+  free(pg.outs);
+  if ((st = check_pins(p)) != TYTO_OK)
+    return st;
+
+  double t1 = exec_now();
+  /* The FUSED_OUTPUT slots of each FUSED slot, ascending, for lowering. */
+  size_t ns1 = p->n_slots ? p->n_slots : 1;
+  p->fused_first = malloc(ns1 * sizeof *p->fused_first);
+  p->fused_next = malloc(ns1 * sizeof *p->fused_next);
+  if (!p->fused_first || !p->fused_next)
+    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  for (size_t s = 0; s < p->n_slots; s++)
+    p->fused_first[s] = -1;
+  for (size_t s = p->n_slots; s-- > 0;) {
+    const tyto_tensor *t = p->slots[s].t;
+    p->fused_next[s] = -1;
+    if (t->op != TYTO_OP_FUSED_OUTPUT)
+      continue;
+    int fs = p->slot_of[t->inputs[0]->index];
+    p->fused_next[s] = p->fused_first[fs];
+    p->fused_first[fs] = (int)s;
+  }
+  for (size_t s = 0; s < p->n_slots; s++) {
+    tyto_op op = p->slots[s].t->op;
+    if (op == TYTO_OP_INPUT || op == TYTO_OP_PARAMETER ||
+        op == TYTO_OP_CONSTANT)
+      continue;
+    if ((st = exec_lower(p, (int)s)) != TYTO_OK)
+      return st;
+  }
+  free(p->fused_first);
+  free(p->fused_next);
+  p->fused_first = p->fused_next = NULL;
+  /* Every slot and kernel on a device, then the copies between them. */
+  if (p->n_devs > 1) {
+    if ((st = compile_place(p, o, retry)) != TYTO_OK || *retry)
+      return st;
+    if ((st = compile_copies(p)) != TYTO_OK)
+      return st;
+  }
+  for (size_t i = 0; i < p->n_kernels; i++)
+    if ((st = exec_prepare(p, &p->kernels[i],
+                           p->slots[p->kernels[i].slot].t)) != TYTO_OK)
+      return st;
+  if ((st = compile_devices(p)) != TYTO_OK)
+    return st;
+  p->stats.prepare_seconds = exec_now() - t1;
+  st = exec_plan_memory(p, o->plan);
+  p->stats.naive_bytes = naive;
+  p->stats.kernels = p->n_launch;
+  const char *prof = getenv("TYTO_PROFILE");
+  if (st == TYTO_OK && prof && prof[0] && strcmp(prof, "0") != 0) {
+    p->prof_seconds = calloc(p->n_kernels ? p->n_kernels : 1, sizeof(double));
+    if (!p->prof_seconds)
+      return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    p->profile = 1;
+  }
+  if (st == TYTO_OK)
+    compile_summary(p, o->ctx);
+  return st;
+}
+
+/* "parameter 'w' (#3) f32[4,4]" */
+static const char *brief(char *buf, size_t size, const tyto_tensor *t) {
+  char dims[TYTO_MAX_RANK * 21 + 1] = "";
+  size_t d = 0;
+  for (int i = 0; i < t->rank; i++)
+    d += (size_t)snprintf(dims + d, sizeof dims - d, "%s%lld", i ? "," : "",
+                          (long long)t->shape[i]);
+  snprintf(buf, size, "%s%s%.64s%s (#%lld) %s[%s]", tyto_kind_name(t->kind),
+           t->name ? " '" : "", t->name ? t->name : "", t->name ? "'" : "",
+           (long long)t->index, tyto_dtype_name(t->dtype), dims);
+  return buf;
+}
+
+static tyto_status check_updates(const tyto_graph *g, const compile_opts *o) {
+  static const char fn[] = "compile: update";
+  size_t nu = o->n_updates;
+  if (nu && (!o->update_params || !o->update_values))
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%ss: n_updates is %zu but update_params or update_values "
+                   "is NULL",
+                   fn, nu);
+  if (!nu)
+    return TYTO_OK;
+  /* Per node of g: the first and second updates of it (SIZE_MAX: none),
+   * so that finding an update's duplicates takes no scan of the others. */
+  size_t n = g->n_nodes ? g->n_nodes : 1;
+  size_t *first = malloc(n * sizeof *first),
+         *second = malloc(n * sizeof *second);
+  if (!first || !second) {
+    free(first);
+    free(second);
+    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  }
+  for (size_t i = 0; i < g->n_nodes; i++)
+    first[i] = second[i] = SIZE_MAX;
+  for (size_t j = 0; j < nu; j++) {
+    const tyto_tensor *pm = o->update_params[j];
+    if (!pm || pm->graph != g)
+      continue;
+    if (first[pm->index] == SIZE_MAX)
+      first[pm->index] = j;
+    else if (second[pm->index] == SIZE_MAX)
+      second[pm->index] = j;
+  }
+  tyto_status st = TYTO_OK;
+  for (size_t i = 0; i < nu && st == TYTO_OK; i++) {
+    const tyto_tensor *pm = o->update_params[i], *v = o->update_values[i];
+    char a[160], b[160];
+    if (!pm || !v) {
+      st = rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s %zu: %s is NULL", fn, i,
+                   pm ? "the value" : "the parameter");
+      break;
+    }
+    if (pm->graph != g || v->graph != g || v->kind == TYTO_KIND_ERROR) {
+      st = rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s %zu: the %s is %s", fn, i,
+                   pm->graph != g ? "parameter" : "value",
+                   v->kind == TYTO_KIND_ERROR && pm->graph == g
+                       ? "an error tensor"
+                       : "a tensor of another graph");
+      break;
+    }
+    if (pm->kind != TYTO_KIND_PARAMETER) {
+      st = rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s %zu: expected a parameter to update, found %s", fn, i,
+                   brief(a, sizeof a, pm));
+      break;
+    }
+    if (v->dtype != pm->dtype || v->rank != pm->rank ||
+        memcmp(v->shape, pm->shape, (size_t)v->rank * sizeof *v->shape)) {
+      st = rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s %zu: %s cannot take the value of %s (dtype or "
+                   "shape differ)",
+                   fn, i, brief(a, sizeof a, pm), brief(b, sizeof b, v));
+      break;
+    }
+    /* The lowest other update of pm before i, and of v (any other). */
+    size_t twice = first[pm->index] < i ? first[pm->index] : SIZE_MAX;
+    size_t of_v = first[v->index] != i ? first[v->index] : second[v->index];
+    if (twice != SIZE_MAX && twice <= of_v)
+      st = rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s %zu: %s is already updated by update %zu", fn, i,
+                   brief(a, sizeof a, pm), twice);
+    /* p <- q while q <- ...: each copy would wait for the other. */
+    else if (of_v != SIZE_MAX)
+      st = rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s %zu: the value is %s, which update %zu changes "
+                   "in the same run; give it as a computed value "
+                   "(read it into an output first) or update in two "
+                   "programs",
+                   fn, i, brief(a, sizeof a, v), of_v);
+  }
+  free(first);
+  free(second);
+  return st;
+}
+
+tyto_status tyto_program_compile(tyto_context *ctx, tyto_graph *g,
+                                 size_t n_outputs, tyto_tensor *const *outputs,
+                                 const tyto_program_options *opts,
+                                 tyto_program **out) {
+  if (!out)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "compile: out is NULL");
+  *out = NULL;
+  if (!ctx)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "compile: context is NULL");
+  tyto_status st = check_outputs("compile", g, n_outputs, outputs);
+  if (st != TYTO_OK)
+    return st;
+  unsigned passes_off = 0;
+  int plan = 1;
+  if (opts && opts->struct_size >= offsetof(tyto_program_options, passes_off) +
+                                       sizeof opts->passes_off)
+    passes_off = opts->passes_off;
+  if (opts &&
+      opts->struct_size >= offsetof(tyto_program_options, no_memory_plan) +
+                               sizeof opts->no_memory_plan)
+    plan = !opts->no_memory_plan;
+  if (passes_off & ~(unsigned)TYTO_PASS_ALL)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "compile: passes_off 0x%x has bits outside TYTO_PASS_ALL "
+                   "(0x%x)",
+                   passes_off, (unsigned)TYTO_PASS_ALL);
+  compile_opts co;
+  memset(&co, 0, sizeof co);
+  co.passes_off = passes_off;
+  co.plan = plan;
+  co.ctx = ctx;
+  if (opts &&
+      opts->struct_size >= offsetof(tyto_program_options, update_values) +
+                               sizeof opts->update_values) {
+    co.n_updates = opts->n_updates;
+    co.update_params = opts->update_params;
+    co.update_values = opts->update_values;
+    if ((st = check_updates(g, &co)) != TYTO_OK)
+      return st;
+  }
+  if ((st = resolve_devices(ctx, g, opts, &co)) != TYTO_OK) {
+    free(co.devs);
+    return st;
+  }
+  tyto_program *p = NULL;
+  for (int round = 0;; round++) {
+    int retry = 0;
+    if (!(p = calloc(1, sizeof *p)) ||
+        !(p->devs = calloc(co.n_devs, sizeof *p->devs))) {
+      tyto_program_free(p);
+      st = oom();
+      break;
+    }
+    p->n_devs = co.n_devs;
+    for (size_t i = 0; i < co.n_devs; i++) {
+      p->devs[i].dev = tyto_context_device(ctx, co.devs[i]);
+      p->devs[i].ctx_index = co.devs[i];
+    }
+    st = compile(p, g, n_outputs, outputs, &co, &retry);
+    if (st == TYTO_OK && !retry)
+      break;
+    tyto_program_free(p);
+    p = NULL;
+    if (st == TYTO_OK && round + 1 >= MAX_ROUNDS)
+      st = rt_fail(TYTO_ERR_INTERNAL,
+                   "compile: fused nodes were split %d times and a device "
+                   "still refuses one",
+                   MAX_ROUNDS);
+    if (st != TYTO_OK)
+      break;
+  }
+  free(co.devs);
+  free(co.nofuse);
+  if (st != TYTO_OK)
+    return st;
+  *out = p;
+  return TYTO_OK;
+}
