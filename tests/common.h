@@ -56,6 +56,19 @@ static inline void test_options(tyto_context_options *o, int extra) {
   o->log_level = TYTO_LOG_ERROR;
 }
 
+/* The build tree's plugin directories (as test_options sets them) and
+ * then dir, joined with ':' (static storage; one at a time). */
+static inline const char *test_plugin_dirs_and(const char *dir) {
+  static char dirs[8192];
+  const char *base = test_plugin_dirs();
+  size_t n = strlen(base), m = strlen(dir);
+  ck_assert_uint_lt(n + m + 2, sizeof dirs);
+  memcpy(dirs, base, n);
+  dirs[n] = ':';
+  memcpy(dirs + n + 1, dir, m + 1);
+  return dirs;
+}
+
 /* Writes `text` to a fresh temporary file and returns its path (static
  * storage; one at a time). */
 static inline const char *test_write_file(const char *text) {

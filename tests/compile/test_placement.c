@@ -38,15 +38,9 @@ static void capture(void *user, tyto_log_level level, const char *origin,
 
 /* cpu:0 is device 0, part:0 device 1. */
 static tyto_context *two_devices(void) {
-  static char dirs[8192];
   tyto_context_options o;
   test_options(&o, 0);
-  size_t n = strlen(o.plugin_path);
-  ck_assert_uint_lt(n + sizeof TEST_PART_PLUGIN_DIR + 1, sizeof dirs);
-  memcpy(dirs, o.plugin_path, n);
-  dirs[n] = ':';
-  memcpy(dirs + n + 1, TEST_PART_PLUGIN_DIR, sizeof TEST_PART_PLUGIN_DIR);
-  o.plugin_path = dirs;
+  o.plugin_path = test_plugin_dirs_and(TEST_PART_PLUGIN_DIR);
   o.devices = "cpu:0,part:0";
   o.log_level = TYTO_LOG_INFO;
   o.log_fn = capture;

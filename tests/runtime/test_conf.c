@@ -249,6 +249,27 @@ START_TEST(keys_under_a_broken_header_are_not_reported_again) {
 }
 END_TEST
 
+/* A file of many errors reports the first CONF_MAX_ERRORS (20) and counts
+ * the rest in one line: a binary or generated file does not flood the
+ * log with a line per error. */
+START_TEST(errors_are_capped) {
+  char text[50 * 16 + 1];
+  size_t n = 0;
+  for (int i = 0; i < 50; i++)
+    n += (size_t)snprintf(text + n, sizeof text - n, "bogus%02d = 1\n", i);
+  conf c;
+  char *errors = parse(&c, text, 0);
+  ck_assert_uint_eq(c.errors.n, 21);
+  ck_assert_msg(strstr(errors, "t.conf:20: unknown key 'bogus19'") &&
+                    !strstr(errors, "bogus20") &&
+                    strstr(errors, "t.conf: 30 more errors not shown (the "
+                                   "first 20 are above)"),
+                "%s", errors);
+  free(errors);
+  conf_free(&c);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("conf");
   TCase *tc = tcase_create("parse");
@@ -264,6 +285,7 @@ int main(void) {
   tcase_add_test(tc, many_keys);
   tcase_add_test(tc, byte_order_mark);
   tcase_add_test(tc, keys_under_a_broken_header_are_not_reported_again);
+  tcase_add_test(tc, errors_are_capped);
   suite_add_tcase(s, tc);
   return test_run(s);
 }

@@ -80,6 +80,17 @@ typedef struct tyto_program_options {
    * where the policy puts it is an error naming the op, the device and
    * its reason, instead of going to another device with a warning. */
   int strict;
+  /* An exchange with the host in the middle of a run (what data-parallel
+   * training does between backward and update): the run splits in two
+   * phases. Phase 0 computes exchange_sends[i] (tensors of g, kept like
+   * outputs) and everything that does not need an exchange_recvs[i];
+   * then the host reads the sends (tyto_program_read_send) and sets the
+   * recvs (inputs of g, tyto_program_set_input); phase 1 runs the rest
+   * (tyto_program_run_phase). tyto_program_run runs both with the recvs
+   * as last set. A send and its recv have one dtype and shape. 0: none. */
+  size_t n_exchanges;
+  tyto_tensor *const *exchange_sends;
+  tyto_tensor *const *exchange_recvs;
 } tyto_program_options;
 
 /* ---------------------------------------------------------------------- */
@@ -177,6 +188,17 @@ TYTO_API tyto_status tyto_program_set_input(tyto_program *p, tyto_tensor *input,
 /* Runs every kernel in order and waits for them. Fails when an input was
  * never set, or with the device's message when a kernel fails. */
 TYTO_API tyto_status tyto_program_run(tyto_program *p);
+
+/* A program with exchanges (tyto_program_options.n_exchanges): runs phase
+ * 0 (up to the sends) or phase 1 (the rest, after the recvs are set), and
+ * waits for it. Phase 1 needs phase 0 run since the last phase 1; a
+ * program without exchanges has phase 0 only (all of it). */
+TYTO_API tyto_status tyto_program_run_phase(tyto_program *p, int phase);
+
+/* Copies exchange send i (as computed by the last phase 0) into dst
+ * (bytes = its size). */
+TYTO_API tyto_status tyto_program_read_send(tyto_program *p, size_t i,
+                                            void *dst, size_t bytes);
 
 /* Copies output i of the last run into dst (bytes must be its size). Fails
  * before the first run and for i out of range. */

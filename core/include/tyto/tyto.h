@@ -18,5 +18,6 @@
 #include <tyto/checkpoint.h>
 #include <tyto/nn.h>
 #include <tyto/optim.h>
+#include <tyto/parallel.h>
 
 #endif /* TYTO_H */

@@ -338,7 +338,8 @@ static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
                            tyto_tensor *const *outputs, compile_opts *o,
                            int *retry) {
   double t0 = exec_now();
-  size_t n_u = o->n_updates, n_all = n_outputs + 2 * n_u;
+  size_t n_u = o->n_updates, n_x = o->n_exchanges;
+  size_t n_all = n_outputs + 2 * n_u + n_x;
   p->src = g;
   p->n_graph = g->n_nodes;
   p->outputs = malloc(n_outputs * sizeof *p->outputs);
@@ -346,13 +347,15 @@ static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
   p->user_slot = malloc((g->n_nodes ? g->n_nodes : 1) * sizeof *p->user_slot);
   p->upd_param = malloc((n_u ? n_u : 1) * sizeof *p->upd_param);
   p->upd_value = malloc((n_u ? n_u : 1) * sizeof *p->upd_value);
+  p->send_slot = malloc((n_x ? n_x : 1) * sizeof *p->send_slot);
+  p->recv_index = malloc((n_x ? n_x : 1) * sizeof *p->recv_index);
   tyto_tensor **map = malloc((g->n_nodes ? g->n_nodes : 1) * sizeof *map);
   /* The passes keep the outputs, the update values and the updated
    * parameters (an update needs its parameter even when nothing reads
    * it). */
   tyto_tensor **all = malloc(n_all * sizeof *all);
   if (!p->outputs || !p->out_slot || !p->user_slot || !p->upd_param ||
-      !p->upd_value || !map || !all) {
+      !p->upd_value || !p->send_slot || !p->recv_index || !map || !all) {
     free(map);
     free(all);
     return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
@@ -362,6 +365,12 @@ static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
     memcpy(all + n_outputs, o->update_values, n_u * sizeof *all);
     memcpy(all + n_outputs + n_u, o->update_params, n_u * sizeof *all);
   }
+  /* The sends are kept as outputs are. */
+  if (n_x)
+    memcpy(all + n_outputs + 2 * n_u, o->exchange_sends, n_x * sizeof *all);
+  p->n_sends = n_x;
+  for (size_t i = 0; i < n_x; i++)
+    p->recv_index[i] = o->exchange_recvs[i]->index;
   unsigned char *need = mark_needed(g, n_all, all);
   if (!need) {
     free(map);
@@ -437,6 +446,8 @@ static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
     p->upd_value[i] = p->slot_of[pg.outs[n_outputs + i]->index];
     p->upd_param[i] = p->slot_of[pg.outs[n_outputs + n_u + i]->index];
   }
+  for (size_t i = 0; i < n_x; i++)
+    p->send_slot[i] = p->slot_of[pg.outs[n_outputs + 2 * n_u + i]->index];
   free(map);
   free(pg.outs);
   if ((st = check_pins(p)) != TYTO_OK)
@@ -596,6 +607,43 @@ static tyto_status check_updates(const tyto_graph *g, const compile_opts *o) {
   return st;
 }
 
+/* The exchanges: n sends of g, each with a recv (an input of g) of its
+ * dtype and shape. */
+static tyto_status check_exchanges(const tyto_graph *g, const compile_opts *o) {
+  static const char fn[] = "compile: exchange";
+  size_t n = o->n_exchanges;
+  if (!n)
+    return TYTO_OK;
+  if (!o->exchange_sends || !o->exchange_recvs)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%ss: n_exchanges is %zu but exchange_sends or "
+                   "exchange_recvs is NULL",
+                   fn, n);
+  for (size_t i = 0; i < n; i++) {
+    const tyto_tensor *s = o->exchange_sends[i], *r = o->exchange_recvs[i];
+    if (!s || !r)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s %zu: the %s is NULL", fn, i,
+                     s ? "recv" : "send");
+    if (s->graph != g || r->graph != g || s->kind == TYTO_KIND_ERROR)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s %zu: the %s is %s", fn, i,
+                     s->graph != g || s->kind == TYTO_KIND_ERROR ? "send"
+                                                                 : "recv",
+                     s->kind == TYTO_KIND_ERROR ? "an error tensor"
+                                                : "a tensor of another graph");
+    char a[160], b[160];
+    if (r->kind != TYTO_KIND_INPUT)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "%s %zu: expected an input to receive into, found %s", fn,
+                     i, brief(a, sizeof a, r));
+    if (s->dtype != r->dtype || s->rank != r->rank ||
+        memcmp(s->shape, r->shape, (size_t)s->rank * sizeof *s->shape))
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "%s %zu: %s cannot receive %s (dtype or shape differ)", fn,
+                     i, brief(a, sizeof a, r), brief(b, sizeof b, s));
+  }
+  return TYTO_OK;
+}
+
 tyto_status tyto_program_compile(tyto_context *ctx, tyto_graph *g,
                                  size_t n_outputs, tyto_tensor *const *outputs,
                                  const tyto_program_options *opts,
@@ -634,6 +682,13 @@ tyto_status tyto_program_compile(tyto_context *ctx, tyto_graph *g,
     co.update_params = opts->update_params;
     co.update_values = opts->update_values;
     if ((st = check_updates(g, &co)) != TYTO_OK)
+      return st;
+  }
+  if (HAS(opts, exchange_recvs)) {
+    co.n_exchanges = opts->n_exchanges;
+    co.exchange_sends = opts->exchange_sends;
+    co.exchange_recvs = opts->exchange_recvs;
+    if ((st = check_exchanges(g, &co)) != TYTO_OK)
       return st;
   }
   if ((st = resolve_devices(ctx, g, opts, &co)) != TYTO_OK) {

@@ -18,6 +18,9 @@ typedef struct compile_opts {
   size_t n_updates;
   tyto_tensor *const *update_params;
   tyto_tensor *const *update_values;
+  size_t n_exchanges;
+  tyto_tensor *const *exchange_sends;
+  tyto_tensor *const *exchange_recvs;
   tyto_context *ctx;
   size_t n_devs;
   size_t *devs; /* context device indices; devs[0] is the caller's first */

@@ -119,8 +119,9 @@ typedef struct problem {
   int *step_slot;        /* per step: its slot, or -1 (an update's copy) */
   size_t *first_k, *n_k; /* per slot: its kernels */
   int *ws_value;         /* per kernel: its workspace value, or -1 */
-  int *alias; /* per slot: the parameter slot it is written into, or -1 */
-  int *done;  /* per step: its "has run" token value, or -1 */
+  int *alias;    /* per slot: the parameter slot it is written into, or -1 */
+  int *done;     /* per step: its "has run" token value, or -1 */
+  int exchanged; /* the exchange's token value (every update reads it) */
   unsigned char *is_out; /* per slot: a program output */
   int *n_upd_value;      /* per slot: the updates whose value it is */
   size_t *rd_at;         /* per slot: its readers rd[rd_at[s] ..[s + 1]) */
@@ -309,6 +310,37 @@ static tyto_status oom(void) {
   return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
 }
 
+/* The exchange with the host: a step without kernels (step_slot -2) that
+ * reads every send and writes every recv, so that the order puts all the
+ * sends before it and everything that needs a recv after it: phase 0 is
+ * the launches before it (exec_plan_memory). */
+static int add_exchange(tyto_program *p, problem *q) {
+  size_t st = q->n_steps++;
+  q->step_slot[st] = -2;
+  q->k_first[st] = 0;
+  q->k_n[st] = 0;
+  q->done[st] = -1;
+  for (size_t i = 0; i < p->n_sends; i++)
+    if (push(&q->ins[st], (uint32_t)p->send_slot[i]) < 0)
+      return -1;
+  for (size_t i = 0; i < p->n_sends; i++) {
+    int64_t r = p->recv_index[i];
+    int s = r >= 0 && (size_t)r < p->n_graph ? p->user_slot[r] : -1;
+    if (s < 0 || p->slots[s].recv)
+      continue; /* unused, or received twice */
+    p->slots[s].recv = 1;
+    if (push(&q->outs[st], (uint32_t)s) < 0)
+      return -1;
+  }
+  /* A token every parameter update reads: nothing persistent changes in
+   * phase 0, so a run that fails there (or a host that never runs phase
+   * 1) leaves the parameters as they were. */
+  if ((q->exchanged = add_value(q, 0, 1, 0)) < 0 ||
+      push(&q->outs[st], (uint32_t)q->exchanged) < 0)
+    return -1;
+  return 0;
+}
+
 /* Orders the overwrite of each updated parameter after every other step
  * that reads it: each such step writes a "has run" token (a zero-byte
  * value) that the overwriting step reads. The steps reading each slot and
@@ -333,7 +365,7 @@ static int add_tokens(const tyto_program *p, problem *q) {
     int s = q->step_slot[st];
     if (s >= 0)
       step_of[s] = st;
-    else
+    else if (s == -1)
       copy_of[p->kernels[q->k_first[st]].update - 1] = st;
     for (size_t j = 0; j < q->ins[st].n; j++)
       if (q->ins[st].v[j] < ns) {
@@ -359,6 +391,8 @@ static int add_tokens(const tyto_program *p, problem *q) {
     size_t over = q->alias[vs] == ps ? step_of[writer_slot(p, vs)] : copy_of[u];
     if (over == SIZE_MAX)
       continue; /* the value is the parameter itself: nothing to do */
+    if (q->exchanged >= 0 && push(&q->ins[over], (uint32_t)q->exchanged) < 0)
+      goto out;
     for (size_t k = at[ps]; k < end[ps]; k++) {
       size_t st = rs[k];
       if (st == over)
@@ -391,8 +425,9 @@ out:
 /* One step per computed slot, in slot order (topological), one per update
  * that is copied, and the tokens that order the updates. */
 static tyto_status build_problem(tyto_program *p, problem *q) {
-  size_t ns = p->n_slots, nk = p->n_kernels, nst = ns + p->n_updates;
+  size_t ns = p->n_slots, nk = p->n_kernels, nst = ns + p->n_updates + 1;
   memset(q, 0, sizeof *q);
+  q->exchanged = -1;
 #define ALLOC(f, n) (q->f = calloc((n) ? (n) : 1, sizeof *q->f))
   if (!ALLOC(first_k, ns) || !ALLOC(n_k, ns) || !ALLOC(step_slot, nst) ||
       !ALLOC(steps, nst) || !ALLOC(ins, nst) || !ALLOC(outs, nst) ||
@@ -426,6 +461,10 @@ static tyto_status build_problem(tyto_program *p, problem *q) {
   q->rd_at[0] = 0;
   for (size_t i = 0; i < p->n_outputs; i++)
     q->is_out[p->out_slot[i]] = 1;
+  /* Sends are read by the host after phase 0 and until the next run:
+   * memory of their own, as outputs. */
+  for (size_t i = 0; i < p->n_sends; i++)
+    q->is_out[p->send_slot[i]] = 1;
   for (size_t i = 0; i < p->n_updates; i++)
     q->n_upd_value[p->upd_value[i]]++;
   for (size_t i = nk; i-- > 0;) {
@@ -484,6 +523,8 @@ static tyto_status build_problem(tyto_program *p, problem *q) {
   for (size_t i = 0; i < nk; i++)
     if (p->kernels[i].update && add_step(p, q, -1, i, 1) < 0)
       return oom();
+  if (p->n_sends && add_exchange(p, q) < 0)
+    return oom();
   if (add_tokens(p, q) < 0)
     return oom();
   size_t total = 0;
@@ -709,9 +750,12 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
   if (st == TYTO_OK && !(p->launch = malloc((p->n_kernels ? p->n_kernels : 1) *
                                             sizeof *p->launch)))
     st = rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
+  p->phase_split = SIZE_MAX;
   for (size_t j = 0; j < q.pr.n_steps && st == TYTO_OK; j++) {
     size_t step = r.order[j];
     int s = q.step_slot[step];
+    if (s == -2)
+      p->phase_split = p->n_launch; /* the exchange with the host */
     for (size_t i = q.k_first[step]; i < q.k_first[step] + q.k_n[step]; i++) {
       exec_kernel *k = &p->kernels[i];
       /* A reshape whose input it took: the bytes are already there. */
@@ -725,6 +769,8 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
         p->slots[s].xfer = p->slots[k->in[0]].xfer;
     }
   }
+  if (p->phase_split == SIZE_MAX)
+    p->phase_split = p->n_launch;
   p->stats.alloc_seconds = exec_now() - t1;
   if (p->n_devs > 1) {
     free(off);

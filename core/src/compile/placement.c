@@ -566,6 +566,8 @@ tyto_status compile_copies(tyto_program *p) {
       p->user_slot[i] = renum[p->user_slot[i]];
   for (size_t i = 0; i < p->n_outputs; i++)
     p->out_slot[i] = renum[p->out_slot[i]];
+  for (size_t i = 0; i < p->n_sends; i++)
+    p->send_slot[i] = renum[p->send_slot[i]];
   for (size_t u = 0; u < p->n_updates; u++) {
     int v = p->upd_value[u], pm = p->upd_param[u];
     uint32_t d = p->slots[renum[pm]].dev;

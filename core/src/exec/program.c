@@ -139,6 +139,8 @@ void tyto_program_free(tyto_program *p) {
   free(p->user_index);
   free(p->upd_param);
   free(p->upd_value);
+  free(p->send_slot);
+  free(p->recv_index);
   free(p->outputs);
   free(p->out_slot);
   free(p->pass_stats);
@@ -389,24 +391,35 @@ static tyto_plugin_error *launch(tyto_program *p, exec_kernel *k) {
                                      out, k->n_out, k->workspace ? &ws : NULL);
 }
 
-tyto_status tyto_program_run(tyto_program *p) {
-  static const char fn[] = "tyto_program_run";
-  if (!p)
-    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: program is NULL", fn);
+/* Fails when an input the launches [from, to) may read was never set:
+ * every input for a whole run, all but the recvs for phase 0, the recvs
+ * for phase 1 (the rest were checked by phase 0). */
+static tyto_status check_set(const tyto_program *p, const char *fn, int phase) {
   for (size_t s = 0; s < p->n_slots; s++) {
     const exec_slot *sl = &p->slots[s];
-    if (sl->kind == TYTO_KIND_INPUT && !sl->set && sl->src < 0) {
-      char d[EXEC_DESC];
-      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                     "%s: %s and was never set; bind it with "
-                     "tyto_program_set_input",
-                     fn, exec_slot_desc(p, sl, d));
-    }
+    if (sl->kind != TYTO_KIND_INPUT || sl->set || sl->src >= 0 ||
+        (phase == 0 && sl->recv) || (phase == 1 && !sl->recv))
+      continue;
+    char d[EXEC_DESC];
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: %s and was never set; bind it with "
+                   "tyto_program_set_input%s",
+                   fn, exec_slot_desc(p, sl, d),
+                   sl->recv ? " (it receives an exchange: set it after "
+                              "phase 0)"
+                            : "");
   }
+  return TYTO_OK;
+}
+
+/* Launches [from, to) of p->launch, finishes the copies still pending
+ * and waits for every device. */
+static tyto_status run_range(tyto_program *p, const char *fn, size_t from,
+                             size_t to) {
   tyto_plugin_error *e = NULL;
   run_fail where = {0, "a launch"};
   double t_run = p->profile ? exec_now() : 0;
-  for (size_t i = 0; i < p->n_launch && !e; i++) {
+  for (size_t i = from; i < to && !e; i++) {
     exec_kernel *k = &p->kernels[p->launch[i]];
     double t_k = p->profile ? exec_now() : 0;
     if (k->xfer) {
@@ -455,7 +468,7 @@ tyto_status tyto_program_run(tyto_program *p) {
     p->xfers[i].pending = 0;
   if (p->profile) {
     p->prof_total += exec_now() - t_run;
-    p->prof_runs++;
+    p->prof_runs += to == p->n_launch;
   }
   if (e) {
     drop(e2);
@@ -465,8 +478,64 @@ tyto_status tyto_program_run(tyto_program *p) {
   if (e2)
     return rt_fail_plugin(e2, "%s: a kernel on %s failed", fn,
                           exec_dev_id(p, d2));
-  p->ran = 1;
   return TYTO_OK;
+}
+
+tyto_status tyto_program_run(tyto_program *p) {
+  static const char fn[] = "tyto_program_run";
+  if (!p)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: program is NULL", fn);
+  tyto_status st = check_set(p, fn, -1);
+  if (st == TYTO_OK)
+    st = run_range(p, fn, 0, p->n_launch);
+  p->phase0_done = 0;
+  if (st == TYTO_OK)
+    p->ran = 1;
+  return st;
+}
+
+tyto_status tyto_program_run_phase(tyto_program *p, int phase) {
+  static const char fn[] = "tyto_program_run_phase";
+  if (!p)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: program is NULL", fn);
+  if (phase != 0 && phase != 1)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: phase %d: expected 0 or 1",
+                   fn, phase);
+  if (phase == 1 && !p->n_sends)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: the program has no exchanges, so no phase 1; its "
+                   "phase 0 is the whole run",
+                   fn);
+  if (phase == 1 && !p->phase0_done)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: phase 1 needs phase 0 run first (since the last "
+                   "phase 1)",
+                   fn);
+  tyto_status st = check_set(p, fn, p->n_sends ? phase : -1);
+  if (st != TYTO_OK)
+    return st;
+  size_t from = phase ? p->phase_split : 0;
+  size_t to = phase || !p->n_sends ? p->n_launch : p->phase_split;
+  st = run_range(p, fn, from, to);
+  p->phase0_done = st == TYTO_OK && phase == 0 && p->n_sends;
+  if (st == TYTO_OK && to == p->n_launch)
+    p->ran = 1;
+  return st;
+}
+
+tyto_status tyto_program_read_send(tyto_program *p, size_t i, void *dst,
+                                   size_t bytes) {
+  static const char fn[] = "tyto_program_read_send";
+  if (!p)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: program is NULL", fn);
+  if (i >= p->n_sends)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: send %zu out of range (the program has %zu)", fn, i,
+                   p->n_sends);
+  if (!p->phase0_done && !p->ran)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: the program has not run phase 0 yet", fn);
+  return to_host(p, fn, &p->slots[p->send_slot[i]], dst, bytes);
 }
 
 int exec_uses(const tyto_program *p, const tyto_tensor *t) {

@@ -30,6 +30,7 @@ typedef struct exec_slot {
    * xfer writes this one each run), or -1. */
   int src;
   int xfer; /* 1 + the copy between devices that writes it, or 0 */
+  int recv; /* an exchange's recv: set by the host between the phases */
 } exec_slot;
 
 /* "input 'x' (#0) is f32[2] (8 bytes)": slot sl for messages, with the
@@ -124,7 +125,15 @@ struct tyto_program {
   size_t n_launch;
   size_t n_outputs;
   tyto_tensor **outputs;
-  int *out_slot;    /* the slot of each output */
+  int *out_slot; /* the slot of each output */
+  /* Exchanges with the host (tyto_program_options.n_exchanges): the slot
+   * of each send, the caller's graph index of each recv, and where phase
+   * 1 starts in p->launch (n_launch when there are none). */
+  size_t n_sends;
+  int *send_slot;
+  int64_t *recv_index;
+  size_t phase_split;
+  int phase0_done;  /* phase 0 ran since the last phase 1 */
   size_t n_updates; /* parameter updates (tyto_program_options) */
   int *upd_param;   /* the slot of each updated parameter */
   int *upd_value;   /* the slot of each update's value */

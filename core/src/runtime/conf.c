@@ -34,13 +34,23 @@ typedef struct parse_state {
   int bad_section;  /* the last section header was malformed */
   int oom;
   int devices_line, plugin_path_line, log_level_line;
+  size_t reported; /* errors recorded from this file */
+  size_t omitted;  /* errors past CONF_MAX_ERRORS, counted only */
 } parse_state;
 
-static void record(strlist *where, const parse_state *ps, const char *fmt, ...)
+/* The errors one file reports in full; past them they are counted: a
+ * binary or generated file must not flood the log line by line. */
+#define CONF_MAX_ERRORS 20
+
+static void record(strlist *where, parse_state *ps, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static void record(strlist *where, const parse_state *ps, const char *fmt,
-                   ...) {
+static void record(strlist *where, parse_state *ps, const char *fmt, ...) {
+  if (ps->reported >= CONF_MAX_ERRORS) {
+    ps->omitted++;
+    return;
+  }
+  ps->reported++;
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -294,6 +304,10 @@ int conf_parse_stream(conf *cfg, FILE *f, const char *name) {
   else if (rc > 0 && cfg->errors.n == errors_before)
     /* Only reached if inih rejects a line our reader accepted. */
     strlist_pushf(&cfg->errors, "%s:%d: syntax error", name, rc);
+  if (ps.omitted)
+    strlist_pushf(
+        &cfg->errors, "%s: %zu more error%s not shown (the first %d are above)",
+        name, ps.omitted, ps.omitted == 1 ? "" : "s", CONF_MAX_ERRORS);
   return cfg->errors.n == errors_before ? 0 : -1;
 }
 

@@ -1,0 +1,162 @@
+/*
+ * Data-parallel training over several devices of one context, of any
+ * plugins (docs/data-parallel.md). One replica of the training step per
+ * device, built by the caller for that device's share of the batch; the
+ * host splits each global batch into contiguous shards, runs every
+ * replica's forward and backward at once, combines the gradients weighted
+ * by shard size in a fixed order (so that the update equals the
+ * one-device update on the whole batch up to rounding, whatever the
+ * split and whatever the timing), and every replica then applies the same
+ * update with its own copy of the optimiser state, in lock-step.
+ * Random ops (dropout) are keyed by an example's index in the global
+ * batch, not by its device: any split draws the same masks.
+ */
+#ifndef TYTO_PARALLEL_H
+#define TYTO_PARALLEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tyto/context.h>
+#include <tyto/graph.h>
+#include <tyto/optim.h>
+#include <tyto/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What one replica trains, built by the caller's tyto_dp_build_fn. */
+typedef struct tyto_dp_model {
+  /* A one-element loss: the MEAN over the batch (so that shards combine
+   * by their sizes). */
+  tyto_tensor *loss;
+  /* The inputs fed each step, each with the batch as axis 0 (images,
+   * labels...). */
+  size_t n_inputs;
+  tyto_tensor *inputs[16];
+  /* The parameters trained: named, of one dtype. At most 4096. */
+  size_t n_params;
+  tyto_tensor **params; /* the builder's memory; read during tyto_dp_new */
+  /* How many examples the loss averages over, a one-element tensor
+   * computed from the inputs (the labelled rows of a batch with padding:
+   * for tyto_loss_softmax_cross_entropy the sum of the labels); NULL: the
+   * batch. Shards are weighted by it, so that the step's loss and
+   * gradient are those of the whole batch's mean. */
+  tyto_tensor *weight;
+  /* The layers' own state updates (tyto_nn_update_params/values: the
+   * dropout step, batch norm's running statistics), applied on each
+   * replica with its own values; 0: none. */
+  size_t n_updates;
+  tyto_tensor *const *update_params;
+  tyto_tensor *const *update_values;
+  /* Called with owner once the replica is compiled (or its build failed),
+   * to free what the builder made for it (a tyto_nn, say); NULL: none. */
+  void *owner;
+  void (*owner_free)(void *owner);
+} tyto_dp_model;
+
+/* Builds the model into g (a fresh graph) for a batch of `batch` examples
+ * and describes it in *out. Must build the same model for every batch
+ * (the same parameters, in the same order; the same random ops in the
+ * same order): it is called once per replica and once for the whole
+ * batch. Returns TYTO_OK or an error status (with tyto_errmsg set). */
+typedef tyto_status (*tyto_dp_build_fn)(void *user, tyto_graph *g,
+                                        int64_t batch, tyto_dp_model *out);
+
+typedef struct tyto_dp_options {
+  /* sizeof(tyto_dp_options); set by tyto_dp_options_init(). */
+  size_t struct_size;
+  /* The devices (indices among the context's selected ones), one replica
+   * each. n_devices 0: every selected device. */
+  size_t n_devices;
+  const size_t *devices;
+  /* The global batch, split into one shard per device. */
+  int64_t batch;
+  /* Each device's share of the batch (n_devices weights, > 0), rounded to
+   * whole multiples of `granularity` examples; NULL: equal shares. */
+  const double *weights;
+  /* Shards are multiples of this many examples (default 1); a shard of 0
+   * is allowed only when its weight is 0. */
+  int64_t granularity;
+  /* The optimiser every replica runs (tyto_optim_options_init). */
+  tyto_optim_options optim;
+  /* Every this many steps, the shares are set again from each device's
+   * measured rate over those steps (examples per second of forward and
+   * backward), keeping every device at least `granularity` examples;
+   * 0: never (the shares stay as given). */
+  int64_t rebalance_every;
+} tyto_dp_options;
+
+typedef struct tyto_dp tyto_dp;
+
+TYTO_API void tyto_dp_options_init(tyto_dp_options *o);
+
+/* Builds and compiles one replica per device. `build` and `user` are
+ * kept: re-splitting (tyto_dp_resplit, rebalancing, tyto_dp_drop) builds
+ * replicas again, so user must outlive dp. Errors: an empty device
+ * list or a device the context lacks, a batch smaller than the number of
+ * devices, a granularity below 1 or above the batch, a weight that is
+ * not positive and finite, a model whose loss is not one element or
+ * whose replicas differ (parameters, inputs, random ops), and whatever
+ * building and compiling a replica raise, named by device. */
+TYTO_API tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
+                                 tyto_dp_build_fn build, void *user,
+                                 tyto_dp **out);
+TYTO_API void tyto_dp_free(tyto_dp *dp); /* NULL ok */
+
+/* One training step on a global batch: inputs[k] holds input k for all
+ * `batch` examples, row-major with the batch first (as the model's input
+ * for the whole batch would). *loss (may be NULL) gets the batch's mean
+ * loss. A replica that fails ends the step with an error naming its
+ * device; the parameters are then as before the step on every replica
+ * whose update did not run, so continue only after restoring them. */
+TYTO_API tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs,
+                                  double *loss);
+
+/* Sets new shares (n weights, as tyto_dp_options.weights; NULL: equal)
+ * and rebuilds the replicas whose shard changed, carrying the parameters,
+ * the layers' state and the optimiser's state over from replica 0. */
+TYTO_API tyto_status tyto_dp_resplit(tyto_dp *dp, const double *weights);
+
+/* After a step failed on replica i's device (tyto_dp_failed_replica):
+ * drops that replica and splits the batch over the others, every one of
+ * them set to the state of a surviving replica. *applied (may be NULL) is
+ * 1 when the failed step's update was applied (the failure came after
+ * it), 0 when the step should be run again. Fails when i is the only
+ * replica. */
+TYTO_API tyto_status tyto_dp_drop(tyto_dp *dp, size_t i, int *applied);
+
+/* The replica whose device failed the last step, or -1. */
+TYTO_API int tyto_dp_failed_replica(const tyto_dp *dp);
+
+/* Steps run so far (the failed one not counted). */
+TYTO_API int64_t tyto_dp_steps(const tyto_dp *dp);
+
+/* The replicas: their count, and replica i's device (an index among the
+ * context's selected devices) and shard (examples per step). */
+TYTO_API size_t tyto_dp_replica_count(const tyto_dp *dp);
+TYTO_API size_t tyto_dp_replica_device(const tyto_dp *dp, size_t i);
+TYTO_API int64_t tyto_dp_replica_shard(const tyto_dp *dp, size_t i);
+
+/* Seconds replica i spent in its last step's forward and backward (phase
+ * 0), and waiting for the slowest replica before the exchange. */
+TYTO_API double tyto_dp_replica_seconds(const tyto_dp *dp, size_t i);
+TYTO_API double tyto_dp_replica_wait(const tyto_dp *dp, size_t i);
+/* Seconds replica i spent in its last step's update (phase 1). */
+TYTO_API double tyto_dp_replica_update_seconds(const tyto_dp *dp, size_t i);
+
+/* A parameter, layer state or optimiser state tensor by name ("fc1.w",
+ * "nn.step", "fc1.w.m", "optim.step"): read from replica 0 (all replicas
+ * hold the same parameters and optimiser state; a batch norm's running
+ * statistics are each replica's own), or written to every replica. */
+TYTO_API tyto_status tyto_dp_read(tyto_dp *dp, const char *name, void *dst,
+                                  size_t bytes);
+TYTO_API tyto_status tyto_dp_write(tyto_dp *dp, const char *name,
+                                   const void *src, size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TYTO_PARALLEL_H */

@@ -1,0 +1,977 @@
+/*
+ * Data-parallel training (<tyto/parallel.h>, docs/data-parallel.md).
+ *
+ * Each replica is the caller's model built for its shard, differentiated,
+ * and compiled with an exchange (tyto_program_options.n_exchanges): its
+ * phase 0 computes the loss and the gradients (the sends), its phase 1
+ * runs the optimiser on the received gradients (the recvs). A step sets
+ * each replica's slice of the global batch, runs every phase 0 at once
+ * (a thread per replica), combines the gradients on the host, in double
+ * precision and in replica order, weighted by shard size (each replica's
+ * loss is its shard's mean, so this is the gradient of the global mean),
+ * writes the result into every replica and runs every phase 1 at once.
+ * Every replica starts from the same parameters and state and applies the
+ * same update: they stay equal without a broadcast.
+ *
+ * Random ops: the model is also built once for the whole batch, without
+ * compiling it, to learn each random op's Philox offset there; a
+ * replica's random op whose first axis is the batch then starts at the
+ * counter of its shard's first example in the global op, the others at
+ * the global op's own offset. Philox makes four numbers per counter, so a
+ * shard must start at an example whose first element is a multiple of
+ * four; tyto_dp_new says so when the split does not allow it.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "config.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <tyto/ad.h>
+#include <tyto/parallel.h>
+#include <tyto/program.h>
+
+#include "collective.h"
+#include "../graph/node.h"
+#include "../runtime/error.h"
+#include "../runtime/runtime.h"
+
+#define MAX_PARAMS 4096
+#define MAX_INPUTS 16
+
+typedef struct replica {
+  size_t dev; /* among the context's selected devices */
+  int64_t shard, start;
+  tyto_graph *g;
+  tyto_tensor *loss;
+  size_t n_inputs;
+  tyto_tensor *inputs[MAX_INPUTS];
+  tyto_tensor **params, **grads, **recvs; /* n_params each */
+  tyto_tensor **sends, **recv_of_send;    /* the exchanges */
+  size_t n_x, n_params;
+  tyto_tensor *weight_in; /* the weight's recv (read by nothing) */
+  size_t n_state;         /* the layers' updated state */
+  tyto_tensor **state;
+  tyto_optim *opt;
+  tyto_program *p;
+  /* A phase run on a thread: its outcome and time. */
+  pthread_t thread;
+  int threaded;
+  int phase;
+  tyto_status st;
+  char *msg;
+  double seconds[2]; /* each phase's, last step */
+  double wait;       /* for the slowest replica's phase 0 */
+  double share;      /* of the last step's mean */
+} replica;
+
+struct tyto_dp {
+  tyto_context *ctx;
+  tyto_dp_options o;
+  tyto_dp_build_fn build;
+  void *user;
+  size_t n;
+  replica *r;
+  double *weights; /* n shares, or NULL: equal */
+  int64_t steps;
+  int failed, failed_phase; /* the last step's failed replica, or -1 */
+  double *window; /* per replica: phase 0 seconds since the last rebalance */
+  int64_t window_steps;
+  size_t n_x;   /* exchanges: the gradients, then the weight if any */
+  int weighted; /* the model gives a weight (the last exchange) */
+  tyto_dtype dtype;
+  size_t *x_numel; /* per exchange: elements */
+  coll *coll;      /* the exchange's transport (collective.h) */
+  void *host;      /* one exchange in the model's dtype */
+};
+
+void tyto_dp_options_init(tyto_dp_options *o) {
+  if (!o)
+    return;
+  memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+  o->granularity = 1;
+  tyto_optim_options_init(&o->optim, TYTO_OPTIM_ADAM);
+}
+
+static tyto_status oom(void) {
+  return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "dp: out of memory");
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void replica_free(replica *r) {
+  tyto_program_free(r->p);
+  tyto_optim_free(r->opt);
+  tyto_graph_free(r->g);
+  free(r->params);
+  free(r->grads);
+  free(r->recvs);
+  free(r->sends);
+  free(r->recv_of_send);
+  free(r->state);
+  free(r->msg);
+}
+
+void tyto_dp_free(tyto_dp *dp) {
+  if (!dp)
+    return;
+  for (size_t i = 0; i < dp->n; i++)
+    replica_free(&dp->r[i]);
+  free(dp->r);
+  free(dp->weights);
+  free(dp->window);
+  free(dp->x_numel);
+  if (dp->coll)
+    dp->coll->ops->free(dp->coll);
+  free(dp->host);
+  free(dp);
+}
+
+/* The shards: weights (or equal) rounded to multiples of the granularity
+ * by largest remainder, in device order on ties, into shard[]. A share
+ * that rounds to nothing is an error, or with `floor` one unit, taken
+ * from the largest shard. */
+static tyto_status split(const tyto_dp *dp, const double *weights, int floor1,
+                         int64_t *shard) {
+  const tyto_dp_options *o = &dp->o;
+  int64_t gran = o->granularity, units = o->batch / gran;
+  if (o->batch % gran)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "dp: the batch (%lld) is not a multiple of the "
+                   "granularity (%lld)",
+                   (long long)o->batch, (long long)gran);
+  if ((int64_t)dp->n > units)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "dp: a batch of %lld cannot give %zu devices shards of "
+                   "at least %lld examples",
+                   (long long)o->batch, dp->n, (long long)gran);
+  double total = 0;
+  for (size_t i = 0; i < dp->n; i++) {
+    double w = weights ? weights[i] : 1.0;
+    if (!(w > 0) || !isfinite(w))
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "dp: weight %zu is %g: expected a positive finite share",
+                     i, w);
+    total += w;
+  }
+  int64_t given = 0;
+  double *rem = malloc(dp->n * sizeof *rem);
+  if (!rem)
+    return oom();
+  for (size_t i = 0; i < dp->n; i++) {
+    double exact = (double)units * (weights ? weights[i] : 1.0) / total;
+    shard[i] = (int64_t)floor(exact);
+    rem[i] = exact - (double)shard[i];
+    given += shard[i];
+  }
+  while (given < units) {
+    size_t best = 0;
+    for (size_t i = 1; i < dp->n; i++)
+      if (rem[i] > rem[best])
+        best = i;
+    shard[best]++;
+    rem[best] = -1;
+    given++;
+  }
+  free(rem);
+  for (size_t i = 0; i < dp->n; i++) {
+    if (shard[i] > 0)
+      continue;
+    if (!floor1)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "dp: device %zu's share rounds to no examples (batch "
+                     "%lld in units of %lld over %zu devices); give it a "
+                     "larger weight or a smaller granularity, or leave it "
+                     "out",
+                     dp->r[i].dev, (long long)o->batch, (long long)gran, dp->n);
+    size_t big = 0;
+    for (size_t j = 1; j < dp->n; j++)
+      if (shard[j] > shard[big])
+        big = j;
+    shard[big]--;
+    shard[i] = 1;
+  }
+  for (size_t i = 0; i < dp->n; i++)
+    shard[i] *= gran;
+  return TYTO_OK;
+}
+
+/* Builds model m for `batch` into g, checked. */
+static tyto_status build_model(tyto_dp_build_fn build, void *user,
+                               tyto_graph *g, int64_t batch, tyto_dp_model *m,
+                               const char *who) {
+  memset(m, 0, sizeof *m);
+  tyto_status st = build(user, g, batch, m);
+  if (st != TYTO_OK)
+    return st;
+  if (tyto_graph_status(g) != TYTO_OK)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "dp: building the model for %s: %s", who,
+                   tyto_graph_error_message(g));
+  if (!m->loss || tyto_tensor_graph(m->loss) != g ||
+      tyto_tensor_numel(m->loss) != 1)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "dp: the model for %s has no one-element loss of its "
+                   "graph",
+                   who);
+  if (m->n_inputs < 1 || m->n_inputs > MAX_INPUTS)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "dp: the model for %s has %zu inputs: expected 1 to %d", who,
+                   m->n_inputs, MAX_INPUTS);
+  for (size_t k = 0; k < m->n_inputs; k++) {
+    const tyto_tensor *x = m->inputs[k];
+    if (!x || tyto_tensor_graph(x) != g ||
+        tyto_tensor_kind(x) != TYTO_KIND_INPUT || tyto_tensor_rank(x) < 1 ||
+        tyto_tensor_dim(x, 0) != batch)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "dp: input %zu of the model for %s is not an input of "
+                     "its graph with the batch (%lld) as its first axis",
+                     k, who, (long long)batch);
+  }
+  if (m->n_params < 1 || m->n_params > MAX_PARAMS || !m->params)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "dp: the model for %s has %zu parameters: expected 1 to "
+                   "%d",
+                   who, m->n_params, MAX_PARAMS);
+  return TYTO_OK;
+}
+
+/* Replica r's model must be the global one's with its shard for the
+ * batch; its random ops then take their global counters. */
+static tyto_status match_global(const tyto_dp_model *gm, const tyto_graph *gg,
+                                replica *r, const tyto_dp_model *rm,
+                                const char *who) {
+  if (rm->n_params != gm->n_params || rm->n_inputs != gm->n_inputs)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "dp: the model for %s has %zu parameters and %zu inputs, "
+                   "for the whole batch %zu and %zu: the builder must build "
+                   "one model whatever the batch",
+                   who, rm->n_params, rm->n_inputs, gm->n_params, gm->n_inputs);
+  for (size_t i = 0; i < rm->n_params; i++) {
+    const tyto_tensor *a = rm->params[i], *b = gm->params[i];
+    const char *na = tyto_tensor_name(a), *nb = tyto_tensor_name(b);
+    if (!na || !nb || strcmp(na, nb) != 0 || a->dtype != b->dtype ||
+        a->rank != b->rank ||
+        memcmp(a->shape, b->shape, (size_t)a->rank * sizeof *a->shape))
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "dp: parameter %zu ('%s') of the model for %s differs "
+                     "from the whole batch's ('%s'): the builder must build "
+                     "one model whatever the batch",
+                     i, na ? na : "(unnamed)", who, nb ? nb : "(unnamed)");
+  }
+  /* The random ops, in creation order. */
+  size_t j = 0;
+  for (size_t i = 0; i < r->g->n_nodes; i++) {
+    tyto_tensor *t = r->g->nodes[i];
+    if (t->op < TYTO_OP_RANDOM_UNIFORM || t->op > TYTO_OP_RANDOM_BERNOULLI)
+      continue;
+    while (j < gg->n_nodes && (gg->nodes[j]->op < TYTO_OP_RANDOM_UNIFORM ||
+                               gg->nodes[j]->op > TYTO_OP_RANDOM_BERNOULLI))
+      j++;
+    if (j == gg->n_nodes || gg->nodes[j]->op != t->op ||
+        gg->nodes[j]->iattrs[0] != t->iattrs[0])
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "dp: the model for %s has other random ops than for "
+                     "the whole batch",
+                     who);
+    const tyto_tensor *G = gg->nodes[j++];
+    int64_t off = G->iattrs[1];
+    if (t->rank >= 1 && G->rank == t->rank && t->shape[0] == r->shard &&
+        G->shape[0] == gm->inputs[0]->shape[0]) {
+      int64_t per = tyto_tensor_numel(G) / G->shape[0];
+      if ((r->start * per) % 4)
+        return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                       "dp: %s's shard starts at example %lld, where a "
+                       "random op of %lld elements per example is not at a "
+                       "whole Philox counter (four numbers); use a "
+                       "granularity of 4",
+                       who, (long long)r->start, (long long)per);
+      off += r->start * per / 4;
+    }
+    t->iattrs[1] = off;
+  }
+  return TYTO_OK;
+}
+
+static tyto_status replica_program(tyto_dp *dp, replica *r,
+                                   const tyto_dp_model *mp, const char *who);
+
+static tyto_status build_replica(tyto_dp *dp, size_t i, tyto_dp_build_fn build,
+                                 void *user, const tyto_dp_model *gm,
+                                 const tyto_graph *gg) {
+  replica *r = &dp->r[i];
+  const tyto_device_info *info =
+      tyto_device_get_info(tyto_context_device(dp->ctx, r->dev));
+  char who[96];
+  snprintf(who, sizeof who, "%s (%lld examples)", info->id,
+           (long long)r->shard);
+  if (!(r->g = tyto_graph_new()))
+    return oom();
+  tyto_dp_model m;
+  tyto_status st = build_model(build, user, r->g, r->shard, &m, who);
+  if (st == TYTO_OK)
+    st = match_global(gm, gg, r, &m, who);
+  if (st == TYTO_OK)
+    st = replica_program(dp, r, &m, who);
+  if (m.owner_free)
+    m.owner_free(m.owner);
+  return st;
+}
+
+/* Differentiates, adds the exchanges and the optimiser, and compiles. */
+static tyto_status replica_program(tyto_dp *dp, replica *r,
+                                   const tyto_dp_model *mp, const char *who) {
+  const tyto_dp_model m = *mp;
+  tyto_status st;
+  size_t np = m.n_params;
+  r->n_params = np;
+  r->loss = m.loss;
+  r->n_inputs = m.n_inputs;
+  memcpy(r->inputs, m.inputs, sizeof m.inputs);
+  r->params = malloc(np * sizeof *r->params);
+  r->grads = calloc(np, sizeof *r->grads);
+  r->recvs = calloc(np, sizeof *r->recvs);
+  r->sends = malloc((np + 1) * sizeof *r->sends);
+  r->recv_of_send = malloc((np + 1) * sizeof *r->recv_of_send);
+  r->state = malloc((m.n_updates ? m.n_updates : 1) * sizeof *r->state);
+  if (!r->params || !r->grads || !r->recvs || !r->sends || !r->recv_of_send ||
+      !r->state)
+    return oom();
+  memcpy(r->params, m.params, np * sizeof *r->params);
+  tyto_grads(r->loss, np, r->params, r->grads);
+  for (size_t k = 0; k < np; k++) {
+    if (!r->grads[k])
+      continue;
+    const tyto_tensor *pm = r->params[k];
+    char name[512];
+    snprintf(name, sizeof name, "%.500s.grad", tyto_tensor_name(pm));
+    r->recvs[k] = tyto_input(r->g, pm->dtype, pm->rank, pm->shape, name);
+    r->sends[r->n_x] = r->grads[k];
+    r->recv_of_send[r->n_x++] = r->recvs[k];
+  }
+  /* The weight goes to the host with the gradients (phase 0), the last
+   * exchange; its recv is read by nothing. */
+  if (m.weight) {
+    if (tyto_tensor_graph(m.weight) != r->g || tyto_tensor_numel(m.weight) != 1)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "dp: the weight of the model for %s is not a "
+                     "one-element tensor of its graph",
+                     who);
+    r->weight_in =
+        tyto_input(r->g, tyto_tensor_dtype(m.weight), 0, NULL, "dp.weight");
+    r->sends[r->n_x] = m.weight;
+    r->recv_of_send[r->n_x++] = r->weight_in;
+  }
+  if (tyto_graph_status(r->g) != TYTO_OK)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "dp: %s: %s", who,
+                   tyto_graph_error_message(r->g));
+  if ((st = tyto_optim_build(&dp->o.optim, np, r->params, r->recvs, &r->opt)) !=
+      TYTO_OK)
+    return st;
+  /* The replica's own device; ops it refuses fall back to the first
+   * device of the run (placement inside a replica). */
+  size_t devs[2] = {r->dev, dp->r[0].dev};
+  tyto_program_options po;
+  tyto_program_options_init(&po);
+  po.n_devices = r->dev == dp->r[0].dev ? 1 : 2;
+  po.devices = devs;
+  po.placement = TYTO_PLACE_PINNED;
+  /* The layers' updates, then the optimiser's. */
+  size_t nu = m.n_updates + tyto_optim_update_count(r->opt);
+  tyto_tensor **up = malloc((nu ? nu : 1) * sizeof *up),
+              **uv = malloc((nu ? nu : 1) * sizeof *uv);
+  if (!up || !uv) {
+    free(up);
+    free(uv);
+    return oom();
+  }
+  for (size_t k = 0; k < m.n_updates; k++) {
+    up[k] = m.update_params[k];
+    uv[k] = m.update_values[k];
+    r->state[r->n_state++] = m.update_params[k];
+  }
+  memcpy(up + m.n_updates, tyto_optim_update_params(r->opt),
+         tyto_optim_update_count(r->opt) * sizeof *up);
+  memcpy(uv + m.n_updates, tyto_optim_update_values(r->opt),
+         tyto_optim_update_count(r->opt) * sizeof *uv);
+  po.n_updates = nu;
+  po.update_params = up;
+  po.update_values = uv;
+  po.n_exchanges = r->n_x;
+  po.exchange_sends = r->sends;
+  po.exchange_recvs = r->recv_of_send;
+  st = tyto_program_compile(dp->ctx, r->g, 1, &r->loss, &po, &r->p);
+  free(up);
+  free(uv);
+  if (st != TYTO_OK) {
+    char *msg = rt_strdup(tyto_errmsg());
+    st = rt_fail(st, "dp: compiling the replica on %s: %s", who,
+                 msg ? msg : "out of memory");
+    free(msg);
+  }
+  return st;
+}
+
+/* Builds the model for the whole batch and every replica for the
+ * shards given (replacing what was built), and the exchange's buffers. */
+static tyto_status build_all(tyto_dp *dp, const int64_t *shard) {
+  int64_t start = 0;
+  for (size_t i = 0; i < dp->n; i++) {
+    size_t dev = dp->r[i].dev;
+    replica_free(&dp->r[i]);
+    memset(&dp->r[i], 0, sizeof dp->r[i]);
+    dp->r[i].dev = dev;
+    dp->r[i].shard = shard[i];
+    dp->r[i].start = start;
+    start += shard[i];
+  }
+  free(dp->x_numel);
+  if (dp->coll)
+    dp->coll->ops->free(dp->coll);
+  free(dp->host);
+  dp->x_numel = NULL;
+  dp->coll = NULL;
+  dp->host = NULL;
+  /* The model for the whole batch: its random ops' counters. */
+  tyto_status st = TYTO_OK;
+  tyto_graph *gg = tyto_graph_new();
+  tyto_dp_model gm;
+  memset(&gm, 0, sizeof gm);
+  if (!gg)
+    st = oom();
+  if (st == TYTO_OK)
+    st = build_model(dp->build, dp->user, gg, dp->o.batch, &gm,
+                     "the whole batch");
+  for (size_t i = 0; i < dp->n && st == TYTO_OK; i++)
+    st = build_replica(dp, i, dp->build, dp->user, &gm, gg);
+  if (gm.owner_free)
+    gm.owner_free(gm.owner);
+  tyto_graph_free(gg);
+  if (st != TYTO_OK)
+    return st;
+  replica *r0 = &dp->r[0];
+  dp->n_x = r0->n_x;
+  dp->weighted = r0->weight_in != NULL;
+  dp->dtype = tyto_tensor_dtype(r0->loss);
+  size_t most = 1;
+  if (!(dp->x_numel = malloc((dp->n_x ? dp->n_x : 1) * sizeof *dp->x_numel)))
+    return oom();
+  for (size_t k = 0; k < dp->n_x; k++) {
+    dp->x_numel[k] = (size_t)tyto_tensor_numel(r0->sends[k]);
+    if (dp->x_numel[k] > most)
+      most = dp->x_numel[k];
+    if (tyto_tensor_dtype(r0->sends[k]) != dp->dtype &&
+        !(dp->weighted && k + 1 == dp->n_x))
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "dp: the gradients and the loss must have one dtype");
+  }
+  for (size_t i = 1; i < dp->n; i++)
+    if (dp->r[i].n_x != dp->n_x || (dp->r[i].weight_in != NULL) != dp->weighted)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "dp: the replicas differ in which parameters the loss "
+                     "reaches");
+  if (!(dp->coll = coll_in_process(most)) ||
+      !(dp->host = malloc(most * tyto_dtype_size(dp->dtype))))
+    return oom();
+  return TYTO_OK;
+}
+
+tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
+                        tyto_dp_build_fn build, void *user, tyto_dp **out) {
+  if (!out)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "tyto_dp_new: out is NULL");
+  *out = NULL;
+  if (!ctx || !opts || !build)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "tyto_dp_new: %s is NULL",
+                   !ctx    ? "context"
+                   : !opts ? "options"
+                           : "build");
+  if (opts->struct_size != sizeof *opts)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "tyto_dp_new: options struct_size %zu, expected %zu; "
+                   "fill them with tyto_dp_options_init",
+                   opts->struct_size, sizeof *opts);
+  size_t n_ctx = tyto_context_device_count(ctx);
+  size_t n = opts->n_devices ? opts->n_devices : n_ctx;
+  if (n == 0)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "tyto_dp_new: no devices (the context selected none)");
+  if (opts->n_devices && !opts->devices)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "tyto_dp_new: n_devices is %zu but devices is NULL",
+                   opts->n_devices);
+  if (opts->granularity < 1 || opts->granularity > opts->batch)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "tyto_dp_new: granularity %lld: expected 1 to the batch "
+                   "(%lld)",
+                   (long long)opts->granularity, (long long)opts->batch);
+  if (opts->batch < (int64_t)n * opts->granularity)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "tyto_dp_new: a batch of %lld cannot give %zu devices "
+                   "shards of at least %lld examples",
+                   (long long)opts->batch, n, (long long)opts->granularity);
+  tyto_dp *dp = calloc(1, sizeof *dp);
+  if (!dp || !(dp->r = calloc(n, sizeof *dp->r))) {
+    free(dp);
+    return oom();
+  }
+  dp->ctx = ctx;
+  dp->o = *opts;
+  dp->n = n;
+  tyto_status st = TYTO_OK;
+  for (size_t i = 0; i < n && st == TYTO_OK; i++) {
+    dp->r[i].dev = opts->n_devices ? opts->devices[i] : i;
+    if (dp->r[i].dev >= n_ctx)
+      st = rt_fail(TYTO_ERR_NOT_FOUND,
+                   "tyto_dp_new: no selected device %zu (the context has "
+                   "%zu)",
+                   dp->r[i].dev, n_ctx);
+    for (size_t j = 0; j < i && st == TYTO_OK; j++)
+      if (dp->r[j].dev == dp->r[i].dev)
+        st = rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "tyto_dp_new: device %zu is listed twice", dp->r[i].dev);
+  }
+  dp->build = build;
+  dp->user = user;
+  dp->failed = -1;
+  if (st == TYTO_OK && opts->weights) {
+    if (!(dp->weights = malloc(n * sizeof *dp->weights)))
+      st = oom();
+    else
+      memcpy(dp->weights, opts->weights, n * sizeof *dp->weights);
+  }
+  if (st == TYTO_OK && !(dp->window = calloc(n, sizeof *dp->window)))
+    st = oom();
+  int64_t *shard = st == TYTO_OK ? malloc(n * sizeof *shard) : NULL;
+  if (st == TYTO_OK && !shard)
+    st = oom();
+  if (st == TYTO_OK)
+    st = split(dp, dp->weights, 0, shard);
+  if (st == TYTO_OK)
+    st = build_all(dp, shard);
+  free(shard);
+  if (st != TYTO_OK) {
+    tyto_dp_free(dp);
+    return st;
+  }
+  *out = dp;
+  return TYTO_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* A step                                                                  */
+
+static void *run_phase(void *arg) {
+  replica *r = arg;
+  double t0 = now();
+  r->st = tyto_program_run_phase(r->p, r->phase);
+  r->seconds[r->phase] = now() - t0;
+  free(r->msg);
+  r->msg = r->st == TYTO_OK ? NULL : rt_strdup(tyto_errmsg());
+  return NULL;
+}
+
+/* Runs `phase` on every replica at once; the first failure (in replica
+ * order) is raised here, naming its device. */
+static tyto_status all_run(tyto_dp *dp, int phase) {
+  for (size_t i = 0; i < dp->n; i++) {
+    replica *r = &dp->r[i];
+    r->phase = phase;
+    r->st = TYTO_OK;
+    r->threaded =
+        dp->n > 1 && pthread_create(&r->thread, NULL, run_phase, r) == 0;
+    if (!r->threaded)
+      run_phase(r); /* one replica, or no thread to be had: run it here */
+  }
+  for (size_t i = 0; i < dp->n; i++)
+    if (dp->r[i].threaded)
+      pthread_join(dp->r[i].thread, NULL);
+  double slowest = 0;
+  for (size_t i = 0; i < dp->n; i++)
+    if (dp->r[i].seconds[phase] > slowest)
+      slowest = dp->r[i].seconds[phase];
+  for (size_t i = 0; i < dp->n; i++) {
+    replica *r = &dp->r[i];
+    if (phase == 0)
+      r->wait = slowest - r->seconds[0];
+    if (r->st != TYTO_OK) {
+      const tyto_device_info *info =
+          tyto_device_get_info(tyto_context_device(dp->ctx, r->dev));
+      dp->failed = (int)i;
+      dp->failed_phase = phase;
+      return rt_fail(r->st, "dp: step %lld: the replica on %s (%s): %s",
+                     (long long)dp->steps + 1, info->id,
+                     phase ? "update" : "forward and backward",
+                     r->msg ? r->msg : "failed");
+    }
+  }
+  return TYTO_OK;
+}
+
+static double read_scalar(const void *p, tyto_dtype dt, size_t i) {
+  return dt == TYTO_F64 ? ((const double *)p)[i]
+                        : (double)((const float *)p)[i];
+}
+
+/* ---------------------------------------------------------------------- */
+/* Re-splitting                                                            */
+
+/* Every parameter, layer state and optimiser state tensor of a replica,
+ * by name, with its value. */
+typedef struct snap_item {
+  char *name; /* a copy: the replica may be gone when it is restored */
+  void *data;
+  size_t bytes;
+} snap_item;
+
+typedef struct snapshot {
+  snap_item *items;
+  size_t n;
+} snapshot;
+
+static void snapshot_free(snapshot *sn) {
+  for (size_t i = 0; i < sn->n; i++) {
+    free(sn->items[i].name);
+    free(sn->items[i].data);
+  }
+  free(sn->items);
+  memset(sn, 0, sizeof *sn);
+}
+
+static tyto_status snap_one(snapshot *sn, replica *r, tyto_tensor *t) {
+  snap_item *it = &sn->items[sn->n];
+  const char *name = tyto_tensor_name(t);
+  it->bytes =
+      (size_t)tyto_tensor_numel(t) * tyto_dtype_size(tyto_tensor_dtype(t));
+  if (!name || !tyto_program_uses(r->p, t))
+    return TYTO_OK;
+  sn->n++; /* freed by snapshot_free from here on */
+  if (!(it->name = rt_strdup(name)) ||
+      !(it->data = malloc(it->bytes ? it->bytes : 1)))
+    return oom();
+  return tyto_program_read_parameter(r->p, t, it->data, it->bytes);
+}
+
+/* The state of replica r (copied: r may then be freed). */
+static tyto_status snapshot_take(snapshot *sn, replica *r) {
+  size_t no = tyto_optim_state_count(r->opt);
+  size_t cap = r->n_params + r->n_state + no;
+  memset(sn, 0, sizeof *sn);
+  if (!(sn->items = calloc(cap ? cap : 1, sizeof *sn->items)))
+    return oom();
+  tyto_status st = TYTO_OK;
+  for (size_t k = 0; k < r->n_params && st == TYTO_OK; k++)
+    st = snap_one(sn, r, r->params[k]);
+  for (size_t k = 0; k < r->n_state && st == TYTO_OK; k++)
+    st = snap_one(sn, r, r->state[k]);
+  for (size_t k = 0; k < no && st == TYTO_OK; k++)
+    st = snap_one(sn, r, tyto_optim_state(r->opt, k));
+  return st;
+}
+
+/* Builds the replicas for `shard` and writes sn's state into all. */
+static tyto_status rebuild(tyto_dp *dp, const int64_t *shard,
+                           const snapshot *sn) {
+  tyto_status st = build_all(dp, shard);
+  for (size_t i = 0; i < sn->n && st == TYTO_OK; i++)
+    st = tyto_dp_write(dp, sn->items[i].name, sn->items[i].data,
+                       sn->items[i].bytes);
+  for (size_t i = 0; i < dp->n; i++)
+    dp->window[i] = 0;
+  dp->window_steps = 0;
+  return st;
+}
+
+/* Rebuilds every replica for `shard`, from replica src's state. */
+static tyto_status resplit_from(tyto_dp *dp, size_t src, const int64_t *shard) {
+  snapshot sn;
+  tyto_status st = snapshot_take(&sn, &dp->r[src]);
+  if (st == TYTO_OK)
+    st = rebuild(dp, shard, &sn);
+  snapshot_free(&sn);
+  return st;
+}
+
+tyto_status tyto_dp_resplit(tyto_dp *dp, const double *weights) {
+  if (!dp)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "tyto_dp_resplit: dp is NULL");
+  int64_t *shard = malloc(dp->n * sizeof *shard);
+  if (!shard)
+    return oom();
+  tyto_status st = split(dp, weights, 0, shard);
+  if (st == TYTO_OK && weights && !dp->weights &&
+      !(dp->weights = malloc(dp->n * sizeof *dp->weights)))
+    st = oom();
+  if (st == TYTO_OK) {
+    if (weights)
+      memcpy(dp->weights, weights, dp->n * sizeof *dp->weights);
+    else {
+      free(dp->weights);
+      dp->weights = NULL;
+    }
+    st = resplit_from(dp, 0, shard);
+  }
+  free(shard);
+  return st;
+}
+
+/* Every rebalance_every steps: shares from the measured rates; the
+ * replicas are rebuilt only when the shards change. */
+static tyto_status rebalance(tyto_dp *dp) {
+  for (size_t i = 0; i < dp->n; i++)
+    dp->window[i] += dp->r[i].seconds[0];
+  dp->window_steps++;
+  int64_t k = dp->o.rebalance_every;
+  if (k <= 0 || dp->window_steps < k || dp->n < 2)
+    return TYTO_OK;
+  double *w = malloc(dp->n * sizeof *w);
+  int64_t *shard = malloc(dp->n * sizeof *shard);
+  tyto_status st = !w || !shard ? oom() : TYTO_OK;
+  for (size_t i = 0; i < dp->n && st == TYTO_OK; i++)
+    w[i] = dp->window[i] > 0 ? (double)dp->r[i].shard / dp->window[i] : 1.0;
+  if (st == TYTO_OK)
+    st = split(dp, w, 1, shard);
+  int changed = 0;
+  for (size_t i = 0; i < dp->n && st == TYTO_OK; i++)
+    changed |= shard[i] != dp->r[i].shard;
+  if (st == TYTO_OK && changed) {
+    if (!dp->weights && !(dp->weights = malloc(dp->n * sizeof *w)))
+      st = oom();
+    else
+      memcpy(dp->weights, w, dp->n * sizeof *w);
+    if (st == TYTO_OK)
+      st = resplit_from(dp, 0, shard);
+  }
+  for (size_t i = 0; i < dp->n; i++)
+    dp->window[i] = 0;
+  dp->window_steps = 0;
+  free(w);
+  free(shard);
+  return st;
+}
+
+tyto_status tyto_dp_drop(tyto_dp *dp, size_t i, int *applied) {
+  static const char fn[] = "tyto_dp_drop";
+  if (!dp)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: dp is NULL", fn);
+  if (i >= dp->n)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: replica %zu out of range (there are %zu)", fn, i,
+                   dp->n);
+  if (dp->n == 1)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: replica %zu is the only one: nothing would train", fn,
+                   i);
+  /* The state to go on from: after the update when a replica applied it
+   * (the step failed in its update phase elsewhere), else before it. */
+  size_t src = i == 0 ? 1 : 0;
+  int done = 0;
+  if (dp->failed >= 0 && dp->failed_phase == 1)
+    for (size_t j = 0; j < dp->n && !done; j++)
+      if (j != i && dp->r[j].phase == 1 && dp->r[j].st == TYTO_OK) {
+        src = j;
+        done = 1;
+      }
+  if (applied)
+    *applied = done;
+  snapshot sn;
+  tyto_status st = snapshot_take(&sn, &dp->r[src]);
+  int64_t *shard = NULL;
+  if (st == TYTO_OK) {
+    replica_free(&dp->r[i]);
+    memmove(&dp->r[i], &dp->r[i + 1], (dp->n - i - 1) * sizeof *dp->r);
+    memset(&dp->r[dp->n - 1], 0, sizeof *dp->r);
+    if (dp->weights)
+      memmove(&dp->weights[i], &dp->weights[i + 1],
+              (dp->n - i - 1) * sizeof *dp->weights);
+    dp->n--;
+    dp->failed = -1;
+    if (!(shard = malloc(dp->n * sizeof *shard)))
+      st = oom();
+  }
+  if (st == TYTO_OK)
+    st = split(dp, dp->weights, 1, shard);
+  if (st == TYTO_OK) {
+    if (done)
+      dp->steps++;
+    st = rebuild(dp, shard, &sn);
+  }
+  free(shard);
+  snapshot_free(&sn);
+  return st;
+}
+
+int tyto_dp_failed_replica(const tyto_dp *dp) {
+  return dp ? dp->failed : -1;
+}
+
+int64_t tyto_dp_steps(const tyto_dp *dp) {
+  return dp ? dp->steps : 0;
+}
+
+tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
+  if (!dp || !inputs)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "tyto_dp_step: %s is NULL",
+                   dp ? "inputs" : "dp");
+  tyto_status st = TYTO_OK;
+  dp->failed = -1;
+  /* Each replica's slice of each input. */
+  for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
+    replica *r = &dp->r[i];
+    for (size_t k = 0; k < r->n_inputs && st == TYTO_OK; k++) {
+      const tyto_tensor *x = r->inputs[k];
+      if (!inputs[k])
+        return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                       "tyto_dp_step: input %zu is NULL", k);
+      size_t row = (size_t)(tyto_tensor_numel(x) / r->shard) *
+                   tyto_dtype_size(tyto_tensor_dtype(x));
+      st = tyto_program_set_input(
+          r->p, r->inputs[k], (const char *)inputs[k] + (size_t)r->start * row,
+          (size_t)r->shard * row);
+    }
+  }
+  if (st == TYTO_OK)
+    st = all_run(dp, 0);
+  /* Each replica's share of the mean: its weight (the examples its loss
+   * averages over: the model's weight, else its shard) over the sum. */
+  double total = 0;
+  for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
+    replica *r = &dp->r[i];
+    r->share = (double)r->shard;
+    if (dp->weighted) {
+      double v[1];
+      tyto_tensor *wt = r->sends[r->n_x - 1];
+      st = tyto_program_read_send(r->p, r->n_x - 1, v,
+                                  tyto_dtype_size(tyto_tensor_dtype(wt)));
+      r->share = read_scalar(v, tyto_tensor_dtype(wt), 0);
+    }
+    total += r->share;
+  }
+  if (st == TYTO_OK)
+    st = dp->coll->ops->sum(dp->coll, &total);
+  for (size_t i = 0; i < dp->n; i++)
+    dp->r[i].share /= total; /* 0 / 0: NaN, as the one-device loss */
+  /* The exchange: the weighted all-reduce of each gradient over every
+   * replica, in their order (collective.h); then into every replica. */
+  const coll_ops *co = dp->coll->ops;
+  size_t es = tyto_dtype_size(dp->dtype);
+  size_t n_grads = dp->n_x - (size_t)dp->weighted;
+  for (size_t k = 0; k < n_grads && st == TYTO_OK; k++) {
+    size_t ne = dp->x_numel[k];
+    st = co->begin(dp->coll, ne);
+    for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
+      replica *r = &dp->r[i];
+      if ((st = tyto_program_read_send(r->p, k, dp->host, ne * es)) == TYTO_OK)
+        st = co->add(dp->coll, dp->host, dp->dtype, r->share);
+    }
+    if (st == TYTO_OK)
+      st = co->finish(dp->coll, dp->dtype, dp->host);
+    for (size_t i = 0; i < dp->n && st == TYTO_OK; i++)
+      st = tyto_program_set_input(dp->r[i].p, dp->r[i].recv_of_send[k],
+                                  dp->host, ne * es);
+  }
+  if (st == TYTO_OK)
+    st = all_run(dp, 1);
+  if (st == TYTO_OK && loss) {
+    double sum = 0;
+    for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
+      double v[1];
+      st = tyto_program_read_output(dp->r[i].p, 0, v, es);
+      sum += dp->r[i].share * read_scalar(v, dp->dtype, 0);
+    }
+    *loss = sum;
+  }
+  if (st != TYTO_OK)
+    return st;
+  dp->steps++;
+  return rebalance(dp);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Queries                                                                 */
+
+size_t tyto_dp_replica_count(const tyto_dp *dp) {
+  return dp ? dp->n : 0;
+}
+
+size_t tyto_dp_replica_device(const tyto_dp *dp, size_t i) {
+  return dp && i < dp->n ? dp->r[i].dev : SIZE_MAX;
+}
+
+int64_t tyto_dp_replica_shard(const tyto_dp *dp, size_t i) {
+  return dp && i < dp->n ? dp->r[i].shard : -1;
+}
+
+double tyto_dp_replica_seconds(const tyto_dp *dp, size_t i) {
+  return dp && i < dp->n ? dp->r[i].seconds[0] : -1;
+}
+
+double tyto_dp_replica_update_seconds(const tyto_dp *dp, size_t i) {
+  return dp && i < dp->n ? dp->r[i].seconds[1] : -1;
+}
+
+double tyto_dp_replica_wait(const tyto_dp *dp, size_t i) {
+  return dp && i < dp->n ? dp->r[i].wait : -1;
+}
+
+/* Replica r's parameter or optimiser state named `name`, or NULL. */
+static tyto_tensor *find(const replica *r, const char *name, size_t np) {
+  for (size_t k = 0; k < np; k++) {
+    const char *n = tyto_tensor_name(r->params[k]);
+    if (n && strcmp(n, name) == 0)
+      return r->params[k];
+  }
+  for (size_t k = 0; k < r->n_state; k++) {
+    const char *n = tyto_tensor_name(r->state[k]);
+    if (n && strcmp(n, name) == 0)
+      return r->state[k];
+  }
+  for (size_t k = 0; k < tyto_optim_state_count(r->opt); k++) {
+    tyto_tensor *t = tyto_optim_state(r->opt, k);
+    const char *n = tyto_tensor_name(t);
+    if (n && strcmp(n, name) == 0)
+      return t;
+  }
+  return NULL;
+}
+
+static tyto_status access(tyto_dp *dp, const char *fn, const char *name,
+                          int write, void *buf, size_t bytes) {
+  if (!dp || !name || (!buf && bytes))
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
+                   !dp     ? "dp"
+                   : !name ? "name"
+                           : "the buffer");
+  for (size_t i = 0; i < (write ? dp->n : 1); i++) {
+    replica *r = &dp->r[i];
+    tyto_tensor *t = find(r, name, r->n_params);
+    if (!t)
+      return rt_fail(TYTO_ERR_NOT_FOUND,
+                     "%s: no parameter or optimiser state named '%.200s'", fn,
+                     name);
+    tyto_status st = write ? tyto_program_write_parameter(r->p, t, buf, bytes)
+                           : tyto_program_read_parameter(r->p, t, buf, bytes);
+    if (st != TYTO_OK)
+      return st;
+  }
+  return TYTO_OK;
+}
+
+tyto_status tyto_dp_read(tyto_dp *dp, const char *name, void *dst,
+                         size_t bytes) {
+  return access(dp, "tyto_dp_read", name, 0, dst, bytes);
+}
+
+tyto_status tyto_dp_write(tyto_dp *dp, const char *name, const void *src,
+                          size_t bytes) {
+  return access(dp, "tyto_dp_write", name, 1, (void *)src, bytes);
+}
