@@ -14,8 +14,11 @@
  *                      from a calibration run of N steps each before the
  *                      timed one);
  *   together, equal    all devices, equal shards.
+ *   by rate, one optim.  as by rate, with the optimiser on the first
+ *                      device alone and its parameters broadcast
+ *                      (tyto_dp_options.single_optimiser).
  *
- * With one device selected the two together configurations are skipped,
+ * With one device selected the together configurations are skipped,
  * with a message. Every configuration starts from the same initial
  * parameters (the tyto_nn's, tyto_nn_initial_value) and trains on the same
  * cycle of batches; after the warm-up steps, the configurations take turns
@@ -27,7 +30,8 @@
  * its wait for the slowest (tyto_dp_replica_wait), means over the steps,
  * and the time outside phase 0: the step time minus the slowest replica's
  * phase 0, i.e. the host exchange of the gradients plus the update
- * (phase 1), which the API does not time apart. Where the replicas' phase
+ * (phase 1; tyto_dp_replica_update_seconds has the update alone). Where
+ * the replicas' phase
  * plus wait differ (they must all equal the slowest phase 0), the phase
  * times are not phase 0's and a warning says so. Then the step-1 losses
  * (the same parameters and batch everywhere: they agree to rounding), the
@@ -71,7 +75,7 @@
 #include "train/model_file.h"
 
 enum { CLASSES = 10, SIDE = 28, PIXELS = SIDE * SIDE };
-enum { MAX_DEV = 8, MAX_CONF = MAX_DEV + 2, MAX_MODELS = 4 };
+enum { MAX_DEV = 8, MAX_CONF = MAX_DEV + 3, MAX_MODELS = 4 };
 /* Distinct batches cycled through; steps per turn in the timed run. */
 enum { N_BATCHES = 8, CHUNK = 5 };
 #define GOAL_TOGETHER 0.85
@@ -313,15 +317,16 @@ static int init_make(const mf_model *model, init_values *iv) {
 /* ---------------------------------------------------------------------- */
 /* Configurations                                                          */
 
-typedef enum kind { ALONE, BY_RATE, EQUAL } kind;
-static const char *const kind_key[] = {"alone", "by_rate", "equal"};
+typedef enum kind { ALONE, BY_RATE, EQUAL, BY_RATE_ONE } kind;
+static const char *const kind_key[] = {"alone", "by_rate", "equal",
+                                       "by_rate_one_optimiser"};
 
 typedef struct conf {
   kind what;
   char label[64];
   size_t n;
   size_t dev[MAX_DEV];
-  double weight[MAX_DEV]; /* BY_RATE */
+  double weight[MAX_DEV]; /* BY_RATE, BY_RATE_ONE */
   tyto_dp *dp;
   int64_t shard[MAX_DEV];
   int next_batch;
@@ -343,7 +348,9 @@ static int conf_new(conf *c, tyto_context *ctx, const mf_model *model,
   o.n_devices = c->n;
   o.devices = c->dev;
   o.batch = batch;
-  o.weights = c->what == BY_RATE ? c->weight : NULL;
+  o.weights = c->what == BY_RATE || c->what == BY_RATE_ONE ? c->weight : NULL;
+  /* The optimiser on the first device alone, its parameters broadcast. */
+  o.single_optimiser = c->what == BY_RATE_ONE;
   builder b;
   memset(&b, 0, sizeof b);
   b.model = model;
@@ -530,7 +537,7 @@ static void print_table(tyto_context *ctx, model_result *mr, int64_t batch) {
   }
   printf("host ms: the step time (around tyto_dp_step) minus the slowest "
          "replica's phase time: the host\nexchange plus the update (phase "
-         "1), which the API does not time apart. vs sum: images/s over\n"
+         "1). vs sum: images/s over\n"
          "the sum of the devices' rates alone (%.1f images/s).\n",
          mr->sum_alone);
   if (inconsistent)
@@ -554,7 +561,7 @@ static void json_conf(text *j, tyto_context *ctx, const conf *c, int64_t batch,
       rate(c, batch), c->wall / st, c->host / st);
   if (c->what != ALONE)
     put(j, ",\"vs_sum\":%.4g", sum_alone > 0 ? rate(c, batch) / sum_alone : 0);
-  if (c->what == BY_RATE) {
+  if (c->what == BY_RATE || c->what == BY_RATE_ONE) {
     put(j, ",\"weights\":[");
     for (size_t i = 0; i < c->n; i++)
       put(j, "%s%.6g", i ? "," : "", c->weight[i]);
@@ -621,21 +628,24 @@ static int run_model(tyto_context *ctx, const char *name, const data *d,
   if (rc == 0 && nd > 1)
     rc = run_interleaved(mr->c, nd, d, steps);
   if (rc == 0 && nd > 1) {
-    conf *by = &mr->c[mr->n_conf++], *eq = &mr->c[mr->n_conf++];
+    conf *by = &mr->c[mr->n_conf++], *eq = &mr->c[mr->n_conf++],
+         *one = &mr->c[mr->n_conf++];
     by->what = BY_RATE;
     eq->what = EQUAL;
-    by->n = eq->n = nd;
+    one->what = BY_RATE_ONE;
+    by->n = eq->n = one->n = nd;
     for (size_t i = 0; i < nd; i++) {
-      by->dev[i] = eq->dev[i] = i;
-      by->weight[i] = rate(&mr->c[i], d->batch);
+      by->dev[i] = eq->dev[i] = one->dev[i] = i;
+      by->weight[i] = one->weight[i] = rate(&mr->c[i], d->batch);
       conf_clear_timing(&mr->c[i]);
     }
     snprintf(by->label, sizeof by->label, "together, by rate");
     snprintf(eq->label, sizeof eq->label, "together, equal");
+    snprintf(one->label, sizeof one->label, "by rate, one optim.");
     t0 = now();
     /* A configuration tyto_dp_new refuses (a device whose share rounds to
      * no examples) is reported and left out. */
-    for (conf *c = by; c <= eq && rc == 0; c++)
+    for (conf *c = by; c <= one && rc == 0; c++)
       if (conf_new(c, ctx, model, &iv, d->batch) != 0) {
         tyto_dp_free(c->dp);
         c->dp = NULL;

@@ -75,6 +75,10 @@ static tyto_context *context(const char *devices, int n_part) {
   return ctx;
 }
 
+/* 1: the optimiser on the first device alone, its parameters broadcast
+ * (tyto_dp_options.single_optimiser). */
+static int single_opt;
+
 static void fill(float *v, size_t n, unsigned seed, float scale) {
   for (size_t i = 0; i < n; i++) {
     seed = seed * 1103515245u + 12345u;
@@ -95,6 +99,7 @@ static void train(tyto_context *ctx, size_t n, const size_t *devs,
   o.weights = w;
   o.granularity = gran;
   o.optim.lr = LR;
+  o.single_optimiser = single_opt;
   tyto_dp *dp = NULL;
   ck_assert_msg(tyto_dp_new(ctx, &o, mlp, NULL, &dp) == TYTO_OK, "%s",
                 tyto_errmsg());
@@ -174,6 +179,11 @@ START_TEST(splits_follow_one_device) {
   const double w2[2] = {1, 5};
   train(ctx, 2, two, w2, 4, l2, p2); /* 4 + 20 */
   compare(l1, p1, l2, p2, "cpu + part, 1:5 by 4");
+  /* The optimiser on the CPU alone, the parameters broadcast. */
+  single_opt = 1;
+  train(ctx, 3, three, w, 1, l2, p2);
+  single_opt = 0;
+  compare(l1, p1, l2, p2, "cpu + 2 part, 3:1:2, one optimiser");
   tyto_context_free(ctx);
 }
 END_TEST
@@ -390,6 +400,7 @@ static void train_resplit(tyto_context *ctx, resplit_kind kind, double *loss,
   o.batch = BATCH;
   o.optim.lr = LR;
   o.rebalance_every = kind == REBALANCE ? 5 : 0;
+  o.single_optimiser = single_opt;
   tyto_dp *dp = NULL;
   ck_assert_msg(tyto_dp_new(ctx, &o, mlp, NULL, &dp) == TYTO_OK, "%s",
                 tyto_errmsg());
@@ -420,6 +431,12 @@ static void train_resplit(tyto_context *ctx, resplit_kind kind, double *loss,
                         strstr(tyto_errmsg(), "step"),
                     "%s", tyto_errmsg());
       ck_assert_int_eq(tyto_dp_failed_replica(dp), 1);
+      if (single_opt) {
+        /* The optimiser's only state is replica 0's: it cannot go. */
+        ck_assert_int_eq(tyto_dp_drop(dp, 0, NULL), TYTO_ERR_UNAVAILABLE);
+        ck_assert_msg(strstr(tyto_errmsg(), "only copy of the optimiser"), "%s",
+                      tyto_errmsg());
+      }
       int applied = -1;
       ck_assert_msg(tyto_dp_drop(dp, 1, &applied) == TYTO_OK, "%s",
                     tyto_errmsg());
@@ -473,18 +490,23 @@ START_TEST(resplit_rebalance_and_failure) {
   /* The test device fails at its 57th launch (in a forward pass: the
    * step runs again without it) and at its 62nd (in an update, which the
    * CPU's replica applied: the run goes on from there). */
-  for (int i = 0; i < 2; i++) {
-    setenv("TYTO_PART_FAIL_LAUNCH", i ? "62" : "57", 1);
+  for (int i = 0; i < 3; i++) {
+    /* The third: the optimiser on the CPU alone, the device lost in a
+     * forward pass. */
+    single_opt = i == 2;
+    setenv("TYTO_PART_FAIL_LAUNCH", i == 1 ? "62" : "57", 1);
     ctx = context("cpu:0,part:0", 1);
     unsetenv("TYTO_PART_FAIL_LAUNCH");
     train_resplit(ctx, FAILURE, l2, p2, &first);
-    ck_assert_int_eq(last_applied, i);
+    ck_assert_int_eq(last_applied, i == 1);
     for (int s = 0; s < STEPS; s++)
       if (isnan(l2[s]))
         l2[s] = l1[s]; /* the failed step's loss was not returned */
     compare(l1, p1, l2, p2,
-            i ? "a device lost in an update"
-              : "a device lost in a forward pass");
+            i == 1   ? "a device lost in an update"
+            : i == 2 ? "lost, with one optimiser"
+                     : "a device lost in a forward pass");
+    single_opt = 0;
     tyto_context_free(ctx);
   }
 }

@@ -86,6 +86,13 @@ typedef struct tyto_dp_options {
    * backward), keeping every device at least `granularity` examples;
    * 0: never (the shares stay as given). */
   int64_t rebalance_every;
+  /* 0 (default): every replica keeps the optimiser's state and applies
+   * the update itself, in lock-step (no parameter traffic; the update's
+   * time and the state's memory on every device). 1: the first device
+   * alone keeps the state and runs the optimiser, and the host copies its
+   * new parameters to the other replicas after each step (docs/
+   * data-parallel.md measures both). */
+  int single_optimiser;
 } tyto_dp_options;
 
 typedef struct tyto_dp tyto_dp;

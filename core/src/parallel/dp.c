@@ -374,8 +374,10 @@ static tyto_status replica_program(tyto_dp *dp, replica *r,
   if (tyto_graph_status(r->g) != TYTO_OK)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "dp: %s: %s", who,
                    tyto_graph_error_message(r->g));
-  if ((st = tyto_optim_build(&dp->o.optim, np, r->params, r->recvs, &r->opt)) !=
-      TYTO_OK)
+  /* The optimiser: on every replica, or on the first alone. */
+  int optimise = !dp->o.single_optimiser || r == &dp->r[0];
+  if (optimise && (st = tyto_optim_build(&dp->o.optim, np, r->params, r->recvs,
+                                         &r->opt)) != TYTO_OK)
     return st;
   /* The replica's own device; ops it refuses fall back to the first
    * device of the run (placement inside a replica). */
@@ -399,10 +401,12 @@ static tyto_status replica_program(tyto_dp *dp, replica *r,
     uv[k] = m.update_values[k];
     r->state[r->n_state++] = m.update_params[k];
   }
-  memcpy(up + m.n_updates, tyto_optim_update_params(r->opt),
-         tyto_optim_update_count(r->opt) * sizeof *up);
-  memcpy(uv + m.n_updates, tyto_optim_update_values(r->opt),
-         tyto_optim_update_count(r->opt) * sizeof *uv);
+  if (r->opt) {
+    memcpy(up + m.n_updates, tyto_optim_update_params(r->opt),
+           tyto_optim_update_count(r->opt) * sizeof *up);
+    memcpy(uv + m.n_updates, tyto_optim_update_values(r->opt),
+           tyto_optim_update_count(r->opt) * sizeof *uv);
+  }
   po.n_updates = nu;
   po.update_params = up;
   po.update_values = uv;
@@ -771,13 +775,21 @@ tyto_status tyto_dp_drop(tyto_dp *dp, size_t i, int *applied) {
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "%s: replica %zu is the only one: nothing would train", fn,
                    i);
+  if (dp->o.single_optimiser && i == 0)
+    return rt_fail(TYTO_ERR_UNAVAILABLE,
+                   "%s: replica 0 holds the only copy of the optimiser's "
+                   "state (single_optimiser), which is lost with its "
+                   "device; restart from the last checkpoint",
+                   fn);
   /* The state to go on from: after the update when a replica applied it
-   * (the step failed in its update phase elsewhere), else before it. */
+   * (the step failed in its update phase elsewhere), else before it. With
+   * a single optimiser, replica 0 (the update is applied when it ran). */
   size_t src = i == 0 ? 1 : 0;
   int done = 0;
   if (dp->failed >= 0 && dp->failed_phase == 1)
     for (size_t j = 0; j < dp->n && !done; j++)
-      if (j != i && dp->r[j].phase == 1 && dp->r[j].st == TYTO_OK) {
+      if (j != i && dp->r[j].phase == 1 && dp->r[j].st == TYTO_OK &&
+          (!dp->o.single_optimiser || j == 0)) {
         src = j;
         done = 1;
       }
@@ -816,6 +828,37 @@ int tyto_dp_failed_replica(const tyto_dp *dp) {
 
 int64_t tyto_dp_steps(const tyto_dp *dp) {
   return dp ? dp->steps : 0;
+}
+
+/* single_optimiser: replica 0's new parameters into the others. */
+static tyto_status broadcast(tyto_dp *dp) {
+  replica *r0 = &dp->r[0];
+  tyto_status st = TYTO_OK;
+  void *buf = NULL;
+  size_t cap = 0;
+  for (size_t k = 0; k < r0->n_params && st == TYTO_OK; k++) {
+    tyto_tensor *t = r0->params[k];
+    size_t bytes =
+        (size_t)tyto_tensor_numel(t) * tyto_dtype_size(tyto_tensor_dtype(t));
+    if (!tyto_program_uses(r0->p, t))
+      continue;
+    if (bytes > cap) {
+      void *nb = realloc(buf, bytes);
+      if (!nb) {
+        st = oom();
+        break;
+      }
+      buf = nb;
+      cap = bytes;
+    }
+    st = tyto_program_read_parameter(r0->p, t, buf, bytes);
+    for (size_t i = 1; i < dp->n && st == TYTO_OK; i++)
+      if (tyto_program_uses(dp->r[i].p, dp->r[i].params[k]))
+        st = tyto_program_write_parameter(dp->r[i].p, dp->r[i].params[k], buf,
+                                          bytes);
+  }
+  free(buf);
+  return st;
 }
 
 tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
@@ -876,11 +919,14 @@ tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
     if (st == TYTO_OK)
       st = co->finish(dp->coll, dp->dtype, dp->host);
     for (size_t i = 0; i < dp->n && st == TYTO_OK; i++)
-      st = tyto_program_set_input(dp->r[i].p, dp->r[i].recv_of_send[k],
-                                  dp->host, ne * es);
+      if (dp->r[i].opt)
+        st = tyto_program_set_input(dp->r[i].p, dp->r[i].recv_of_send[k],
+                                    dp->host, ne * es);
   }
   if (st == TYTO_OK)
     st = all_run(dp, 1);
+  if (st == TYTO_OK && dp->o.single_optimiser)
+    st = broadcast(dp);
   if (st == TYTO_OK && loss) {
     double sum = 0;
     for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
@@ -954,6 +1000,8 @@ static tyto_status access(tyto_dp *dp, const char *fn, const char *name,
   for (size_t i = 0; i < (write ? dp->n : 1); i++) {
     replica *r = &dp->r[i];
     tyto_tensor *t = find(r, name, r->n_params);
+    if (!t && i > 0)
+      continue; /* the optimiser's state lives on replica 0 alone */
     if (!t)
       return rt_fail(TYTO_ERR_NOT_FOUND,
                      "%s: no parameter or optimiser state named '%.200s'", fn,
