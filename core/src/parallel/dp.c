@@ -40,54 +40,7 @@
 #include "../runtime/error.h"
 #include "../runtime/runtime.h"
 
-#define MAX_PARAMS 4096
-#define MAX_INPUTS 16
-
-typedef struct replica {
-  size_t dev; /* among the context's selected devices */
-  int64_t shard, start;
-  tyto_graph *g;
-  tyto_tensor *loss;
-  size_t n_inputs;
-  tyto_tensor *inputs[MAX_INPUTS];
-  tyto_tensor **params, **grads, **recvs; /* n_params each */
-  tyto_tensor **sends, **recv_of_send;    /* the exchanges */
-  size_t n_x, n_params;
-  tyto_tensor *weight_in; /* the weight's recv (read by nothing) */
-  size_t n_state;         /* the layers' updated state */
-  tyto_tensor **state;
-  tyto_optim *opt;
-  tyto_program *p;
-  /* A phase run on a thread: its outcome and time. */
-  pthread_t thread;
-  int threaded;
-  int phase;
-  tyto_status st;
-  char *msg;
-  double seconds[2]; /* each phase's, last step */
-  double wait;       /* for the slowest replica's phase 0 */
-  double share;      /* of the last step's mean */
-} replica;
-
-struct tyto_dp {
-  tyto_context *ctx;
-  tyto_dp_options o;
-  tyto_dp_build_fn build;
-  void *user;
-  size_t n;
-  replica *r;
-  double *weights; /* n shares, or NULL: equal */
-  int64_t steps;
-  int failed, failed_phase; /* the last step's failed replica, or -1 */
-  double *window; /* per replica: phase 0 seconds since the last rebalance */
-  int64_t window_steps;
-  size_t n_x;   /* exchanges: the gradients, then the weight if any */
-  int weighted; /* the model gives a weight (the last exchange) */
-  tyto_dtype dtype;
-  size_t *x_numel; /* per exchange: elements */
-  coll *coll;      /* the exchange's transport (collective.h) */
-  void *host;      /* one exchange in the model's dtype */
-};
+#include "dp_internal.h"
 
 void tyto_dp_options_init(tyto_dp_options *o) {
   if (!o)
@@ -98,7 +51,7 @@ void tyto_dp_options_init(tyto_dp_options *o) {
   tyto_optim_options_init(&o->optim, TYTO_OPTIM_ADAM);
 }
 
-static tyto_status oom(void) {
+tyto_status dp_oom(void) {
   return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "dp: out of memory");
 }
 
@@ -108,7 +61,7 @@ static double now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void replica_free(replica *r) {
+void dp_replica_free(replica *r) {
   tyto_program_free(r->p);
   tyto_optim_free(r->opt);
   tyto_graph_free(r->g);
@@ -125,7 +78,7 @@ void tyto_dp_free(tyto_dp *dp) {
   if (!dp)
     return;
   for (size_t i = 0; i < dp->n; i++)
-    replica_free(&dp->r[i]);
+    dp_replica_free(&dp->r[i]);
   free(dp->r);
   free(dp->weights);
   free(dp->window);
@@ -140,8 +93,8 @@ void tyto_dp_free(tyto_dp *dp) {
  * by largest remainder, in device order on ties, into shard[]. A share
  * that rounds to nothing is an error, or with `floor` one unit, taken
  * from the largest shard. */
-static tyto_status split(const tyto_dp *dp, const double *weights, int floor1,
-                         int64_t *shard) {
+tyto_status dp_split(const tyto_dp *dp, const double *weights, int floor1,
+                     int64_t *shard) {
   const tyto_dp_options *o = &dp->o;
   int64_t gran = o->granularity, units = o->batch / gran;
   if (o->batch % gran)
@@ -166,7 +119,7 @@ static tyto_status split(const tyto_dp *dp, const double *weights, int floor1,
   int64_t given = 0;
   double *rem = malloc(dp->n * sizeof *rem);
   if (!rem)
-    return oom();
+    return dp_oom();
   for (size_t i = 0; i < dp->n; i++) {
     double exact = (double)units * (weights ? weights[i] : 1.0) / total;
     shard[i] = (int64_t)floor(exact);
@@ -315,7 +268,7 @@ static tyto_status build_replica(tyto_dp *dp, size_t i, tyto_dp_build_fn build,
   snprintf(who, sizeof who, "%s (%lld examples)", info->id,
            (long long)r->shard);
   if (!(r->g = tyto_graph_new()))
-    return oom();
+    return dp_oom();
   tyto_dp_model m;
   tyto_status st = build_model(build, user, r->g, r->shard, &m, who);
   if (st == TYTO_OK)
@@ -345,7 +298,7 @@ static tyto_status replica_program(tyto_dp *dp, replica *r,
   r->state = malloc((m.n_updates ? m.n_updates : 1) * sizeof *r->state);
   if (!r->params || !r->grads || !r->recvs || !r->sends || !r->recv_of_send ||
       !r->state)
-    return oom();
+    return dp_oom();
   memcpy(r->params, m.params, np * sizeof *r->params);
   tyto_grads(r->loss, np, r->params, r->grads);
   for (size_t k = 0; k < np; k++) {
@@ -394,7 +347,7 @@ static tyto_status replica_program(tyto_dp *dp, replica *r,
   if (!up || !uv) {
     free(up);
     free(uv);
-    return oom();
+    return dp_oom();
   }
   for (size_t k = 0; k < m.n_updates; k++) {
     up[k] = m.update_params[k];
@@ -427,11 +380,11 @@ static tyto_status replica_program(tyto_dp *dp, replica *r,
 
 /* Builds the model for the whole batch and every replica for the
  * shards given (replacing what was built), and the exchange's buffers. */
-static tyto_status build_all(tyto_dp *dp, const int64_t *shard) {
+tyto_status dp_build_all(tyto_dp *dp, const int64_t *shard) {
   int64_t start = 0;
   for (size_t i = 0; i < dp->n; i++) {
     size_t dev = dp->r[i].dev;
-    replica_free(&dp->r[i]);
+    dp_replica_free(&dp->r[i]);
     memset(&dp->r[i], 0, sizeof dp->r[i]);
     dp->r[i].dev = dev;
     dp->r[i].shard = shard[i];
@@ -451,7 +404,7 @@ static tyto_status build_all(tyto_dp *dp, const int64_t *shard) {
   tyto_dp_model gm;
   memset(&gm, 0, sizeof gm);
   if (!gg)
-    st = oom();
+    st = dp_oom();
   if (st == TYTO_OK)
     st = build_model(dp->build, dp->user, gg, dp->o.batch, &gm,
                      "the whole batch");
@@ -468,7 +421,7 @@ static tyto_status build_all(tyto_dp *dp, const int64_t *shard) {
   dp->dtype = tyto_tensor_dtype(r0->loss);
   size_t most = 1;
   if (!(dp->x_numel = malloc((dp->n_x ? dp->n_x : 1) * sizeof *dp->x_numel)))
-    return oom();
+    return dp_oom();
   for (size_t k = 0; k < dp->n_x; k++) {
     dp->x_numel[k] = (size_t)tyto_tensor_numel(r0->sends[k]);
     if (dp->x_numel[k] > most)
@@ -485,7 +438,7 @@ static tyto_status build_all(tyto_dp *dp, const int64_t *shard) {
                      "reaches");
   if (!(dp->coll = coll_in_process(most)) ||
       !(dp->host = malloc(most * tyto_dtype_size(dp->dtype))))
-    return oom();
+    return dp_oom();
   return TYTO_OK;
 }
 
@@ -526,7 +479,7 @@ tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
   tyto_dp *dp = calloc(1, sizeof *dp);
   if (!dp || !(dp->r = calloc(n, sizeof *dp->r))) {
     free(dp);
-    return oom();
+    return dp_oom();
   }
   dp->ctx = ctx;
   dp->o = *opts;
@@ -549,19 +502,19 @@ tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
   dp->failed = -1;
   if (st == TYTO_OK && opts->weights) {
     if (!(dp->weights = malloc(n * sizeof *dp->weights)))
-      st = oom();
+      st = dp_oom();
     else
       memcpy(dp->weights, opts->weights, n * sizeof *dp->weights);
   }
   if (st == TYTO_OK && !(dp->window = calloc(n, sizeof *dp->window)))
-    st = oom();
+    st = dp_oom();
   int64_t *shard = st == TYTO_OK ? malloc(n * sizeof *shard) : NULL;
   if (st == TYTO_OK && !shard)
-    st = oom();
+    st = dp_oom();
   if (st == TYTO_OK)
-    st = split(dp, dp->weights, 0, shard);
+    st = dp_split(dp, dp->weights, 0, shard);
   if (st == TYTO_OK)
-    st = build_all(dp, shard);
+    st = dp_build_all(dp, shard);
   free(shard);
   if (st != TYTO_OK) {
     tyto_dp_free(dp);
@@ -626,210 +579,6 @@ static double read_scalar(const void *p, tyto_dtype dt, size_t i) {
                         : (double)((const float *)p)[i];
 }
 
-/* ---------------------------------------------------------------------- */
-/* Re-splitting                                                            */
-
-/* Every parameter, layer state and optimiser state tensor of a replica,
- * by name, with its value. */
-typedef struct snap_item {
-  char *name; /* a copy: the replica may be gone when it is restored */
-  void *data;
-  size_t bytes;
-} snap_item;
-
-typedef struct snapshot {
-  snap_item *items;
-  size_t n;
-} snapshot;
-
-static void snapshot_free(snapshot *sn) {
-  for (size_t i = 0; i < sn->n; i++) {
-    free(sn->items[i].name);
-    free(sn->items[i].data);
-  }
-  free(sn->items);
-  memset(sn, 0, sizeof *sn);
-}
-
-static tyto_status snap_one(snapshot *sn, replica *r, tyto_tensor *t) {
-  snap_item *it = &sn->items[sn->n];
-  const char *name = tyto_tensor_name(t);
-  it->bytes =
-      (size_t)tyto_tensor_numel(t) * tyto_dtype_size(tyto_tensor_dtype(t));
-  if (!name || !tyto_program_uses(r->p, t))
-    return TYTO_OK;
-  sn->n++; /* freed by snapshot_free from here on */
-  if (!(it->name = rt_strdup(name)) ||
-      !(it->data = malloc(it->bytes ? it->bytes : 1)))
-    return oom();
-  return tyto_program_read_parameter(r->p, t, it->data, it->bytes);
-}
-
-/* The state of replica r (copied: r may then be freed). */
-static tyto_status snapshot_take(snapshot *sn, replica *r) {
-  size_t no = tyto_optim_state_count(r->opt);
-  size_t cap = r->n_params + r->n_state + no;
-  memset(sn, 0, sizeof *sn);
-  if (!(sn->items = calloc(cap ? cap : 1, sizeof *sn->items)))
-    return oom();
-  tyto_status st = TYTO_OK;
-  for (size_t k = 0; k < r->n_params && st == TYTO_OK; k++)
-    st = snap_one(sn, r, r->params[k]);
-  for (size_t k = 0; k < r->n_state && st == TYTO_OK; k++)
-    st = snap_one(sn, r, r->state[k]);
-  for (size_t k = 0; k < no && st == TYTO_OK; k++)
-    st = snap_one(sn, r, tyto_optim_state(r->opt, k));
-  return st;
-}
-
-/* Builds the replicas for `shard` and writes sn's state into all. */
-static tyto_status rebuild(tyto_dp *dp, const int64_t *shard,
-                           const snapshot *sn) {
-  tyto_status st = build_all(dp, shard);
-  for (size_t i = 0; i < sn->n && st == TYTO_OK; i++)
-    st = tyto_dp_write(dp, sn->items[i].name, sn->items[i].data,
-                       sn->items[i].bytes);
-  for (size_t i = 0; i < dp->n; i++)
-    dp->window[i] = 0;
-  dp->window_steps = 0;
-  return st;
-}
-
-/* Rebuilds every replica for `shard`, from replica src's state. */
-static tyto_status resplit_from(tyto_dp *dp, size_t src, const int64_t *shard) {
-  snapshot sn;
-  tyto_status st = snapshot_take(&sn, &dp->r[src]);
-  if (st == TYTO_OK)
-    st = rebuild(dp, shard, &sn);
-  snapshot_free(&sn);
-  return st;
-}
-
-tyto_status tyto_dp_resplit(tyto_dp *dp, const double *weights) {
-  if (!dp)
-    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "tyto_dp_resplit: dp is NULL");
-  int64_t *shard = malloc(dp->n * sizeof *shard);
-  if (!shard)
-    return oom();
-  tyto_status st = split(dp, weights, 0, shard);
-  if (st == TYTO_OK && weights && !dp->weights &&
-      !(dp->weights = malloc(dp->n * sizeof *dp->weights)))
-    st = oom();
-  if (st == TYTO_OK) {
-    if (weights)
-      memcpy(dp->weights, weights, dp->n * sizeof *dp->weights);
-    else {
-      free(dp->weights);
-      dp->weights = NULL;
-    }
-    st = resplit_from(dp, 0, shard);
-  }
-  free(shard);
-  return st;
-}
-
-/* Every rebalance_every steps: shares from the measured rates; the
- * replicas are rebuilt only when the shards change. */
-static tyto_status rebalance(tyto_dp *dp) {
-  for (size_t i = 0; i < dp->n; i++)
-    dp->window[i] += dp->r[i].seconds[0];
-  dp->window_steps++;
-  int64_t k = dp->o.rebalance_every;
-  if (k <= 0 || dp->window_steps < k || dp->n < 2)
-    return TYTO_OK;
-  double *w = malloc(dp->n * sizeof *w);
-  int64_t *shard = malloc(dp->n * sizeof *shard);
-  tyto_status st = !w || !shard ? oom() : TYTO_OK;
-  for (size_t i = 0; i < dp->n && st == TYTO_OK; i++)
-    w[i] = dp->window[i] > 0 ? (double)dp->r[i].shard / dp->window[i] : 1.0;
-  if (st == TYTO_OK)
-    st = split(dp, w, 1, shard);
-  int changed = 0;
-  for (size_t i = 0; i < dp->n && st == TYTO_OK; i++)
-    changed |= shard[i] != dp->r[i].shard;
-  if (st == TYTO_OK && changed) {
-    if (!dp->weights && !(dp->weights = malloc(dp->n * sizeof *w)))
-      st = oom();
-    else
-      memcpy(dp->weights, w, dp->n * sizeof *w);
-    if (st == TYTO_OK)
-      st = resplit_from(dp, 0, shard);
-  }
-  for (size_t i = 0; i < dp->n; i++)
-    dp->window[i] = 0;
-  dp->window_steps = 0;
-  free(w);
-  free(shard);
-  return st;
-}
-
-tyto_status tyto_dp_drop(tyto_dp *dp, size_t i, int *applied) {
-  static const char fn[] = "tyto_dp_drop";
-  if (!dp)
-    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: dp is NULL", fn);
-  if (i >= dp->n)
-    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                   "%s: replica %zu out of range (there are %zu)", fn, i,
-                   dp->n);
-  if (dp->n == 1)
-    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                   "%s: replica %zu is the only one: nothing would train", fn,
-                   i);
-  if (dp->o.single_optimiser && i == 0)
-    return rt_fail(TYTO_ERR_UNAVAILABLE,
-                   "%s: replica 0 holds the only copy of the optimiser's "
-                   "state (single_optimiser), which is lost with its "
-                   "device; restart from the last checkpoint",
-                   fn);
-  /* The state to go on from: after the update when a replica applied it
-   * (the step failed in its update phase elsewhere), else before it. With
-   * a single optimiser, replica 0 (the update is applied when it ran). */
-  size_t src = i == 0 ? 1 : 0;
-  int done = 0;
-  if (dp->failed >= 0 && dp->failed_phase == 1)
-    for (size_t j = 0; j < dp->n && !done; j++)
-      if (j != i && dp->r[j].phase == 1 && dp->r[j].st == TYTO_OK &&
-          (!dp->o.single_optimiser || j == 0)) {
-        src = j;
-        done = 1;
-      }
-  if (applied)
-    *applied = done;
-  snapshot sn;
-  tyto_status st = snapshot_take(&sn, &dp->r[src]);
-  int64_t *shard = NULL;
-  if (st == TYTO_OK) {
-    replica_free(&dp->r[i]);
-    memmove(&dp->r[i], &dp->r[i + 1], (dp->n - i - 1) * sizeof *dp->r);
-    memset(&dp->r[dp->n - 1], 0, sizeof *dp->r);
-    if (dp->weights)
-      memmove(&dp->weights[i], &dp->weights[i + 1],
-              (dp->n - i - 1) * sizeof *dp->weights);
-    dp->n--;
-    dp->failed = -1;
-    if (!(shard = malloc(dp->n * sizeof *shard)))
-      st = oom();
-  }
-  if (st == TYTO_OK)
-    st = split(dp, dp->weights, 1, shard);
-  if (st == TYTO_OK) {
-    if (done)
-      dp->steps++;
-    st = rebuild(dp, shard, &sn);
-  }
-  free(shard);
-  snapshot_free(&sn);
-  return st;
-}
-
-int tyto_dp_failed_replica(const tyto_dp *dp) {
-  return dp ? dp->failed : -1;
-}
-
-int64_t tyto_dp_steps(const tyto_dp *dp) {
-  return dp ? dp->steps : 0;
-}
-
 /* single_optimiser: replica 0's new parameters into the others. */
 static tyto_status broadcast(tyto_dp *dp) {
   replica *r0 = &dp->r[0];
@@ -845,7 +594,7 @@ static tyto_status broadcast(tyto_dp *dp) {
     if (bytes > cap) {
       void *nb = realloc(buf, bytes);
       if (!nb) {
-        st = oom();
+        st = dp_oom();
         break;
       }
       buf = nb;
@@ -939,7 +688,7 @@ tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
   if (st != TYTO_OK)
     return st;
   dp->steps++;
-  return rebalance(dp);
+  return dp_rebalance(dp);
 }
 
 /* ---------------------------------------------------------------------- */
