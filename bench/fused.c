@@ -341,7 +341,7 @@ static tyto_plugin_binding bind(tyto_plugin_buffer *buf) {
 
 static int prepare(bench *b, tyto_plugin_op_desc *d, launch *l, char *why,
                    size_t cap) {
-  tyto_plugin_kernel_info ki = {sizeof ki, 0};
+  tyto_plugin_kernel_info ki = {sizeof ki, 0, 0};
   tyto_plugin_error *e = b->f->prepare(b->h, d, &l->k, &ki);
   if (e) {
     snprintf(why, cap, "%s", rt_error_message(e));

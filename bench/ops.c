@@ -70,7 +70,7 @@ static double time_op(bench *b, uint32_t op, const tyto_plugin_layout *in,
   tyto_plugin_op_desc d = {sizeof d, op,     n_in,     1,      in, out,
                            n_iattrs, iattrs, n_fattrs, fattrs, 0,  NULL};
   tyto_plugin_kernel *k = NULL;
-  tyto_plugin_kernel_info ki = {sizeof ki, 0};
+  tyto_plugin_kernel_info ki = {sizeof ki, 0, 0};
   tyto_plugin_error *e = b->f->prepare(b->h, &d, &k, &ki);
   if (e) {
     snprintf(why, why_cap, "%s", rt_error_message(e));

@@ -25,13 +25,36 @@ batched by slicing a torch.randperm permutation each epoch: no DataLoader,
 no workers, which is PyTorch's fastest path for a data set this small.
 The last partial batch is kept (DataLoader's default drop_last=False).
 
+--device cuda trains on torch.device('cuda') in eager mode, as a fast eager
+loop does: the whole data set is moved to the GPU once, before timing; the
+permutation (drawn on the CPU, so the batches are those of --device cpu
+for the seed) is moved once per epoch; the loss is summed on the GPU and
+read once per epoch, so no step waits for the host.  TF32 is off for
+cuBLAS and cuDNN (f32 against tyto's f32).  The parameters are drawn on
+the CPU, as with --device cpu, and then moved.  Before timing, a copy of
+the model with its own optimiser runs a step at each batch size of the
+epoch (the CUDA context, cuBLAS and cuDNN handles, lazily loaded kernels
+and, with --cudnn-benchmark, cuDNN's algorithm search are set up then, as
+tyto's compile is outside its epoch time); the random generators are
+restored afterwards, and the seconds reported as warmup_seconds.  The
+epoch is timed between torch.cuda.synchronize() calls.  Peak device
+memory is torch.cuda.max_memory_allocated() and max_memory_reserved() over
+the whole process (data set included; data_device_bytes says how much of
+it is the data set).
+
+numpy is used where it is installed and is not needed otherwise (a pip
+PyTorch does not require it).
+
 Usage: torch_fashion.py --model cnn|mlp [--optimizer adam|sgd] [--lr X]
          [--batch N] [--epochs N] [--limit N] [--test-limit N]
          [--threads N] [--seed N] [--data DIR] [--init default|glorot]
          [--save-init FILE [--init-only]] [--eval-every N] [--eval-last K]
+         [--device cpu|cuda] [--cudnn-benchmark] [--fused-optimizer]
 """
 
 import argparse
+import copy
+import ctypes
 import gzip
 import json
 import os
@@ -39,15 +62,34 @@ import resource
 import sys
 import time
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # a pip PyTorch runs without it; see RawImages
+    np = None
 
 DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
 IDX_IMAGES_MAGIC = 0x00000803  # unsigned byte, 3 dimensions
 IDX_LABELS_MAGIC = 0x00000801  # unsigned byte, 1 dimension
 
 
+class RawImages:
+    """An IDX payload without numpy: its shape and its bytes."""
+
+    def __init__(self, shape, data):
+        self.shape, self.data = list(shape), data
+
+    def __getitem__(self, sl):
+        """The first items, as load_split's [:limit] asks."""
+        row = 1
+        for d in self.shape[1:]:
+            row *= d
+        n = len(range(*sl.indices(self.shape[0])))
+        return RawImages([n] + self.shape[1:], self.data[:n * row])
+
+
 def read_idx(path, magic):
-    """Reads a gzip IDX file; returns a uint8 array shaped as its header."""
+    """Reads a gzip IDX file; returns a uint8 array shaped as its header
+    (a RawImages without numpy)."""
     with gzip.open(path, "rb") as f:
         data = f.read()
     ndim = magic & 0xFF
@@ -60,10 +102,14 @@ def read_idx(path, magic):
             f"{path}: IDX magic 0x{found:08x}, expected 0x{magic:08x}")
     dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big")
             for i in range(ndim)]
-    count = int(np.prod(dims))
+    count = 1
+    for d in dims:
+        count *= d
     if len(data) - header != count:
         raise ValueError(f"{path}: {len(data) - header} data bytes, "
                          f"header {dims} says {count}")
+    if np is None:
+        return RawImages(dims, data[header:])
     return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
 
 
@@ -124,16 +170,27 @@ def init_glorot(torch, model, name):
         torch.nn.init.zeros_(m.bias)
 
 
+def f32_bytes(t):
+    """A float32 CPU tensor's values, row-major, little-endian."""
+    if np is not None:
+        return np.ascontiguousarray(t.numpy().astype("<f4")).tobytes()
+    if sys.byteorder != "little":
+        raise ValueError("--save-init without numpy needs a little-endian "
+                         "host")
+    t = t.contiguous()
+    return ctypes.string_at(t.data_ptr(), t.numel() * t.element_size())
+
+
 def save_init(path, model, name):
     """The parameters as safetensors, in tyto's names and layouts."""
     header = {"__metadata__": {"source": "torch_fashion.py"}}
     blobs, offset = [], 0
     for lname, m in tyto_parameters(model, name):
         for what, t in (("weight", m.weight), ("bias", m.bias)):
-            a = t.detach().numpy().astype("<f4")
-            if a.ndim == 2:
-                a = a.T  # PyTorch's [out, in] -> tyto's [in, out]
-            b = np.ascontiguousarray(a).tobytes()
+            a = t.detach().cpu().float()
+            if a.dim() == 2:
+                a = a.t()  # PyTorch's [out, in] -> tyto's [in, out]
+            b = f32_bytes(a)
             header[f"{lname}.{what}"] = {
                 "dtype": "F32", "shape": list(a.shape),
                 "data_offsets": [offset, offset + len(b)]}
@@ -161,9 +218,62 @@ def evaluate(torch, model, x_test, y_test):
 
 
 def to_tensor(torch, images, labels, model):
-    x = torch.from_numpy(images.astype(np.float32) / np.float32(255.0))
+    if np is None:
+        # uint8 -> float32, then a float32 division: numpy's values.
+        x = torch.frombuffer(bytearray(images.data), dtype=torch.uint8) \
+            .reshape(images.shape).to(torch.float32) / 255.0
+        y = torch.frombuffer(bytearray(labels.data), dtype=torch.uint8) \
+            .to(torch.int64)
+    else:
+        x = torch.from_numpy(images.astype(np.float32) / np.float32(255.0))
+        y = torch.from_numpy(labels.astype(np.int64))
     x = x.reshape(-1, 1, 28, 28) if model == "cnn" else x.reshape(-1, 28 * 28)
-    return x.contiguous(), torch.from_numpy(labels.astype(np.int64))
+    return x.contiguous(), y
+
+
+def f32_only(torch):
+    """TF32 off for cuBLAS and cuDNN (the legacy switches, which set the
+    newer fp32_precision ones to match: setting only the newer ones leaves
+    the two disagreeing, which torch >= 2.9 refuses at the next check);
+    returns the flags as torch then reports them."""
+    import warnings
+    with warnings.catch_warnings():
+        # torch >= 2.9 warns once that these switches will be deprecated.
+        warnings.simplefilter("ignore")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        state = {"matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+                 "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
+    for name, obj in (("matmul", torch.backends.cuda.matmul),
+                      ("cudnn_conv", getattr(torch.backends.cudnn, "conv",
+                                             None))):
+        prec = getattr(obj, "fp32_precision", None) if obj else None
+        if prec is not None:
+            state[f"{name}_fp32_precision"] = prec
+    if state["matmul_allow_tf32"] or state["cudnn_allow_tf32"] or \
+            "tf32" in state.values():
+        raise RuntimeError(f"TF32 is still on after switching it off: {state}")
+    return state
+
+
+def warm_up(torch, model, make_opt, loss_fn, x, y, sizes):
+    """One training step per batch size in `sizes` on a copy of model with
+    its own optimiser, the random generators left as they were; returns
+    the seconds it took."""
+    t0 = time.perf_counter()
+    cpu_rng, cuda_rng = torch.get_rng_state(), torch.cuda.get_rng_state_all()
+    m = copy.deepcopy(model)
+    m.train()
+    o = make_opt(m.parameters())
+    for n in sizes:
+        o.zero_grad(set_to_none=True)
+        loss_fn(m(x[:n]), y[:n]).backward()
+        o.step()
+    torch.cuda.synchronize()
+    del m, o
+    torch.set_rng_state(cpu_rng)
+    torch.cuda.set_rng_state_all(cuda_rng)
+    return time.perf_counter() - t0
 
 
 def main(argv):
@@ -193,6 +303,12 @@ def main(argv):
                     help="also evaluate every N steps")
     ap.add_argument("--eval-last", type=int, default=0,
                     help="also evaluate after each of the last K steps")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="train on the CPU or on the first CUDA GPU")
+    ap.add_argument("--cudnn-benchmark", action="store_true",
+                    help="torch.backends.cudnn.benchmark = True (cuda)")
+    ap.add_argument("--fused-optimizer", action="store_true",
+                    help="the optimiser's fused=True implementation (cuda)")
     args = ap.parse_args(argv)
     if args.batch < 1 or args.epochs < 1 or args.lr <= 0 or \
             args.eval_every < 0 or args.eval_last < 0:
@@ -200,6 +316,8 @@ def main(argv):
                  "--eval-every and --eval-last >= 0")
     if args.init_only and not args.save_init:
         ap.error("--init-only needs --save-init FILE")
+    if args.device == "cpu" and (args.cudnn_benchmark or args.fused_optimizer):
+        ap.error("--cudnn-benchmark and --fused-optimizer need --device cuda")
 
     try:
         train_np = load_split(args.data, "train", args.limit)
@@ -210,6 +328,19 @@ def main(argv):
 
     import torch  # after the environment is final: OpenMP reads it at load
 
+    cuda = args.device == "cuda"
+    tf32 = None
+    if cuda:
+        if not torch.cuda.is_available():
+            print(f"torch_fashion: --device cuda: torch.cuda.is_available() "
+                  f"is False (torch {torch.__version__}, CUDA "
+                  f"{torch.version.cuda or 'not built in'})", file=sys.stderr)
+            return 2
+        torch.backends.cudnn.benchmark = args.cudnn_benchmark
+        tf32 = f32_only(torch)
+    device = torch.device(args.device)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -219,6 +350,7 @@ def main(argv):
     del train_np, test_np
     n_train = x_train.shape[0]
 
+    # On the CPU, whatever the device: the same values for a seed.
     model = build_model(torch, args.model)
     if args.init == "glorot":
         init_glorot(torch, model, args.model)
@@ -227,10 +359,29 @@ def main(argv):
         if args.init_only:
             return 0
     loss_fn = torch.nn.CrossEntropyLoss()  # mean over the batch
-    if args.optimizer == "adam":
-        opt = torch.optim.Adam(model.parameters(), lr=args.lr)
-    else:
-        opt = torch.optim.SGD(model.parameters(), lr=args.lr)
+
+    def make_opt(params):
+        kw = {"fused": True} if args.fused_optimizer else {}
+        if args.optimizer == "adam":
+            return torch.optim.Adam(params, lr=args.lr, **kw)
+        return torch.optim.SGD(params, lr=args.lr, **kw)
+
+    data_device_bytes = 0
+    warmup_seconds = 0.0
+    if cuda:
+        # The whole data set on the GPU once, before any timing.
+        x_train, y_train = x_train.to(device), y_train.to(device)
+        x_test, y_test = x_test.to(device), y_test.to(device)
+        data_device_bytes = sum(t.numel() * t.element_size()
+                                for t in (x_train, y_train, x_test, y_test))
+        model.to(device)
+        sizes = sorted({min(args.batch, n_train), n_train % args.batch} - {0})
+        warmup_seconds = warm_up(torch, model, make_opt, loss_fn, x_train,
+                                 y_train, sizes)
+        # The warm-up's copy of the model is gone: peaks from here on.
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    opt = make_opt(model.parameters())
 
     epoch_seconds = []
     eval_curve = []
@@ -240,8 +391,14 @@ def main(argv):
     for epoch in range(args.epochs):
         model.train()
         loss_sum = 0.0
+        # On the GPU the loss is summed there: reading it each step would
+        # make every step wait for the GPU.
+        loss_acc = torch.zeros((), device=device) if cuda else None
+        sync()
         t0 = time.perf_counter()
         perm = torch.randperm(n_train)
+        if cuda:
+            perm = perm.to(device)
         for i in range(0, n_train, args.batch):
             idx = perm[i:i + args.batch]
             xb, yb = x_train[idx], y_train[idx]
@@ -249,16 +406,23 @@ def main(argv):
             loss = loss_fn(model(xb), yb)
             loss.backward()
             opt.step()
-            loss_sum += loss.item() * idx.shape[0]
+            if cuda:
+                loss_acc += loss.detach() * idx.shape[0]
+            else:
+                loss_sum += loss.item() * idx.shape[0]
             steps += 1
             if args.eval_every and steps % args.eval_every == 0 or \
                     steps > total_steps - args.eval_last:
+                sync()
                 te = time.perf_counter()
                 eval_curve.append([steps, evaluate(torch, model, x_test,
                                                    y_test)])
                 model.train()
                 t0 += time.perf_counter() - te  # not training time
+        sync()
         epoch_seconds.append(time.perf_counter() - t0)
+        if cuda:
+            loss_sum = float(loss_acc)
         train_loss = loss_sum / n_train
         print(f"torch_fashion: {args.model} epoch {epoch + 1}/{args.epochs}: "
               f"loss {train_loss:.4f}, {epoch_seconds[-1]:.2f} s",
@@ -269,7 +433,7 @@ def main(argv):
     train_seconds = sum(epoch_seconds)
     # ru_maxrss is in KiB on Linux.
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({
+    result = {
         "framework": "pytorch",
         "model": args.model,
         "optimizer": args.optimizer,
@@ -291,7 +455,22 @@ def main(argv):
         "peak_rss_bytes": peak_rss,
         "torch_version": torch.__version__,
         "eval_curve": eval_curve,
-    }), flush=True)
+    }
+    if cuda:
+        result.update({
+            "device": "cuda",
+            "gpu": torch.cuda.get_device_name(device),
+            "cuda_version": torch.version.cuda,
+            "cudnn_version": torch.backends.cudnn.version(),
+            "cudnn_benchmark": args.cudnn_benchmark,
+            "fused_optimizer": args.fused_optimizer,
+            "tf32": tf32,
+            "warmup_seconds": warmup_seconds,
+            "data_device_bytes": data_device_bytes,
+            "peak_device_allocated_bytes": torch.cuda.max_memory_allocated(),
+            "peak_device_reserved_bytes": torch.cuda.max_memory_reserved(),
+        })
+    print(json.dumps(result), flush=True)
     return 0
 
 

@@ -1,11 +1,17 @@
 #!/usr/bin/python3
 """bench/train_vs_torch: tyto-train against PyTorch on Fashion-MNIST.
 
-Runs tyto-train and the same models in PyTorch (Debian's python3-torch,
-through bench/torch_fashion.py) in one run, each training run in its own
+Runs tyto-train and the same models in PyTorch (through
+bench/torch_fashion.py) in one run, each training run in its own
 subprocess, and prints a table, the ratios against the targets, and one
 machine-readable line "BENCH {json}".  A benchmark, not a test: missing a
-target never changes the exit status.
+target never changes the exit status.  PyTorch runs under --python, by
+default this interpreter when it can import torch (a pip install, a
+virtual environment), else Debian's /usr/bin/python3 (python3-torch).
+
+--device cpu (the default) compares on the CPU, with the targets below.  --device cuda
+compares on the first NVIDIA GPU: tyto-train --devices cuda:0 against
+PyTorch on torch.device('cuda'); see "On the GPU" below.
 
   cnn: conv2d 5x5/32 same, ReLU, max_pool 2x2, dropout 0.1, fc 1024 ReLU,
        linear 10, softmax cross-entropy; Adam lr 1e-3, batch 64, one epoch.
@@ -42,18 +48,53 @@ a noisy sample: --eval-last K also evaluates after each of the last K
 steps (tyto-train: the run again to step total - K, then resumed with
 --eval-every 1) and compares the means over those steps.
 
-Usage: bench/train_vs_torch.py [--quick] [--models cnn,mlp] [--tyto PATH]
-         [--data DIR] [--torch-settings t1,t2,t2-passive] [--repeat N]
-         [--seeds 1,2,...] [--init native|pytorch|glorot] [--eval-every N]
-         [--eval-last K]
+On the GPU (--device cuda), with the same models, data and seeds:
+  PyTorch runs eagerly at its best honest setting (torch_fashion.py
+  --device cuda): the whole data set is moved to the GPU once before
+  timing, the loss is read once per epoch, TF32 is off for cuBLAS and
+  cuDNN (tyto computes f32 by default: f32 against f32), a warm-up step
+  on a copy of the model sets up the CUDA context, handles and lazily
+  loaded kernels before timing (tyto's compile is outside its epoch time
+  too), and the epoch is timed between torch.cuda.synchronize() calls.
+  Its settings, each in its own process, compared at the best:
+    eager       cudnn.benchmark = False (PyTorch's default)
+    benchmark   cudnn.benchmark = True
+    fused       cudnn.benchmark = True and the optimiser's fused=True
+                (not run unless asked for with --torch-settings)
+  The CPU threading settings do not apply.
+  Targets: cnn test accuracy >= PyTorch's - 0.5 points; cnn seconds/epoch
+  <= 0.5x PyTorch's; mlp images/s >= 2x PyTorch's; peak device memory
+  (tyto-train's peak_device_bytes: every buffer tyto allocated on the
+  GPU) <= PyTorch's torch.cuda.max_memory_allocated() for each model
+  (max_memory_reserved() is shown too, and how much of PyTorch's peak is
+  its resident data set).
+  The GPU's own floor, measured in the same run through torch.matmul
+  (cuBLAS f32, TF32 off): each model's training FLOPs at the sgemm rate
+  of its largest layer's three products (cnn fc 64x6272x1024, mlp fc1
+  64x784x128), plus the optimiser's memory traffic at the device's copy
+  bandwidth, and again at the 4096x4096x4096 sgemm rate (the GPU's f32
+  peak); tyto's and PyTorch's distance from it.
+  Exit status 2, with a one-line reason, when torch.cuda.is_available()
+  is False for --python.
 
-Exit status: 0 when every run finished; 2 on bad arguments or when the
-tyto-train binary is missing (PyTorch still runs and is reported); 1 when
-a run failed.
+Usage: bench/train_vs_torch.py [--quick] [--models cnn,mlp] [--tyto PATH]
+         [--data DIR] [--device cpu|cuda] [--python PATH]
+         [--torch-settings t1,t2,t2-passive | eager,benchmark,fused]
+         [--repeat N] [--seeds 1,2,...] [--init native|pytorch|glorot]
+         [--eval-every N] [--eval-last K]
+
+  on a GPU machine, for example:
+    python3 bench/train_vs_torch.py --device cuda \\
+        --tyto /tmp/tyto-gpu/prefix/bin/tyto-train --data /tmp/tyto-gpu/data
+
+Exit status: 0 when every run finished; 2 on bad arguments, when the
+tyto-train binary is missing (PyTorch still runs and is reported) or when
+--device cuda finds no GPU; 1 when a run failed.
 """
 
 import argparse
 import datetime
+import importlib.util
 import json
 import math
 import os
@@ -69,9 +110,20 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-# torch 1.13 is installed for Debian's interpreter only.
-TORCH_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") \
-    else sys.executable
+
+
+def default_torch_python():
+    """This interpreter where it can import torch (pip, a virtual
+    environment), else Debian's, whose python3-torch is installed for
+    /usr/bin/python3 only."""
+    if importlib.util.find_spec("torch") is not None:
+        return sys.executable
+    if os.path.exists("/usr/bin/python3"):
+        return "/usr/bin/python3"
+    return sys.executable
+
+
+TORCH_PYTHON = default_torch_python()  # --python overrides
 DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
 CORES = 2  # the comparison is on 2 cores: sgemm probe and PyTorch's t2
 
@@ -89,10 +141,27 @@ TORCH_SETTINGS = {
                    "label": "set_num_threads(2), OMP_WAIT_POLICY=PASSIVE"},
 }
 
+# --device cuda: eager PyTorch on the GPU (torch_fashion.py --device cuda).
+TORCH_SETTINGS_CUDA = {
+    "eager": {"args": [], "env": {},
+              "label": "eager, cudnn.benchmark off"},
+    "benchmark": {"args": ["--cudnn-benchmark"], "env": {},
+                  "label": "eager, cudnn.benchmark on"},
+    "fused": {"args": ["--cudnn-benchmark", "--fused-optimizer"], "env": {},
+              "label": "eager, cudnn.benchmark on, fused optimiser"},
+}
+# Run unless --torch-settings names others.
+DEFAULT_SETTINGS_CUDA = ["eager", "benchmark"]
+
 TARGET_CNN_ACCURACY_POINTS = -0.5  # tyto - pytorch, percentage points
 TARGET_CNN_TIME_RATIO = 0.4        # tyto / pytorch seconds per epoch
 TARGET_CNN_RSS_RATIO = 1.0         # tyto / pytorch peak RSS
 TARGET_MLP_SPEED_RATIO = 1.3       # tyto / pytorch images per second
+# --device cuda (issue 18).
+TARGET_CUDA_CNN_TIME_RATIO = 0.5     # tyto / pytorch seconds per epoch
+TARGET_CUDA_MLP_SPEED_RATIO = 2.0    # tyto / pytorch images per second
+TARGET_CUDA_MEMORY_RATIO = 1.0       # tyto peak device bytes / pytorch's
+                                     # max_memory_allocated()
 
 FULL_TRAIN_IMAGES = 60000
 FULL_TEST_IMAGES = 10000
@@ -246,6 +315,175 @@ def floor_from(probes, threads, train_images, batch):
 
 
 # ---------------------------------------------------------------------------
+# The GPU's floor (--device cuda).
+
+def mlp_parameters():
+    return 784 * 128 + 128 + 128 * 10 + 10  # 101,770
+
+
+def mlp_flops_per_image():
+    """Training FLOPs per image as cnn_flops_per_image counts them: 3x the
+    forward products 2 * (784 * 128 + 128 * 10) = 203,264, so 609,792."""
+    return 3 * 2 * (784 * 128 + 128 * 10)
+
+
+# Per parameter and step: Adam reads p, g, m, v and writes p, m, v; SGD
+# reads p, g and writes p (float32).
+OPTIMIZER_BYTES_PER_PARAM = {"adam": 7 * 4, "sgd": 3 * 4}
+
+# Each model's largest layer as a product batch x inputs x outputs, and
+# the large square product that shows the GPU's f32 peak.
+GPU_GEMMS = {"cnn": [64, 6272, 1024], "mlp": [64, 784, 128],
+             "peak": [4096, 4096, 4096]}
+
+GPU_PROBE = r"""
+import json, sys, time, warnings
+import torch
+
+shapes = json.loads(sys.argv[1])
+if not torch.cuda.is_available():
+    print(json.dumps({"error": "torch.cuda.is_available() is False"}))
+    sys.exit(0)
+dev = torch.device("cuda")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # torch >= 2.9: deprecation notice
+    # The legacy switches set the newer fp32_precision ones to match.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    tf32 = {"matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
+prec = getattr(torch.backends.cuda.matmul, "fp32_precision", None)
+if prec is not None:
+    tf32["matmul_fp32_precision"] = prec
+
+def best(fn, rounds=10, round_seconds=0.02):
+    # Best of short rounds timed with CUDA events; each round repeats fn
+    # often enough to last about round_seconds.
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    reps = max(1, min(1000, int(round_seconds / max(time.perf_counter() - t0,
+                                                    1e-6))))
+    times = []
+    for _ in range(rounds):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(reps):
+            fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3 / reps)
+    return min(times)
+
+g = torch.Generator(device=dev)
+g.manual_seed(0)
+def randn(*shape):
+    return torch.randn(*shape, device=dev, generator=g)
+
+gemm = {}
+for name, (M, K, N) in shapes.items():
+    flops = 2.0 * M * K * N
+    x, w, dy = randn(M, K), randn(K, N), randn(M, N)
+    y, dx, dw = randn(M, N), randn(M, K), randn(K, N)
+    t = {"x_w": best(lambda: torch.matmul(x, w, out=y)),          # y  = x w
+         "dy_wT": best(lambda: torch.matmul(dy, w.t(), out=dx)),  # dx = dy w^T
+         "xT_dy": best(lambda: torch.matmul(x.t(), dy, out=dw))}  # dw = x^T dy
+    gf = {k: flops / v / 1e9 for k, v in t.items()}
+    gf["all"] = 3 * flops / sum(t.values()) / 1e9
+    gemm[name] = {"shape": [M, K, N], "sgemm_seconds": t, "sgemm_gflops": gf}
+    del x, w, dy, y, dx, dw
+
+n = 64 << 20                  # 256 MiB of float32
+a = torch.ones(n, device=dev)
+b = torch.zeros(n, device=dev)
+t_copy = best(lambda: b.copy_(a), rounds=5)
+p = torch.cuda.get_device_properties(dev)
+print(json.dumps({
+    "gemm": gemm,
+    "copy_bytes": a.numel() * 4,
+    # A copy reads the source and writes the destination.
+    "memory_gb_per_s": 2 * a.numel() * 4 / t_copy / 1e9,
+    "tf32": tf32,
+    "gpu": {"name": p.name, "capability": f"{p.major}.{p.minor}",
+            "memory_bytes": p.total_memory,
+            "multiprocessors": p.multi_processor_count},
+    "torch_version": torch.__version__,
+    "cuda_version": torch.version.cuda,
+    "cudnn_version": torch.backends.cudnn.version(),
+}))
+"""
+
+
+def run_gpu_probe(models):
+    """Runs GPU_PROBE for the models' products and the peak one; returns
+    its dictionary or None."""
+    shapes = {m: GPU_GEMMS[m] for m in models}
+    shapes["peak"] = GPU_GEMMS["peak"]
+    try:
+        out = subprocess.run([TORCH_PYTHON, "-c", GPU_PROBE,
+                              json.dumps(shapes)], check=True,
+                             capture_output=True, text=True)
+        probe = json.loads(out.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.CalledProcessError, ValueError,
+            IndexError) as e:
+        err = getattr(e, "stderr", "") or ""
+        log(f"GPU sgemm/bandwidth probe failed: {e} {err.strip()}")
+        return None
+    if "error" in probe:
+        log(f"GPU sgemm/bandwidth probe: {probe['error']}")
+        return None
+    return probe
+
+
+def gpu_floor_from(probes, models, train_images):
+    """Each model's floor on the GPU from the best rate of each product and
+    the best bandwidth among `probes` (before and after the training
+    runs); None if none ran."""
+    probes = [p for p in probes if p]
+    if not probes:
+        return None
+    first = probes[0]
+    best_gemm = {name: max((p["gemm"][name] for p in probes),
+                           key=lambda g: g["sgemm_gflops"]["all"])
+                 for name in first["gemm"]}
+    gbps = max(p["memory_gb_per_s"] for p in probes)
+    peak = max(best_gemm["peak"]["sgemm_gflops"].values())
+    floor = {"device": "cuda", "gpu": first["gpu"],
+             "torch_version": first["torch_version"],
+             "cuda_version": first["cuda_version"],
+             "cudnn_version": first["cudnn_version"], "tf32": first["tf32"],
+             "gemm": best_gemm, "peak_sgemm_gflops": peak,
+             "copy_bytes": first["copy_bytes"], "memory_gb_per_s": gbps,
+             "probes": probes, "train_images": train_images, "models": {}}
+    counts = {"cnn": (cnn_flops_per_image(), cnn_parameters()),
+              "mlp": (mlp_flops_per_image(), mlp_parameters())}
+    for m in models:
+        flops_per_image, params = counts[m]
+        opt = MODELS[m]["optimizer"]
+        steps = math.ceil(train_images / MODELS[m]["batch"])
+        gflops = best_gemm[m]["sgemm_gflops"]["all"]
+        flops = flops_per_image * train_images
+        opt_bytes = params * OPTIMIZER_BYTES_PER_PARAM[opt]
+        opt_s = steps * opt_bytes / (gbps * 1e9)
+        floor["models"][m] = {
+            "gemm_shape": best_gemm[m]["shape"],
+            "sgemm_gflops": best_gemm[m]["sgemm_gflops"],
+            "parameters": params, "flops_per_image": flops_per_image,
+            "flops_per_epoch": flops, "steps": steps, "optimizer": opt,
+            "optimizer_bytes_per_step": opt_bytes,
+            "compute_seconds": flops / (gflops * 1e9),
+            "optimizer_seconds": opt_s,
+            "floor_seconds_per_epoch": flops / (gflops * 1e9) + opt_s,
+            "peak_compute_seconds": flops / (peak * 1e9),
+            "peak_floor_seconds_per_epoch": flops / (peak * 1e9) + opt_s,
+        }
+    return floor
+
+
+# ---------------------------------------------------------------------------
 # Running one training process.
 
 def run_child(cmd, env, err_lines=None):
@@ -314,12 +552,14 @@ def torch_fashion_cmd(model, args, seed, threads):
 
 
 def run_torch(model, setting, args, seed):
-    s = TORCH_SETTINGS[setting]
+    s = settings_table(args.device)[setting]
     env = dict(os.environ)
     # The setting decides the wait policy, not whatever the caller exported.
     env.pop("OMP_WAIT_POLICY", None)
     env.update(s["env"])
-    cmd = torch_fashion_cmd(model, args, seed, s["threads"])
+    cmd = torch_fashion_cmd(model, args, seed, s.get("threads", 0))
+    if args.device == "cuda":
+        cmd += ["--device", "cuda"] + s["args"]
     if args.eval_every:
         cmd += ["--eval-every", str(args.eval_every)]
     if args.eval_last:
@@ -382,10 +622,19 @@ def tyto_env(args):
     if os.path.realpath(os.path.dirname(args.tyto)) == \
             os.path.realpath(os.path.join(REPO, "build", "tools")):
         # The uninstalled binary finds its plugins only through these.
-        env.setdefault("TYTO_PLUGIN_PATH",
-                       os.path.join(REPO, "build", "plugins", "cpu", ".libs"))
+        plugins = os.path.join(REPO, "build", "plugins")
+        dirs = [os.path.join(plugins, "cpu", ".libs")]
+        if args.device == "cuda":
+            dirs.append(os.path.join(plugins, "cuda", ".libs"))
+        env.setdefault("TYTO_PLUGIN_PATH", ":".join(dirs))
         env.setdefault("TYTO_DEVICES", "cpu")
     return env
+
+
+def settings_table(device):
+    """PyTorch's settings for the device: threading on the CPU, cuDNN's
+    algorithm search (and the fused optimisers) on the GPU."""
+    return TORCH_SETTINGS_CUDA if device == "cuda" else TORCH_SETTINGS
 
 
 def run_tyto(model, args, seed):
@@ -395,6 +644,8 @@ def run_tyto(model, args, seed):
             "--epochs", "1", "--batch", str(cfg["batch"]),
             "--optimizer", cfg["optimizer"], "--lr", repr(cfg["lr"]),
             "--seed", str(seed)]
+    if args.device == "cuda":
+        base += ["--devices", "cuda:0"]
     if args.limit:
         base += ["--limit", str(args.limit)]
     if args.test_limit:
@@ -509,6 +760,21 @@ def finish_run(framework, model, setting, seed, cmd, env, every=0):
         run[key] = result.get(key)
     if framework == "tyto" and rss == 0:
         run["peak_rss_bytes"] = result.get("peak_rss_bytes", 0)
+    # Device memory: tyto-train's count of its buffers on the device;
+    # PyTorch's caching allocator (--device cuda).
+    for key in ("peak_device_bytes", "peak_device_allocated_bytes",
+                "peak_device_reserved_bytes", "data_device_bytes",
+                "warmup_seconds"):
+        if key in result:
+            run[key] = result[key]
+    if framework == "tyto" and setting == "default" and \
+            "--devices" in cmd and result.get("devices"):
+        want = cmd[cmd.index("--devices") + 1]
+        if result["devices"][0] != want:
+            run["error"] = (f"tyto {model}: ran on {result['devices'][0]}, "
+                            f"not {want}")
+            log(run["error"])
+            return run
     if framework == "tyto":
         curve = [[int(m.group(1)), float(m.group(2)) / 100]
                  for m in map(EVAL_LINE.search, err_lines) if m]
@@ -575,6 +841,49 @@ def machine_info():
     }
 
 
+CUDA_INFO = r"""
+import json
+import torch
+info = {"torch_version": torch.__version__, "cuda_version": torch.version.cuda,
+        "available": torch.cuda.is_available()}
+if info["available"]:
+    p = torch.cuda.get_device_properties(0)
+    info.update(name=p.name, capability=f"{p.major}.{p.minor}",
+                memory_bytes=p.total_memory,
+                multiprocessors=p.multi_processor_count,
+                device_count=torch.cuda.device_count(),
+                cudnn_version=torch.backends.cudnn.version())
+print(json.dumps(info))
+"""
+
+
+def cuda_info():
+    """(the first GPU as PyTorch sees it, None) or (None, why not) in one
+    line."""
+    try:
+        out = subprocess.run([TORCH_PYTHON, "-c", CUDA_INFO],
+                             capture_output=True, text=True, check=True,
+                             stdin=subprocess.DEVNULL)
+        info = json.loads(out.stdout.strip().splitlines()[-1])
+    except OSError as e:
+        return None, f"cannot run {TORCH_PYTHON}: {e.strerror}; pass " \
+            "--python PATH"
+    except subprocess.CalledProcessError as e:
+        last = (e.stderr or "").strip().splitlines()
+        return None, f"{TORCH_PYTHON} cannot import torch " \
+            f"({last[-1] if last else f'exit status {e.returncode}'}); " \
+            "pass --python PATH"
+    except (ValueError, IndexError):
+        return None, f"{TORCH_PYTHON} printed no answer about CUDA"
+    if not info.get("available"):
+        return None, (f"torch.cuda.is_available() is False in {TORCH_PYTHON}"
+                      f" (torch {info.get('torch_version')}, CUDA "
+                      f"{info.get('cuda_version') or 'not built in'}); run "
+                      f"it where PyTorch sees an NVIDIA GPU, or pass "
+                      f"--python PATH")
+    return info, None
+
+
 # ---------------------------------------------------------------------------
 # Report.
 
@@ -588,16 +897,76 @@ def fmt(v, spec, unit="", none="n/a"):
     return none if v is None else format(v, spec) + unit
 
 
+def device_bytes(r):
+    """A run's peak device memory: tyto-train's count of its buffers, or
+    PyTorch's max_memory_allocated(); None when not reported."""
+    if r is None:
+        return None
+    v = r.get("peak_device_bytes", r.get("peak_device_allocated_bytes"))
+    return v if v is not None and v >= 0 else None
+
+
 def verdict(value, target, higher_is_better, unit="x"):
     if value is None:
         return "not measured"
-    met = value >= target if higher_is_better else value <= target
+    # A difference of whole test images in points is not exact in binary:
+    # 88.48% - 88.98% gives -0.5000000000000004.
+    slack = 1e-9 * max(1.0, abs(target))
+    met = value >= target - slack if higher_is_better \
+        else value <= target + slack
     if met:
         return "met"
     return f"MISSED by {abs(value - target):.2f}{unit}"
 
 
+def print_gpu_floor(f, best):
+    """Prints the GPU's floor for each model (gpu_floor_from) and each
+    framework's distance from it; adds the distances to f."""
+    gpu = f["gpu"]
+    print()
+    print(f"GPU floor ({gpu['name']}, cuBLAS f32 with TF32 off through "
+          f"torch {f['torch_version']} matmul, {f['train_images']} images;"
+          f" best of {len(f['probes'])} probes, before and after the "
+          f"training runs):")
+    for name, g in f["gemm"].items():
+        m, k, n = g["shape"]
+        r = g["sgemm_gflops"]
+        what = "peak" if name == "peak" else f"{name} largest layer"
+        print(f"  sgemm {m}x{k}x{n} ({what}): x.w {r['x_w'] / 1e3:.1f}, "
+              f"dy.wT {r['dy_wT'] / 1e3:.1f}, xT.dy {r['xT_dy'] / 1e3:.1f},"
+              f" together {r['all'] / 1e3:.1f} TFLOP/s")
+    print(f"  memory bandwidth (device copy of {f['copy_bytes'] >> 20} MiB):"
+          f" {f['memory_gb_per_s']:.0f} GB/s")
+    for model, fm in f["models"].items():
+        rate = fm["sgemm_gflops"]["all"]
+        opt = fm["optimizer"]
+        print(f"  {model}: {fm['flops_per_image'] / 1e6:.2f} MFLOP/image x "
+              f"{f['train_images']} = {fm['flops_per_epoch'] / 1e12:.3f} "
+              f"TFLOP / {rate / 1e3:.1f} TFLOP/s = "
+              f"{fm['compute_seconds']:.3f} s + {opt} {fm['steps']} steps x "
+              f"{fm['parameters'] / 1e6:.2f}M params x "
+              f"{OPTIMIZER_BYTES_PER_PARAM[opt]} B / "
+              f"{f['memory_gb_per_s']:.0f} GB/s = "
+              f"{fm['optimizer_seconds']:.3f} s  =>  "
+              f"{fm['floor_seconds_per_epoch']:.3f} s/epoch")
+        print(f"  {'':<{len(model)}}  at the peak rate "
+              f"{f['peak_sgemm_gflops'] / 1e3:.1f} TFLOP/s: "
+              f"{fm['peak_compute_seconds']:.3f} + "
+              f"{fm['optimizer_seconds']:.3f}  =>  "
+              f"{fm['peak_floor_seconds_per_epoch']:.3f} s/epoch")
+        t = best[model]["tyto"]
+        s = best[model]["pytorch_best_setting"]
+        p = best[model]["pytorch"][s] if s else None
+        fl = fm["floor_seconds_per_epoch"]
+        fm["tyto_over_floor"] = t["seconds_per_epoch"] / fl if t else None
+        fm["pytorch_over_floor"] = p["seconds_per_epoch"] / fl if p else None
+        print(f"  {'':<{len(model)}}  tyto/floor = "
+              f"{fmt(fm['tyto_over_floor'], '.1f', 'x')}, pytorch ({s})/floor"
+              f" = {fmt(fm['pytorch_over_floor'], '.1f', 'x')}")
+
+
 def main(argv):
+    global TORCH_PYTHON
     ap = argparse.ArgumentParser(
         description="tyto-train against PyTorch on Fashion-MNIST "
         "(a benchmark, not a test)")
@@ -611,9 +980,18 @@ def main(argv):
                     "tyto-train if it exists, else build/tools/tyto-train)")
     ap.add_argument("--data", default=DEFAULT_DATA,
                     help="directory of the Fashion-MNIST gzip IDX files")
-    ap.add_argument("--torch-settings", default=",".join(TORCH_SETTINGS),
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="compare on the CPU or on the first NVIDIA GPU "
+                    "(tyto-train --devices cuda:0, PyTorch on "
+                    "torch.device('cuda'))")
+    ap.add_argument("--python", default=None,
+                    help="the interpreter that runs PyTorch (default: "
+                    f"{TORCH_PYTHON})")
+    ap.add_argument("--torch-settings", default=None,
                     help="comma-separated subset of "
-                    + ",".join(TORCH_SETTINGS))
+                    + ",".join(TORCH_SETTINGS) + " (cpu; default all) or "
+                    + ",".join(TORCH_SETTINGS_CUDA) + " (cuda; default "
+                    + ",".join(DEFAULT_SETTINGS_CUDA) + ")")
     ap.add_argument("--repeat", type=int, default=1,
                     help="run each configuration N times; timings are the "
                     "best of N")
@@ -647,14 +1025,20 @@ def main(argv):
         ap.error("--seeds needs a seed, --eval-every and --eval-last "
                  "values >= 0")
 
+    cuda = args.device == "cuda"
+    table = settings_table(args.device)
+    if args.torch_settings is None:
+        args.torch_settings = ",".join(DEFAULT_SETTINGS_CUDA if cuda
+                                       else TORCH_SETTINGS)
     models = [m for m in args.models.split(",") if m]
     settings = [s for s in args.torch_settings.split(",") if s]
     bad = [m for m in models if m not in MODELS] + \
-        [s for s in settings if s not in TORCH_SETTINGS]
+        [s for s in settings if s not in table]
     if bad or not models or not settings or args.repeat < 1:
         ap.error(f"bad --models/--torch-settings/--repeat: {bad or 'empty'}; "
                  f"models are {','.join(MODELS)}, settings "
-                 f"{','.join(TORCH_SETTINGS)}")
+                 f"{','.join(table)}"
+                 + (" on --device cuda" if cuda else ""))
     if args.quick:
         args.limit = args.limit or QUICK_TRAIN_IMAGES
         args.test_limit = args.test_limit or QUICK_TEST_IMAGES
@@ -662,6 +1046,14 @@ def main(argv):
     for name in ("train-images-idx3-ubyte.gz", "t10k-images-idx3-ubyte.gz"):
         if not os.path.exists(os.path.join(args.data, name)):
             ap.error(f"{args.data}/{name} not found; pass --data DIR")
+    if args.python:
+        TORCH_PYTHON = args.python
+    gpu = None
+    if cuda:
+        gpu, why = cuda_info()
+        if gpu is None:
+            log(f"--device cuda: {why}")
+            return 2
 
     if args.tyto is None:
         installed = os.path.join(REPO, "build", "prefix", "bin", "tyto-train")
@@ -680,9 +1072,17 @@ def main(argv):
     machine = machine_info()
     log(f"{machine['cpu']}, {machine['cores_usable']} cores, "
         f"torch {machine['torch_version']}, load {machine['load_average']}")
+    if cuda:
+        machine["gpu"] = gpu
+        log(f"GPU: {gpu['name']} ({gpu['memory_bytes'] / 2**30:.0f} GiB, "
+            f"compute capability {gpu['capability']}), CUDA "
+            f"{gpu['cuda_version']}, cuDNN {gpu['cudnn_version']}")
 
     probes = []
-    if "cnn" in models:
+    if cuda:
+        log("measuring cuBLAS sgemm (TF32 off) and device memory bandwidth")
+        probes.append(run_gpu_probe(models))
+    elif "cnn" in models:
         log(f"measuring sgemm ({CORES} threads) and memory bandwidth")
         probes.append(run_probe(CORES))
 
@@ -737,7 +1137,13 @@ def main(argv):
                            for st in settings}} for m in models}
 
     floor = None
-    if "cnn" in models:
+    if cuda:
+        log("measuring cuBLAS sgemm and device memory bandwidth again")
+        probes.append(run_gpu_probe(models))
+        floor = gpu_floor_from(probes, models, train_images)
+        if floor is None:
+            errors.append("GPU sgemm/bandwidth probe failed")
+    elif "cnn" in models:
         log("measuring sgemm and memory bandwidth again")
         probes.append(run_probe(CORES))
         floor = floor_from(probes, CORES, train_images,
@@ -770,6 +1176,12 @@ def main(argv):
     print(f"machine: {machine['cpu']} ({', '.join(machine['isa'])}), "
           f"{machine['cores_usable']} of {machine['cores_online']} cores, "
           f"{machine['memory_gib']} GiB, load {machine['load_average']}")
+    if cuda:
+        print(f"GPU: {gpu['name']}, {gpu['memory_bytes'] / 2**30:.0f} GiB, "
+              f"compute capability {gpu['capability']}, "
+              f"{gpu['multiprocessors']} SMs; CUDA {gpu['cuda_version']}, "
+              f"cuDNN {gpu['cudnn_version']}; both frameworks on cuda:0, "
+              f"f32 (TF32 off)")
     print(f"date: {machine['date']}   torch {machine['torch_version']}   "
           f"tyto {machine['tyto_revision']} ({args.tyto})")
     if args.repeat > 1:
@@ -781,13 +1193,15 @@ def main(argv):
     print()
     head = (f"{'model':<5} {'framework':<9} {'setting':<46} {'test acc':>8} "
             f"{'s/epoch':>8} {'images/s':>9} {'peak RSS MB':>11}")
+    if cuda:
+        head += f" {'device MB':>9} {'reserved MB':>11}"
     print(head)
     print("-" * len(head))
     for model in models:
         rows = [("tyto", "default", best[model]["tyto"])]
         rows += [("pytorch", s, best[model]["pytorch"][s]) for s in settings]
         for framework, setting, r in rows:
-            label = TORCH_SETTINGS[setting]["label"] \
+            label = table[setting]["label"] \
                 if framework == "pytorch" else setting
             if framework == "pytorch" and \
                     setting == best[model]["pytorch_best_setting"]:
@@ -799,12 +1213,32 @@ def main(argv):
                 continue
             a = acc[model]["tyto"] if framework == "tyto" else \
                 acc[model]["pytorch"][setting]
-            print(f"{model:<5} {framework:<9} {label:<46} "
-                  f"{100 * a['mean']:>7.2f}% "
-                  f"{r['seconds_per_epoch']:>8.2f} "
-                  f"{r['images_per_second']:>9.0f} "
-                  f"{r['peak_rss_bytes'] / 1e6:>11.0f}")
+            line = (f"{model:<5} {framework:<9} {label:<46} "
+                    f"{100 * a['mean']:>7.2f}% "
+                    f"{r['seconds_per_epoch']:>8.2f} "
+                    f"{r['images_per_second']:>9.0f} "
+                    f"{r['peak_rss_bytes'] / 1e6:>11.0f}")
+            if cuda:
+                dev_b = device_bytes(r)
+                res_b = r.get("peak_device_reserved_bytes")
+                res = fmt(res_b and res_b / 1e6, '11.0f', none='-')
+                line += f" {fmt(dev_b and dev_b / 1e6, '9.0f'):>9} {res:>11}"
+            print(line)
     print("* PyTorch's best (fastest) setting in this run, compared below")
+    if cuda:
+        data = ", ".join(f"{m} {r['data_device_bytes'] / 1e6:.0f} MB"
+                         for m in models
+                         for r in [best[m]["pytorch"].get(
+                             best[m]["pytorch_best_setting"])]
+                         if r and r.get("data_device_bytes") is not None)
+        print("device MB: peak device memory, tyto-train's peak_device_bytes "
+              "(every buffer tyto\n  allocated on the GPU) and PyTorch's "
+              "torch.cuda.max_memory_allocated(); reserved MB:\n  "
+              "max_memory_reserved(), what its caching allocator held. "
+              "PyTorch's include its data\n  set, resident on the GPU"
+              + (f" ({data})" if data else "")
+              + ". Neither counts the CUDA context or memory\n  the "
+              "libraries (cuBLAS, cuDNN) take for themselves.")
     print()
     if len(seeds) > 1 or args.eval_every or args.eval_last:
         print("Test accuracy by seed (%), mean and standard deviation"
@@ -843,6 +1277,22 @@ def main(argv):
                         "met": None if value is None else v == "met"})
         print(f"  {text}: {v}")
 
+    def memory_target(model, t, p, s):
+        tb, pb = device_bytes(t), device_bytes(p)
+        ratio = tb / pb if tb is not None and pb else None
+        res = p and p.get("peak_device_reserved_bytes")
+        data = p and p.get("data_device_bytes")
+        target(f"{model}_device_memory_ratio", tb, pb, ratio,
+               TARGET_CUDA_MEMORY_RATIO, False, "x",
+               f"{model} device memory   tyto {fmt(tb and tb / 1e6, '.0f', ' MB')}"
+               f" vs pytorch {fmt(pb and pb / 1e6, '.0f', ' MB')} allocated"
+               f" ({fmt(res and res / 1e6, '.0f', ' MB')} reserved, of it"
+               f" {fmt(data and data / 1e6, '.0f', ' MB')} its data set;"
+               f" {s}): {fmt(ratio, '.3f', 'x')}, target <="
+               f" {TARGET_CUDA_MEMORY_RATIO}x")
+        targets[-1]["pytorch_reserved"] = res
+        targets[-1]["pytorch_data"] = data
+
     print("Targets (tyto against PyTorch's best setting):")
     if "cnn" in models:
         t = best["cnn"]["tyto"]
@@ -866,37 +1316,47 @@ def main(argv):
                f"{over}):"
                f" {fmt(diff, '+.2f', ' points')}, target >= "
                f"{TARGET_CNN_ACCURACY_POINTS:+.1f} points")
+        goal = TARGET_CUDA_CNN_TIME_RATIO if cuda else TARGET_CNN_TIME_RATIO
         ratio = t["seconds_per_epoch"] / p["seconds_per_epoch"] \
             if both else None
-        need = TARGET_CNN_TIME_RATIO * p["seconds_per_epoch"] if p else None
+        need = goal * p["seconds_per_epoch"] if p else None
         target("cnn_time_ratio", t and t["seconds_per_epoch"],
-               p and p["seconds_per_epoch"], ratio, TARGET_CNN_TIME_RATIO,
+               p and p["seconds_per_epoch"], ratio, goal,
                False, "x",
                f"cnn seconds/epoch   tyto {fmt(t and t['seconds_per_epoch'], '.2f', ' s')}"
                f" vs pytorch {fmt(p and p['seconds_per_epoch'], '.2f', ' s')} ({s}):"
-               f" {fmt(ratio, '.3f', 'x')}, target <= {TARGET_CNN_TIME_RATIO}x"
+               f" {fmt(ratio, '.3f', 'x')}, target <= {goal}x"
                f" (<= {fmt(need, '.2f', ' s')})")
-        ratio = t["peak_rss_bytes"] / p["peak_rss_bytes"] if both else None
-        target("cnn_rss_ratio", t and t["peak_rss_bytes"],
-               p and p["peak_rss_bytes"], ratio, TARGET_CNN_RSS_RATIO,
-               False, "x",
-               f"cnn peak RSS        tyto {fmt(t and t['peak_rss_bytes'] / 1e6, '.0f', ' MB')}"
-               f" vs pytorch {fmt(p and p['peak_rss_bytes'] / 1e6, '.0f', ' MB')} ({s}):"
-               f" {fmt(ratio, '.3f', 'x')}, target <= {TARGET_CNN_RSS_RATIO}x")
+        if cuda:
+            memory_target("cnn", t, p, s)
+        else:
+            ratio = t["peak_rss_bytes"] / p["peak_rss_bytes"] if both \
+                else None
+            target("cnn_rss_ratio", t and t["peak_rss_bytes"],
+                   p and p["peak_rss_bytes"], ratio, TARGET_CNN_RSS_RATIO,
+                   False, "x",
+                   f"cnn peak RSS        tyto {fmt(t and t['peak_rss_bytes'] / 1e6, '.0f', ' MB')}"
+                   f" vs pytorch {fmt(p and p['peak_rss_bytes'] / 1e6, '.0f', ' MB')} ({s}):"
+                   f" {fmt(ratio, '.3f', 'x')}, target <= {TARGET_CNN_RSS_RATIO}x")
     if "mlp" in models:
         t = best["mlp"]["tyto"]
         s = best["mlp"]["pytorch_best_setting"]
         p = best["mlp"]["pytorch"][s] if s else None
+        goal = TARGET_CUDA_MLP_SPEED_RATIO if cuda else TARGET_MLP_SPEED_RATIO
         ratio = t["images_per_second"] / p["images_per_second"] \
             if t and p else None
         target("mlp_speed_ratio", t and t["images_per_second"],
-               p and p["images_per_second"], ratio, TARGET_MLP_SPEED_RATIO,
+               p and p["images_per_second"], ratio, goal,
                True, "x",
                f"mlp images/s        tyto {fmt(t and t['images_per_second'], '.0f')}"
                f" vs pytorch {fmt(p and p['images_per_second'], '.0f')} ({s}):"
-               f" {fmt(ratio, '.3f', 'x')}, target >= {TARGET_MLP_SPEED_RATIO}x")
+               f" {fmt(ratio, '.3f', 'x')}, target >= {goal}x")
+        if cuda:
+            memory_target("mlp", t, p, s)
 
-    if floor:
+    if floor and cuda:
+        print_gpu_floor(floor, best)
+    elif floor:
         f = floor
         t = best["cnn"]["tyto"]
         s = best["cnn"]["pytorch_best_setting"]
@@ -938,10 +1398,15 @@ def main(argv):
     def summary(r):
         if r is None:
             return None
-        return {k: r.get(k) for k in (
-            "setting", "test_accuracy", "train_loss", "seconds_per_epoch",
-            "images_per_second", "peak_rss_bytes", "train_images",
-            "test_images")}
+        keys = ("setting", "test_accuracy", "train_loss", "seconds_per_epoch",
+                "images_per_second", "peak_rss_bytes", "train_images",
+                "test_images")
+        if cuda:
+            keys += ("peak_device_bytes", "peak_device_allocated_bytes",
+                     "peak_device_reserved_bytes", "data_device_bytes",
+                     "warmup_seconds")
+        return {k: r.get(k) for k in keys if k in r or
+                not k.startswith(("peak_device", "data_device", "warmup"))}
 
     bench = {
         "bench": "train_vs_torch",
@@ -954,6 +1419,7 @@ def main(argv):
                    "eval_every": args.eval_every,
                    "eval_last": args.eval_last,
                    "data": args.data, "tyto": args.tyto,
+                   "device": args.device,
                    "model_settings": {m: MODELS[m] for m in models}},
         "accuracy": acc,
         "results": {m: {"tyto": summary(best[m]["tyto"]),
@@ -972,7 +1438,7 @@ def main(argv):
     if tyto_missing:
         return 2
     return 1 if any("error" in r for r in runs) or floor is None and \
-        "cnn" in models else 0
+        ("cnn" in models or cuda) else 0
 
 
 if __name__ == "__main__":

@@ -304,7 +304,7 @@ static int test_device(const options *o, cf_device *dut, cf_device *ref,
       for (size_t k = i; k < j && refused == j - i && dut->fns->prepare; k++) {
         tyto_plugin_op_desc d;
         tyto_plugin_kernel *kern = NULL;
-        tyto_plugin_kernel_info ki = {sizeof ki, 0};
+        tyto_plugin_kernel_info ki = {sizeof ki, 0, 0};
         cf_case_desc(&cs[k], &d);
         tyto_plugin_error *e = dut->fns->prepare(dut->dev, &d, &kern, &ki);
         if (e == NULL || e->code != TYTO_PLUGIN_ERR_UNSUPPORTED)

@@ -932,6 +932,15 @@ static long peak_rss_bytes(void) {
   return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss * 1024L : -1;
 }
 
+/* The training device's peak of device memory held by tyto (its buffers
+ * and both programs'), or -1 when it cannot be read. */
+static long long peak_device_bytes(const run *r) {
+  tyto_device_memory m = {.struct_size = sizeof m};
+  if (tyto_device_memory_get(tyto_context_device(r->ctx, 0), &m) != TYTO_OK)
+    return -1;
+  return (long long)m.peak_bytes;
+}
+
 static double images_per_second(const run *r, int64_t steps_here) {
   return r->train_seconds > 0
              ? (double)steps_here * (double)r->o.batch / r->train_seconds
@@ -982,6 +991,8 @@ static void report_json(const run *r, int64_t steps_here) {
   json_object_set_new(o, "step_seconds", json_real(r->run_seconds));
   json_object_set_new(o, "compile_seconds", json_real(r->compile_seconds));
   json_object_set_new(o, "peak_rss_bytes", json_integer(peak_rss_bytes()));
+  json_object_set_new(o, "peak_device_bytes",
+                      json_integer((json_int_t)peak_device_bytes(r)));
   json_object_set_new(o, "devices", devs);
   char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
                               JSON_REAL_PRECISION(6));
@@ -998,9 +1009,10 @@ static void report_text(const run *r, int64_t steps_here) {
   if (r->have_test)
     printf("test accuracy %.2f%% (loss %.4f) on %lld images\n",
            100 * r->test_accuracy, r->test_loss, (long long)r->n_test);
-  printf("%.0f images/s, %.1f s per epoch, compile %.2f s, peak RSS %.0f MB\n",
+  printf("%.0f images/s, %.1f s per epoch, compile %.2f s, peak RSS %.0f MB, "
+         "peak device memory %.0f MB\n",
          images_per_second(r, steps_here), mean_epoch(r), r->compile_seconds,
-         (double)peak_rss_bytes() / 1e6);
+         (double)peak_rss_bytes() / 1e6, (double)peak_device_bytes(r) / 1e6);
 }
 
 static int write_plot(const run *r) {

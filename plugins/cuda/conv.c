@@ -16,9 +16,19 @@
  * workspace is reported to the host, which allocates it. f32 convolutions keep
  * f32 accuracy (CUDNN_FMA_MATH: no TF32 tensor cores) unless the plugin option
  * allow_tf32 says yes.
+ *
+ * The weight gradient of an ungrouped convolution with a small filter
+ * volume (C KH KW <= WGRAD_MAX_K, the first layers of a network) skips
+ * cuDNN: the only deterministic cuDNN algorithm left for it (BWD_FILTER
+ * ALGO_1) spent 0.3 ms on the 5x5 filter of one input channel of the
+ * seed CNN (64 images of 28x28) on an H100. Instead each image's patches
+ * are laid out as columns (im2col) and one strided-batched GEMM gives
+ * each image's share, which a last kernel sums over the images in order:
+ * deterministic, and a few GEMM-sized steps.
  */
 #include "ops.h"
 
+#include <cublas_v2.h>
 #include <cudnn.h>
 #include <limits.h>
 #include <stdio.h>
@@ -29,6 +39,10 @@
 
 /* cuDNN's own workspace at most. */
 #define CONV_ALGO_WS ((size_t)1 << 30)
+/* The GEMM weight gradient: largest filter volume C KH KW, and most bytes
+ * of columns plus per-image shares. */
+#define WGRAD_MAX_K 256
+#define WGRAD_WS_CAP ((uint64_t)256 << 20)
 
 typedef struct conv {
   uint32_t op, dtype;
@@ -43,7 +57,10 @@ typedef struct conv {
   int64_t off[3]; /* byte offsets in the workspace */
   size_t algo_ws, algo_off;
   int algo;
-  int empty; /* a zero extent: the output is zeros (plus bias) */
+  int empty;      /* a zero extent: the output is zeros (plus bias) */
+  int gemm_wgrad; /* the weight gradient as GEMMs (see the top) */
+  int64_t cols_off, part_off; /* their workspace sections, in bytes */
+  cudaKernel_t im2colk, wsumk;
   cudnnTensorDescriptor_t xd, yd;
   cudnnFilterDescriptor_t wd;
   cudnnConvolutionDescriptor_t cd;
@@ -234,9 +251,48 @@ static const char source[] =
     "extern \"C\" __global__ void tyto_cv_bias(T *y, tcu_dims yd, const T *b,\n"
     "                                          i64 bs, i64 hw, i64 O, i64 n) "
     "{\n"
+    "  const bool narrow = (((u64)n | (u64)hw | (u64)O) >> 32) == 0;\n"
     "  TYTO_FOR(i, n) {\n"
     "    i64 at = tyto_offset(i, yd);\n"
-    "    y[at] = y[at] + b[((i / hw) % O) * bs];\n"
+    "    i64 ch = narrow ? (i64)(((u32)i / (u32)hw) % (u32)O) : (i / hw) % O;\n"
+    "    y[at] = y[at] + b[ch * bs];\n"
+    "  }\n"
+    "}\n";
+
+/* The weight gradient as GEMMs (wgrad_gemm()): im2col per image, then
+ * the sum over images in a fixed order. Indices fit 32 bits (the
+ * workspace cap WGRAD_WS_CAP keeps every column buffer below 2^31
+ * elements). */
+static const char wgrad_source[] =
+    "/* cols[n][k][p] = x(n, c, oh sh - ph + kh dh, ow sw - pw + kw dw), 0\n"
+    " * in the padding; k = (c KH + kh) KW + kw, p = oh OW + ow; x through\n"
+    " * its strides xs. */\n"
+    "extern \"C\" __global__ void tyto_cv_im2col(\n"
+    "    const T *x, i64 xs0, i64 xs1, i64 xs2, i64 xs3, T *cols, u32 total,\n"
+    "    u32 K, u32 P, u32 KH, u32 KW, u32 OW, i64 H, i64 W, i64 sh, i64 sw,\n"
+    "    i64 ph, i64 pw, i64 dh, i64 dw) {\n"
+    "  for (u32 t = blockIdx.x * blockDim.x + threadIdx.x; t < total;\n"
+    "       t += gridDim.x * blockDim.x) {\n"
+    "    const u32 p = t % P, r = t / P, k = r % K, n = r / K;\n"
+    "    const u32 ow = p % OW, oh = p / OW, kw = k % KW, r2 = k / KW;\n"
+    "    const u32 kh = r2 % KH, c = r2 / KH;\n"
+    "    const i64 h = (i64)oh * sh - ph + (i64)kh * dh;\n"
+    "    const i64 w = (i64)ow * sw - pw + (i64)kw * dw;\n"
+    "    T v = 0;\n"
+    "    if (h >= 0 && h < H && w >= 0 && w < W)\n"
+    "      v = x[(i64)n * xs0 + (i64)c * xs1 + h * xs2 + w * xs3];\n"
+    "    cols[t] = v;\n"
+    "  }\n"
+    "}\n"
+    "/* dw[i] = sum over n = 0 .. N-1, in that order, of part[n][i]. */\n"
+    "extern \"C\" __global__ void tyto_cv_wsum(const T *part, u32 N, u32 OK,\n"
+    "                                          T *dw) {\n"
+    "  for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < OK;\n"
+    "       i += gridDim.x * blockDim.x) {\n"
+    "    T a = 0;\n"
+    "    for (u32 n = 0; n < N; n++)\n"
+    "      a += part[(u64)n * OK + i];\n"
+    "    dw[i] = a;\n"
     "  }\n"
     "}\n";
 
@@ -369,6 +425,96 @@ fail:
                        name, call, dnn_status(st));
 }
 
+/* Whether the weight gradient c computes goes through GEMMs (see the
+ * top): ungrouped, a small filter volume, and buffers within the cap
+ * (which also keeps every index of the kernels in 32 bits). */
+static int wgrad_by_gemm(const conv *c) {
+  if (c->op != TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER || c->G != 1 || c->empty)
+    return 0;
+  const uint64_t K = (uint64_t)(c->C * c->KH * c->KW),
+                 P = (uint64_t)(c->OH * c->OW), N = (uint64_t)c->N,
+                 O = (uint64_t)c->O;
+  if (K > WGRAD_MAX_K || P > WGRAD_WS_CAP || N > WGRAD_WS_CAP ||
+      O > WGRAD_WS_CAP)
+    return 0;
+  uint64_t cols = N * K * P, part = N * O * K;
+  return cols <= WGRAD_WS_CAP / c->elem && part <= WGRAD_WS_CAP / c->elem &&
+         (cols + part) * c->elem <= WGRAD_WS_CAP;
+}
+
+/* The weight gradient as GEMMs: columns of x's patches per image, one
+ * strided-batched GEMM for every image's share dy[n] cols[n]^T (col-major:
+ * part[n] (K x O) = cols[n]^T (K x P) dy[n] (P x O)), then the sum over
+ * images in order into dw (dense, in use[1]). */
+static tyto_plugin_error *wgrad_gemm(tyto_plugin_device *dev,
+                                     tyto_plugin_stream *s, const conv *c,
+                                     void *const *use, void *ws) {
+  const int64_t K = c->C * c->KH * c->KW, P = c->OH * c->OW;
+  int64_t xs[4];
+  if (c->pack[0]) {
+    xs[3] = 1, xs[2] = c->W, xs[1] = c->H * c->W, xs[0] = c->C * c->H * c->W;
+  } else {
+    for (int a = 0; a < 4; a++)
+      xs[a] = c->lx.strides[a];
+  }
+  void *x = use[0], *dy = use[2], *dw = use[1];
+  void *cols = (char *)ws + c->cols_off, *part = (char *)ws + c->part_off;
+  unsigned total = (unsigned)(c->N * K * P), uk = (unsigned)K, up = (unsigned)P,
+           ukh = (unsigned)c->KH, ukw = (unsigned)c->KW, uow = (unsigned)c->OW;
+  long long H = c->H, W = c->W, sh = c->sh, sw = c->sw, ph = c->ph, pw = c->pw,
+            dh = c->dh, dw_ = c->dw;
+  void *p1[] = {&x,  &xs[0], &xs[1], &xs[2], &xs[3], &cols, &total,
+                &uk, &up,    &ukh,   &ukw,   &uow,   &H,    &W,
+                &sh, &sw,    &ph,    &pw,    &dh,    &dw_};
+  tyto_plugin_error *e =
+      tcu_run(dev, s, c->im2colk, (dim3){tcu_blocks(dev, total), 1, 1},
+              (dim3){TCU_BLOCK, 1, 1}, 0, p1, "conv im2col kernel");
+  if (e != NULL)
+    return e;
+  const int f64 = c->dtype == TYTO_PLUGIN_DTYPE_F64;
+  const double one_d = 1, zero_d = 0;
+  const float one_f = 1, zero_f = 0;
+  const int m = (int)K, n = (int)c->O, kk = (int)P;
+  pthread_mutex_lock(&dev->lib_lock);
+  void *hv = NULL;
+  e = tcu_cublas(dev, &hv);
+  cublasHandle_t h = hv;
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  const char *call = "cublasSetStream";
+  if (e == NULL)
+    st = cublasSetStream(h, s->stream);
+  if (e == NULL && st == CUBLAS_STATUS_SUCCESS) {
+    call = "cublasSetMathMode";
+    st = cublasSetMathMode(h, dev->state->allow_tf32 && !f64
+                                  ? CUBLAS_TF32_TENSOR_OP_MATH
+                                  : CUBLAS_DEFAULT_MATH);
+  }
+  if (e == NULL && st == CUBLAS_STATUS_SUCCESS) {
+    call = f64 ? "cublasDgemmStridedBatched" : "cublasSgemmStridedBatched";
+    st = f64 ? cublasDgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, kk,
+                                         &one_d, cols, kk, (long long)K * P, dy,
+                                         kk, (long long)c->O * P, &zero_d, part,
+                                         m, (long long)K * c->O, (int)c->N)
+             : cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, kk,
+                                         &one_f, cols, kk, (long long)K * P, dy,
+                                         kk, (long long)c->O * P, &zero_f, part,
+                                         m, (long long)K * c->O, (int)c->N);
+  }
+  pthread_mutex_unlock(&dev->lib_lock);
+  if (e != NULL)
+    return e;
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return tcu_lib_error(dev,
+                         st == CUBLAS_STATUS_ALLOC_FAILED
+                             ? TYTO_PLUGIN_ERR_OUT_OF_MEMORY
+                             : TYTO_PLUGIN_ERR_INTERNAL,
+                         tcu_op_name(c->op), call, cublasGetStatusString(st));
+  unsigned un = (unsigned)c->N, ok = (unsigned)(c->O * K);
+  void *p2[] = {&part, &un, &ok, &dw};
+  return tcu_run(dev, s, c->wsumk, (dim3){tcu_blocks(dev, ok), 1, 1},
+                 (dim3){TCU_BLOCK, 1, 1}, 0, p2, "conv weight-gradient sum");
+}
+
 static tyto_plugin_error *prepare(tyto_plugin_device *dev,
                                   tyto_plugin_kernel *k) {
   conv *c = calloc(1, sizeof *c);
@@ -403,6 +549,24 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
     at += ((uint64_t)n * c->elem + 255) / 256 * 256;
   }
   c->algo_off = (size_t)at;
+  if (wgrad_by_gemm(c)) {
+    const uint64_t K = (uint64_t)(c->C * c->KH * c->KW),
+                   P = (uint64_t)(c->OH * c->OW), N = (uint64_t)c->N,
+                   O = (uint64_t)c->O;
+    e = tcu_function(dev, c->dtype, wgrad_source, "tyto_cv_im2col",
+                     &c->im2colk);
+    if (e == NULL)
+      e = tcu_function(dev, c->dtype, wgrad_source, "tyto_cv_wsum", &c->wsumk);
+    if (e != NULL)
+      return e;
+    c->gemm_wgrad = 1;
+    c->cols_off = (int64_t)at;
+    at += (N * K * P * c->elem + 255) / 256 * 256;
+    c->part_off = (int64_t)at;
+    at += (N * O * K * c->elem + 255) / 256 * 256;
+    k->workspace_bytes = at;
+    return NULL;
+  }
   if (!dev->compile_only && (e = setup_dnn(dev, c)) != NULL)
     return e;
   k->workspace_bytes = at + c->algo_ws;
@@ -478,6 +642,12 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
     }
     if (e != NULL)
       return e;
+    if (c->gemm_wgrad) {
+      e = wgrad_gemm(dev, s, c, use, ws->ptr);
+      if (e == NULL && c->pack[out_role])
+        e = copy(dev, s, c, ls[out_role], bound[out_role], use[out_role], 0);
+      return e;
+    }
     void *algo_ws = c->algo_ws > 0 ? (char *)ws->ptr + c->algo_off : NULL;
     const double one_d = 1, zero_d = 0;
     const float one_f = 1, zero_f = 0;

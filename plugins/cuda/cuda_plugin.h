@@ -20,6 +20,9 @@
 #define TCU_MIN_CC_MAJOR 6
 #define TCU_MIN_CC_MINOR 0
 
+/* Ops remembered per stream for the message of a failed run. */
+#define TCU_RECENT 8
+
 /* Threads per block of every generated kernel (grid-stride loops). */
 #define TCU_BLOCK 256
 
@@ -46,6 +49,10 @@ struct tyto_plugin_state {
   pthread_mutex_t peer_lock;
   int any_peer;            /* some claimed pair can access each other */
   char driver_version[16]; /* "13.0", "" when unknown */
+  /* TYTO_CUDA_FAULT_AT (a testing aid): the launch that faults on purpose
+   * (0: none), and launches so far. */
+  long long fault_at;
+  _Atomic long long launches;
 };
 
 /* One compiled module, cached per open device and keyed by its source
@@ -71,6 +78,9 @@ struct tyto_plugin_device {
   /* Set by tests without a GPU: prepare() compiles with NVRTC and makes no
    * other CUDA call (ops.h). */
   int compile_only;
+  /* NVRTC runs of this device (under cache_lock), so tests can tell a
+   * disk cache hit from a compile (compile.c). */
+  unsigned nvrtc_compiles;
   /* Library handles, created on first use and bound to a stream for each
    * call, so every use holds lib_lock from cu*SetStream to the last call
    * (libs.c). NULL until first used. */
@@ -90,7 +100,36 @@ struct tyto_plugin_buffer {
 struct tyto_plugin_stream {
   cudaStream_t stream;
   int device;
+  /* Faults kernels found in their inputs (a random draw's step outside
+   * [0, 2^53]), reported by the next stream_synchronize(): page-locked
+   * host memory the kernels write through its device address, so a
+   * kernel never needs a read-back at launch and launches can be recorded
+   * into graphs. Word 0 is 1 + the op that failed (0: none), words 2 and 3
+   * the bits of the value it refused. NULL when it could not be mapped
+   * (then such kernels read back at launch). */
+  volatile uint32_t *fault;
+  uint32_t *fault_dev;
+  /* The ops launched since the last synchronisation (the last
+   * TCU_RECENT of n_recent), for the message when that work fails; while
+   * recording (graph_begin) they go to cap_ops / n_cap instead. */
+  uint32_t recent[TCU_RECENT];
+  uint64_t n_recent;
+  int capturing;
+  uint32_t cap_ops[TCU_RECENT];
+  uint64_t n_cap;
 };
+
+/* A recorded and instantiated graph (graph_begin .. graph_end), with the
+ * ops it holds for messages. */
+struct tyto_plugin_graph {
+  cudaGraphExec_t exec;
+  int device;
+  uint32_t ops[TCU_RECENT];
+  uint64_t n_ops;
+};
+
+/* Notes a launch of `op` on s (kernels.c, after it was queued). */
+void tcu_note_launch(tyto_plugin_stream *s, uint32_t op);
 
 struct tyto_plugin_event {
   cudaEvent_t event;
@@ -124,6 +163,11 @@ tyto_plugin_error *tcu_cuda_error(const tyto_plugin_host *host, cudaError_t e,
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+
+/* Marks CUDA device `device` lost after a sticky error (first story
+ * wins), and the story, or NULL while the device is fine. */
+void tcu_mark_lost(int device, const char *why);
+const char *tcu_lost_reason(int device);
 
 /* Writes "<name>: <string>" for `e` into buf. */
 void tcu_describe(cudaError_t e, char *buf, size_t size);
@@ -188,6 +232,14 @@ tyto_plugin_error *tcu_event_synchronize(tyto_plugin_device *dev,
                                          tyto_plugin_event *e);
 tyto_plugin_error *tcu_event_query(tyto_plugin_device *dev,
                                    tyto_plugin_event *e, int *complete);
+tyto_plugin_error *tcu_graph_begin(tyto_plugin_device *dev,
+                                   tyto_plugin_stream *s);
+tyto_plugin_error *tcu_graph_end(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                                 tyto_plugin_graph **out);
+tyto_plugin_error *tcu_graph_launch(tyto_plugin_device *dev,
+                                    tyto_plugin_stream *s,
+                                    tyto_plugin_graph *g);
+void tcu_graph_destroy(tyto_plugin_device *dev, tyto_plugin_graph *g);
 
 /* kernels.c ------------------------------------------------------------ */
 

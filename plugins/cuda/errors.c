@@ -4,9 +4,39 @@
  * user can search for it; sticky errors say the context is lost.
  */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "cuda_plugin.h"
+
+/* ---- lost devices ----------------------------------------------------------
+ * A sticky error breaks the device's primary context for the rest of the
+ * process, and every later call on it fails with the same error, far from
+ * its cause. So the first one marks the device lost, process-wide (the
+ * context is process-wide too), with what happened; tcu_use() then refuses
+ * the device with that story. Other devices are untouched. */
+
+#define MAX_DEVICES 64
+
+/* 0: fine; 1: being marked; 2: lost, lost_why[] is complete. */
+static atomic_int lost_state[MAX_DEVICES];
+static char lost_why[MAX_DEVICES][544];
+
+void tcu_mark_lost(int device, const char *why) {
+  int expect = 0;
+  if (device < 0 || device >= MAX_DEVICES ||
+      !atomic_compare_exchange_strong(&lost_state[device], &expect, 1))
+    return;
+  snprintf(lost_why[device], sizeof lost_why[device], "%s", why);
+  atomic_store(&lost_state[device], 2);
+}
+
+const char *tcu_lost_reason(int device) {
+  if (device < 0 || device >= MAX_DEVICES ||
+      atomic_load(&lost_state[device]) != 2)
+    return NULL;
+  return lost_why[device];
+}
 
 tyto_plugin_code tcu_code_of(cudaError_t e) {
   switch (e) {
@@ -78,9 +108,20 @@ tyto_plugin_error *tcu_cuda_error(const tyto_plugin_host *host, cudaError_t e,
   /* Reset the per-thread last-error slot so a later, unrelated
    * cudaGetLastError() does not report this failure again. */
   (void)cudaGetLastError();
+  if (!is_sticky(e))
+    return host->error_new(tcu_code_of(e), "%s failed: %s", what, why);
+  /* Every call goes through tcu_use() first, so the current device is the
+   * one that faulted. */
+  int device = -1;
+  char story[544];
+  snprintf(story, sizeof story, "%s failed: %s", what, why);
+  if (cudaGetDevice(&device) == cudaSuccess)
+    tcu_mark_lost(device, story);
+  (void)cudaGetLastError();
   return host->error_new(
-      tcu_code_of(e), "%s failed: %s%s", what, why,
-      is_sticky(e) ? "; the GPU context is now unusable: restart the process"
-                     " (run with compute-sanitizer to find the faulting kernel)"
-                   : "");
+      TYTO_PLUGIN_ERR_DEVICE,
+      "%s; cuda:%d is lost: CUDA cannot recover a GPU context after a fault, "
+      "so it stays unusable until the process ends (other devices keep "
+      "working; compute-sanitizer names the faulting kernel)",
+      story, device);
 }

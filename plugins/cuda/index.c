@@ -377,6 +377,9 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
     return TCU_HOST(dev)->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                                     "%s: out of host memory", op);
   k->impl = c;
+  /* gather and scatter_add check their indices on the host at launch. */
+  k->host_sync =
+      d->op == TYTO_PLUGIN_OP_GATHER || d->op == TYTO_PLUGIN_OP_SCATTER_ADD;
   tyto_plugin_error *e = check_into(dev, d, c);
   if (e != NULL)
     return e;

@@ -5,6 +5,7 @@
  */
 #include "ops.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,14 +41,24 @@ const char tcu_prelude[] =
     "  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \\\n"
     "       i += (i64)gridDim.x * blockDim.x)\n"
     "struct tcu_dims { i64 shape[8]; i64 str[8]; int rank; int pad_; };\n"
-    "/* Element offset of row-major linear index i: dims fastest first. */\n"
+    "/* Element offset of row-major linear index i: dims fastest first. A\n"
+    " * 64-bit division costs several times a 32-bit one, so the quotient is\n"
+    " * taken in 32 bits wherever index and extent fit (same result); the\n"
+    " * slowest dim needs none (i < its extent there). */\n"
     "__device__ __forceinline__ i64 tyto_offset(i64 i, const tcu_dims &d) {\n"
     "  i64 o = 0;\n"
     "#pragma unroll\n"
     "  for (int k = 0; k < 8; k++) {\n"
     "    if (k >= d.rank) break;\n"
-    "    i64 q = i / d.shape[k];\n"
-    "    o += (i - q * d.shape[k]) * d.str[k];\n"
+    "    if (k == d.rank - 1) {\n"
+    "      o += i * d.str[k];\n"
+    "      break;\n"
+    "    }\n"
+    "    const i64 s = d.shape[k];\n"
+    "    const i64 q = (((u64)i | (u64)s) >> 32) == 0\n"
+    "                      ? (i64)((u32)i / (u32)s)\n"
+    "                      : i / s;\n"
+    "    o += (i - q * s) * d.str[k];\n"
     "    i = q;\n"
     "  }\n"
     "  return o;\n"
@@ -298,6 +309,9 @@ tyto_plugin_error *tcu_prepare(tyto_plugin_device *dev,
   if (info != NULL &&
       TYTO_PLUGIN_HAS_FIELD(info, tyto_plugin_kernel_info, workspace_bytes))
     info->workspace_bytes = k->workspace_bytes;
+  if (info != NULL &&
+      TYTO_PLUGIN_HAS_FIELD(info, tyto_plugin_kernel_info, flags))
+    info->flags = k->host_sync ? TYTO_PLUGIN_KERNEL_HOST_SYNC : 0;
   *out = k;
   return NULL;
 }
@@ -375,6 +389,30 @@ static tyto_plugin_error *bind(tyto_plugin_device *dev,
   return NULL;
 }
 
+/* TYTO_CUDA_FAULT_AT (a testing aid, docs/cuda.md): instead of the op, a
+ * kernel that stores to an unmapped address, as a kernel with a bad index
+ * would; the stream's next synchronisation reports the fault. */
+static tyto_plugin_error *inject_fault(tyto_plugin_device *dev,
+                                       tyto_plugin_stream *s) {
+  static const char source[] =
+      "extern \"C\" __global__ void tyto_fault(int *p) {\n"
+      "  *(volatile int *)p = 1;\n"
+      "}\n";
+  cudaKernel_t fn = NULL;
+  tyto_plugin_error *e =
+      tcu_function(dev, TYTO_PLUGIN_DTYPE_F32, source, "tyto_fault", &fn);
+  if (e != NULL)
+    return e;
+  TCU_HOST(dev)->log(TCU_HOST(dev)->ctx, TYTO_PLUGIN_LOG_WARN,
+                     "cuda:%d: launch %lld faults on purpose "
+                     "(TYTO_CUDA_FAULT_AT)",
+                     dev->index, dev->state->fault_at);
+  void *bad = (void *)(uintptr_t)16;
+  void *params[] = {&bad};
+  dim3 one = {1, 1, 1};
+  return tcu_run(dev, s, fn, one, one, 0, params, "fault injection kernel");
+}
+
 tyto_plugin_error *
 tcu_launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
            tyto_plugin_kernel *k, const tyto_plugin_binding *inputs,
@@ -438,5 +476,13 @@ tcu_launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
     return NULL;
   if ((e = tcu_use(host, dev->index)) != NULL)
     return e;
-  return k->fam->launch(dev, s, k, in, out, &ws);
+  tyto_plugin_state *st = dev->state;
+  if (st->fault_at > 0 &&
+      atomic_fetch_add(&st->launches, 1) + 1 == st->fault_at)
+    e = inject_fault(dev, s);
+  else
+    e = k->fam->launch(dev, s, k, in, out, &ws);
+  if (e == NULL)
+    tcu_note_launch(s, d->op);
+  return e;
 }

@@ -390,6 +390,8 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   tyto_plugin_error *e = check_into(dev, d, c);
   if (e != NULL)
     return e;
+  /* INV, SOLVE and CHOLESKY read the failure flag back at launch. */
+  k->host_sync = c->checked;
   uint32_t lead = d->in[0].l.rank - 2;
   c->f64 = d->dtype == TYTO_PLUGIN_DTYPE_F64;
   c->a = mat_of(&d->in[0].l, lead);

@@ -60,7 +60,10 @@ struct tyto_plugin_kernel {
   const struct tcu_family *fam;
   tcu_desc desc;
   uint64_t workspace_bytes; /* set by the family's prepare, default 0 */
-  void *impl;               /* the family's own state */
+  /* Set by the family's prepare when its launch reads device memory back
+   * on the host (TYTO_PLUGIN_KERNEL_HOST_SYNC: never recorded in graphs). */
+  int host_sync;
+  void *impl; /* the family's own state */
 };
 
 typedef struct tcu_family {

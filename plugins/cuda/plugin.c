@@ -9,11 +9,20 @@
  * dlopens the driver on first use, so on a machine without the NVIDIA driver
  * the plugin still loads and probe() says what is missing.
  */
+#include <errno.h>
 #include <stdlib.h>
 
 #include "cuda_plugin.h"
 
 tyto_plugin_error *tcu_use(const tyto_plugin_host *host, int device) {
+  const char *lost = tcu_lost_reason(device);
+  if (lost != NULL)
+    return host->error_new(TYTO_PLUGIN_ERR_DEVICE,
+                           "cuda:%d is lost since an earlier fault (%s); CUDA "
+                           "cannot recover it in this process: close the "
+                           "contexts that use it and run again in a new "
+                           "process",
+                           device, lost);
   cudaError_t e = cudaSetDevice(device);
   if (e != cudaSuccess)
     return tcu_cuda_error(host, e, "cudaSetDevice(%d)", device);
@@ -177,6 +186,10 @@ static const tyto_plugin_device_fns device_fns = {
     .prepare = tcu_prepare,
     .kernel_release = tcu_kernel_release,
     .launch = tcu_launch,
+    .graph_begin = tcu_graph_begin,
+    .graph_end = tcu_graph_end,
+    .graph_launch = tcu_graph_launch,
+    .graph_destroy = tcu_graph_destroy,
 };
 
 static const tyto_plugin_option_doc options[] = {
@@ -184,6 +197,10 @@ static const tyto_plugin_option_doc options[] = {
      "yes or no (default no): let f32 matrix products and convolutions use "
      "TF32 tensor cores (faster, ~10-bit mantissa); the default keeps "
      "f32 accuracy"},
+    {sizeof(tyto_plugin_option_doc), "cache_dir",
+     "Where compiled kernels are kept across runs (in a cuda/ "
+     "subdirectory), or \"off\". Default: $XDG_CACHE_HOME/tyto, else "
+     "~/.cache/tyto."},
 };
 
 static const tyto_plugin_info plugin_info = {
@@ -249,6 +266,22 @@ tyto_plugin_cuda_LTX_init(const tyto_plugin_host *host,
   }
   st->host = host;
   st->allow_tf32 = tf32 != NULL && same_word(tf32, "yes");
+  /* A testing aid (docs/cuda.md): the N-th launch faults on purpose. */
+  const char *fault_at = getenv("TYTO_CUDA_FAULT_AT");
+  if (fault_at != NULL && fault_at[0] != '\0') {
+    char *end;
+    errno = 0;
+    long long n = strtoll(fault_at, &end, 10);
+    if (errno != 0 || *end != '\0' || n < 1) {
+      pthread_mutex_destroy(&st->peer_lock);
+      free(st);
+      return host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                             "TYTO_CUDA_FAULT_AT=%.40s: expected a launch "
+                             "number from 1",
+                             fault_at);
+    }
+    st->fault_at = n;
+  }
   *info = &plugin_info;
   *state = st;
   return NULL;

@@ -14,12 +14,14 @@
  * when the layout is evenly strided in row-major order (any contiguous
  * output), the prelude's tyto_offset() otherwise.
  *
- * The step input (ABI 1.3) is read back at launch, as the OpenCL plugin
- * does: random.md makes a step outside [0, 2^53] fail the launch with
- * INVALID_ARGUMENT, and a kernel cannot fail its launch with a code of our
- * choosing. The read waits for the work queued before it on the stream
- * (the step is usually computed there), so a stepped draw costs one round
- * trip to the device; draws without a step never wait.
+ * The step input (ABI 1.3) is read by the kernel itself. random.md makes
+ * a step outside [0, 2^53] an INVALID_ARGUMENT error: the kernel then
+ * writes nothing, records the op and the step in its stream's fault words
+ * (page-locked host memory, cuda_plugin.h), and the stream's next
+ * synchronisation returns the error. So a stepped draw never waits for the
+ * device and can be recorded into a graph. A stream without fault words
+ * (their allocation failed) falls back to reading the step back at launch,
+ * as the OpenCL plugin does.
  */
 #include <float.h>
 #include <math.h>
@@ -28,6 +30,30 @@
 #include <string.h>
 
 #include "ops.h"
+
+static const char step_source[] =
+    "/* A step read here (step != 0) replaces s0, s1; one outside [0, 2^53]\n"
+    "   is reported in the fault words (the first fault wins) and nothing is\n"
+    "   written. The truncation is the CPU's: (u64)(double)step. */\n"
+    "#define TR_STEP                                                     \\\n"
+    "  if (step != nullptr) {                                            \\\n"
+    "    double sv = (double)*step;                                      \\\n"
+    "    if (!(sv >= 0.0 && sv <= 9007199254740992.0)) {                 \\\n"
+    "      if (blockIdx.x == 0 && threadIdx.x == 0 &&                    \\\n"
+    "          atomicCAS(fault, 0u, code) == 0u) {                       \\\n"
+    "        u64 b = (u64)__double_as_longlong(sv);                      \\\n"
+    "        fault[2] = (u32)b;                                          \\\n"
+    "        fault[3] = (u32)(b >> 32);                                  \\\n"
+    "        __threadfence_system();                                     \\\n"
+    "      }                                                             \\\n"
+    "      return;                                                       \\\n"
+    "    }                                                               \\\n"
+    "    u64 st = (u64)sv;                                               \\\n"
+    "    s0 = (u32)st;                                                   \\\n"
+    "    s1 = (u32)(st >> 32);                                           \\\n"
+    "  }\n"
+    "/* Thread c draws block off + c: elements 4c .. 4c + 3 (those < n),\n"
+    "   stored at row-major index i of the output's layout. */\n";
 
 static const char source[] =
     "/* The uniforms of random.md, exact in their dtype: 2^-23 and 2^-32\n"
@@ -80,10 +106,9 @@ static const char source[] =
     "  }\n"
     "}\n"
     "#define TR_ARGS T *out, tcu_dims d, int nd, i64 ls, i64 n, u32 k0, \\\n"
-    "  u32 k1, u64 off, u32 s0, u32 s1\n"
-    "/* Thread c draws block off + c: elements 4c .. 4c + 3 (those < n),\n"
-    "   stored at row-major index i of the output's layout. */\n"
+    "  u32 k1, u64 off, u32 s0, u32 s1, const T *step, u32 *fault, u32 code\n"
     "#define TR_LOOP(...)                                                \\\n"
+    "  TR_STEP                                                           \\\n"
     "  TYTO_FOR(c, (n + 3) / 4) {                                        \\\n"
     "    u64 ctr = off + (u64)c;                                         \\\n"
     "    u32 r[4] = {(u32)ctr, (u32)(ctr >> 32), s0, s1};                \\\n"
@@ -233,7 +258,15 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
       d->op == TYTO_PLUGIN_OP_RANDOM_UNIFORM  ? "tyto_random_uniform"
       : d->op == TYTO_PLUGIN_OP_RANDOM_NORMAL ? "tyto_random_normal"
                                               : "tyto_random_bernoulli";
-  return tcu_function(dev, d->dtype, source, name, &r->fn);
+  const char *parts[] = {step_source, source};
+  char *text = tcu_source_join(parts, 2);
+  if (text == NULL)
+    return TCU_HOST(dev)->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                                    "%s: out of host memory",
+                                    tcu_op_name(d->op));
+  tyto_plugin_error *e = tcu_function(dev, d->dtype, text, name, &r->fn);
+  free(text);
+  return e;
 }
 
 static void release(tyto_plugin_device *dev, tyto_plugin_kernel *k) {
@@ -281,7 +314,12 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   const random_impl *r = k->impl;
   uint64_t step = 0;
   tyto_plugin_error *e = NULL;
-  if (r->stepped && (e = read_step(dev, s, k, &in[0], &step)) != NULL)
+  /* The kernel reads the step where the stream has fault words. */
+  const void *step_ptr = r->stepped && s->fault_dev ? in[0].ptr : NULL;
+  void *fault = s->fault_dev;
+  unsigned code = k->desc.op + 1;
+  if (r->stepped && !step_ptr &&
+      (e = read_step(dev, s, k, &in[0], &step)) != NULL)
     return e;
   void *ptr = out[0].ptr;
   tcu_dims dims = r->dims;
@@ -304,6 +342,9 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
                     &off,
                     &s0,
                     &s1,
+                    &step_ptr,
+                    &fault,
+                    &code,
                     k->desc.op == TYTO_PLUGIN_OP_RANDOM_BERNOULLI ? (void *)&thr
                     : f64                                         ? (void *)&ad
                                                                   : (void *)&af,

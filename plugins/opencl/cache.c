@@ -11,178 +11,82 @@
  * the key and the binary's size, so a truncated or foreign file is
  * recognised and rebuilt. Files are written to a temporary name and renamed,
  * so a reader never sees half a file and two processes building the same
- * program at once both end with a whole one. A binary the driver refuses
- * (a driver update that kept its version string) is rebuilt from source and
- * the file replaced. The cache is an optimisation only: any failure to read
- * or write it is logged at debug level and the program is built from
- * source. cache_dir=off turns it off.
+ * program at once both end with a whole one; anything at the path that is
+ * not a regular file (a FIFO, a device) is ignored without being read. The
+ * files are plugins/common/diskcache.c's, shared with the CUDA plugin's
+ * cache of cubins. A binary the driver refuses (a driver update that kept
+ * its version string) is rebuilt from source and the file replaced. The
+ * cache is an optimisation only: any failure to read or write it is logged
+ * at debug level and the program is built from source. cache_dir=off turns
+ * it off.
  */
 #include "ops.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "../common/diskcache.h"
 #include "errors.h"
 
 /* Build logs longer than this are cut in error messages. */
 #define MAX_LOG 16384
 
+/* The file format (plugins/common/diskcache.h); a new layout of what is
+ * stored gets a new magic, so old files are ignored, not misread. */
 #define MAGIC "TYTOCLB1"
 
-/* ---- the key ----------------------------------------------------------- */
+/* Binaries larger than this are not read back (none comes close). */
+#define MAX_BINARY (((size_t)1 << 31) - 1)
 
-typedef struct {
-  uint64_t a, b; /* two FNV-1a 64 hashes with different bases */
-} key128;
-
-static void hash_str(key128 *k, const char *s) {
-  /* The terminating NUL is hashed too, so ("ab", "c") and ("a", "bc")
-   * differ. */
-  const unsigned char *p = (const unsigned char *)s;
-  do {
-    k->a = (k->a ^ *p) * UINT64_C(0x100000001b3);
-    k->b = (k->b ^ *p) * UINT64_C(0x100000001b3);
-    k->b ^= k->b >> 29;
-  } while (*p++ != '\0');
-}
-
-static key128 program_key(const tyto_plugin_device *dev, const char *source,
-                          const char *options) {
-  key128 k = {UINT64_C(0xcbf29ce484222325), UINT64_C(0x84222325cbf29ce4)};
+static tpc_cache_key program_key(const tyto_plugin_device *dev,
+                                 const char *source, const char *options) {
+  tpc_cache_key k = tpc_cache_key_init();
   char version[64];
   snprintf(version, sizeof version, "%d.%d", dev->info->cl_major,
            dev->info->cl_minor);
-  hash_str(&k, dev->info->platform_name);
-  hash_str(&k, dev->info->name);
-  hash_str(&k, dev->info->vendor);
-  hash_str(&k, dev->info->driver_version);
-  hash_str(&k, version);
-  hash_str(&k, options);
-  hash_str(&k, ocl_prelude);
-  hash_str(&k, source);
+  tpc_cache_key_str(&k, dev->info->platform_name);
+  tpc_cache_key_str(&k, dev->info->name);
+  tpc_cache_key_str(&k, dev->info->vendor);
+  tpc_cache_key_str(&k, dev->info->driver_version);
+  tpc_cache_key_str(&k, version);
+  tpc_cache_key_str(&k, options);
+  tpc_cache_key_str(&k, ocl_prelude);
+  tpc_cache_key_str(&k, source);
   return k;
 }
 
-/* ---- the directory -------------------------------------------------------
- */
-
-/* <dir>/opencl into buf, or 0 when the cache is off or no directory can be
- * named. */
-static int cache_dir(const tyto_plugin_device *dev, char *buf, size_t size) {
-  const tyto_plugin_host *host = OCL_HOST(dev);
-  const char *opt = host->option(host->ctx, "cache_dir");
-  int n;
-  if (opt != NULL && opt[0] != '\0') {
-    if (strcmp(opt, "off") == 0)
-      return 0;
-    n = snprintf(buf, size, "%s/opencl", opt);
-  } else {
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    const char *home = getenv("HOME");
-    /* The XDG spec: a relative $XDG_CACHE_HOME is invalid, ignore it. */
-    if (xdg != NULL && xdg[0] == '/')
-      n = snprintf(buf, size, "%s/tyto/opencl", xdg);
-    else if (home != NULL && home[0] == '/')
-      n = snprintf(buf, size, "%s/.cache/tyto/opencl", home);
-    else
-      return 0;
-  }
-  return n > 0 && (size_t)n < size;
-}
-
-/* mkdir -p for the cache directory (mode 0700 as the XDG spec asks). */
-static int make_dirs(char *path) {
-  for (char *p = path + 1; *p != '\0'; p++) {
-    if (*p != '/')
-      continue;
-    *p = '\0';
-    int rc = mkdir(path, 0700);
-    *p = '/';
-    if (rc != 0 && errno != EEXIST)
-      return 0;
-  }
-  return mkdir(path, 0700) == 0 || errno == EEXIST;
-}
-
 static void debug(const tyto_plugin_device *dev, const char *what,
-                  const char *path) {
+                  const char *path, const char *why) {
   const tyto_plugin_host *host = OCL_HOST(dev);
-  host->log(host->ctx, TYTO_PLUGIN_LOG_DEBUG, "kernel cache: %s %s", what,
-            path);
-}
-
-/* ---- reading and writing binaries ------------------------------------- */
-
-typedef struct {
-  char magic[8];
-  uint64_t key_a, key_b;
-  uint64_t size;
-} file_header;
-
-/* The binary stored for `key`, malloc'd, or NULL. */
-static unsigned char *read_binary(const char *path, key128 key, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL)
-    return NULL;
-  file_header h;
-  unsigned char *bin = NULL;
-  if (fread(&h, sizeof h, 1, f) == 1 && memcmp(h.magic, MAGIC, 8) == 0 &&
-      h.key_a == key.a && h.key_b == key.b && h.size > 0 &&
-      h.size < ((uint64_t)1 << 31) && (bin = malloc((size_t)h.size)) != NULL) {
-    if (fread(bin, 1, (size_t)h.size, f) != (size_t)h.size ||
-        fgetc(f) != EOF) {
-      free(bin);
-      bin = NULL;
-    } else {
-      *size = (size_t)h.size;
-    }
-  }
-  fclose(f);
-  return bin;
+  host->log(host->ctx, TYTO_PLUGIN_LOG_DEBUG, "kernel cache: %s %s%s%s%s", what,
+            path, why != NULL ? " (" : "", why != NULL ? why : "",
+            why != NULL ? ")" : "");
 }
 
 /* Stores the binary of `prog` for `key` at `path` (whole or not at all). */
 static void write_binary(const tyto_plugin_device *dev, const char *dir,
-                         const char *path, key128 key, cl_program prog) {
+                         const char *path, tpc_cache_key key, cl_program prog) {
   size_t size = 0;
+  const char *why = NULL;
   if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size,
                        NULL) != CL_SUCCESS ||
-      size == 0)
+      size == 0) {
+    debug(dev, "cannot store", path, "the driver gives no binary");
     return;
-  unsigned char *bin = malloc(size);
-  if (bin == NULL)
-    return;
-  unsigned char *bins[1] = {bin};
-  char tmp[4300];
-  int ok = clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bins, bins,
-                            NULL) == CL_SUCCESS;
-  char dir_copy[4096];
-  snprintf(dir_copy, sizeof dir_copy, "%s", dir);
-  ok = ok && make_dirs(dir_copy);
-  int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  ok = ok && n > 0 && (size_t)n < sizeof tmp;
-  FILE *f = ok ? fopen(tmp, "wb") : NULL;
-  if (f != NULL) {
-    file_header h;
-    memcpy(h.magic, MAGIC, 8);
-    h.key_a = key.a;
-    h.key_b = key.b;
-    h.size = size;
-    ok = fwrite(&h, sizeof h, 1, f) == 1 && fwrite(bin, 1, size, f) == size;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-      remove(tmp);
-      ok = 0;
-    }
-  } else {
-    ok = 0;
   }
+  unsigned char *bin = malloc(size);
+  unsigned char *bins[1] = {bin};
+  int ok = 0;
+  if (bin == NULL)
+    why = "out of host memory";
+  else if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bins, bins,
+                            NULL) != CL_SUCCESS)
+    why = "the driver gives no binary";
+  else
+    ok = tpc_cache_write(dir, path, MAGIC, key, bin, size, &why);
   free(bin);
-  debug(dev, ok ? "stored" : "cannot store", path);
+  debug(dev, ok ? "stored" : "cannot store", path, ok ? NULL : why);
 }
 
 /* ---- building ---------------------------------------------------------- */
@@ -217,24 +121,29 @@ static tyto_plugin_error *build_error(tyto_plugin_device *dev, cl_program prog,
 
 /* The program from a cached binary, or NULL. */
 static cl_program from_binary(tyto_plugin_device *dev, const char *path,
-                              key128 key, const char *options) {
+                              tpc_cache_key key, const char *options) {
   size_t size = 0;
-  unsigned char *bin = read_binary(path, key, &size);
-  if (bin == NULL)
+  const char *why = NULL;
+  unsigned char *bin =
+      tpc_cache_read(path, MAGIC, key, MAX_BINARY, &size, &why);
+  if (bin == NULL) {
+    if (why != NULL)
+      debug(dev, "ignoring", path, why);
     return NULL;
+  }
   const unsigned char *bins[1] = {bin};
   cl_int status = CL_SUCCESS, err = CL_SUCCESS;
   cl_program p = clCreateProgramWithBinary(dev->context, 1, &dev->info->id,
                                            &size, bins, &status, &err);
   free(bin);
   if (p != NULL && (err != CL_SUCCESS || status != CL_SUCCESS ||
-                    clBuildProgram(p, 1, &dev->info->id, options, NULL,
-                                   NULL) != CL_SUCCESS)) {
+                    clBuildProgram(p, 1, &dev->info->id, options, NULL, NULL) !=
+                        CL_SUCCESS)) {
     clReleaseProgram(p);
     p = NULL;
   }
-  debug(dev, p != NULL ? "loaded" : "rebuilding (the driver refused)",
-        path);
+  debug(dev, p != NULL ? "loaded" : "rebuilding (the driver refused)", path,
+        NULL);
   return p;
 }
 
@@ -243,8 +152,7 @@ static tyto_plugin_error *from_source(tyto_plugin_device *dev,
                                       cl_program *out) {
   const char *parts[2] = {ocl_prelude, source};
   cl_int err = CL_SUCCESS;
-  cl_program p =
-      clCreateProgramWithSource(dev->context, 2, parts, NULL, &err);
+  cl_program p = clCreateProgramWithSource(dev->context, 2, parts, NULL, &err);
   if (p == NULL || err != CL_SUCCESS)
     return ocl_error_cl(OCL_HOST(dev), "clCreateProgramWithSource",
                         err == CL_SUCCESS ? CL_OUT_OF_HOST_MEMORY : err,
@@ -275,14 +183,12 @@ tyto_plugin_error *ocl_program_get(tyto_plugin_device *dev, const char *source,
     e = ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                   "prepare: out of host memory");
   } else {
+    const tyto_plugin_host *host = OCL_HOST(dev);
     char dir[4096], path[4200];
-    key128 key = program_key(dev, source, options);
-    int disk = cache_dir(dev, dir, sizeof dir);
-    if (disk) {
-      int n = snprintf(path, sizeof path, "%s/%016llx%016llx.bin", dir,
-                       (unsigned long long)key.a, (unsigned long long)key.b);
-      disk = n > 0 && (size_t)n < sizeof path;
-    }
+    tpc_cache_key key = program_key(dev, source, options);
+    int disk = tpc_cache_dir(host->option(host->ctx, "cache_dir"), "opencl",
+                             dir, sizeof dir) &&
+               tpc_cache_path(dir, key, path, sizeof path);
     if (disk)
       p->program = from_binary(dev, path, key, options);
     if (p->program == NULL &&

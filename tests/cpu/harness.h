@@ -43,12 +43,13 @@ static inline void harness_open(harness *hx) {
   tyto_context_options o;
   test_options(&o, 0);
   o.devices = "cpu";
-  ck_assert_msg(tyto_context_new(&o, &hx->ctx) == TYTO_OK, "%s",
-                tyto_errmsg());
+  ck_assert_msg(tyto_context_new(&o, &hx->ctx) == TYTO_OK, "%s", tyto_errmsg());
   hx->dev = tyto_context_device(hx->ctx, 0);
 }
 
-static inline void harness_close(harness *hx) { tyto_context_free(hx->ctx); }
+static inline void harness_close(harness *hx) {
+  tyto_context_free(hx->ctx);
+}
 
 /* A row-major tensor; values may be NULL (zeros). */
 static inline h_tensor h_tensor_new(uint32_t dtype, uint32_t rank,
@@ -85,7 +86,9 @@ static inline int64_t h_at(const h_tensor *t, const int64_t *idx) {
   return off;
 }
 
-static inline size_t h_size(uint32_t dtype) { return dtype == F32 ? 4 : 8; }
+static inline size_t h_size(uint32_t dtype) {
+  return dtype == F32 ? 4 : 8;
+}
 
 static inline void h_pack(const h_tensor *t, unsigned char *bytes) {
   for (int64_t i = 0; i < t->storage; i++) {
@@ -127,10 +130,10 @@ static inline const char *harness_run(harness *hx, uint32_t op, h_tensor *in,
     lin[i] = in[i].layout;
   for (uint32_t i = 0; i < n_out; i++)
     lout[i] = out[i].layout;
-  tyto_plugin_op_desc d = {sizeof d, op,     n_in,     n_out,  lin,  lout,
-                           n_iattrs, iattrs, n_fattrs, fattrs, 0,    NULL};
+  tyto_plugin_op_desc d = {sizeof d, op,     n_in,     n_out,  lin, lout,
+                           n_iattrs, iattrs, n_fattrs, fattrs, 0,   NULL};
   tyto_plugin_kernel *k = NULL;
-  tyto_plugin_kernel_info ki = {sizeof ki, 0};
+  tyto_plugin_kernel_info ki = {sizeof ki, 0, 0};
   tyto_plugin_error *err = f->supports_op(h, &d);
   if (!err)
     err = f->prepare(h, &d, &k, &ki);
@@ -146,7 +149,8 @@ static inline const char *harness_run(harness *hx, uint32_t op, h_tensor *in,
   unsigned char *tmp[8] = {0};
   for (uint32_t i = 0; i < n_in + n_out; i++) {
     h_tensor *t = i < n_in ? &in[i] : &out[i - n_in];
-    size_t bytes = (size_t)(t->storage ? t->storage : 1) * h_size(t->layout.dtype);
+    size_t bytes =
+        (size_t)(t->storage ? t->storage : 1) * h_size(t->layout.dtype);
     tmp[i] = calloc(1, bytes);
     h_pack(t, tmp[i]);
     tyto_plugin_buffer **b = i < n_in ? &bin[i] : &bout[i - n_in];
@@ -171,9 +175,10 @@ static inline const char *harness_run(harness *hx, uint32_t op, h_tensor *in,
     result = hx->error;
   } else {
     for (uint32_t i = 0; i < n_out; i++) {
-      size_t bytes =
-          (size_t)(out[i].storage ? out[i].storage : 1) * h_size(out[i].layout.dtype);
-      ck_assert_ptr_null(f->copy_d2h(h, NULL, tmp[n_in + i], bout[i], 0, bytes));
+      size_t bytes = (size_t)(out[i].storage ? out[i].storage : 1) *
+                     h_size(out[i].layout.dtype);
+      ck_assert_ptr_null(
+          f->copy_d2h(h, NULL, tmp[n_in + i], bout[i], 0, bytes));
       h_unpack(&out[i], tmp[n_in + i]);
     }
   }

@@ -172,7 +172,7 @@ START_TEST(conv_path_switch) {
   for (int fallback = 0; fallback < 2; fallback++) {
     set_path(fallback);
     tyto_plugin_kernel *k = NULL;
-    tyto_plugin_kernel_info ki = {sizeof ki, 0};
+    tyto_plugin_kernel_info ki = {sizeof ki, 0, 0};
     ck_assert_ptr_null(f->prepare(dev->handle, &d, &k, &ki));
     if (fallback)
       ck_assert_uint_eq(ki.workspace_bytes, (54 + 162 + 27) * 4);
@@ -208,7 +208,7 @@ START_TEST(conv_backward_path_switch) {
     for (int fallback = 0; fallback < 2; fallback++) {
       set_path(fallback);
       tyto_plugin_kernel *k = NULL;
-      tyto_plugin_kernel_info ki = {sizeof ki, 0};
+      tyto_plugin_kernel_info ki = {sizeof ki, 0, 0};
       ck_assert_ptr_null(f->prepare(dev->handle, &d[i], &k, &ki));
       if (fallback)
         ck_assert_uint_eq(ki.workspace_bytes, (54 + 162 + 27) * 4);

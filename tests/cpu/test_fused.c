@@ -74,7 +74,7 @@ static const char *fused_run(harness *hx, const prog *p, h_tensor *in,
   tyto_plugin_op_desc d =
       fused_desc(in, n_in, out, n_out, lin, lout, &fp, sizeof fp);
   tyto_plugin_kernel *k = NULL;
-  tyto_plugin_kernel_info ki = {sizeof ki, 0};
+  tyto_plugin_kernel_info ki = {sizeof ki, 0, 0};
   tyto_plugin_error *err = f->supports_op(h, &d);
   if (err) {
     snprintf(hx->error, sizeof hx->error, "%s", rt_error_message(err));
@@ -658,7 +658,7 @@ static const char *refused_desc(harness *hx, const tyto_plugin_op_desc *d) {
   snprintf(hx->error, sizeof hx->error, "%s", rt_error_message(e));
   rt_error_free(e);
   tyto_plugin_kernel *k = NULL;
-  tyto_plugin_kernel_info ki = {sizeof ki, 0};
+  tyto_plugin_kernel_info ki = {sizeof ki, 0, 0};
   e = f->prepare(h, d, &k, &ki);
   ck_assert_ptr_nonnull(e);
   ck_assert_str_eq(rt_error_message(e), hx->error);

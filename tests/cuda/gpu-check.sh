@@ -2,14 +2,18 @@
 # The CUDA plugin's check on a real NVIDIA GPU, from a pack built on a Debian
 # machine (tests/cuda/gpu-pack.sh): it builds nothing here. The GPU machine
 # needs the NVIDIA driver and CUDA 13's libraries (the toolkit, or NVIDIA's
-# pip wheels as PyTorch installs them).
+# pip wheels as PyTorch installs them), and PyTorch for the last step.
 #
 #   sh tests/cuda/gpu-check.sh [PACK.tar.xz] [OUTDIR]
 #
 # Runs, each under a time limit, logging to OUTDIR (default: $OUT or
-# /tmp/tyto-gpu-out): nvidia-smi, tyto-info, the plugin's own tests,
-# tyto-conform (test and grad modes) on cuda:0, tyto-train's MLP and CNN
-# for one epoch on cuda:0. Ends with "N passed, N failed"; exits non-zero when a step failed.
+# /tmp/tyto-gpu-out): nvidia-smi, tyto-info, the plugin's own tests (the ABI
+# test, and graphs, out-of-memory and a kernel fault through libtyto),
+# tyto-conform (test and grad modes) on cuda:0, tyto-train's MLP and CNN for
+# one epoch on cuda:0 with graphs and without (TYTO_GRAPHS=off), and
+# bench/train_vs_torch.py against this machine's PyTorch on the same GPU.
+# Ends with "N passed, N failed"; exits non-zero when a step failed. Takes
+# about 5 minutes on an H100.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 pack=${1:-$top/.gpu/tyto-gpu.tar.xz}
@@ -56,13 +60,25 @@ step() { # step NAME LIMIT_S COMMAND...
 nvidia-smi -L
 step tyto-info 60 "$bin/tyto-info"
 step plugin-test 120 "$work/tests/test_cuda_plugin" "$plug/tyto_plugin_cuda.so"
+step faults-test 120 "$work/tests/test_cuda_faults" "$plug"
 step conform-test 240 "$bin/tyto-conform" "$plug/tyto_plugin_cuda.so" \
   --reference "$plug/tyto_plugin_cpu.so"
 step conform-grad 240 "$bin/tyto-conform" "$plug/tyto_plugin_cuda.so" \
   --mode grad --reference "$plug/tyto_plugin_cpu.so"
-step train-mlp 180 "$bin/tyto-train" --model mlp --devices cuda:0 \
-  --data "$data"
-step train-cnn 240 "$bin/tyto-train" --model cnn --devices cuda:0 \
-  --data "$data"
+step train-mlp 120 env TYTO_LOG_LEVEL=info "$bin/tyto-train" --model mlp \
+  --devices cuda:0 --data "$data"
+step train-cnn 120 env TYTO_LOG_LEVEL=info "$bin/tyto-train" --model cnn \
+  --devices cuda:0 --data "$data"
+step train-mlp-nographs 120 env TYTO_GRAPHS=off "$bin/tyto-train" \
+  --model mlp --devices cuda:0 --data "$data"
+step train-cnn-nographs 120 env TYTO_GRAPHS=off "$bin/tyto-train" \
+  --model cnn --devices cuda:0 --data "$data"
+# Where a training step's time goes, kernel by kernel (TYTO_PROFILE
+# synchronises after every launch, so graphs are off here).
+step profile-cnn 120 env TYTO_PROFILE=1 "$bin/tyto-train" --model cnn \
+  --devices cuda:0 --data "$data" --limit 12800 --test-limit 1000 --quiet
+step vs-torch 300 env PYTHONUNBUFFERED=1 python3 "$top/bench/train_vs_torch.py" \
+  --torch-settings eager,benchmark,fused \
+  --device cuda --tyto "$bin/tyto-train" --data "$data"
 echo "gpu-check: $passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -13,9 +13,10 @@ trap 'rm -rf "$stage"' EXIT
 cp -a "$build/prefix" "$stage/prefix"
 rm -f "$stage/prefix/lib/tyto/plugins/tyto_plugin_opencl.so"
 mkdir -p "$stage/lib" "$stage/tests" "$stage/data"
-cp "$build/tests/cuda/test_cuda_plugin" "$stage/tests/"
+cp "$build/tests/cuda/test_cuda_plugin" "$build/tests/cuda/test_cuda_faults" \
+  "$stage/tests/"
 for f in "$stage"/prefix/bin/* "$stage"/prefix/lib/tyto/plugins/*.so \
-         "$stage"/prefix/lib/libtyto.so "$stage/tests/test_cuda_plugin"; do
+         "$stage"/prefix/lib/libtyto.so "$stage"/tests/*; do
   ldd "$f" 2>/dev/null | awk '$3 ~ /^\// {print $3}'
 done | sort -u | grep -v -e /usr/local/cuda -e 'libc\.so' -e 'libm\.so' \
   -e libpthread -e 'libdl\.so' -e 'librt\.so' -e ld-linux -e libgcc_s \

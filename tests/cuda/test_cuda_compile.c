@@ -5,31 +5,57 @@
  * the oldest the plugin drives), so a kernel that does not compile fails
  * here, on machines without a GPU, not first on a GPU. Needs NVRTC only
  * (no driver). Linked with the plugin's objects (libtcu.la).
+ *
+ * Then the disk cache of compiled kernels (plugins/common/diskcache.h) in a
+ * temporary cache_dir: a compiled kernel is stored under cache_dir/cuda, a
+ * fresh device loads it without running NVRTC, a damaged file is rebuilt
+ * and replaced whole, a FIFO at an entry's path is neither opened blocking
+ * nor stops the compile, a file-size limit fails the write without
+ * killing the process, and cache_dir=off writes nothing. Under valgrind
+ * only this part runs.
  */
+#define _DEFAULT_SOURCE
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../../plugins/cuda/ops.h"
 #include "plugin_host.h"
 
+/* The plugin's debug lines about its disk cache ("cuda:0: kernel cache:
+ * stored PATH", ...), kept for the cache test. */
+static char cache_log[8192];
+
 static void host_log(void *ctx, tyto_plugin_log_level level, const char *fmt,
                      ...) {
+  char line[1024];
+  va_list ap;
   (void)ctx;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (strstr(line, "kernel cache:") != NULL) {
+    size_t n = strlen(cache_log);
+    snprintf(cache_log + n, sizeof cache_log - n, "%s\n", line);
+  }
   if (level > TYTO_PLUGIN_LOG_WARN && getenv("TYTO_TEST_LOG") == NULL)
     return;
-  va_list ap;
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
+  fprintf(stderr, "%s\n", line);
 }
+
+/* The option cache_dir; "off" outside the cache test, so that the test
+ * neither reads nor fills the user's cache. */
+static const char *cache_dir_option = "off";
 
 static const char *host_option(void *ctx, const char *key) {
   (void)ctx;
-  (void)key;
-  return NULL;
+  return strcmp(key, "cache_dir") == 0 ? cache_dir_option : NULL;
 }
 
 static const tyto_plugin_host host = {
@@ -74,7 +100,7 @@ static void prep(const char *what, uint32_t op, uint32_t n_in,
   tyto_plugin_op_desc d = {sizeof d, op, n_in, n_out, in,        out,
                            n_i,      ia, n_f,  fa,    blob_size, blob};
   tyto_plugin_kernel *k = NULL;
-  tyto_plugin_kernel_info info = {sizeof info, 0};
+  tyto_plugin_kernel_info info = {sizeof info, 0, 0};
   char label[160];
   snprintf(label, sizeof label, "prepare %s (%s, %s)", what, dev->arch,
            tcu_dtype_name(d.outputs[0].dtype));
@@ -212,13 +238,209 @@ static void all_ops(uint32_t dt) {
        tri, 0, NULL, NULL, 0);
 }
 
+/* ---- the disk cache ---------------------------------------------------- */
+
+/* Sets up *d as a fresh compile_only device (as the next process would
+ * open it) for compute capability major.minor; 0 when NVRTC cannot target
+ * it. */
+static int open_device(tyto_plugin_device *d, tyto_plugin_state *st, int major,
+                       int minor) {
+  memset(d, 0, sizeof *d);
+  d->state = st;
+  d->sm_count = 132;
+  d->compile_only = 1;
+  pthread_mutex_init(&d->cache_lock, NULL);
+  pthread_mutex_init(&d->lib_lock, NULL);
+  tcu_arch_select(d, major, minor);
+  return d->arch[0] != '\0';
+}
+
+static void close_device(tyto_plugin_device *d) {
+  tcu_cache_clear(d);
+  pthread_mutex_destroy(&d->cache_lock);
+  pthread_mutex_destroy(&d->lib_lock);
+}
+
+/* Entries of `dir` (temporaries included), the first one's path in
+ * `first`. */
+static int count_files(const char *dir, char *first, size_t size) {
+  DIR *d = opendir(dir);
+  int n = 0;
+  struct dirent *de;
+  if (d == NULL)
+    return 0;
+  while ((de = readdir(d)) != NULL) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      continue;
+    if (n++ == 0 && first != NULL)
+      snprintf(first, size, "%s/%s", dir, de->d_name);
+  }
+  closedir(d);
+  return n;
+}
+
+/* Size of the regular file at `path`, -1 for anything else. */
+static long file_size(const char *path) {
+  struct stat st;
+  return lstat(path, &st) == 0 && S_ISREG(st.st_mode) ? (long)st.st_size : -1;
+}
+
+/* On a fresh device: prepares fill (f32), which compiles one small kernel,
+ * and returns how many times NVRTC ran. The log is cleared first. */
+static unsigned prepare_fill(tyto_plugin_state *st, int major, int minor) {
+  tyto_plugin_device d;
+  tyto_plugin_layout v =
+      dense(TYTO_PLUGIN_DTYPE_F32, 2, (int64_t)3, (int64_t)5);
+  double value = 0.5;
+  cache_log[0] = '\0';
+  if (!open_device(&d, st, major, minor))
+    return 0;
+  dev = &d;
+  prep("fill", TYTO_PLUGIN_OP_FILL, 0, NULL, 1, &v, 0, NULL, 1, &value, NULL,
+       0);
+  close_device(&d);
+  dev = NULL;
+  return d.nvrtc_compiles;
+}
+
+/* Returns 0 when NVRTC cannot target major.minor (nothing tested). */
+static int test_disk_cache(tyto_plugin_state *st, int major, int minor) {
+  char root[] = "/tmp/tyto-cuda-cache-XXXXXX";
+  char dir[64], file[512], cmd[128];
+  tyto_plugin_device d;
+  unsigned n;
+  long size;
+  int can = open_device(&d, st, major, minor);
+  close_device(&d);
+  if (!can)
+    return 0;
+  /* A prepare that hangs (a FIFO opened blocking) fails the test instead
+   * of stalling make check; NVRTC under valgrind needs its minutes. */
+  unsigned limit = getenv("TYTO_TEST_UNDER_VALGRIND") != NULL ? 1200 : 300;
+  if (mkdtemp(root) == NULL) {
+    CHECK(0, "mkdtemp failed");
+    return 1;
+  }
+  snprintf(dir, sizeof dir, "%s/cuda", root);
+  cache_dir_option = root;
+  alarm(limit);
+
+  /* The first compile is stored. */
+  n = prepare_fill(st, major, minor);
+  CHECK(n == 1, "NVRTC ran %u times for one kernel", n);
+  CHECK(count_files(dir, file, sizeof file) == 1,
+        "one kernel stored in %s, found %d", dir, count_files(dir, NULL, 0));
+  CHECK(strstr(cache_log, "kernel cache: stored") != NULL, "log: %s",
+        cache_log);
+  size = file_size(file);
+  CHECK(size > 32 && strcmp(file + strlen(file) - 4, ".bin") == 0,
+        "%s has %ld bytes", file, size);
+
+  /* A fresh device (as the next process) loads it without NVRTC. */
+  n = prepare_fill(st, major, minor);
+  CHECK(n == 0, "NVRTC ran %u times with the kernel on disk", n);
+  CHECK(strstr(cache_log, "kernel cache: loaded") != NULL &&
+            strstr(cache_log, "stored") == NULL,
+        "the second device loads the stored kernel; log: %s", cache_log);
+
+  /* A file cut short is rebuilt and replaced whole. */
+  CHECK(truncate(file, size / 2) == 0, "truncate");
+  n = prepare_fill(st, major, minor);
+  CHECK(n == 1 && strstr(cache_log, "cut short") != NULL &&
+            strstr(cache_log, "kernel cache: stored") != NULL,
+        "a cut file is rebuilt (NVRTC ran %u times); log: %s", n, cache_log);
+  CHECK(file_size(file) == size, "the rebuilt file has %ld bytes, not %ld",
+        file_size(file), size);
+  CHECK(count_files(dir, NULL, 0) == 1, "no temporary file is left behind");
+
+  /* So is a file with a damaged header. */
+  FILE *f = fopen(file, "r+b");
+  CHECK(f != NULL && fputc('X', f) != EOF && fclose(f) == 0, "damage %s", file);
+  n = prepare_fill(st, major, minor);
+  CHECK(n == 1 && strstr(cache_log, "not a cache file") != NULL &&
+            strstr(cache_log, "kernel cache: stored") != NULL,
+        "a damaged file is rebuilt (NVRTC ran %u times); log: %s", n,
+        cache_log);
+  n = prepare_fill(st, major, minor);
+  CHECK(n == 0, "the rebuilt file is loaded (NVRTC ran %u times)", n);
+
+  /* A FIFO at the entry's path: not opened blocking (no writer would ever
+   * come), the kernel compiles, and the entry replaces the FIFO. */
+  CHECK(remove(file) == 0 && mkfifo(file, 0600) == 0, "mkfifo %s", file);
+  n = prepare_fill(st, major, minor);
+  CHECK(n == 1 && strstr(cache_log, "FIFO") != NULL,
+        "a FIFO is ignored (NVRTC ran %u times); log: %s", n, cache_log);
+  CHECK(file_size(file) == size, "the FIFO was replaced by a %ld-byte file",
+        file_size(file));
+
+  /* A file-size limit (ulimit -f) below the entry's size: the write fails
+   * with EFBIG instead of SIGXFSZ ending the process, nothing is left
+   * behind, and the kernel still compiles. In a child, because the limit
+   * would stop the test's own log too. */
+  CHECK(remove(file) == 0, "remove %s", file);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct rlimit rl;
+    int ok = getrlimit(RLIMIT_FSIZE, &rl) == 0;
+    rl.rlim_cur = 64;
+    ok = ok && setrlimit(RLIMIT_FSIZE, &rl) == 0;
+    n = prepare_fill(st, major, minor);
+    ok = ok && n == 1 && failures == 0 &&
+         strstr(cache_log, "file-size limit") != NULL &&
+         count_files(dir, NULL, 0) == 0;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+            WEXITSTATUS(status) == 0,
+        "past the file-size limit: the child %s %d",
+        WIFSIGNALED(status) ? "was killed by signal" : "exited with",
+        WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+  CHECK(count_files(dir, NULL, 0) == 0,
+        "past the file-size limit: %d files left in %s",
+        count_files(dir, NULL, 0), dir);
+
+  /* A folder at the entry's path cannot be replaced: the kernel still
+   * compiles, and the temporary is removed. */
+  CHECK(mkdir(file, 0700) == 0, "mkdir %s", file);
+  n = prepare_fill(st, major, minor);
+  CHECK(n == 1 && strstr(cache_log, "cannot store") != NULL,
+        "a folder in the way (NVRTC ran %u times); log: %s", n, cache_log);
+  CHECK(count_files(dir, NULL, 0) == 1, "%d entries in %s, expected 1",
+        count_files(dir, NULL, 0), dir);
+  rmdir(file);
+  rmdir(dir);
+
+  /* cache_dir=off: nothing is read or written. */
+  cache_dir_option = "off";
+  n = prepare_fill(st, major, minor);
+  CHECK(n == 1 && count_files(root, NULL, 0) == 0 && cache_log[0] == '\0',
+        "cache_dir=off: NVRTC ran %u times, %d files written; log: %s", n,
+        count_files(root, NULL, 0), cache_log);
+  alarm(0);
+
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+  CHECK(system(cmd) == 0, "%s", cmd);
+  return 1;
+}
+
 int main(void) {
   /* NVRTC is an LLVM: compiling some 500 kernels under valgrind takes the
-   * better part of an hour and reports only on NVRTC's own allocator. The
-   * plain and sanitizer runs cover this test. */
+   * better part of an hour and reports only on NVRTC's own allocator, so
+   * under valgrind only the disk cache's few compiles run. The plain and
+   * sanitizer runs cover the rest. */
   if (getenv("TYTO_TEST_UNDER_VALGRIND") != NULL) {
-    fprintf(stderr, "test_cuda_compile: skipped under valgrind\n");
-    return 77;
+    tyto_plugin_state st;
+    memset(&st, 0, sizeof st);
+    st.host = &host;
+    if (!test_disk_cache(&st, 9, 0)) {
+      fprintf(stderr, "NVRTC cannot target sm_90\n");
+      return 77;
+    }
+    printf("%d checks, %d failed (disk cache only)\n", checks, failures);
+    return failures ? 1 : 0;
   }
   tyto_plugin_state st;
   memset(&st, 0, sizeof st);
@@ -233,7 +455,7 @@ int main(void) {
   dev = &d;
   /* Turing (the oldest NVRTC 13 targets) and Hopper. */
   const int archs[][2] = {{7, 5}, {9, 0}};
-  int compiled = 0;
+  int compiled = 0, last = 0;
   for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
     tcu_arch_select(&d, archs[i][0], archs[i][1]);
     if (d.arch[0] == '\0') {
@@ -245,9 +467,13 @@ int main(void) {
     all_ops(TYTO_PLUGIN_DTYPE_F64);
     tcu_cache_clear(&d);
     compiled++;
+    last = (int)i;
   }
   pthread_mutex_destroy(&d.cache_lock);
   pthread_mutex_destroy(&d.lib_lock);
+  if (compiled > 0)
+    test_disk_cache(&st, archs[last][0], archs[last][1]);
+  dev = &d;
   /* A descriptor the plugin refuses names what it expected. */
   tyto_plugin_layout bad =
       dense(TYTO_PLUGIN_DTYPE_F32, 2, (int64_t)2, (int64_t)3);

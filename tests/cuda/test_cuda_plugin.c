@@ -320,7 +320,7 @@ static void run_op(tyto_plugin_device *dev, tyto_plugin_stream *s,
                    uint64_t out_bind, double value) {
   tyto_plugin_op_desc d;
   tyto_plugin_kernel *k = NULL;
-  tyto_plugin_kernel_info ki = {sizeof ki, 123};
+  tyto_plugin_kernel_info ki = {sizeof ki, 123, 0};
   tyto_plugin_buffer *bin = NULL, *bout = NULL;
   char *hin = malloc(in_bytes ? in_bytes : 1);
   char *hout = malloc(out_bytes), *expect = malloc(out_bytes);
@@ -860,7 +860,9 @@ int main(int argc, char **argv) {
   CHECK(info->struct_size == sizeof *info && info->abi_major == 1,
         "info header");
   CHECK(strcmp(info->name, "cuda") == 0, "name %s", info->name);
-  CHECK(info->n_options == 1 && strcmp(info->options[0].key, "allow_tf32") == 0,
+  CHECK(info->n_options == 2 &&
+            strcmp(info->options[0].key, "allow_tf32") == 0 &&
+            strcmp(info->options[1].key, "cache_dir") == 0,
         "options");
   F = info->fns;
   D = info->device_fns;

@@ -352,14 +352,13 @@ static void test_errors(tyto_plugin_device *dev) {
   /* Bindings: the copy's layouts reach 32 floats = 128 bytes. */
   d = desc_of(TYTO_PLUGIN_OP_COPY, 1, &f32, &f32, NULL, 0);
   tyto_plugin_kernel *k = NULL;
-  tyto_plugin_kernel_info ki = {sizeof ki, 0};
+  tyto_plugin_kernel_info ki = {sizeof ki, 0, 0};
   if (!OK(df->prepare(dev, &d, &k, &ki)))
     return;
   tyto_plugin_buffer *big = NULL, *small = NULL;
   tyto_plugin_stream *s = NULL;
   if (OK(df->buffer_alloc(dev, 256, &big)) &&
-      OK(df->buffer_alloc(dev, 64, &small)) &&
-      OK(df->stream_create(dev, &s))) {
+      OK(df->buffer_alloc(dev, 64, &small)) && OK(df->stream_create(dev, &s))) {
     tyto_plugin_binding in = bound(big, 0), out = bound(small, 0);
     EXPECT_ERR(df->launch(dev, s, k, &in, 1, &out, 1, NULL),
                TYTO_PLUGIN_ERR_INVALID_ARGUMENT, "outside its 64-byte buffer");
@@ -428,7 +427,7 @@ static void prepare_fill(void) {
   double v = 3.0;
   tyto_plugin_op_desc d = desc_of(TYTO_PLUGIN_OP_FILL, 0, NULL, &l, &v, 1);
   tyto_plugin_kernel *k = NULL;
-  tyto_plugin_kernel_info ki = {sizeof ki, 0};
+  tyto_plugin_kernel_info ki = {sizeof ki, 0, 0};
   if (OK(df->prepare(dev, &d, &k, &ki)))
     df->kernel_release(dev, k);
   df->device_close(dev);
@@ -528,7 +527,7 @@ int main(int argc, char **argv) {
   if (!valgrind)
     test_cache(path);
   dlclose(so);
-  printf("%d checks, %d failed (%u device%s)\n", checks, failures,
-         (unsigned)n, n == 1 ? "" : "s");
+  printf("%d checks, %d failed (%u device%s)\n", checks, failures, (unsigned)n,
+         n == 1 ? "" : "s");
   return failures ? 1 : 0;
 }

@@ -32,6 +32,15 @@
  *                       kernel is skipped and the stream's next
  *                       synchronize returns an error, as a device that
  *                       faults at run time does
+ *   TYTO_PART_GRAPHS    (default on): on, the device records graphs
+ *                       (graph_begin .. graph_end keep the launches, and
+ *                       graph_launch queues them again); off, the four
+ *                       graph functions are NULL; fail, graph_end refuses
+ *                       every recording with UNSUPPORTED
+ *
+ * ABS kernels are prepared with TYTO_PLUGIN_KERNEL_HOST_SYNC, as a kernel
+ * that reads device memory back at launch would be, so that a test can
+ * see a program that holds one run without a graph.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -62,6 +71,8 @@ struct tyto_plugin_state {
   long n_devices;     /* TYTO_PART_DEVICES */
   long fail_at;       /* TYTO_PART_FAIL_LAUNCH */
   long launches;      /* launches run so far (under mu) */
+  int graphs_fail;    /* TYTO_PART_GRAPHS=fail */
+  long replays;       /* launches queued by graph_launch (under mu) */
   pthread_mutex_t mu; /* events and kernel references */
   pthread_cond_t cv;  /* an event was signalled */
 };
@@ -111,8 +122,16 @@ typedef struct pp_cmd {
   uint64_t gen;
 } pp_cmd;
 
+/* A recorded graph: the launch commands, each holding its kernel. */
+struct tyto_plugin_graph {
+  pp_cmd *cmds;
+  size_t n, cap;
+};
+
 struct tyto_plugin_stream {
   tyto_plugin_state *st;
+  struct tyto_plugin_graph *rec; /* recording (graph_begin), or NULL */
+  int rec_failed;                /* a launch could not be kept */
   pthread_t thread;
   pthread_mutex_t mu;
   pthread_cond_t cv; /* a command arrived or one finished */
@@ -356,6 +375,8 @@ static void event_unref(tyto_plugin_state *st, struct tyto_plugin_event *e) {
 
 /* ------------------------------------------------------------- streams -- */
 
+static void graph_free(tyto_plugin_state *st, struct tyto_plugin_graph *g);
+
 static void delay(const tyto_plugin_state *st) {
   if (st->delay_us <= 0)
     return;
@@ -491,6 +512,7 @@ static void pp_stream_destroy(tyto_plugin_device *d, tyto_plugin_stream *s) {
   pthread_cond_broadcast(&s->cv);
   pthread_mutex_unlock(&s->mu);
   pthread_join(s->thread, NULL);
+  graph_free(s->st, s->rec); /* a recording never ended */
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->cv);
   free(s);
@@ -927,7 +949,10 @@ static tyto_plugin_error *pp_prepare(tyto_plugin_device *d,
     }
   }
   k->refs = 1;
-  (void)info; /* no workspace */
+  /* No workspace; ABS pretends to read back at launch (see the top). */
+  if (info && TYTO_PLUGIN_HAS_FIELD(info, tyto_plugin_kernel_info, flags))
+    info->flags =
+        k->op == TYTO_PLUGIN_OP_ABS ? TYTO_PLUGIN_KERNEL_HOST_SYNC : 0;
   *out = k;
   return NULL;
 }
@@ -987,12 +1012,101 @@ static tyto_plugin_error *pp_launch(tyto_plugin_device *d,
   pthread_mutex_lock(&d->st->mu);
   k->refs++;
   pthread_mutex_unlock(&d->st->mu);
+  if (s->rec) {
+    /* Kept, not run; the values of a fused program are made per replay. */
+    free(c.vals);
+    c.vals = NULL;
+    struct tyto_plugin_graph *g = s->rec;
+    if (g->n == g->cap) {
+      size_t cap = 2 * g->cap + 8;
+      pp_cmd *n = realloc(g->cmds, cap * sizeof *n);
+      if (!n) {
+        kernel_unref(d->st, k);
+        s->rec_failed = 1;
+        return oom(d->st);
+      }
+      g->cmds = n;
+      g->cap = cap;
+    }
+    g->cmds[g->n++] = c;
+    return NULL;
+  }
   tyto_plugin_error *e = enqueue(s, &c);
   if (e) {
     free(c.vals);
     kernel_unref(d->st, k);
   }
   return e;
+}
+
+/* -------------------------------------------------------------- graphs -- */
+
+static void graph_free(tyto_plugin_state *st, struct tyto_plugin_graph *g) {
+  if (!g)
+    return;
+  for (size_t i = 0; i < g->n; i++)
+    kernel_unref(st, g->cmds[i].k);
+  free(g->cmds);
+  free(g);
+}
+
+static tyto_plugin_error *pp_graph_begin(tyto_plugin_device *d,
+                                         tyto_plugin_stream *s) {
+  if (s->rec)
+    return d->st->host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                                  "part: graph_begin: the stream is already "
+                                  "recording");
+  if (!(s->rec = calloc(1, sizeof *s->rec)))
+    return oom(d->st);
+  s->rec_failed = 0;
+  return NULL;
+}
+
+static tyto_plugin_error *pp_graph_end(tyto_plugin_device *d,
+                                       tyto_plugin_stream *s,
+                                       struct tyto_plugin_graph **out) {
+  struct tyto_plugin_graph *g = s->rec;
+  *out = NULL;
+  s->rec = NULL;
+  if (!g)
+    return d->st->host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                                  "part: graph_end: the stream is not "
+                                  "recording");
+  if (s->rec_failed || d->st->graphs_fail) {
+    graph_free(d->st, g);
+    return d->st->host->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
+                                  "part: this recording cannot be replayed "
+                                  "(TYTO_PART_GRAPHS=fail)");
+  }
+  *out = g;
+  return NULL;
+}
+
+static tyto_plugin_error *pp_graph_launch(tyto_plugin_device *d,
+                                          tyto_plugin_stream *s,
+                                          struct tyto_plugin_graph *g) {
+  for (size_t i = 0; i < g->n; i++) {
+    pp_cmd c = g->cmds[i];
+    if (c.k->op == TYTO_PLUGIN_OP_FUSED && c.k->numel > 0 &&
+        !(c.vals = malloc(c.k->n_instrs * sizeof *c.vals)))
+      return oom(d->st);
+    pthread_mutex_lock(&d->st->mu);
+    c.k->refs++;
+    d->st->replays++;
+    pthread_mutex_unlock(&d->st->mu);
+    tyto_plugin_error *e = enqueue(s, &c);
+    if (e) {
+      free(c.vals);
+      kernel_unref(d->st, c.k);
+      return e;
+    }
+  }
+  return NULL;
+}
+
+static void pp_graph_destroy(tyto_plugin_device *d,
+                             struct tyto_plugin_graph *g) {
+  graph_free(d->st, g);
 }
 
 /* -------------------------------------------------------------- plugin -- */
@@ -1092,9 +1206,16 @@ static const tyto_plugin_device_fns pp_dfns = {
     .prepare = pp_prepare,
     .kernel_release = pp_release,
     .launch = pp_launch,
+    .graph_begin = pp_graph_begin,
+    .graph_end = pp_graph_end,
+    .graph_launch = pp_graph_launch,
+    .graph_destroy = pp_graph_destroy,
 };
 
-static const tyto_plugin_info pp_info = {
+/* The same without graphs (TYTO_PART_GRAPHS=off); filled at init. */
+static tyto_plugin_device_fns pp_dfns_plain;
+
+static tyto_plugin_info pp_info = {
     .struct_size = sizeof(tyto_plugin_info),
     .abi_major = TYTO_PLUGIN_ABI_MAJOR,
     .abi_minor = TYTO_PLUGIN_ABI_MINOR,
@@ -1153,6 +1274,24 @@ tyto_plugin_part_LTX_init(const tyto_plugin_host *host,
   st->delay_us = us;
   st->n_devices = n_dev;
   st->fail_at = fail_at;
+  const char *gv = getenv("TYTO_PART_GRAPHS");
+  pp_info.device_fns = &pp_dfns;
+  if (gv && !strcmp(gv, "off")) {
+    pp_dfns_plain = pp_dfns;
+    pp_dfns_plain.graph_begin = NULL;
+    pp_dfns_plain.graph_end = NULL;
+    pp_dfns_plain.graph_launch = NULL;
+    pp_dfns_plain.graph_destroy = NULL;
+    pp_info.device_fns = &pp_dfns_plain;
+  } else if (gv && !strcmp(gv, "fail")) {
+    st->graphs_fail = 1;
+  } else if (gv && *gv && strcmp(gv, "on")) {
+    free(st);
+    return host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                           "part: TYTO_PART_GRAPHS is '%.40s': expected on, "
+                           "off or fail",
+                           gv);
+  }
   pthread_mutex_init(&st->mu, NULL);
   pthread_cond_init(&st->cv, NULL);
   *info = &pp_info;

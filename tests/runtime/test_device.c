@@ -156,7 +156,7 @@ static void *run_op(tyto_device *dev, uint32_t op, const tyto_plugin_layout *in,
   }
   *supported = 1;
   tyto_plugin_kernel *k;
-  tyto_plugin_kernel_info ki = {sizeof ki, 0};
+  tyto_plugin_kernel_info ki = {sizeof ki, 0, 0};
   ok(f->prepare(h, &d, &k, &ki), "prepare", dev);
   tyto_plugin_buffer *ib = NULL, *ob;
   tyto_plugin_stream *s;
@@ -306,7 +306,7 @@ START_TEST(launch_outside_the_buffer_is_refused) {
   tyto_plugin_op_desc d = {
       sizeof d, TYTO_PLUGIN_OP_FILL, 0, 1, NULL, &out, 0, NULL, 1, &v, 0, NULL};
   tyto_plugin_kernel *k;
-  tyto_plugin_kernel_info ki = {sizeof ki, 0};
+  tyto_plugin_kernel_info ki = {sizeof ki, 0, 0};
   ok(f->prepare(dev->handle, &d, &k, &ki), "prepare", dev);
   tyto_plugin_buffer *small;
   tyto_plugin_stream *s;
@@ -371,7 +371,7 @@ START_TEST(cpu_kernel_checks_and_lifetime) {
       sizeof d, TYTO_PLUGIN_OP_FILL, 0, 1, NULL, &huge, 0, NULL, 1, &v, 0,
       NULL};
   tyto_plugin_kernel *k;
-  tyto_plugin_kernel_info ki = {sizeof ki, 0};
+  tyto_plugin_kernel_info ki = {sizeof ki, 0, 0};
   tyto_plugin_error *err = f->prepare(h, &d, &k, &ki);
   ck_assert_ptr_nonnull(err);
   ck_assert_str_eq(rt_error_message(err), "fill: the output layout spans more "

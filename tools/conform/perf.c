@@ -116,7 +116,7 @@ cf_status cf_perf_time(cf_device *d, cf_bench *b, int warmup, int reps,
                        double *best, char *err, size_t size) {
   tyto_plugin_op_desc desc;
   tyto_plugin_kernel *k = NULL;
-  tyto_plugin_kernel_info ki = {sizeof ki, 0};
+  tyto_plugin_kernel_info ki = {sizeof ki, 0, 0};
   cf_gbuf bufs[CF_MAX_IN + CF_MAX_OUT + 1];
   tyto_plugin_binding bind[CF_MAX_IN + CF_MAX_OUT + 1];
   const size_t es = cf_dtype_size(b->c.dtype);

@@ -26,6 +26,30 @@ typedef struct tyto_buffer tyto_buffer;
 /* The device's description. Owned by the context. */
 TYTO_API const tyto_device_info *tyto_device_get_info(const tyto_device *dev);
 
+/* The device memory tyto holds on a device: every buffer of
+ * tyto_buffer_new() and of compiled programs (arenas, parameters, inputs,
+ * outputs, workspaces), at the sizes asked of the plugin. Memory a plugin
+ * or its libraries take on their own (a CUDA context, cuBLAS's workspace,
+ * an allocator's rounding) is not in it. */
+typedef struct tyto_device_memory {
+  size_t struct_size;     /* set by the caller to sizeof(tyto_device_memory) */
+  uint64_t bytes_in_use;  /* allocated now */
+  uint64_t peak_bytes;    /* the most allocated at once since the context
+                             opened the device or the last reset */
+  uint64_t n_allocations; /* buffers allocated now */
+  uint64_t total_allocations; /* buffers allocated since the device opened */
+} tyto_device_memory;
+
+/* Fills *out with dev's figures (set out->struct_size first; fields past
+ * it are left alone). Safe to call from any thread, while programs run.
+ * TYTO_ERR_INVALID_ARGUMENT for NULL arguments or a struct_size smaller
+ * than a size_t. */
+TYTO_API tyto_status tyto_device_memory_get(const tyto_device *dev,
+                                            tyto_device_memory *out);
+/* Starts a new peak: peak_bytes becomes bytes_in_use. TYTO_ERR_INVALID_ARGUMENT
+ * for NULL. */
+TYTO_API tyto_status tyto_device_memory_reset_peak(tyto_device *dev);
+
 /* Allocates `size` bytes on dev. Free with tyto_buffer_free(); buffers
  * still alive when their context is freed are released then (with a
  * warning), and only tyto_buffer_free() may be called on them afterwards. Fails

@@ -91,6 +91,11 @@ typedef struct tyto_program_options {
   size_t n_exchanges;
   tyto_tensor *const *exchange_sends;
   tyto_tensor *const *exchange_recvs;
+  /* Graphs: on a device whose plugin can record work (CUDA), a run's
+   * launches are recorded on the second run and replayed from then on, one
+   * call per run instead of one per kernel. Non-zero turns that off, as
+   * does the environment variable TYTO_GRAPHS=off. */
+  int no_graphs;
 } tyto_program_options;
 
 /* ---------------------------------------------------------------------- */
@@ -107,6 +112,11 @@ typedef struct tyto_program_device_stats {
   size_t fallbacks;   /* nodes placed here because another refused them */
   /* Its memory, in bytes, as tyto_program_stats counts the program's. */
   uint64_t planned_bytes, arena_bytes, pinned_bytes, lower_bound_bytes;
+  /* Runs replayed from a recorded graph (tyto_program_options.no_graphs),
+   * and NULL, or why this device's runs are not recorded ("the plugin
+   * cannot record", "gather reads indices back on the host", ...). */
+  uint64_t graph_replays;
+  const char *graph_note;
 } tyto_program_device_stats;
 
 /* A copy between two devices that every run makes. */

@@ -155,13 +155,15 @@ tyto_status exec_prepare(tyto_program *p, exec_kernel *k,
   if (e)
     return plugin_fail(p, k->dev, e, "preparing a kernel failed", t);
   k->workspace_bytes = info.workspace_bytes;
+  k->flags = info.flags;
   for (uint32_t i = 0; i < k->n_out; i++) {
     if (k->out[i] >= 0)
       continue;
     int64_t n = 1;
     for (uint32_t a = 0; a < k->out_l[i].rank; a++)
       n *= k->out_l[i].shape[a];
-    if ((e = f->buffer_alloc(d, (uint64_t)n * tyto_dtype_size(t->dtype),
+    if ((e = rt_buffer_alloc(p->devs[k->dev].dev,
+                             (uint64_t)n * tyto_dtype_size(t->dtype),
                              &k->scratch[i])))
       return plugin_fail(p, k->dev, e, "allocating a scratch buffer failed", t);
   }
@@ -675,6 +677,15 @@ tyto_status tyto_program_compile(tyto_context *ctx, tyto_graph *g,
   co.passes_off = passes_off;
   co.plan = plan;
   co.ctx = ctx;
+  co.no_graphs = HAS(opts, no_graphs) && opts->no_graphs;
+  const char *gv = getenv("TYTO_GRAPHS");
+  if (gv && gv[0]) {
+    if (!strcmp(gv, "off") || !strcmp(gv, "0") || !strcmp(gv, "no"))
+      co.no_graphs = 1;
+    else if (strcmp(gv, "on") && strcmp(gv, "1") && strcmp(gv, "yes"))
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "TYTO_GRAPHS=%.64s: expected on or off", gv);
+  }
   if (opts &&
       opts->struct_size >= offsetof(tyto_program_options, update_values) +
                                sizeof opts->update_values) {
@@ -705,6 +716,7 @@ tyto_status tyto_program_compile(tyto_context *ctx, tyto_graph *g,
       break;
     }
     p->n_devs = co.n_devs;
+    p->no_graphs = co.no_graphs;
     for (size_t i = 0; i < co.n_devs; i++) {
       p->devs[i].dev = tyto_context_device(ctx, co.devs[i]);
       p->devs[i].ctx_index = co.devs[i];

@@ -26,6 +26,7 @@ typedef struct compile_opts {
   size_t *devs; /* context device indices; devs[0] is the caller's first */
   tyto_place_policy policy; /* PINNED or AUTO */
   int strict;
+  int no_graphs; /* tyto_program_options.no_graphs or TYTO_GRAPHS=off */
   /* Grown by placement when a device refuses a fused node: the graph is
    * then optimised again without those fusions. */
   pass_nofuse *nofuse;

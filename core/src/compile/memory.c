@@ -36,7 +36,8 @@ static tyto_status own_buffer(tyto_program *p, exec_slot *sl) {
   const tyto_plugin_device_fns *f = exec_fns(p, sl->dev);
   tyto_plugin_device *d = exec_handle(p, sl->dev);
   const tyto_tensor *t = sl->t;
-  tyto_plugin_error *e = f->buffer_alloc(d, sl->bytes, &sl->buf);
+  tyto_plugin_error *e =
+      rt_buffer_alloc(p->devs[sl->dev].dev, sl->bytes, &sl->buf);
   if (e)
     return slot_fail(p, e, "allocating a buffer failed", sl);
   sl->owned = 1;
@@ -709,9 +710,8 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
   tyto_plugin_error *e = NULL;
   /* Even an empty arena is a buffer: zero-byte tensors bind to it. */
   for (uint32_t d = 0; d < p->n_devs && plan && st == TYTO_OK; d++)
-    if ((e = exec_fns(p, d)->buffer_alloc(exec_handle(p, d),
-                                          p->devs[d].stats.arena_bytes,
-                                          &p->devs[d].arena)))
+    if ((e = rt_buffer_alloc(p->devs[d].dev, p->devs[d].stats.arena_bytes,
+                             &p->devs[d].arena)))
       st = rt_fail_plugin(
           e, "compile: allocating the %llu-byte arena on %s failed",
           (unsigned long long)p->devs[d].stats.arena_bytes, exec_dev_id(p, d));
@@ -738,9 +738,8 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
     if (plan) {
       k->workspace = p->devs[k->dev].arena;
       k->workspace_offset = off[q.ws_value[i]];
-    } else if ((e = exec_fns(p, k->dev)->buffer_alloc(exec_handle(p, k->dev),
-                                                      k->workspace_bytes,
-                                                      &k->workspace))) {
+    } else if ((e = rt_buffer_alloc(p->devs[k->dev].dev, k->workspace_bytes,
+                                    &k->workspace))) {
       st = slot_fail(p, e, "allocating a kernel's workspace failed",
                      &p->slots[k->slot]);
     } else {

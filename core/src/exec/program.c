@@ -79,6 +79,9 @@ void exec_release(tyto_program *p) {
       drop(exec_fns(p, (uint32_t)i)
                ->stream_synchronize(exec_handle(p, (uint32_t)i),
                                     p->devs[i].stream));
+  for (size_t r = 0; r < EXEC_N_RANGES; r++)
+    if (p->graphs[r].g)
+      exec_fns(p, 0)->graph_destroy(exec_handle(p, 0), p->graphs[r].g);
   for (size_t i = 0; i < p->n_xfers; i++) {
     exec_xfer *x = &p->xfers[i];
     uint32_t a = p->slots[x->src].dev, b = p->slots[x->dst].dev;
@@ -99,22 +102,21 @@ void exec_release(tyto_program *p) {
     if (k->k && f->kernel_release)
       f->kernel_release(d, k->k);
     if (k->workspace_owned)
-      f->buffer_free(d, k->workspace);
+      rt_buffer_free(p->devs[k->dev].dev, k->workspace);
     for (size_t j = 0; j < EXEC_MAX_IO; j++)
-      f->buffer_free(d, k->scratch[j]);
+      rt_buffer_free(p->devs[k->dev].dev, k->scratch[j]);
     free(k->in_l);
     free(k->blob);
   }
   for (size_t i = 0; i < p->n_slots; i++)
     if (p->slots[i].owned)
-      exec_fns(p, p->slots[i].dev)
-          ->buffer_free(exec_handle(p, p->slots[i].dev), p->slots[i].buf);
+      rt_buffer_free(p->devs[p->slots[i].dev].dev, p->slots[i].buf);
   for (size_t i = 0; i < p->n_devs; i++) {
     const tyto_plugin_device_fns *f = exec_fns(p, (uint32_t)i);
     tyto_plugin_device *d = exec_handle(p, (uint32_t)i);
     if (p->devs[i].stream)
       f->stream_destroy(d, p->devs[i].stream);
-    f->buffer_free(d, p->devs[i].arena);
+    rt_buffer_free(p->devs[i].dev, p->devs[i].arena);
   }
 }
 
@@ -412,13 +414,106 @@ static tyto_status check_set(const tyto_program *p, const char *fn, int phase) {
   return TYTO_OK;
 }
 
+/* ---- graphs ---------------------------------------------------------------
+ * A one-device program on a plugin that records (CUDA Graphs) runs each
+ * range eagerly once, records it on its second run (by then every lazy
+ * set-up inside the plugin's launches is done) and replays the recording
+ * from then on. Bindings never change between runs (slots, scratch and
+ * workspaces are fixed at compile; inputs are copied into their slots), so
+ * a replay is the same work as the launches. */
+
+/* Why range [from, to) of p cannot be recorded, into p->graph_note; 0
+ * when it can. */
+static int graph_refused(tyto_program *p, size_t from, size_t to) {
+  const tyto_plugin_device_fns *f = exec_fns(p, 0);
+  const char *why = NULL;
+  if (p->n_devs != 1 || p->n_xfers)
+    why = "programs over several devices are not recorded";
+  else if (p->profile)
+    why = "TYTO_PROFILE times each launch on its own";
+  else if (!f->graph_begin || !f->graph_end || !f->graph_launch ||
+           !f->graph_destroy)
+    why = "its plugin cannot record graphs";
+  if (why) {
+    snprintf(p->graph_note, sizeof p->graph_note, "%s", why);
+    return 1;
+  }
+  for (size_t i = from; i < to; i++) {
+    const exec_kernel *k = &p->kernels[p->launch[i]];
+    if (!k->skip && (k->flags & TYTO_PLUGIN_KERNEL_HOST_SYNC)) {
+      snprintf(p->graph_note, sizeof p->graph_note,
+               "%s reads device memory back on the host at launch",
+               k->update ? "an update copy"
+                         : tyto_op_name(p->slots[k->slot].t->op));
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static tyto_plugin_error *launch(tyto_program *p, exec_kernel *k);
+
+/* Records [from, to) into gr->g. Nothing recorded runs: on failure the
+ * caller runs the range eagerly. */
+static void graph_record(tyto_program *p, exec_graph *gr, size_t from,
+                         size_t to) {
+  const tyto_plugin_device_fns *f = exec_fns(p, 0);
+  tyto_plugin_device *d = exec_handle(p, 0);
+  tyto_plugin_stream *s = p->devs[0].stream;
+  tyto_plugin_error *e = f->graph_begin(d, s), *e2 = NULL;
+  tyto_plugin_graph *g = NULL;
+  if (!e) {
+    for (size_t i = from; i < to && !e; i++)
+      if (!p->kernels[p->launch[i]].skip)
+        e = launch(p, &p->kernels[p->launch[i]]);
+    e2 = f->graph_end(d, s, &g);
+  }
+  if (!e && !e2 && g) {
+    gr->g = g;
+    rt_log(&p->devs[0].dev->ctx->log, TYTO_LOG_INFO, "tyto",
+           "%s: %zu launches recorded as a graph; later runs replay it",
+           exec_dev_id(p, 0), to - from);
+    return;
+  }
+  if (g)
+    f->graph_destroy(d, g);
+  tyto_plugin_error *why = e ? e : e2;
+  snprintf(p->graph_note, sizeof p->graph_note, "recording failed: %s",
+           why ? rt_error_message(why) : "the plugin returned no graph");
+  drop(e);
+  drop(e2);
+  gr->refused = 1;
+  rt_log(&p->devs[0].dev->ctx->log, TYTO_LOG_INFO, "tyto",
+         "%s: runs are not recorded as a graph: %s", exec_dev_id(p, 0),
+         p->graph_note);
+}
+
 /* Launches [from, to) of p->launch, finishes the copies still pending
  * and waits for every device. */
 static tyto_status run_range(tyto_program *p, const char *fn, size_t from,
-                             size_t to) {
+                             size_t to, exec_range range) {
   tyto_plugin_error *e = NULL;
   run_fail where = {0, "a launch"};
   double t_run = p->profile ? exec_now() : 0;
+  exec_graph *gr = &p->graphs[range];
+  if (p->no_graphs && !p->graph_note[0])
+    snprintf(p->graph_note, sizeof p->graph_note,
+             "turned off (tyto_program_options.no_graphs or TYTO_GRAPHS=off)");
+  if (!p->no_graphs && !gr->g && !gr->refused && gr->eager_runs >= 1) {
+    if (graph_refused(p, from, to))
+      gr->refused = 1;
+    else
+      graph_record(p, gr, from, to);
+  }
+  if (gr->g) {
+    e = exec_fns(p, 0)->graph_launch(exec_handle(p, 0), p->devs[0].stream,
+                                     gr->g);
+    if (!e)
+      p->devs[0].stats.graph_replays++;
+    from = to; /* nothing left to launch one by one */
+  } else if (from < to) {
+    gr->eager_runs++;
+  }
   for (size_t i = from; i < to && !e; i++) {
     exec_kernel *k = &p->kernels[p->launch[i]];
     double t_k = p->profile ? exec_now() : 0;
@@ -487,7 +582,7 @@ tyto_status tyto_program_run(tyto_program *p) {
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: program is NULL", fn);
   tyto_status st = check_set(p, fn, -1);
   if (st == TYTO_OK)
-    st = run_range(p, fn, 0, p->n_launch);
+    st = run_range(p, fn, 0, p->n_launch, EXEC_RANGE_RUN);
   p->phase0_done = 0;
   if (st == TYTO_OK)
     p->ran = 1;
@@ -516,7 +611,10 @@ tyto_status tyto_program_run_phase(tyto_program *p, int phase) {
     return st;
   size_t from = phase ? p->phase_split : 0;
   size_t to = phase || !p->n_sends ? p->n_launch : p->phase_split;
-  st = run_range(p, fn, from, to);
+  st = run_range(p, fn, from, to,
+                 !p->n_sends ? EXEC_RANGE_RUN
+                 : phase     ? EXEC_RANGE_PHASE1
+                             : EXEC_RANGE_PHASE0);
   p->phase0_done = st == TYTO_OK && phase == 0 && p->n_sends;
   if (st == TYTO_OK && to == p->n_launch)
     p->ran = 1;
@@ -597,6 +695,10 @@ tyto_status tyto_program_device_stats_get(const tyto_program *p, size_t i,
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "%s: device %zu out of range (the program has %zu)", fn, i,
                    p->n_devs);
+  p->devs[i].stats.graph_note = i == 0 && p->graph_note[0] ? p->graph_note
+                                : i == 0                   ? NULL
+                                         : "programs over several devices are "
+                                           "not recorded";
   return copy_out(fn, out, &p->devs[i].stats, sizeof p->devs[i].stats);
 }
 

@@ -68,8 +68,9 @@ typedef struct exec_kernel {
   uint64_t workspace_offset;
   int workspace_owned;
   tyto_plugin_buffer *scratch[EXEC_MAX_IO]; /* for outputs of -1 */
-  uint32_t dev; /* the program device that runs it */
-  int xfer;     /* 1 + the copy between devices it stands for, or 0 */
+  uint32_t dev;   /* the program device that runs it */
+  int xfer;       /* 1 + the copy between devices it stands for, or 0 */
+  uint32_t flags; /* TYTO_PLUGIN_KERNEL_* from prepare */
 } exec_kernel;
 
 /* How a copy between two devices travels. */
@@ -95,6 +96,21 @@ typedef struct exec_xfer {
   tyto_plugin_event *done_dst; /* on b: the copy finished (peer) */
   int pending;                 /* downloaded, not yet uploaded (staged) */
 } exec_xfer;
+
+/* A range of p->launch recorded as a graph (program.c): the whole run,
+ * phase 0 or phase 1. */
+typedef enum exec_range {
+  EXEC_RANGE_RUN,
+  EXEC_RANGE_PHASE0,
+  EXEC_RANGE_PHASE1,
+  EXEC_N_RANGES
+} exec_range;
+
+typedef struct exec_graph {
+  uint64_t eager_runs;  /* runs of the range before it was recorded */
+  tyto_plugin_graph *g; /* the recording, or NULL */
+  int refused;          /* recording failed or cannot work: run eagerly */
+} exec_graph;
 
 /* One device of a program: its stream, arena and figures. */
 typedef struct exec_dev {
@@ -149,6 +165,11 @@ struct tyto_program {
   double *prof_seconds; /* per kernel */
   uint64_t prof_runs;
   double prof_total;
+  /* Graphs (one-device programs only): per range, and why none are made
+   * (devs[0].stats.graph_note points here). */
+  int no_graphs;
+  exec_graph graphs[EXEC_N_RANGES];
+  char graph_note[256];
 };
 
 /* The device functions and handle of program device i. */

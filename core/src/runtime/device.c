@@ -29,6 +29,7 @@ tyto_device *device_new(tyto_context *ctx, plugin_rec *p) {
   dev->ctx = ctx;
   dev->plugin = p;
   pthread_mutex_init(&dev->mu, NULL);
+  devmem_init(dev);
   dev->info.plugin = p->pub.name;
   dev->info.name = dev->info.vendor = dev->info.driver_version = "";
   dev->info.pci_bus_id = "";
@@ -51,6 +52,7 @@ void device_free(tyto_device *dev) {
     return;
   device_close(dev);
   pthread_mutex_destroy(&dev->mu);
+  devmem_free(dev);
   strlist_free(&dev->owned);
   free(dev);
 }
@@ -84,7 +86,7 @@ void device_close(tyto_device *dev) {
            "a buffer of %zu bytes on %s was still allocated when its context "
            "was freed; its memory is released now",
            b->size, dev->info.id);
-    f->buffer_free(dev->handle, b->handle);
+    rt_buffer_free(dev, b->handle);
     b->handle = NULL;
     b->dev = NULL;
     b->prev = b->next = NULL;
@@ -121,8 +123,7 @@ tyto_status tyto_buffer_new(tyto_device *dev, size_t size, tyto_buffer **out) {
   tyto_buffer *b = calloc(1, sizeof *b);
   if (!b)
     return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "out of host memory");
-  tyto_plugin_error *err =
-      dev->plugin->dfns.buffer_alloc(dev->handle, size, &b->handle);
+  tyto_plugin_error *err = rt_buffer_alloc(dev, size, &b->handle);
   if (err) {
     free(b);
     return rt_fail_plugin(err, "device %s: cannot allocate %zu bytes",
@@ -160,7 +161,7 @@ void tyto_buffer_free(tyto_buffer *buf) {
     if (buf->next)
       buf->next->prev = buf->prev;
     pthread_mutex_unlock(&dev->mu);
-    dev->plugin->dfns.buffer_free(dev->handle, buf->handle);
+    rt_buffer_free(dev, buf->handle);
   }
   free(buf);
 }

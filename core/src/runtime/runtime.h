@@ -34,6 +34,10 @@ typedef struct plugin_rec {
   strlist owned;         /* strings pub points into */
 } plugin_rec;
 
+/* A live plugin buffer and its size, as devmem.c counts them (a uthash
+ * table keyed by the handle). */
+struct devmem_entry;
+
 struct tyto_device {
   tyto_device_info info;
   struct tyto_context *ctx;
@@ -43,6 +47,12 @@ struct tyto_device {
   tyto_plugin_stream *copy_stream; /* for peer copies */
   struct tyto_buffer *buffers;     /* live buffers, released at close */
   strlist owned;
+  /* Device memory accounting (devmem.c), guarded by mem_mu: every buffer
+   * rt_buffer_alloc() made and rt_buffer_free() has not freed yet, in an
+   * open-addressing table keyed by handle. */
+  pthread_mutex_t mem_mu;
+  struct devmem_entry *mem_tab;
+  uint64_t mem_in_use, mem_peak, mem_live, mem_total;
 };
 
 struct tyto_buffer {
@@ -93,5 +103,18 @@ void device_free(tyto_device *dev);
  * message set and leaves dev closed. */
 tyto_status device_open(tyto_device *dev);
 void device_close(tyto_device *dev);
+
+/* devmem.c: every device buffer the library allocates goes through these,
+ * so that tyto_device_memory_get() sees it. rt_buffer_alloc() allocates
+ * `size` bytes on opened device dev through its plugin and counts them;
+ * it returns the plugin's error (or one of its own when the host is out of
+ * memory), NULL on success. rt_buffer_free() frees buf (NULL ok, as the
+ * plugin's buffer_free) and uncounts it. */
+tyto_plugin_error *rt_buffer_alloc(tyto_device *dev, uint64_t size,
+                                   tyto_plugin_buffer **out);
+void rt_buffer_free(tyto_device *dev, tyto_plugin_buffer *buf);
+/* Initialises and releases dev's accounting (device_new, device_free). */
+void devmem_init(tyto_device *dev);
+void devmem_free(tyto_device *dev);
 
 #endif

@@ -60,7 +60,7 @@ extern "C" {
 #endif
 
 #define TYTO_PLUGIN_ABI_MAJOR 1
-#define TYTO_PLUGIN_ABI_MINOR 3
+#define TYTO_PLUGIN_ABI_MINOR 4
 
 /* True when `field` of *ptr lies wholly inside ptr->struct_size. */
 #define TYTO_PLUGIN_HAS_FIELD(ptr, type, field)                                \
@@ -269,6 +269,7 @@ typedef struct tyto_plugin_buffer tyto_plugin_buffer;
 typedef struct tyto_plugin_stream tyto_plugin_stream;
 typedef struct tyto_plugin_event tyto_plugin_event;
 typedef struct tyto_plugin_kernel tyto_plugin_kernel;
+typedef struct tyto_plugin_graph tyto_plugin_graph; /* ABI 1.4 */
 
 /* ------------------------------------------------------------------------ */
 /* Op descriptors                                                            */
@@ -494,10 +495,19 @@ typedef struct tyto_plugin_op_desc {
   const void *blob;
 } tyto_plugin_op_desc;
 
+/* Flags of a prepared kernel (tyto_plugin_kernel_info.flags). */
+enum {
+  /* launch() waits for the stream or reads device memory on the host (to
+   * check indices, say), so its launches cannot be recorded into a graph
+   * (graph_begin). */
+  TYTO_PLUGIN_KERNEL_HOST_SYNC = 1u << 0
+};
+
 /* Filled by prepare(). */
 typedef struct tyto_plugin_kernel_info {
   size_t struct_size;
   uint64_t workspace_bytes; /* scratch the host must bind at launch, or 0 */
+  uint32_t flags;           /* TYTO_PLUGIN_KERNEL_* (ABI 1.4) */
 } tyto_plugin_kernel_info;
 
 /* A buffer position bound to a kernel argument at launch. */
@@ -634,6 +644,32 @@ typedef struct tyto_plugin_device_fns {
                                const tyto_plugin_binding *outputs,
                                uint32_t n_outputs,
                                const tyto_plugin_binding *workspace);
+
+  /* Optional, all four or none (ABI 1.4). Graphs: a run's launches
+   * recorded once and replayed as one unit, so that a program of many
+   * small kernels costs one call from the host per run.
+   *
+   * graph_begin() starts recording on `s`. Until graph_end(), the host
+   * calls only launch() on `s` (never copies, events or synchronisation on
+   * it, never a kernel with TYTO_PLUGIN_KERNEL_HOST_SYNC); those launches
+   * are recorded, not run. graph_end() stops recording and returns the
+   * graph, or an error (UNSUPPORTED when something recorded cannot be
+   * replayed) and no graph; either way none of the recorded work has run.
+   * graph_launch() enqueues one replay on `s`: the same work as the
+   * recorded launch() calls, with the same bindings, whose buffers and
+   * kernels the host keeps alive until graph_destroy(). The host records
+   * only after the same launches ran once without recording, so lazy
+   * set-up inside launch() (library handles, their workspaces) is done by
+   * then. */
+  tyto_plugin_error *(*graph_begin)(tyto_plugin_device *dev,
+                                    tyto_plugin_stream *s);
+  tyto_plugin_error *(*graph_end)(tyto_plugin_device *dev,
+                                  tyto_plugin_stream *s,
+                                  tyto_plugin_graph **out);
+  tyto_plugin_error *(*graph_launch)(tyto_plugin_device *dev,
+                                     tyto_plugin_stream *s,
+                                     tyto_plugin_graph *g);
+  void (*graph_destroy)(tyto_plugin_device *dev, tyto_plugin_graph *g);
 } tyto_plugin_device_fns;
 
 /* ------------------------------------------------------------------------ */
