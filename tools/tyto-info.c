@@ -61,7 +61,8 @@ static void flags_text(uint32_t flags, char *out, size_t cap) {
   } names[] = {{TYTO_DEVICE_UNIFIED_MEMORY, "unified"},
                {TYTO_DEVICE_PINNED_HOST, "pinned"},
                {TYTO_DEVICE_PEER_COPY, "peer-copy"},
-               {TYTO_DEVICE_ASYNC, "async"}};
+               {TYTO_DEVICE_ASYNC, "async"},
+               {TYTO_DEVICE_GRAPHS, "graphs"}};
   out[0] = '\0';
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (flags & names[i].bit) {
@@ -336,6 +337,8 @@ static json_t *json_report(const tyto_context *ctx) {
     json_object_set_new(o, "peer_copy",
                         json_boolean(d->flags & TYTO_DEVICE_PEER_COPY));
     json_object_set_new(o, "async", json_boolean(d->flags & TYTO_DEVICE_ASYNC));
+    json_object_set_new(o, "graphs",
+                        json_boolean(d->flags & TYTO_DEVICE_GRAPHS));
     json_object_set_new(o, "numa_node", json_integer(d->numa_node));
     json_object_set_new(o, "pci_bus_id",
                         d->pci_bus_id[0] ? jstr(d->pci_bus_id) : json_null());

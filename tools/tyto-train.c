@@ -993,6 +993,15 @@ static void report_json(const run *r, int64_t steps_here) {
   json_object_set_new(o, "peak_rss_bytes", json_integer(peak_rss_bytes()));
   json_object_set_new(o, "peak_device_bytes",
                       json_integer((json_int_t)peak_device_bytes(r)));
+  /* Training steps replayed from a recorded graph, or why none were. */
+  tyto_program_device_stats ds = {.struct_size = sizeof ds};
+  int have_ds = r->train_p &&
+                tyto_program_device_stats_get(r->train_p, 0, &ds) == TYTO_OK;
+  json_object_set_new(o, "graph_replays",
+                      json_integer(have_ds ? (json_int_t)ds.graph_replays : 0));
+  json_object_set_new(o, "graph_note",
+                      have_ds && ds.graph_note ? json_string(ds.graph_note)
+                                               : json_null());
   json_object_set_new(o, "devices", devs);
   char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
                               JSON_REAL_PRECISION(6));

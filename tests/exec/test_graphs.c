@@ -111,8 +111,17 @@ static void destroy(prog *s) {
   tyto_graph_free(s->g);
 }
 
+/* The device's info says whether its plugin records (tyto-info shows it). */
+static int device_records(tyto_context *ctx) {
+  const tyto_device_info *info =
+      tyto_device_get_info(tyto_context_device(ctx, 0));
+  ck_assert_ptr_nonnull(info);
+  return (info->flags & TYTO_DEVICE_GRAPHS) != 0;
+}
+
 START_TEST(test_recorded_and_replayed) {
   tyto_context *ctx = part_context(NULL);
+  ck_assert(device_records(ctx));
   prog s;
   ck_assert_msg(build(ctx, &s, 0, 0) == TYTO_OK, "%s", tyto_errmsg());
   run_checked(&s, 0, 6);
@@ -159,6 +168,7 @@ END_TEST
 START_TEST(test_not_recorded) {
   /* The plugin cannot record. */
   tyto_context *ctx = part_context("off");
+  ck_assert(!device_records(ctx));
   prog s;
   ck_assert_msg(build(ctx, &s, 0, 0) == TYTO_OK, "%s", tyto_errmsg());
   run_checked(&s, 0, 4);

@@ -166,7 +166,10 @@ enum {
   TYTO_DEVICE_UNIFIED_MEMORY = 1u << 0,
   TYTO_DEVICE_PINNED_HOST = 1u << 1,
   TYTO_DEVICE_PEER_COPY = 1u << 2,
-  TYTO_DEVICE_ASYNC = 1u << 3
+  TYTO_DEVICE_ASYNC = 1u << 3,
+  /* Its plugin records a program's launches once and replays them (CUDA
+   * Graphs: tyto_program_device_stats.graph_replays). */
+  TYTO_DEVICE_GRAPHS = 1u << 4
 };
 
 typedef struct tyto_device_info {

@@ -242,7 +242,12 @@ static void query_device(plugin_rec *p, tyto_device *dev) {
     }
   }
   dev->info.dtypes = qi.dtypes;
-  dev->info.flags = qi.flags;
+  /* The plugin's capability bits, plus graphs, which the host reads off
+   * its table. */
+  dev->info.flags = qi.flags & 0xfu;
+  if (p->dfns.graph_begin && p->dfns.graph_end && p->dfns.graph_launch &&
+      p->dfns.graph_destroy)
+    dev->info.flags |= TYTO_DEVICE_GRAPHS;
   dev->info.memory_bytes = qi.memory_bytes;
   dev->info.alignment = qi.alignment;
   dev->info.max_alloc_bytes =
