@@ -101,6 +101,18 @@ if "$prefix/bin/tyto-info" --devices opencl:0 >/dev/null 2>&1; then
     --data /usr/share/datasets/fashion-mnist
   echo
 fi
+# Several devices: one training run over all of them at once.
+devs=$("$prefix/bin/tyto-info" 2>/dev/null | sed -n 's/^Selection (default): //p')
+case $devs in
+  *,*)
+    echo "Demo: data-parallel training of the MLP over $devs at once (docs/data-parallel.md)"
+    echo "(on one machine PoCL and the CPU plugin share the same cores: this shows the"
+    echo " split and the per-device figures, not a speed-up)"
+    "$prefix/bin/tyto-train" --model mlp --devices "$devs" --limit 12800 \
+      --test-limit 2000 --no-progress --data /usr/share/datasets/fashion-mnist
+    echo
+    ;;
+esac
 echo "The main job: the seed CNN trained on Fashion-MNIST for one epoch (tyto-train)"
 "$prefix/bin/tyto-train" --model cnn --data /usr/share/datasets/fashion-mnist
 

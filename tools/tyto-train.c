@@ -35,6 +35,7 @@
 
 #include "train/model_file.h"
 #include "train/options.h"
+#include "train/parallel.h"
 #include "train/plot.h"
 #include "train/prefetch.h"
 
@@ -81,7 +82,12 @@ typedef struct run {
   tyto_batcher *train_b, *test_b, *valid_b;
   int64_t classes, item_size, n_train, n_valid, n_test;
   tyto_context *ctx;
-  const char *device_id;
+  const char *device_id; /* "cpu:0", or "cpu:0+opencl:0" data-parallel */
+  char devices_text[256];
+  /* Data-parallel training over every selected device (train/parallel.h);
+   * NULL on one device. train_p then holds the state between
+   * checkpoints and evaluations. */
+  train_dp *dp;
   tyto_graph *g;
   tyto_nn *nn;
   tyto_optim *optim;
@@ -273,19 +279,8 @@ static int build(run *r, int *code) {
             (long long)r->classes, (long long)r->classes);
     return -1;
   }
-  r->loss = loss_of(r, logits, r->labels);
-  double l1, l2;
-  mf_regularization(r->model, &l1, &l2);
-  size_t nw = tyto_nn_weight_count(r->nn);
-  if ((l1 > 0 || l2 > 0) && nw > 0) {
-    tyto_tensor **ws = malloc(nw * sizeof *ws);
-    if (!ws)
-      return fail_status("model");
-    for (size_t i = 0; i < nw; i++)
-      ws[i] = tyto_nn_weight(r->nn, i);
-    r->loss = tyto_add(r->loss, tyto_loss_regularization(nw, ws, l1, l2));
-    free(ws);
-  }
+  if (!(r->loss = train_loss(r->model, r->nn, logits, r->labels)))
+    return fail_status("model");
   r->correct = tyto_nn_count_correct(logits, r->labels);
 
   size_t np = tyto_nn_parameter_count(r->nn);
@@ -382,10 +377,26 @@ static int compile(run *r) {
   return 0;
 }
 
+/* Data-parallel: the replicas' state into the training program, which
+ * checkpoints and the evaluation read. */
+static int dp_pull(run *r) {
+  if (!r->dp)
+    return 0;
+  int rc = train_dp_pull(r->dp, r->train_p, r->n_state, r->state);
+  if (rc == -2)
+    fprintf(stderr, PROG ": out of memory\n");
+  else if (rc < 0)
+    fprintf(stderr, PROG ": reading the state of the devices: %s\n",
+            tyto_errmsg());
+  return rc < 0 ? -1 : 0;
+}
+
 /* Copies the parameters the evaluation reads from the training program. */
 static int sync_eval(run *r) {
   size_t cap = 0;
   void *buf = NULL;
+  if (dp_pull(r) < 0)
+    return -1;
   for (size_t i = 0; i < r->n_state; i++) {
     tyto_tensor *t = r->state[i];
     if (!tyto_program_uses(r->eval_p, t))
@@ -446,6 +457,8 @@ static int evaluate(run *r, tyto_batcher *b, double *acc, double *loss) {
 static int save_checkpoint(run *r) {
   tyto_checkpoint *ck = NULL;
   char v[64];
+  if (dp_pull(r) < 0)
+    return -1;
   tyto_status s = tyto_checkpoint_new(&ck);
   if (s == TYTO_OK)
     s = tyto_checkpoint_add_parameters(ck, r->train_p, r->n_state, r->state);
@@ -814,6 +827,19 @@ static int check_writable(const char *flag, const char *path) {
   return 0;
 }
 
+/* The devices training runs on, joined by '+', into r->devices_text. */
+static void devices_now(run *r) {
+  size_t n = r->dp ? train_dp_count(r->dp) : 1, k = 0;
+  r->devices_text[0] = '\0';
+  for (size_t i = 0; i < n && k < sizeof r->devices_text; i++) {
+    train_dp_device d = {.id = r->device_id};
+    if (r->dp)
+      train_dp_device_get(r->dp, i, &d);
+    k += (size_t)snprintf(r->devices_text + k, sizeof r->devices_text - k,
+                          "%s%s", i ? "+" : "", d.id);
+  }
+}
+
 static int train_epochs(run *r, prefetch *pf);
 
 static int train(run *r) {
@@ -859,17 +885,42 @@ static int train_epochs(run *r, prefetch *pf) {
       if (filled == 0)
         break;
       float out[3];
-      if (tyto_program_set_input(r->train_p, r->x, pf->x[slot], r->xbytes) ||
-          tyto_program_set_input(r->train_p, r->labels, pf->y[slot], r->ybytes))
-        return fail_status("training step");
-      prefetch_give(pf, slot);
-      double tr = now();
-      r->data_seconds += tr - ts;
-      if (tyto_program_run(r->train_p) ||
-          tyto_program_read_output(r->train_p, 0, &out[0], sizeof(float)) ||
-          tyto_program_read_output(r->train_p, 1, &out[1], sizeof(float)) ||
-          tyto_program_read_output(r->train_p, 2, &out[2], sizeof(float)))
-        return fail_status("training step");
+      double tr;
+      if (r->dp) {
+        /* The replicas copy their shards in; the batch stays ours until
+         * the step returns. */
+        double loss, correct;
+        const char *lost = NULL;
+        tr = now();
+        r->data_seconds += tr - ts;
+        if (train_dp_step(r->dp, pf->x[slot], pf->y[slot],
+                          r->o.continue_on_failure, &loss, &correct, &lost) < 0)
+          return fail_status("training step");
+        prefetch_give(pf, slot);
+        if (lost) {
+          devices_now(r);
+          say(r,
+              "%s failed at step %lld; going on without it, on %s "
+              "(--on-device-failure continue)\n",
+              lost, (long long)r->steps + 1, r->devices_text);
+        }
+        out[0] = (float)loss;
+        out[1] = (float)correct;
+        out[2] = (float)r->oo.lr; /* the base rate (schedules: see JSON) */
+      } else {
+        if (tyto_program_set_input(r->train_p, r->x, pf->x[slot], r->xbytes) ||
+            tyto_program_set_input(r->train_p, r->labels, pf->y[slot],
+                                   r->ybytes))
+          return fail_status("training step");
+        prefetch_give(pf, slot);
+        tr = now();
+        r->data_seconds += tr - ts;
+        if (tyto_program_run(r->train_p) ||
+            tyto_program_read_output(r->train_p, 0, &out[0], sizeof(float)) ||
+            tyto_program_read_output(r->train_p, 1, &out[1], sizeof(float)) ||
+            tyto_program_read_output(r->train_p, 2, &out[2], sizeof(float)))
+          return fail_status("training step");
+      }
       r->run_seconds += now() - tr;
       r->steps++;
       r->batch_in_epoch++;
@@ -958,7 +1009,21 @@ static void report_json(const run *r, int64_t steps_here) {
   json_t *o = json_object(), *eps = json_array(), *devs = json_array();
   for (int64_t i = 0; i < r->epochs_done_here; i++)
     json_array_append_new(eps, json_real(r->epoch_seconds[i]));
-  json_array_append_new(devs, json_string(r->device_id));
+  json_t *par = r->dp ? json_array() : json_null();
+  for (size_t i = 0; i < (r->dp ? train_dp_count(r->dp) : 1); i++) {
+    train_dp_device d = {.id = r->device_id};
+    if (r->dp) {
+      train_dp_device_get(r->dp, i, &d);
+      json_t *e = json_object();
+      json_object_set_new(e, "device", json_string(d.id));
+      json_object_set_new(e, "shard", json_integer(d.shard));
+      json_object_set_new(e, "images_per_second",
+                          json_real(d.images_per_second));
+      json_object_set_new(e, "wait_seconds", json_real(d.wait_seconds));
+      json_array_append_new(par, e);
+    }
+    json_array_append_new(devs, json_string(d.id));
+  }
   json_object_set_new(o, "model", json_string(r->model_name));
   json_object_set_new(o, "optimizer",
                       json_string(tyto_optim_kind_name(r->oo.kind)));
@@ -1003,6 +1068,7 @@ static void report_json(const run *r, int64_t steps_here) {
                       have_ds && ds.graph_note ? json_string(ds.graph_note)
                                                : json_null());
   json_object_set_new(o, "devices", devs);
+  json_object_set_new(o, "data_parallel", par);
   char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
                               JSON_REAL_PRECISION(6));
   if (s)
@@ -1013,8 +1079,14 @@ static void report_json(const run *r, int64_t steps_here) {
 
 static void report_text(const run *r, int64_t steps_here) {
   printf("model %s on %s: %lld steps of %lld images, %lld epochs\n",
-         r->model_name, r->device_id, (long long)r->steps,
+         r->model_name, r->devices_text, (long long)r->steps,
          (long long)r->o.batch, (long long)r->epoch);
+  for (size_t i = 0; r->dp && i < train_dp_count(r->dp); i++) {
+    train_dp_device d;
+    train_dp_device_get(r->dp, i, &d);
+    printf("  %-12s %lld images per step, %.0f images/s, waited %.2f s\n", d.id,
+           (long long)d.shard, d.images_per_second, d.wait_seconds);
+  }
   if (r->have_test)
     printf("test accuracy %.2f%% (loss %.4f) on %lld images\n",
            100 * r->test_accuracy, r->test_loss, (long long)r->n_test);
@@ -1045,6 +1117,7 @@ static int write_plot(const run *r) {
 }
 
 static void run_free(run *r) {
+  train_dp_free(r->dp);
   tyto_program_free(r->train_p);
   tyto_program_free(r->eval_p);
   tyto_optim_free(r->optim);
@@ -1109,11 +1182,24 @@ int main(int argc, char **argv) {
     fprintf(stderr, PROG ": %s\n", tyto_errmsg());
     goto done;
   }
-  if (tyto_context_device_count(r.ctx) > 1)
-    say(&r, "%zu devices selected; training runs on the first (%s)\n",
-        tyto_context_device_count(r.ctx),
-        tyto_device_get_info(tyto_context_device(r.ctx, 0))->id);
+  size_t n_devs = tyto_context_device_count(r.ctx);
   r.device_id = tyto_device_get_info(tyto_context_device(r.ctx, 0))->id;
+  /* auto: several devices someone chose (--devices, TYTO_DEVICES, the
+   * config) train together; the default selection (everything found)
+   * does not, as devices found on one machine may share its cores (PoCL
+   * runs on the CPU). */
+  int chosen = strcmp(tyto_context_selection_source(r.ctx), "default") != 0;
+  int use_dp = n_devs > 1 &&
+               (r.o.data_parallel == 1 || (r.o.data_parallel == -1 && chosen));
+  if (n_devs > 1 && !use_dp)
+    say(&r,
+        r.o.data_parallel == 0
+            ? "%zu devices selected; --data-parallel off: training runs on "
+              "the first (%s)\n"
+            : "%zu devices found and none chosen: training runs on the first "
+              "(%s); choose several with --devices (or TYTO_DEVICES), or give "
+              "--data-parallel on, to train on them at once\n",
+        n_devs, r.device_id);
 
   if (build(&r, &code) < 0)
     goto done;
@@ -1128,13 +1214,46 @@ int main(int argc, char **argv) {
         (long long)r.epoch + 1, (long long)r.steps);
   }
   code = EXIT_RUNTIME;
+  if (use_dp) {
+    /* One replica per device, set to the state the training program holds
+     * (initial, or resumed whatever devices wrote it). */
+    if (r.o.batch < (int64_t)n_devs) {
+      fprintf(stderr,
+              PROG ": --batch %lld is smaller than the %zu selected devices: "
+                   "data-parallel training gives each at least one example "
+                   "per step (raise --batch, select fewer devices, or "
+                   "--data-parallel off)\n",
+              (long long)r.o.batch, n_devs);
+      code = EXIT_USAGE;
+      goto done;
+    }
+    double t0 = now();
+    train_dp_spec sp = {.ctx = r.ctx,
+                        .model = r.model,
+                        .seed = r.o.seed,
+                        .batch = r.o.batch,
+                        .classes = r.classes,
+                        .optim = r.oo};
+    if (train_dp_new(&sp, &r.dp, err, sizeof err) < 0) {
+      fprintf(stderr, PROG ": data-parallel training: %s\n", err);
+      goto done;
+    }
+    int prc2 = train_dp_push(r.dp, r.train_p, r.n_state, r.state);
+    if (prc2 < 0) {
+      fprintf(stderr, PROG ": data-parallel training: %s\n",
+              prc2 == -2 ? "out of memory" : tyto_errmsg());
+      goto done;
+    }
+    r.compile_seconds += now() - t0;
+  }
+  devices_now(&r);
   r.bar = r.o.progress < 0 ? isatty(STDERR_FILENO) : r.o.progress;
   say(&r,
-      "training %s on %s: %lld images, %lld batches of %lld per epoch, "
+      "training %s on %s%s: %lld images, %lld batches of %lld per epoch, "
       "%s lr %g\n",
-      r.model_name, r.device_id, (long long)r.n_train,
-      (long long)r.batches_per_epoch, (long long)r.o.batch,
-      tyto_optim_kind_name(r.oo.kind), r.oo.lr);
+      r.model_name, r.devices_text, r.dp ? " (data-parallel)" : "",
+      (long long)r.n_train, (long long)r.batches_per_epoch,
+      (long long)r.o.batch, tyto_optim_kind_name(r.oo.kind), r.oo.lr);
 
   int64_t steps0 = r.steps;
   training = 1;

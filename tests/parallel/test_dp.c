@@ -293,6 +293,8 @@ static tyto_status nn_model(void *user, tyto_graph *g, int64_t b,
   tyto_tensor *logits = tyto_nn_linear(nn, "out", h, CLASSES, 1, glorot);
   m->loss = tyto_loss_softmax_cross_entropy(logits, labels);
   m->weight = tyto_sum(labels, 0, NULL, 0);
+  m->n_sums = 1;
+  m->sums[0] = tyto_nn_count_correct(logits, labels);
   m->n_inputs = 2;
   m->inputs[0] = x;
   m->inputs[1] = labels;
@@ -311,7 +313,8 @@ static tyto_status nn_model(void *user, tyto_graph *g, int64_t b,
 }
 
 static void nn_train(tyto_context *ctx, size_t n, const size_t *devs,
-                     const double *w, double *loss, float *fc) {
+                     const double *w, double *loss, float *fc,
+                     double *correct) {
   tyto_dp_options o;
   tyto_dp_options_init(&o);
   o.n_devices = n;
@@ -347,7 +350,12 @@ static void nn_train(tyto_context *ctx, size_t n, const size_t *devs,
     const void *in[2] = {x, lab};
     ck_assert_msg(tyto_dp_step(dp, in, &loss[s]) == TYTO_OK, "%s",
                   tyto_errmsg());
+    ck_assert_int_eq(tyto_dp_sums(dp, &correct[s], 1), TYTO_OK);
   }
+  double two_sums[2];
+  ck_assert_int_eq(tyto_dp_sums(dp, two_sums, 2), TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(tyto_errmsg(), "2 sums asked for; the model has 1"),
+                "%s", tyto_errmsg());
   float step = 0;
   ck_assert_int_eq(tyto_dp_read(dp, "nn.step", &step, sizeof step), TYTO_OK);
   ck_assert_float_eq(step, (float)STEPS);
@@ -358,14 +366,24 @@ static void nn_train(tyto_context *ctx, size_t n, const size_t *devs,
 
 START_TEST(padded_cross_entropy_with_dropout) {
   tyto_context *ctx = context("cpu:0,part:0", 1);
-  static double l1[STEPS], l2[STEPS];
+  static double l1[STEPS], l2[STEPS], c1[STEPS], c2[STEPS];
   static float w1[IN * HID], w2[IN * HID];
   const size_t cpu[1] = {0}, two[2] = {0, 1};
-  nn_train(ctx, 1, cpu, NULL, l1, w1);
+  nn_train(ctx, 1, cpu, NULL, l1, w1, c1);
   ck_assert_double_lt(l1[STEPS - 1], l1[0]);
   /* 8 + 16: the second shard holds all seven padded rows. */
   const double w[2] = {1, 2};
-  nn_train(ctx, 2, two, w, l2, w2);
+  nn_train(ctx, 2, two, w, l2, w2, c2);
+  /* The correct predictions, summed over the shards: the labelled rows'
+   * count, as on one device (a prediction may flip only at a tie of two
+   * logits within rounding, which these inputs do not come near). */
+  double seen = 0;
+  for (int s = 0; s < STEPS; s++) {
+    ck_assert_msg(c1[s] >= 0 && c1[s] <= BATCH - PAD && c2[s] == c1[s],
+                  "step %d: %g correct, one device %g", s, c2[s], c1[s]);
+    seen += c1[s];
+  }
+  ck_assert_double_gt(seen, 0);
   double worst = 0;
   for (int s = 0; s < STEPS; s++) {
     double d = fabs(l2[s] - l1[s]) / fabs(l1[s]);
@@ -535,12 +553,12 @@ START_TEST(opencl_split_follows_one_device) {
            tyto_errmsg());
     return;
   }
-  static double l1[STEPS], l2[STEPS];
+  static double l1[STEPS], l2[STEPS], c1[STEPS], c2[STEPS];
   static float w1[IN * HID], w2[IN * HID];
   const size_t cpu[1] = {0}, two[2] = {0, 1};
-  nn_train(ctx, 1, cpu, NULL, l1, w1);
+  nn_train(ctx, 1, cpu, NULL, l1, w1, c1);
   const double w[2] = {2, 1};
-  nn_train(ctx, 2, two, w, l2, w2);
+  nn_train(ctx, 2, two, w, l2, w2, c2);
   double worst = 0, worst_w = 0;
   for (int s = 0; s < STEPS; s++) {
     double d = fabs(l2[s] - l1[s]) / fabs(l1[s]);

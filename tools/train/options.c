@@ -38,6 +38,12 @@ static void usage(FILE *f) {
       "written)\n"
       "  --devices SPEC        device selection (default: TYTO_DEVICES or "
       "the config)\n"
+      "  --data-parallel auto|on|off  train on every selected device at "
+      "once (auto: when\n"
+      "                        --devices, TYTO_DEVICES or the config chose "
+      "them)\n"
+      "  --on-device-failure stop|continue  when a device fails mid-run "
+      "(default stop)\n"
       "Optimiser\n"
       "  --optimizer NAME      sgd, adagrad, rmsprop, adam (default), adamw\n"
       "  --lr X  --momentum X  --nesterov  --weight-decay X\n"
@@ -108,6 +114,8 @@ enum {
   O_SEED,
   O_MAX_STEPS,
   O_DEVICES,
+  O_DATA_PARALLEL,
+  O_ON_DEVICE_FAILURE,
   O_OPTIMIZER,
   O_LR,
   O_MOMENTUM,
@@ -150,6 +158,8 @@ static const struct option long_options[] = {
     {"seed", required_argument, NULL, O_SEED},
     {"max-steps", required_argument, NULL, O_MAX_STEPS},
     {"devices", required_argument, NULL, O_DEVICES},
+    {"data-parallel", required_argument, NULL, O_DATA_PARALLEL},
+    {"on-device-failure", required_argument, NULL, O_ON_DEVICE_FAILURE},
     {"optimizer", required_argument, NULL, O_OPTIMIZER},
     {"lr", required_argument, NULL, O_LR},
     {"momentum", required_argument, NULL, O_MOMENTUM},
@@ -244,6 +254,7 @@ int options_parse(int argc, char **argv, options *o) {
   for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++)
     *reals[i] = NAN;
   o->step_size = o->total_steps = o->warmup = o->accumulate = -1;
+  o->data_parallel = -1;
   opterr = 0;
   int c, idx;
   int64_t v;
@@ -339,6 +350,28 @@ int options_parse(int argc, char **argv, options *o) {
     case O_RESUME: o->resume = 1; break;
     case O_EVAL_EVERY:
       rc = parse_count(name, optarg, 1, big, &o->eval_every);
+      break;
+    case O_DATA_PARALLEL:
+      if (strcmp(optarg, "on") && strcmp(optarg, "off") &&
+          strcmp(optarg, "auto")) {
+        fprintf(stderr,
+                PROG ": --data-parallel: expected auto, on or off, got '%s'\n",
+                optarg);
+        return -1;
+      }
+      o->data_parallel = strcmp(optarg, "auto") == 0 ? -1
+                         : strcmp(optarg, "on") == 0 ? 1
+                                                     : 0;
+      break;
+    case O_ON_DEVICE_FAILURE:
+      if (strcmp(optarg, "stop") && strcmp(optarg, "continue")) {
+        fprintf(stderr,
+                PROG ": --on-device-failure: expected stop or continue, got "
+                     "'%s'\n",
+                optarg);
+        return -1;
+      }
+      o->continue_on_failure = strcmp(optarg, "continue") == 0;
       break;
     case O_JSON: o->json = 1; break;
     case O_PLOT: o->plot = optarg; break;

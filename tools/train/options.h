@@ -20,6 +20,11 @@ typedef struct options {
       checkpoint_every, max_steps;
   uint64_t seed;
   int resume, json, quiet, progress; /* progress: -1 auto, 0 off, 1 on */
+  /* Several selected devices: train on all at once (--data-parallel: 1
+   * on, 0 off, -1 auto: on when the selection was chosen, not the
+   * default), and go on without a device that fails
+   * (--on-device-failure continue). */
+  int data_parallel, continue_on_failure;
   /* Optimiser: the kind, and the fields given on the command line (NaN /
    * -1 when not given: the kind's defaults stay). */
   tyto_optim_kind optim;

@@ -54,6 +54,11 @@ typedef struct tyto_dp_model {
    * to free what the builder made for it (a tyto_nn, say); NULL: none. */
   void *owner;
   void (*owner_free)(void *owner);
+  /* Figures summed over the replicas each step (the correct predictions
+   * of each shard, say): one-element tensors of the graph, at most 8;
+   * tyto_dp_sums() gives the last step's. */
+  size_t n_sums;
+  tyto_tensor *sums[8];
 } tyto_dp_model;
 
 /* Builds the model into g (a fresh graph) for a batch of `batch` examples
@@ -133,6 +138,15 @@ TYTO_API tyto_status tyto_dp_resplit(tyto_dp *dp, const double *weights);
  * it), 0 when the step should be run again. Fails when i is the only
  * replica. */
 TYTO_API tyto_status tyto_dp_drop(tyto_dp *dp, size_t i, int *applied);
+
+/* The last step's sums (tyto_dp_model.sums), each added over the
+ * replicas in their order in double, into out[0 .. n), and its mean loss
+ * (as tyto_dp_step gives it; NaN before any step). Both are known once
+ * the step's forward and backward ran on every replica: a step that
+ * failed in its update still has them. n may be less than the model's
+ * count, not more. */
+TYTO_API tyto_status tyto_dp_sums(const tyto_dp *dp, double *out, size_t n);
+TYTO_API double tyto_dp_loss(const tyto_dp *dp);
 
 /* The replica whose device failed the last step, or -1. */
 TYTO_API int tyto_dp_failed_replica(const tyto_dp *dp);

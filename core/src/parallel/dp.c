@@ -190,6 +190,17 @@ static tyto_status build_model(tyto_dp_build_fn build, void *user,
                      "its graph with the batch (%lld) as its first axis",
                      k, who, (long long)batch);
   }
+  if (m->n_sums > 8)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "dp: the model for %s has %zu sums: expected at most 8", who,
+                   m->n_sums);
+  for (size_t k = 0; k < m->n_sums; k++)
+    if (!m->sums[k] || tyto_tensor_graph(m->sums[k]) != g ||
+        tyto_tensor_numel(m->sums[k]) != 1)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "dp: sum %zu of the model for %s is not a one-element "
+                     "tensor of its graph",
+                     k, who);
   if (m->n_params < 1 || m->n_params > MAX_PARAMS || !m->params)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "dp: the model for %s has %zu parameters: expected 1 to "
@@ -203,12 +214,14 @@ static tyto_status build_model(tyto_dp_build_fn build, void *user,
 static tyto_status match_global(const tyto_dp_model *gm, const tyto_graph *gg,
                                 replica *r, const tyto_dp_model *rm,
                                 const char *who) {
-  if (rm->n_params != gm->n_params || rm->n_inputs != gm->n_inputs)
+  if (rm->n_params != gm->n_params || rm->n_inputs != gm->n_inputs ||
+      rm->n_sums != gm->n_sums)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                   "dp: the model for %s has %zu parameters and %zu inputs, "
-                   "for the whole batch %zu and %zu: the builder must build "
-                   "one model whatever the batch",
-                   who, rm->n_params, rm->n_inputs, gm->n_params, gm->n_inputs);
+                   "dp: the model for %s has %zu parameters, %zu inputs and "
+                   "%zu sums, for the whole batch %zu, %zu and %zu: the "
+                   "builder must build one model whatever the batch",
+                   who, rm->n_params, rm->n_inputs, rm->n_sums, gm->n_params,
+                   gm->n_inputs, gm->n_sums);
   for (size_t i = 0; i < rm->n_params; i++) {
     const tyto_tensor *a = rm->params[i], *b = gm->params[i];
     const char *na = tyto_tensor_name(a), *nb = tyto_tensor_name(b);
@@ -288,13 +301,15 @@ static tyto_status replica_program(tyto_dp *dp, replica *r,
   size_t np = m.n_params;
   r->n_params = np;
   r->loss = m.loss;
+  r->n_sums = m.n_sums;
+  memcpy(r->sums, m.sums, sizeof m.sums);
   r->n_inputs = m.n_inputs;
   memcpy(r->inputs, m.inputs, sizeof m.inputs);
   r->params = malloc(np * sizeof *r->params);
   r->grads = calloc(np, sizeof *r->grads);
   r->recvs = calloc(np, sizeof *r->recvs);
-  r->sends = malloc((np + 1) * sizeof *r->sends);
-  r->recv_of_send = malloc((np + 1) * sizeof *r->recv_of_send);
+  r->sends = malloc((np + 2 + m.n_sums) * sizeof *r->sends);
+  r->recv_of_send = malloc((np + 2 + m.n_sums) * sizeof *r->recv_of_send);
   r->state = malloc((m.n_updates ? m.n_updates : 1) * sizeof *r->state);
   if (!r->params || !r->grads || !r->recvs || !r->sends || !r->recv_of_send ||
       !r->state)
@@ -311,8 +326,10 @@ static tyto_status replica_program(tyto_dp *dp, replica *r,
     r->sends[r->n_x] = r->grads[k];
     r->recv_of_send[r->n_x++] = r->recvs[k];
   }
-  /* The weight goes to the host with the gradients (phase 0), the last
-   * exchange; its recv is read by nothing. */
+  r->n_gx = r->n_x;
+  /* The weight, the loss and the sums go to the host with the gradients
+   * (phase 0), so that a step whose update fails still has its figures;
+   * their recvs are read by nothing. */
   if (m.weight) {
     if (tyto_tensor_graph(m.weight) != r->g || tyto_tensor_numel(m.weight) != 1)
       return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
@@ -321,8 +338,21 @@ static tyto_status replica_program(tyto_dp *dp, replica *r,
                      who);
     r->weight_in =
         tyto_input(r->g, tyto_tensor_dtype(m.weight), 0, NULL, "dp.weight");
+    r->x_weight = r->n_x;
     r->sends[r->n_x] = m.weight;
     r->recv_of_send[r->n_x++] = r->weight_in;
+  }
+  r->x_loss = r->n_x;
+  r->sends[r->n_x] = r->loss;
+  r->recv_of_send[r->n_x++] =
+      tyto_input(r->g, tyto_tensor_dtype(r->loss), 0, NULL, "dp.loss");
+  r->x_sums = r->n_x;
+  for (size_t k = 0; k < m.n_sums; k++) {
+    char name[32];
+    snprintf(name, sizeof name, "dp.sum%zu", k);
+    r->sends[r->n_x] = m.sums[k];
+    r->recv_of_send[r->n_x++] =
+        tyto_input(r->g, tyto_tensor_dtype(m.sums[k]), 0, NULL, name);
   }
   if (tyto_graph_status(r->g) != TYTO_OK)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "dp: %s: %s", who,
@@ -366,7 +396,9 @@ static tyto_status replica_program(tyto_dp *dp, replica *r,
   po.n_exchanges = r->n_x;
   po.exchange_sends = r->sends;
   po.exchange_recvs = r->recv_of_send;
-  st = tyto_program_compile(dp->ctx, r->g, 1, &r->loss, &po, &r->p);
+  tyto_tensor *outs[9] = {r->loss};
+  memcpy(outs + 1, r->sums, r->n_sums * sizeof *outs);
+  st = tyto_program_compile(dp->ctx, r->g, 1 + r->n_sums, outs, &po, &r->p);
   free(up);
   free(uv);
   if (st != TYTO_OK) {
@@ -417,8 +449,10 @@ tyto_status dp_build_all(tyto_dp *dp, const int64_t *shard) {
     return st;
   replica *r0 = &dp->r[0];
   dp->n_x = r0->n_x;
+  dp->n_gx = r0->n_gx;
   dp->weighted = r0->weight_in != NULL;
   dp->dtype = tyto_tensor_dtype(r0->loss);
+  dp->n_sums = r0->n_sums;
   size_t most = 1;
   if (!(dp->x_numel = malloc((dp->n_x ? dp->n_x : 1) * sizeof *dp->x_numel)))
     return dp_oom();
@@ -426,13 +460,13 @@ tyto_status dp_build_all(tyto_dp *dp, const int64_t *shard) {
     dp->x_numel[k] = (size_t)tyto_tensor_numel(r0->sends[k]);
     if (dp->x_numel[k] > most)
       most = dp->x_numel[k];
-    if (tyto_tensor_dtype(r0->sends[k]) != dp->dtype &&
-        !(dp->weighted && k + 1 == dp->n_x))
+    if (k < dp->n_gx && tyto_tensor_dtype(r0->sends[k]) != dp->dtype)
       return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                      "dp: the gradients and the loss must have one dtype");
   }
   for (size_t i = 1; i < dp->n; i++)
-    if (dp->r[i].n_x != dp->n_x || (dp->r[i].weight_in != NULL) != dp->weighted)
+    if (dp->r[i].n_x != dp->n_x || dp->r[i].n_gx != dp->n_gx ||
+        (dp->r[i].weight_in != NULL) != dp->weighted)
       return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                      "dp: the replicas differ in which parameters the loss "
                      "reaches");
@@ -500,6 +534,7 @@ tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
   dp->build = build;
   dp->user = user;
   dp->failed = -1;
+  dp->loss = NAN;
   if (st == TYTO_OK && opts->weights) {
     if (!(dp->weights = malloc(n * sizeof *dp->weights)))
       st = dp_oom();
@@ -641,8 +676,8 @@ tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
     r->share = (double)r->shard;
     if (dp->weighted) {
       double v[1];
-      tyto_tensor *wt = r->sends[r->n_x - 1];
-      st = tyto_program_read_send(r->p, r->n_x - 1, v,
+      tyto_tensor *wt = r->sends[r->x_weight];
+      st = tyto_program_read_send(r->p, r->x_weight, v,
                                   tyto_dtype_size(tyto_tensor_dtype(wt)));
       r->share = read_scalar(v, tyto_tensor_dtype(wt), 0);
     }
@@ -652,11 +687,31 @@ tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
     st = dp->coll->ops->sum(dp->coll, &total);
   for (size_t i = 0; i < dp->n; i++)
     dp->r[i].share /= total; /* 0 / 0: NaN, as the one-device loss */
+  /* The step's figures, from phase 0: the mean loss (each replica's by its
+   * share) and the sums, in replica order. */
+  double mean = 0, sums[8] = {0};
+  for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
+    replica *r = &dp->r[i];
+    for (size_t k = 0; k <= dp->n_sums && st == TYTO_OK; k++) {
+      size_t x = k == 0 ? r->x_loss : r->x_sums + k - 1;
+      tyto_dtype dt = tyto_tensor_dtype(r->sends[x]);
+      double v[1];
+      st = tyto_program_read_send(r->p, x, v, tyto_dtype_size(dt));
+      if (k == 0)
+        mean += r->share * read_scalar(v, dt, 0);
+      else
+        sums[k - 1] += read_scalar(v, dt, 0);
+    }
+  }
+  if (st == TYTO_OK) {
+    dp->loss = mean;
+    memcpy(dp->sums, sums, sizeof sums);
+  }
   /* The exchange: the weighted all-reduce of each gradient over every
    * replica, in their order (collective.h); then into every replica. */
   const coll_ops *co = dp->coll->ops;
   size_t es = tyto_dtype_size(dp->dtype);
-  size_t n_grads = dp->n_x - (size_t)dp->weighted;
+  size_t n_grads = dp->n_gx;
   for (size_t k = 0; k < n_grads && st == TYTO_OK; k++) {
     size_t ne = dp->x_numel[k];
     st = co->begin(dp->coll, ne);
@@ -676,15 +731,8 @@ tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
     st = all_run(dp, 1);
   if (st == TYTO_OK && dp->o.single_optimiser)
     st = broadcast(dp);
-  if (st == TYTO_OK && loss) {
-    double sum = 0;
-    for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
-      double v[1];
-      st = tyto_program_read_output(dp->r[i].p, 0, v, es);
-      sum += dp->r[i].share * read_scalar(v, dp->dtype, 0);
-    }
-    *loss = sum;
-  }
+  if (st == TYTO_OK && loss)
+    *loss = dp->loss;
   if (st != TYTO_OK)
     return st;
   dp->steps++;
@@ -693,6 +741,23 @@ tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
 
 /* ---------------------------------------------------------------------- */
 /* Queries                                                                 */
+
+double tyto_dp_loss(const tyto_dp *dp) {
+  return dp ? dp->loss : NAN;
+}
+
+tyto_status tyto_dp_sums(const tyto_dp *dp, double *out, size_t n) {
+  static const char fn[] = "tyto_dp_sums";
+  if (!dp || (!out && n))
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
+                   dp ? "out" : "dp");
+  if (n > dp->n_sums)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: %zu sums asked for; the model has %zu", fn, n,
+                   dp->n_sums);
+  memcpy(out, dp->sums, n * sizeof *out);
+  return TYTO_OK;
+}
 
 size_t tyto_dp_replica_count(const tyto_dp *dp) {
   return dp ? dp->n : 0;

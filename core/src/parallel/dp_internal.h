@@ -23,12 +23,19 @@ typedef struct replica {
   int64_t shard, start;
   tyto_graph *g;
   tyto_tensor *loss;
+  size_t n_sums; /* outputs 1 .. n_sums: the model's sums */
+  tyto_tensor *sums[8];
   size_t n_inputs;
   tyto_tensor *inputs[MAX_INPUTS];
   tyto_tensor **params, **grads, **recvs; /* n_params each */
-  tyto_tensor **sends, **recv_of_send;    /* the exchanges */
-  size_t n_x, n_params;
-  tyto_tensor *weight_in; /* the weight's recv (read by nothing) */
+  /* The exchanges: the gradients (sends[0 .. n_gx)), then the figures
+   * the host reads after phase 0: the weight (x_weight, if the model has
+   * one), the loss (x_loss) and the sums (from x_sums); their recvs are
+   * read by nothing. */
+  tyto_tensor **sends, **recv_of_send;
+  size_t n_x, n_gx, n_params;
+  size_t x_weight, x_loss, x_sums;
+  tyto_tensor *weight_in; /* the weight's recv, or NULL: no weight */
   size_t n_state;         /* the layers' updated state */
   tyto_tensor **state;
   tyto_optim *opt;
@@ -56,12 +63,16 @@ struct tyto_dp {
   int failed, failed_phase; /* the last step's failed replica, or -1 */
   double *window; /* per replica: phase 0 seconds since the last rebalance */
   int64_t window_steps;
-  size_t n_x;   /* exchanges: the gradients, then the weight if any */
-  int weighted; /* the model gives a weight (the last exchange) */
+  size_t n_x;   /* exchanges, as each replica's */
+  size_t n_gx;  /* of them the gradients, first */
+  int weighted; /* the model gives a weight */
   tyto_dtype dtype;
   size_t *x_numel; /* per exchange: elements */
   coll *coll;      /* the exchange's transport (collective.h) */
   void *host;      /* one exchange in the model's dtype */
+  size_t n_sums;   /* the model's sums, and the last step's totals */
+  double sums[8];
+  double loss; /* the last step's mean loss, once its phase 0 ran */
 };
 
 tyto_status dp_oom(void);

@@ -1,0 +1,237 @@
+/*
+ * tyto-train over several devices at once (parallel.h).
+ */
+#include "parallel.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Shares are set again from each device's measured rate this often. */
+#define REBALANCE_EVERY 50
+
+struct train_dp {
+  train_dp_spec spec;
+  tyto_dp *dp;
+  /* Per context device: examples, forward-and-backward seconds and
+   * waiting seconds over the steps run so far. */
+  size_t n_devs;
+  double *examples, *seconds, *wait;
+  char dropped[64];
+  char build_err[512]; /* why the builder failed, or "" */
+};
+
+tyto_tensor *train_loss(const mf_model *m, tyto_nn *nn, tyto_tensor *logits,
+                        tyto_tensor *labels) {
+  tyto_tensor *loss;
+  switch (mf_loss_kind(m)) {
+  case MF_LOSS_MSE: loss = tyto_loss_mse(logits, labels); break;
+  case MF_LOSS_L1: loss = tyto_loss_l1(logits, labels); break;
+  case MF_LOSS_HINGE: loss = tyto_loss_hinge(logits, labels); break;
+  default: loss = tyto_loss_softmax_cross_entropy(logits, labels); break;
+  }
+  double l1, l2;
+  mf_regularization(m, &l1, &l2);
+  size_t nw = tyto_nn_weight_count(nn);
+  if ((l1 > 0 || l2 > 0) && nw > 0) {
+    tyto_tensor **ws = malloc(nw * sizeof *ws);
+    if (!ws)
+      return NULL;
+    for (size_t i = 0; i < nw; i++)
+      ws[i] = tyto_nn_weight(nn, i);
+    loss = tyto_add(loss, tyto_loss_regularization(nw, ws, l1, l2));
+    free(ws);
+  }
+  return loss;
+}
+
+static void nn_release(void *nn) {
+  tyto_nn_free(nn);
+}
+
+/* The replica's model for `batch` examples: the tool's network, built as
+ * the one-device step builds it (same seed, so the same names, initial
+ * values and random ops). */
+static tyto_status build(void *user, tyto_graph *g, int64_t batch,
+                         tyto_dp_model *m) {
+  train_dp *t = user;
+  const train_dp_spec *sp = &t->spec;
+  tyto_nn_options no;
+  tyto_nn_options_init(&no);
+  no.seed = sp->seed;
+  tyto_nn *nn = NULL;
+  tyto_status st = tyto_nn_new(g, &no, &nn);
+  if (st != TYTO_OK)
+    return st;
+  int rank = 1 + mf_input_rank(sp->model);
+  int64_t shape[TYTO_MAX_RANK];
+  shape[0] = batch;
+  memcpy(shape + 1, mf_input_shape(sp->model),
+         (size_t)(rank - 1) * sizeof *shape);
+  int64_t lshape[2] = {batch, sp->classes};
+  tyto_tensor *x = tyto_nn_input(nn, rank, shape, "x");
+  tyto_tensor *labels = tyto_nn_input(nn, 2, lshape, "labels");
+  tyto_tensor *logits =
+      mf_build(sp->model, nn, x, t->build_err, sizeof t->build_err);
+  if (logits)
+    m->loss = train_loss(sp->model, nn, logits, labels);
+  if (!logits || !m->loss) {
+    if (logits)
+      snprintf(t->build_err, sizeof t->build_err, "out of memory");
+    tyto_nn_free(nn);
+    return TYTO_ERR_INVALID_ARGUMENT;
+  }
+  /* Cross-entropy is the mean over the labelled rows: a padded last batch
+   * weighs each shard by its labelled rows. The other losses average over
+   * every row. */
+  if (mf_loss_kind(sp->model) == MF_LOSS_CROSS_ENTROPY)
+    m->weight = tyto_sum(labels, 0, NULL, 0);
+  m->n_inputs = 2;
+  m->inputs[0] = x;
+  m->inputs[1] = labels;
+  m->n_params = tyto_nn_parameter_count(nn);
+  m->params = (tyto_tensor **)tyto_nn_parameters(nn);
+  m->n_updates = tyto_nn_update_count(nn);
+  m->update_params = tyto_nn_update_params(nn);
+  m->update_values = tyto_nn_update_values(nn);
+  m->n_sums = 1;
+  m->sums[0] = tyto_nn_count_correct(logits, labels);
+  m->owner = nn;
+  m->owner_free = nn_release;
+  return TYTO_OK;
+}
+
+int train_dp_new(const train_dp_spec *spec, train_dp **out, char *err,
+                 size_t n) {
+  *out = NULL;
+  train_dp *t = calloc(1, sizeof *t);
+  size_t nd = tyto_context_device_count(spec->ctx);
+  if (!t || !(t->examples = calloc(nd, sizeof(double))) ||
+      !(t->seconds = calloc(nd, sizeof(double))) ||
+      !(t->wait = calloc(nd, sizeof(double)))) {
+    train_dp_free(t);
+    snprintf(err, n, "out of memory");
+    return -1;
+  }
+  t->spec = *spec;
+  t->n_devs = nd;
+  tyto_dp_options o;
+  tyto_dp_options_init(&o);
+  o.batch = spec->batch;
+  /* Whole Philox counters per shard where the batch allows (parallel.h). */
+  o.granularity = spec->batch >= 4 * (int64_t)nd ? 4 : 1;
+  o.optim = spec->optim;
+  o.rebalance_every = REBALANCE_EVERY;
+  if (tyto_dp_new(spec->ctx, &o, build, t, &t->dp) != TYTO_OK) {
+    snprintf(err, n, "%s", t->build_err[0] ? t->build_err : tyto_errmsg());
+    train_dp_free(t);
+    return -1;
+  }
+  *out = t;
+  return 0;
+}
+
+void train_dp_free(train_dp *t) {
+  if (!t)
+    return;
+  tyto_dp_free(t->dp);
+  free(t->examples);
+  free(t->seconds);
+  free(t->wait);
+  free(t);
+}
+
+int train_dp_step(train_dp *t, const void *x, const void *y, int go_on,
+                  double *loss, double *correct, const char **dropped) {
+  const void *in[2] = {x, y};
+  *dropped = NULL;
+  for (;;) {
+    if (tyto_dp_step(t->dp, in, loss) == TYTO_OK)
+      break;
+    /* The figures of a step whose update ran somewhere before the
+     * failure (tyto_dp_drop says whether). */
+    *loss = tyto_dp_loss(t->dp);
+    int f = tyto_dp_failed_replica(t->dp);
+    if (!go_on || f < 0 || tyto_dp_replica_count(t->dp) < 2)
+      return -1;
+    size_t dev = tyto_dp_replica_device(t->dp, (size_t)f);
+    snprintf(t->dropped, sizeof t->dropped, "%s",
+             tyto_device_get_info(tyto_context_device(t->spec.ctx, dev))->id);
+    int applied = 0;
+    if (tyto_dp_drop(t->dp, (size_t)f, &applied) != TYTO_OK)
+      return -1;
+    *dropped = t->dropped;
+    if (applied)
+      break; /* the step's update ran before the failure */
+  }
+  if (tyto_dp_sums(t->dp, correct, 1) != TYTO_OK)
+    return -1;
+  for (size_t i = 0; i < tyto_dp_replica_count(t->dp); i++) {
+    size_t d = tyto_dp_replica_device(t->dp, i);
+    if (d >= t->n_devs)
+      continue;
+    t->examples[d] += (double)tyto_dp_replica_shard(t->dp, i);
+    t->seconds[d] += tyto_dp_replica_seconds(t->dp, i) +
+                     tyto_dp_replica_update_seconds(t->dp, i);
+    t->wait[d] += tyto_dp_replica_wait(t->dp, i);
+  }
+  return 0;
+}
+
+/* Moves state tensor k between the replicas and p. */
+static int move(train_dp *t, tyto_program *p, tyto_tensor *s, int pull,
+                void **buf, size_t *cap) {
+  size_t bytes =
+      (size_t)tyto_tensor_numel(s) * tyto_dtype_size(tyto_tensor_dtype(s));
+  if (bytes > *cap) {
+    void *nb = realloc(*buf, bytes);
+    if (!nb)
+      return -2;
+    *buf = nb;
+    *cap = bytes;
+  }
+  const char *name = tyto_tensor_name(s);
+  if (pull)
+    return tyto_dp_read(t->dp, name, *buf, bytes) == TYTO_OK &&
+                   tyto_program_write_parameter(p, s, *buf, bytes) == TYTO_OK
+               ? 0
+               : -1;
+  return tyto_program_read_parameter(p, s, *buf, bytes) == TYTO_OK &&
+                 tyto_dp_write(t->dp, name, *buf, bytes) == TYTO_OK
+             ? 0
+             : -1;
+}
+
+static int move_all(train_dp *t, tyto_program *p, size_t n,
+                    tyto_tensor *const *state, int pull) {
+  void *buf = NULL;
+  size_t cap = 0;
+  int rc = 0;
+  for (size_t k = 0; k < n && rc == 0; k++)
+    rc = move(t, p, state[k], pull, &buf, &cap);
+  free(buf);
+  return rc;
+}
+
+int train_dp_pull(train_dp *t, tyto_program *p, size_t n,
+                  tyto_tensor *const *state) {
+  return move_all(t, p, n, state, 1);
+}
+
+int train_dp_push(train_dp *t, tyto_program *p, size_t n,
+                  tyto_tensor *const *state) {
+  return move_all(t, p, n, state, 0);
+}
+
+size_t train_dp_count(const train_dp *t) {
+  return tyto_dp_replica_count(t->dp);
+}
+
+void train_dp_device_get(const train_dp *t, size_t i, train_dp_device *out) {
+  size_t d = tyto_dp_replica_device(t->dp, i);
+  out->id = tyto_device_get_info(tyto_context_device(t->spec.ctx, d))->id;
+  out->shard = tyto_dp_replica_shard(t->dp, i);
+  out->images_per_second =
+      d < t->n_devs && t->seconds[d] > 0 ? t->examples[d] / t->seconds[d] : 0;
+  out->wait_seconds = d < t->n_devs ? t->wait[d] : 0;
+}

@@ -1,0 +1,76 @@
+/*
+ * tyto-train over several devices at once: the glue between the tool's
+ * model (a model file's layers, its loss) and the library's data-parallel
+ * training (<tyto/parallel.h>, docs/data-parallel.md).
+ *
+ * The tool keeps its one-device programs: the evaluation, and the
+ * training step compiled on the first device, which holds the state that
+ * checkpoints save and resumes restore. Data-parallel steps run on the
+ * replicas; the state moves between them and that program by name
+ * (train_dp_pull, train_dp_push) only around checkpoints, evaluations and
+ * resumes, so a checkpoint is one file whatever the devices, and a run
+ * resumes on any other set of them.
+ */
+#ifndef TYTO_TOOLS_TRAIN_PARALLEL_H
+#define TYTO_TOOLS_TRAIN_PARALLEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tyto/tyto.h>
+
+#include "model_file.h"
+
+/* The training loss of the model: its loss kind over logits and labels,
+ * plus its L1/L2 regularisation of the network's weights. NULL on out of
+ * memory (the graph's status says why otherwise). */
+tyto_tensor *train_loss(const mf_model *m, tyto_nn *nn, tyto_tensor *logits,
+                        tyto_tensor *labels);
+
+typedef struct train_dp train_dp;
+
+typedef struct train_dp_spec {
+  tyto_context *ctx;
+  const mf_model *model;
+  uint64_t seed;
+  int64_t batch, classes;
+  tyto_optim_options optim;
+} train_dp_spec;
+
+/* One replica per selected device, equal shares rounded to whole
+ * multiples of 4 examples where the batch allows (Philox counters: a
+ * model with dropout needs shards that start on a whole counter), then
+ * rebalanced from measured speed every 50 steps. Returns 0, or -1 with
+ * the message in err. */
+int train_dp_new(const train_dp_spec *spec, train_dp **out, char *err,
+                 size_t n);
+void train_dp_free(train_dp *t);
+
+/* One step on a global batch: *loss its mean loss, *correct its correct
+ * predictions. On a failed device: with `go_on`, the device is dropped,
+ * the step run again where its update did not happen, and *dropped set to
+ * the lost device's id (static storage until train_dp_free); without, -1
+ * and tyto_errmsg() names the device and the step. */
+int train_dp_step(train_dp *t, const void *x, const void *y, int go_on,
+                  double *loss, double *correct, const char **dropped);
+
+/* The state (parameters, layers' state, optimiser state) by name: from the
+ * replicas into program p (pull), or from p into every replica (push).
+ * Returns 0, -1 with tyto_errmsg() set, or -2 when out of host memory. */
+int train_dp_pull(train_dp *t, tyto_program *p, size_t n,
+                  tyto_tensor *const *state);
+int train_dp_push(train_dp *t, tyto_program *p, size_t n,
+                  tyto_tensor *const *state);
+
+/* Per device, over the steps run so far: its id, its examples per step
+ * now, its forward-and-backward rate (examples per second) and the seconds
+ * it waited for the slowest device. */
+size_t train_dp_count(const train_dp *t);
+typedef struct train_dp_device {
+  const char *id;
+  int64_t shard;
+  double images_per_second, wait_seconds;
+} train_dp_device;
+void train_dp_device_get(const train_dp *t, size_t i, train_dp_device *out);
+
+#endif /* TYTO_TOOLS_TRAIN_PARALLEL_H */
