@@ -13,12 +13,13 @@
  * value, a missing or damaged dataset, a model file with an error, a
  * checkpoint from another model or run); 130 or 143 stopped by SIGINT or
  * SIGTERM during training, after writing --checkpoint when one was given.
- * docs/training.md is the guide.
+ * docs/training.md is the guide. The run's state is train/run.h's;
+ * checkpoints are train/checkpoint.c's, reports train/report.c's,
+ * data-parallel training train/parallel.c's.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
-#include <jansson.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -26,107 +27,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <tyto/tyto.h>
 
-#include "train/model_file.h"
-#include "train/options.h"
-#include "train/parallel.h"
-#include "train/plot.h"
 #include "train/prefetch.h"
-
-#define CHECKPOINT_FORMAT "tyto-train 1"
-
-enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+#include "train/run.h"
 
 /* ---------------------------------------------------------------------- */
-/* The run                                                                 */
-
-typedef struct curve {
-  size_t n, cap;
-  double *x, *y;
-} curve;
-
-static int curve_add(curve *c, double x, double y) {
-  if (c->n == c->cap) {
-    size_t cap = c->cap ? 2 * c->cap : 64;
-    double *nx = realloc(c->x, cap * sizeof *nx);
-    if (!nx)
-      return -1;
-    c->x = nx;
-    double *ny = realloc(c->y, cap * sizeof *ny);
-    if (!ny)
-      return -1;
-    c->y = ny;
-    c->cap = cap;
-  }
-  c->x[c->n] = x;
-  c->y[c->n++] = y;
-  return 0;
-}
-
-static void curve_free(curve *c) {
-  free(c->x);
-  free(c->y);
-}
-
-typedef struct run {
-  options o;
-  mf_model *model;
-  const char *model_name;
-  tyto_dataset *train, *test;
-  tyto_batcher *train_b, *test_b, *valid_b;
-  int64_t classes, item_size, n_train, n_valid, n_test;
-  tyto_context *ctx;
-  const char *device_id; /* "cpu:0", or "cpu:0+opencl:0" data-parallel */
-  char devices_text[256];
-  /* Data-parallel training over every selected device (train/parallel.h);
-   * NULL on one device. train_p then holds the state between
-   * checkpoints and evaluations. */
-  train_dp *dp;
-  tyto_graph *g;
-  tyto_nn *nn;
-  tyto_optim *optim;
-  tyto_optim_options oo;
-  tyto_tensor *x, *labels, *loss, *correct, *lr;
-  tyto_tensor *xe, *labels_e, *loss_e, *correct_e;
-  tyto_program *train_p, *eval_p;
-  /* Everything a checkpoint holds: the train program's parameters. */
-  size_t n_state;
-  tyto_tensor **state;
-  float *xbuf, *ybuf;
-  size_t xbytes, ybytes;
-  /* Progress. */
-  int64_t steps, epoch, batch_in_epoch, batches_per_epoch;
-  double epoch_loss, epoch_correct, epoch_images;
-  double last_loss, last_lr;
-  double compile_seconds, train_seconds;
-  /* Of train_seconds: filling and binding batches, and running steps. */
-  double data_seconds, run_seconds;
-  double *epoch_seconds;
-  int64_t epochs_done_here; /* epochs completed by this process */
-  double test_accuracy, test_loss, valid_accuracy;
-  int have_test;
-  curve loss_curve, train_acc_curve, eval_acc_curve;
-  int bar; /* a live progress bar on stderr */
-  double bar_t0;
-  double last_log;
-} run;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int fail_status(const char *what) {
-  fprintf(stderr, PROG ": %s: %s\n", what, tyto_errmsg());
-  return -1;
-}
+/* Data, model and programs                                                */
 
 static int load_data(run *r, int *code) {
   tyto_status s = tyto_dataset_load_dir(r->o.data, "train", 0, &r->train);
@@ -379,7 +289,7 @@ static int compile(run *r) {
 
 /* Data-parallel: the replicas' state into the training program, which
  * checkpoints and the evaluation read. */
-static int dp_pull(run *r) {
+int dp_pull(run *r) {
   if (!r->dp)
     return 0;
   int rc = train_dp_pull(r->dp, r->train_p, r->n_state, r->state);
@@ -449,215 +359,6 @@ static int evaluate(run *r, tyto_batcher *b, double *acc, double *loss) {
   *acc = seen ? correct / (double)seen : 0;
   *loss = seen ? loss_sum / (double)seen : 0;
   return 0;
-}
-
-/* ---------------------------------------------------------------------- */
-/* Checkpoints                                                             */
-
-static int save_checkpoint(run *r) {
-  tyto_checkpoint *ck = NULL;
-  char v[64];
-  if (dp_pull(r) < 0)
-    return -1;
-  tyto_status s = tyto_checkpoint_new(&ck);
-  if (s == TYTO_OK)
-    s = tyto_checkpoint_add_parameters(ck, r->train_p, r->n_state, r->state);
-  struct {
-    const char *k;
-    int64_t v;
-  } ints[] = {{"tyto.seed", (int64_t)r->o.seed},
-              {"tyto.batch", r->o.batch},
-              {"tyto.classes", r->classes},
-              {"tyto.train_images", r->n_train},
-              {"tyto.epoch", r->epoch},
-              {"tyto.batch_in_epoch", r->batch_in_epoch},
-              {"tyto.steps", r->steps}};
-  if (s == TYTO_OK)
-    s = tyto_checkpoint_set_meta(ck, "tyto.format", CHECKPOINT_FORMAT);
-  if (s == TYTO_OK)
-    s = tyto_checkpoint_set_meta(ck, "tyto.model", mf_canonical(r->model));
-  if (s == TYTO_OK)
-    s = tyto_checkpoint_set_meta(ck, "tyto.optimizer",
-                                 tyto_optim_kind_name(r->oo.kind));
-  for (size_t i = 0; s == TYTO_OK && i < sizeof ints / sizeof ints[0]; i++) {
-    snprintf(v, sizeof v, "%lld", (long long)ints[i].v);
-    s = tyto_checkpoint_set_meta(ck, ints[i].k, v);
-  }
-  if (s == TYTO_OK)
-    s = tyto_checkpoint_save(ck, r->o.checkpoint);
-  tyto_checkpoint_free(ck);
-  if (s != TYTO_OK) {
-    fprintf(stderr, PROG ": checkpoint %s: %s\n", r->o.checkpoint,
-            tyto_errmsg());
-    return -1;
-  }
-  return 0;
-}
-
-static int meta_int(const tyto_checkpoint *ck, const char *key, int64_t *v) {
-  const char *s = tyto_checkpoint_get_meta(ck, key);
-  char *end;
-  if (!s)
-    return -1;
-  errno = 0;
-  long long x = strtoll(s, &end, 10);
-  if (!*s || *end || errno)
-    return -1;
-  *v = x;
-  return 0;
-}
-
-/* The first tensor of ck holding a NaN or an infinity: 0, or -1 after a
- * message naming it. A damaged file or a diverged run would otherwise
- * resume and end in "training diverged". */
-static int check_finite(const tyto_checkpoint *ck, const char *path) {
-  for (size_t i = 0; i < tyto_checkpoint_count(ck); i++) {
-    const char *name = tyto_checkpoint_name(ck, i);
-    tyto_checkpoint_dtype dt;
-    const void *data;
-    size_t bytes;
-    if (tyto_checkpoint_find(ck, name, &dt, NULL, NULL, &data, &bytes) !=
-            TYTO_OK ||
-        (dt != TYTO_CHECKPOINT_F32 && dt != TYTO_CHECKPOINT_F64))
-      continue;
-    size_t n = bytes / (dt == TYTO_CHECKPOINT_F32 ? 4 : 8);
-    for (size_t k = 0; k < n; k++) {
-      double v = dt == TYTO_CHECKPOINT_F32 ? ((const float *)data)[k]
-                                           : ((const double *)data)[k];
-      if (!isfinite(v)) {
-        fprintf(stderr,
-                PROG ": --resume: %s: tensor '%s' holds %s at element %zu; "
-                     "the checkpoint is damaged or its run had diverged\n",
-                path, name,
-                isnan(v) ? "NaN"
-                : v > 0  ? "+inf"
-                         : "-inf",
-                k);
-        return -1;
-      }
-    }
-  }
-  return 0;
-}
-
-/* Restores the run from --checkpoint; nothing is written to any file. */
-static int resume(run *r) {
-  const char *path = r->o.checkpoint;
-  tyto_checkpoint *ck = NULL;
-  if (tyto_checkpoint_load(path, &ck) != TYTO_OK) {
-    fprintf(stderr, PROG ": --resume: %s\n", tyto_errmsg());
-    return -1;
-  }
-  int rc = -1;
-  const char *fmt = tyto_checkpoint_get_meta(ck, "tyto.format");
-  const char *model = tyto_checkpoint_get_meta(ck, "tyto.model");
-  int64_t seed, batch, classes, train_images, epoch, bie, steps;
-  if (!fmt || strcmp(fmt, CHECKPOINT_FORMAT) != 0 || !model ||
-      meta_int(ck, "tyto.seed", &seed) || meta_int(ck, "tyto.batch", &batch) ||
-      meta_int(ck, "tyto.classes", &classes) ||
-      meta_int(ck, "tyto.train_images", &train_images) ||
-      meta_int(ck, "tyto.epoch", &epoch) ||
-      meta_int(ck, "tyto.batch_in_epoch", &bie) ||
-      meta_int(ck, "tyto.steps", &steps)) {
-    fprintf(stderr,
-            PROG ": --resume: %s is not a " PROG " checkpoint (its metadata "
-                 "lacks tyto.format \"" CHECKPOINT_FORMAT "\" or the run's "
-                 "position)\n",
-            path);
-    goto out;
-  }
-  /* The parameters first: their names and shapes tell the most. */
-  tyto_checkpoint_spec *specs = calloc(r->n_state, sizeof *specs);
-  if (!specs) {
-    fprintf(stderr, PROG ": out of memory\n");
-    goto out;
-  }
-  for (size_t i = 0; i < r->n_state; i++) {
-    specs[i].name = tyto_tensor_name(r->state[i]);
-    specs[i].dtype = (tyto_checkpoint_dtype)tyto_tensor_dtype(r->state[i]);
-    specs[i].rank = tyto_tensor_rank(r->state[i]);
-    specs[i].shape = tyto_tensor_shape(r->state[i]);
-  }
-  tyto_status s = tyto_checkpoint_expect(ck, r->n_state, specs, 0);
-  free(specs);
-  if (s != TYTO_OK) {
-    fprintf(stderr, PROG ": --resume: %s\n", tyto_errmsg());
-    if (strcmp(model, mf_canonical(r->model)) != 0)
-      fprintf(stderr, PROG ": --resume: the checkpoint's model is:\n%s", model);
-    goto out;
-  }
-  if (strcmp(model, mf_canonical(r->model)) != 0) {
-    fprintf(stderr,
-            PROG ": --resume: %s holds another model; it was trained with:\n"
-                 "%sand this run builds:\n%s",
-            path, model, mf_canonical(r->model));
-    goto out;
-  }
-  struct {
-    const char *what;
-    int64_t file, here;
-  } same[] = {
-      {"--seed", seed, (int64_t)r->o.seed},
-      {"--batch", batch, r->o.batch},
-      {"classes", classes, r->classes},
-      {"training images (--limit, --validation)", train_images, r->n_train}};
-  for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
-    if (same[i].file != same[i].here) {
-      fprintf(stderr,
-              PROG ": --resume: %s was %lld in the checkpoint's run and is "
-                   "%lld in this one; resume with the same value\n",
-              same[i].what, (long long)same[i].file, (long long)same[i].here);
-      goto out;
-    }
-  /* Every step is one batch, so the position must add up: this also keeps
-   * a forged counter (INT64_MAX) from wrapping round when the run goes on. */
-  int64_t bpe = r->batches_per_epoch;
-  if (epoch < 0 || epoch >= MAX_EPOCHS || bie < 0 || bie > bpe ||
-      steps != epoch * bpe + bie) {
-    fprintf(stderr,
-            PROG ": --resume: %s: position epoch %lld, batch %lld, step %lld "
-                 "is not possible here (expected epoch in [0, %lld), batch in "
-                 "[0, %lld] and step = epoch x %lld + batch)\n",
-            path, (long long)epoch, (long long)bie, (long long)steps,
-            (long long)MAX_EPOCHS, (long long)bpe, (long long)bpe);
-    goto out;
-  }
-  if (check_finite(ck, path) < 0)
-    goto out;
-  const void *cp;
-  tyto_checkpoint_dtype cdt;
-  size_t cbytes;
-  if (tyto_checkpoint_find(ck, "optim.step", &cdt, NULL, NULL, &cp, &cbytes) ==
-          TYTO_OK &&
-      (cdt == TYTO_CHECKPOINT_F32 || cdt == TYTO_CHECKPOINT_F64) &&
-      cbytes == (cdt == TYTO_CHECKPOINT_F32 ? 4u : 8u)) {
-    double k =
-        cdt == TYTO_CHECKPOINT_F32 ? *(const float *)cp : *(const double *)cp;
-    if (!(k >= 0 && k <= (double)steps && k == floor(k))) {
-      fprintf(stderr,
-              PROG ": --resume: %s: the optimiser's step counter optim.step "
-                   "is %g, expected a whole number in [0, %lld] (the run's "
-                   "steps)\n",
-              path, k, (long long)steps);
-      goto out;
-    }
-  }
-  if (tyto_checkpoint_restore_parameters(ck, r->train_p, r->n_state,
-                                         r->state) != TYTO_OK) {
-    fprintf(stderr, PROG ": --resume: %s\n", tyto_errmsg());
-    goto out;
-  }
-  if (bie == r->batches_per_epoch) {
-    epoch++;
-    bie = 0;
-  }
-  r->epoch = epoch;
-  r->batch_in_epoch = bie;
-  r->steps = steps;
-  rc = 0;
-out:
-  tyto_checkpoint_free(ck);
-  return rc;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -973,147 +674,6 @@ static int train_epochs(run *r, prefetch *pf) {
       return -1;
   }
   return interrupted ? -1 : 0;
-}
-
-/* ---------------------------------------------------------------------- */
-/* Reports                                                                 */
-
-static long peak_rss_bytes(void) {
-  struct rusage ru;
-  return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss * 1024L : -1;
-}
-
-/* The training device's peak of device memory held by tyto (its buffers
- * and both programs'), or -1 when it cannot be read. */
-static long long peak_device_bytes(const run *r) {
-  tyto_device_memory m = {.struct_size = sizeof m};
-  if (tyto_device_memory_get(tyto_context_device(r->ctx, 0), &m) != TYTO_OK)
-    return -1;
-  return (long long)m.peak_bytes;
-}
-
-static double images_per_second(const run *r, int64_t steps_here) {
-  return r->train_seconds > 0
-             ? (double)steps_here * (double)r->o.batch / r->train_seconds
-             : 0;
-}
-
-static double mean_epoch(const run *r) {
-  double s = 0;
-  for (int64_t i = 0; i < r->epochs_done_here; i++)
-    s += r->epoch_seconds[i];
-  return r->epochs_done_here ? s / (double)r->epochs_done_here : 0;
-}
-
-static void report_json(const run *r, int64_t steps_here) {
-  json_t *o = json_object(), *eps = json_array(), *devs = json_array();
-  for (int64_t i = 0; i < r->epochs_done_here; i++)
-    json_array_append_new(eps, json_real(r->epoch_seconds[i]));
-  json_t *par = r->dp ? json_array() : json_null();
-  for (size_t i = 0; i < (r->dp ? train_dp_count(r->dp) : 1); i++) {
-    train_dp_device d = {.id = r->device_id};
-    if (r->dp) {
-      train_dp_device_get(r->dp, i, &d);
-      json_t *e = json_object();
-      json_object_set_new(e, "device", json_string(d.id));
-      json_object_set_new(e, "shard", json_integer(d.shard));
-      json_object_set_new(e, "images_per_second",
-                          json_real(d.images_per_second));
-      json_object_set_new(e, "wait_seconds", json_real(d.wait_seconds));
-      json_array_append_new(par, e);
-    }
-    json_array_append_new(devs, json_string(d.id));
-  }
-  json_object_set_new(o, "model", json_string(r->model_name));
-  json_object_set_new(o, "optimizer",
-                      json_string(tyto_optim_kind_name(r->oo.kind)));
-  json_object_set_new(o, "lr", json_real(r->oo.lr));
-  json_object_set_new(o, "epochs", json_integer(r->epoch));
-  json_object_set_new(o, "steps", json_integer(r->steps));
-  json_object_set_new(o, "batch", json_integer(r->o.batch));
-  json_object_set_new(o, "seed", json_integer((json_int_t)r->o.seed));
-  json_object_set_new(o, "train_images", json_integer(r->n_train));
-  json_object_set_new(o, "test_images", json_integer(r->n_test));
-  json_object_set_new(o, "train_loss",
-                      json_real(r->epoch_images > 0
-                                    ? r->epoch_loss / r->epoch_images
-                                    : r->last_loss));
-  json_object_set_new(
-      o, "train_accuracy",
-      json_real(r->epoch_images > 0 ? r->epoch_correct / r->epoch_images : 0));
-  json_object_set_new(o, "test_accuracy",
-                      r->have_test ? json_real(r->test_accuracy) : json_null());
-  json_object_set_new(o, "test_loss",
-                      r->have_test ? json_real(r->test_loss) : json_null());
-  if (r->valid_b)
-    json_object_set_new(o, "validation_accuracy", json_real(r->valid_accuracy));
-  json_object_set_new(o, "images_per_second",
-                      json_real(images_per_second(r, steps_here)));
-  json_object_set_new(o, "seconds_per_epoch", json_real(mean_epoch(r)));
-  json_object_set_new(o, "epoch_seconds", eps);
-  json_object_set_new(o, "train_seconds", json_real(r->train_seconds));
-  json_object_set_new(o, "data_seconds", json_real(r->data_seconds));
-  json_object_set_new(o, "step_seconds", json_real(r->run_seconds));
-  json_object_set_new(o, "compile_seconds", json_real(r->compile_seconds));
-  json_object_set_new(o, "peak_rss_bytes", json_integer(peak_rss_bytes()));
-  json_object_set_new(o, "peak_device_bytes",
-                      json_integer((json_int_t)peak_device_bytes(r)));
-  /* Training steps replayed from a recorded graph, or why none were. */
-  tyto_program_device_stats ds = {.struct_size = sizeof ds};
-  int have_ds = r->train_p &&
-                tyto_program_device_stats_get(r->train_p, 0, &ds) == TYTO_OK;
-  json_object_set_new(o, "graph_replays",
-                      json_integer(have_ds ? (json_int_t)ds.graph_replays : 0));
-  json_object_set_new(o, "graph_note",
-                      have_ds && ds.graph_note ? json_string(ds.graph_note)
-                                               : json_null());
-  json_object_set_new(o, "devices", devs);
-  json_object_set_new(o, "data_parallel", par);
-  char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
-                              JSON_REAL_PRECISION(6));
-  if (s)
-    printf("%s\n", s);
-  free(s);
-  json_decref(o);
-}
-
-static void report_text(const run *r, int64_t steps_here) {
-  printf("model %s on %s: %lld steps of %lld images, %lld epochs\n",
-         r->model_name, r->devices_text, (long long)r->steps,
-         (long long)r->o.batch, (long long)r->epoch);
-  for (size_t i = 0; r->dp && i < train_dp_count(r->dp); i++) {
-    train_dp_device d;
-    train_dp_device_get(r->dp, i, &d);
-    printf("  %-12s %lld images per step, %.0f images/s, waited %.2f s\n", d.id,
-           (long long)d.shard, d.images_per_second, d.wait_seconds);
-  }
-  if (r->have_test)
-    printf("test accuracy %.2f%% (loss %.4f) on %lld images\n",
-           100 * r->test_accuracy, r->test_loss, (long long)r->n_test);
-  printf("%.0f images/s, %.1f s per epoch, compile %.2f s, peak RSS %.0f MB, "
-         "peak device memory %.0f MB\n",
-         images_per_second(r, steps_here), mean_epoch(r), r->compile_seconds,
-         (double)peak_rss_bytes() / 1e6, (double)peak_device_bytes(r) / 1e6);
-}
-
-static int write_plot(const run *r) {
-  char title[160], err[512];
-  snprintf(title, sizeof title, "tyto-train: %s", r->model_name);
-  for (char *c = title; *c; c++)
-    if (*c == '<' || *c == '>' || *c == '&' || *c == '"')
-      *c = '_';
-  plot_series loss = {"training loss", "#1f77b4", r->loss_curve.n,
-                      r->loss_curve.x, r->loss_curve.y};
-  plot_series acc[2] = {
-      {"training accuracy (epoch)", "#1f77b4", r->train_acc_curve.n,
-       r->train_acc_curve.x, r->train_acc_curve.y},
-      {r->valid_b ? "validation accuracy" : "test accuracy", "#d62728",
-       r->eval_acc_curve.n, r->eval_acc_curve.x, r->eval_acc_curve.y}};
-  if (plot_write_svg(r->o.plot, title, 1, &loss, 2, acc, err, sizeof err) < 0) {
-    fprintf(stderr, PROG ": --plot: %s\n", err);
-    return -1;
-  }
-  return 0;
 }
 
 static void run_free(run *r) {

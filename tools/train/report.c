@@ -1,0 +1,156 @@
+/*
+ * tyto-train's reports (run.h): the summary as text or JSON, and the
+ * loss and accuracy curves as SVG.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "run.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "plot.h"
+
+/* ---------------------------------------------------------------------- */
+/* Reports                                                                 */
+
+static long peak_rss_bytes(void) {
+  struct rusage ru;
+  return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss * 1024L : -1;
+}
+
+/* The training device's peak of device memory held by tyto (its buffers
+ * and both programs'), or -1 when it cannot be read. */
+static long long peak_device_bytes(const run *r) {
+  tyto_device_memory m = {.struct_size = sizeof m};
+  if (tyto_device_memory_get(tyto_context_device(r->ctx, 0), &m) != TYTO_OK)
+    return -1;
+  return (long long)m.peak_bytes;
+}
+
+static double images_per_second(const run *r, int64_t steps_here) {
+  return r->train_seconds > 0
+             ? (double)steps_here * (double)r->o.batch / r->train_seconds
+             : 0;
+}
+
+static double mean_epoch(const run *r) {
+  double s = 0;
+  for (int64_t i = 0; i < r->epochs_done_here; i++)
+    s += r->epoch_seconds[i];
+  return r->epochs_done_here ? s / (double)r->epochs_done_here : 0;
+}
+
+void report_json(const run *r, int64_t steps_here) {
+  json_t *o = json_object(), *eps = json_array(), *devs = json_array();
+  for (int64_t i = 0; i < r->epochs_done_here; i++)
+    json_array_append_new(eps, json_real(r->epoch_seconds[i]));
+  json_t *par = r->dp ? json_array() : json_null();
+  for (size_t i = 0; i < (r->dp ? train_dp_count(r->dp) : 1); i++) {
+    train_dp_device d = {.id = r->device_id};
+    if (r->dp) {
+      train_dp_device_get(r->dp, i, &d);
+      json_t *e = json_object();
+      json_object_set_new(e, "device", json_string(d.id));
+      json_object_set_new(e, "shard", json_integer(d.shard));
+      json_object_set_new(e, "images_per_second",
+                          json_real(d.images_per_second));
+      json_object_set_new(e, "wait_seconds", json_real(d.wait_seconds));
+      json_array_append_new(par, e);
+    }
+    json_array_append_new(devs, json_string(d.id));
+  }
+  json_object_set_new(o, "model", json_string(r->model_name));
+  json_object_set_new(o, "optimizer",
+                      json_string(tyto_optim_kind_name(r->oo.kind)));
+  json_object_set_new(o, "lr", json_real(r->oo.lr));
+  json_object_set_new(o, "epochs", json_integer(r->epoch));
+  json_object_set_new(o, "steps", json_integer(r->steps));
+  json_object_set_new(o, "batch", json_integer(r->o.batch));
+  json_object_set_new(o, "seed", json_integer((json_int_t)r->o.seed));
+  json_object_set_new(o, "train_images", json_integer(r->n_train));
+  json_object_set_new(o, "test_images", json_integer(r->n_test));
+  json_object_set_new(o, "train_loss",
+                      json_real(r->epoch_images > 0
+                                    ? r->epoch_loss / r->epoch_images
+                                    : r->last_loss));
+  json_object_set_new(
+      o, "train_accuracy",
+      json_real(r->epoch_images > 0 ? r->epoch_correct / r->epoch_images : 0));
+  json_object_set_new(o, "test_accuracy",
+                      r->have_test ? json_real(r->test_accuracy) : json_null());
+  json_object_set_new(o, "test_loss",
+                      r->have_test ? json_real(r->test_loss) : json_null());
+  if (r->valid_b)
+    json_object_set_new(o, "validation_accuracy", json_real(r->valid_accuracy));
+  json_object_set_new(o, "images_per_second",
+                      json_real(images_per_second(r, steps_here)));
+  json_object_set_new(o, "seconds_per_epoch", json_real(mean_epoch(r)));
+  json_object_set_new(o, "epoch_seconds", eps);
+  json_object_set_new(o, "train_seconds", json_real(r->train_seconds));
+  json_object_set_new(o, "data_seconds", json_real(r->data_seconds));
+  json_object_set_new(o, "step_seconds", json_real(r->run_seconds));
+  json_object_set_new(o, "compile_seconds", json_real(r->compile_seconds));
+  json_object_set_new(o, "peak_rss_bytes", json_integer(peak_rss_bytes()));
+  json_object_set_new(o, "peak_device_bytes",
+                      json_integer((json_int_t)peak_device_bytes(r)));
+  /* Training steps replayed from a recorded graph, or why none were. */
+  tyto_program_device_stats ds = {.struct_size = sizeof ds};
+  int have_ds = r->train_p &&
+                tyto_program_device_stats_get(r->train_p, 0, &ds) == TYTO_OK;
+  json_object_set_new(o, "graph_replays",
+                      json_integer(have_ds ? (json_int_t)ds.graph_replays : 0));
+  json_object_set_new(o, "graph_note",
+                      have_ds && ds.graph_note ? json_string(ds.graph_note)
+                                               : json_null());
+  json_object_set_new(o, "devices", devs);
+  json_object_set_new(o, "data_parallel", par);
+  char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
+                              JSON_REAL_PRECISION(6));
+  if (s)
+    printf("%s\n", s);
+  free(s);
+  json_decref(o);
+}
+
+void report_text(const run *r, int64_t steps_here) {
+  printf("model %s on %s: %lld steps of %lld images, %lld epochs\n",
+         r->model_name, r->devices_text, (long long)r->steps,
+         (long long)r->o.batch, (long long)r->epoch);
+  for (size_t i = 0; r->dp && i < train_dp_count(r->dp); i++) {
+    train_dp_device d;
+    train_dp_device_get(r->dp, i, &d);
+    printf("  %-12s %lld images per step, %.0f images/s, waited %.2f s\n", d.id,
+           (long long)d.shard, d.images_per_second, d.wait_seconds);
+  }
+  if (r->have_test)
+    printf("test accuracy %.2f%% (loss %.4f) on %lld images\n",
+           100 * r->test_accuracy, r->test_loss, (long long)r->n_test);
+  printf("%.0f images/s, %.1f s per epoch, compile %.2f s, peak RSS %.0f MB, "
+         "peak device memory %.0f MB\n",
+         images_per_second(r, steps_here), mean_epoch(r), r->compile_seconds,
+         (double)peak_rss_bytes() / 1e6, (double)peak_device_bytes(r) / 1e6);
+}
+
+int write_plot(const run *r) {
+  char title[160], err[512];
+  snprintf(title, sizeof title, "tyto-train: %s", r->model_name);
+  for (char *c = title; *c; c++)
+    if (*c == '<' || *c == '>' || *c == '&' || *c == '"')
+      *c = '_';
+  plot_series loss = {"training loss", "#1f77b4", r->loss_curve.n,
+                      r->loss_curve.x, r->loss_curve.y};
+  plot_series acc[2] = {
+      {"training accuracy (epoch)", "#1f77b4", r->train_acc_curve.n,
+       r->train_acc_curve.x, r->train_acc_curve.y},
+      {r->valid_b ? "validation accuracy" : "test accuracy", "#d62728",
+       r->eval_acc_curve.n, r->eval_acc_curve.x, r->eval_acc_curve.y}};
+  if (plot_write_svg(r->o.plot, title, 1, &loss, 2, acc, err, sizeof err) < 0) {
+    fprintf(stderr, PROG ": --plot: %s\n", err);
+    return -1;
+  }
+  return 0;
+}
