@@ -139,17 +139,6 @@ static int make_batchers(run *r) {
   return 0;
 }
 
-static tyto_tensor *loss_of(const run *r, tyto_tensor *logits,
-                            tyto_tensor *labels) {
-  switch (mf_loss_kind(r->model)) {
-  case MF_LOSS_MSE: return tyto_loss_mse(logits, labels);
-  case MF_LOSS_L1: return tyto_loss_l1(logits, labels);
-  case MF_LOSS_HINGE: return tyto_loss_hinge(logits, labels);
-  case MF_LOSS_CROSS_ENTROPY: break;
-  }
-  return tyto_loss_softmax_cross_entropy(logits, labels);
-}
-
 /* Builds both programs' graphs. Returns 0, or -1 with a message printed
  * and *code set. */
 static int build(run *r, int *code) {
@@ -222,7 +211,7 @@ static int build(run *r, int *code) {
     fprintf(stderr, PROG ": %s\n", err);
     return -1;
   }
-  r->loss_e = loss_of(r, le, r->labels_e);
+  r->loss_e = model_loss(r->model, le, r->labels_e);
   r->correct_e = tyto_nn_count_correct(le, r->labels_e);
   if (tyto_graph_status(r->g) != TYTO_OK) {
     fprintf(stderr, PROG ": model: %s\n", tyto_graph_error_message(r->g));

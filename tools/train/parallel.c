@@ -21,15 +21,20 @@ struct train_dp {
   char build_err[512]; /* why the builder failed, or "" */
 };
 
+tyto_tensor *model_loss(const mf_model *m, tyto_tensor *logits,
+                        tyto_tensor *labels) {
+  switch (mf_loss_kind(m)) {
+  case MF_LOSS_MSE: return tyto_loss_mse(logits, labels);
+  case MF_LOSS_L1: return tyto_loss_l1(logits, labels);
+  case MF_LOSS_HINGE: return tyto_loss_hinge(logits, labels);
+  case MF_LOSS_CROSS_ENTROPY: break;
+  }
+  return tyto_loss_softmax_cross_entropy(logits, labels);
+}
+
 tyto_tensor *train_loss(const mf_model *m, tyto_nn *nn, tyto_tensor *logits,
                         tyto_tensor *labels) {
-  tyto_tensor *loss;
-  switch (mf_loss_kind(m)) {
-  case MF_LOSS_MSE: loss = tyto_loss_mse(logits, labels); break;
-  case MF_LOSS_L1: loss = tyto_loss_l1(logits, labels); break;
-  case MF_LOSS_HINGE: loss = tyto_loss_hinge(logits, labels); break;
-  default: loss = tyto_loss_softmax_cross_entropy(logits, labels); break;
-  }
+  tyto_tensor *loss = model_loss(m, logits, labels);
   double l1, l2;
   mf_regularization(m, &l1, &l2);
   size_t nw = tyto_nn_weight_count(nn);

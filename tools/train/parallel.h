@@ -21,6 +21,10 @@
 
 #include "model_file.h"
 
+/* The model's loss kind over logits and labels (what evaluation reports). */
+tyto_tensor *model_loss(const mf_model *m, tyto_tensor *logits,
+                        tyto_tensor *labels);
+
 /* The training loss of the model: its loss kind over logits and labels,
  * plus its L1/L2 regularisation of the network's weights. NULL on out of
  * memory (the graph's status says why otherwise). */
