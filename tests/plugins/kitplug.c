@@ -3,9 +3,17 @@
  * built several times (tests/Makefile.am): once correct, and once with each
  * of the faults below, which tyto-conform must find. It claims the CPU as
  * one device whose streams are worker threads that run their commands in
- * order, each after a delay (KP_DELAY_US), so that work queued on a stream
- * is reliably still pending when the caller moves on: a plugin that gets
- * ordering wrong is then caught every time, not by luck.
+ * order, each after a delay (KP_DELAY_US).
+ *
+ * Streams run on demand, as a driver that batches work until it is flushed
+ * may: a stream's worker starts the commands queued so far only when the
+ * host waits for them (stream_synchronize, stream_destroy, or
+ * event_synchronize and event_query on an event the stream recorded), or
+ * when another stream waits for one of its events. Work queued on a stream
+ * is therefore still pending whenever the caller moves on, however the
+ * threads are scheduled, and a build with an ordering fault gives the wrong
+ * bytes every time, not by luck: an event_wait that does not wait lets
+ * stream B run while A, never asked for, has not started.
  *
  * Kernels: COPY, FILL, NEG, RELU, ADD and MAX in f32 and f64 over any
  * strided layouts, with the semantics of sdk/docs/ops.md; every other op is
@@ -60,6 +68,10 @@ struct tyto_plugin_buffer {
 struct tyto_plugin_event {
   uint64_t recorded, done; /* generations: the last recorded, signalled */
   int refs;                /* the handle and the queued commands */
+  /* The stream of the last recording; read only while done < recorded,
+   * when that stream cannot have been destroyed (stream_destroy runs its
+   * work, the signal included, first). */
+  struct tyto_plugin_stream *by;
 };
 
 struct tyto_plugin_kernel {
@@ -81,6 +93,8 @@ typedef struct kp_cmd {
   unsigned char *args[4]; /* inputs then the output, at the bound offset */
   struct tyto_plugin_event *e;
   uint64_t gen;
+  struct tyto_plugin_stream *by; /* CMD_WAIT: the stream that records gen */
+  uint64_t seq;                  /* its place on its stream, from 1 */
 } kp_cmd;
 
 struct tyto_plugin_stream {
@@ -89,6 +103,8 @@ struct tyto_plugin_stream {
   pthread_mutex_t mu;
   pthread_cond_t cv; /* a command arrived or one finished */
   kp_cmd *head, *tail;
+  uint64_t queued; /* commands queued so far */
+  uint64_t opened; /* the worker may run commands up to this one */
   int busy;
 };
 
@@ -204,6 +220,24 @@ static void event_unref(tyto_plugin_state *st, struct tyto_plugin_event *e) {
 
 /* ------------------------------------------------------------- streams -- */
 
+/* Lets s run every command queued on it so far. */
+static void open_stream(tyto_plugin_stream *s) {
+  pthread_mutex_lock(&s->mu);
+  s->opened = s->queued;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Opens the stream that will signal generation gen of e, unless it has
+ * already. Takes st->mu (before s->mu, the one lock order). */
+static void open_for(tyto_plugin_state *st, struct tyto_plugin_event *e,
+                     uint64_t gen, tyto_plugin_stream *by) {
+  pthread_mutex_lock(&st->mu);
+  if (e->done < gen && by)
+    open_stream(by);
+  pthread_mutex_unlock(&st->mu);
+}
+
 static void delay(void) {
   struct timespec ts = {0, KP_DELAY_US * 1000L};
   nanosleep(&ts, NULL);
@@ -238,6 +272,7 @@ static void run_cmd(tyto_plugin_stream *s, kp_cmd *c) {
     event_unref(st, c->e);
     break;
   case CMD_WAIT:
+    open_for(st, c->e, c->gen, c->by);
     pthread_mutex_lock(&st->mu);
     while (c->e->done < c->gen)
       pthread_cond_wait(&st->cv, &st->mu);
@@ -252,7 +287,7 @@ static void *worker(void *arg) {
   tyto_plugin_stream *s = arg;
   for (;;) {
     pthread_mutex_lock(&s->mu);
-    while (!s->head)
+    while (!s->head || s->head->seq > s->opened)
       pthread_cond_wait(&s->cv, &s->mu);
     kp_cmd *c = s->head;
     s->head = c->next;
@@ -279,6 +314,7 @@ static tyto_plugin_error *enqueue(tyto_plugin_stream *s, kp_cmd *c) {
   *q = *c;
   q->next = NULL;
   pthread_mutex_lock(&s->mu);
+  q->seq = ++s->queued;
   if (s->tail)
     s->tail->next = q;
   else
@@ -291,6 +327,8 @@ static tyto_plugin_error *enqueue(tyto_plugin_stream *s, kp_cmd *c) {
 
 static void drain(tyto_plugin_stream *s) {
   pthread_mutex_lock(&s->mu);
+  s->opened = s->queued;
+  pthread_cond_broadcast(&s->cv);
   while (s->head || s->busy)
     pthread_cond_wait(&s->cv, &s->mu);
   pthread_mutex_unlock(&s->mu);
@@ -322,6 +360,8 @@ static void kp_stream_destroy(tyto_plugin_device *d, tyto_plugin_stream *s) {
     return;
   if (enqueue(s, &quit) != NULL)
     drain(s); /* out of memory: the worker still runs what it has */
+  else
+    open_stream(s);
   pthread_join(s->thread, NULL);
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->cv);
@@ -357,6 +397,7 @@ static tyto_plugin_error *kp_event_record(tyto_plugin_device *d,
   kp_cmd c = {.kind = CMD_SIGNAL, .e = e};
   pthread_mutex_lock(&d->st->mu);
   c.gen = ++e->recorded;
+  e->by = s;
   e->refs++;
   pthread_mutex_unlock(&d->st->mu);
   tyto_plugin_error *err = enqueue(s, &c);
@@ -379,6 +420,7 @@ static tyto_plugin_error *kp_event_wait(tyto_plugin_device *d,
   kp_cmd c = {.kind = CMD_WAIT, .e = e};
   pthread_mutex_lock(&d->st->mu);
   c.gen = e->recorded;
+  c.by = e->done < c.gen ? e->by : NULL;
   e->refs++;
   pthread_mutex_unlock(&d->st->mu);
   tyto_plugin_error *err = enqueue(s, &c);
@@ -392,6 +434,8 @@ static tyto_plugin_error *kp_event_sync(tyto_plugin_device *d,
                                         tyto_plugin_event *e) {
   pthread_mutex_lock(&d->st->mu);
   uint64_t gen = e->recorded;
+  if (e->done < gen)
+    open_stream(e->by);
   while (e->done < gen)
     pthread_cond_wait(&d->st->cv, &d->st->mu);
   pthread_mutex_unlock(&d->st->mu);
@@ -402,6 +446,8 @@ static tyto_plugin_error *kp_event_query(tyto_plugin_device *d,
                                          tyto_plugin_event *e, int *complete) {
   pthread_mutex_lock(&d->st->mu);
   *complete = e->done >= e->recorded;
+  if (!*complete)
+    open_stream(e->by);
   pthread_mutex_unlock(&d->st->mu);
   return NULL;
 }
