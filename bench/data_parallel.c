@@ -17,6 +17,9 @@
  *   by rate, one optim.  as by rate, with the optimiser on the first
  *                      device alone and its parameters broadcast
  *                      (tyto_dp_options.single_optimiser).
+ *   by rate, no overlap  as by rate, with the gradients combined after
+ *                      the whole backward pass instead of as each is
+ *                      computed (tyto_dp_options.no_overlap).
  *
  * With one device selected the together configurations are skipped,
  * with a message. Every configuration starts from the same initial
@@ -30,7 +33,9 @@
  * its wait for the slowest (tyto_dp_replica_wait), means over the steps,
  * and the time outside phase 0: the step time minus the slowest replica's
  * phase 0, i.e. the host exchange of the gradients plus the update
- * (phase 1; tyto_dp_replica_update_seconds has the update alone). Where
+ * (phase 1; tyto_dp_replica_update_seconds has the update alone), and
+ * the exchange's time (tyto_dp_exchange_seconds) with the part of it the
+ * backward pass did not hide (tyto_dp_exchange_exposed_seconds). Where
  * the replicas' phase
  * plus wait differ (they must all equal the slowest phase 0), the phase
  * times are not phase 0's and a warning says so. Then the step-1 losses
@@ -75,7 +80,7 @@
 #include "train/model_file.h"
 
 enum { CLASSES = 10, SIDE = 28, PIXELS = SIDE * SIDE };
-enum { MAX_DEV = 8, MAX_CONF = MAX_DEV + 3, MAX_MODELS = 4 };
+enum { MAX_DEV = 8, MAX_CONF = MAX_DEV + 4, MAX_MODELS = 4 };
 /* Distinct batches cycled through; steps per turn in the timed run. */
 enum { N_BATCHES = 8, CHUNK = 5 };
 #define GOAL_TOGETHER 0.85
@@ -317,16 +322,16 @@ static int init_make(const mf_model *model, init_values *iv) {
 /* ---------------------------------------------------------------------- */
 /* Configurations                                                          */
 
-typedef enum kind { ALONE, BY_RATE, EQUAL, BY_RATE_ONE } kind;
-static const char *const kind_key[] = {"alone", "by_rate", "equal",
-                                       "by_rate_one_optimiser"};
+typedef enum kind { ALONE, BY_RATE, EQUAL, BY_RATE_ONE, BY_RATE_SERIAL } kind;
+static const char *const kind_key[] = {
+    "alone", "by_rate", "equal", "by_rate_one_optimiser", "by_rate_no_overlap"};
 
 typedef struct conf {
   kind what;
   char label[64];
   size_t n;
   size_t dev[MAX_DEV];
-  double weight[MAX_DEV]; /* BY_RATE, BY_RATE_ONE */
+  double weight[MAX_DEV]; /* the BY_RATE kinds */
   tyto_dp *dp;
   int64_t shard[MAX_DEV];
   int next_batch;
@@ -334,7 +339,8 @@ typedef struct conf {
   /* The timed steps: their count and sums. */
   int steps;
   double wall, host, phase[MAX_DEV], wait[MAX_DEV];
-  int inconsistent; /* phase + wait differed between replicas */
+  double xch, exposed; /* the exchange, and its part after phase 0 */
+  int inconsistent;    /* phase + wait differed between replicas */
 } conf;
 
 static const char *dev_id(tyto_context *ctx, size_t i) {
@@ -348,7 +354,11 @@ static int conf_new(conf *c, tyto_context *ctx, const mf_model *model,
   o.n_devices = c->n;
   o.devices = c->dev;
   o.batch = batch;
-  o.weights = c->what == BY_RATE || c->what == BY_RATE_ONE ? c->weight : NULL;
+  o.weights =
+      c->what == BY_RATE || c->what == BY_RATE_ONE || c->what == BY_RATE_SERIAL
+          ? c->weight
+          : NULL;
+  o.no_overlap = c->what == BY_RATE_SERIAL;
   /* The optimiser on the first device alone, its parameters broadcast. */
   o.single_optimiser = c->what == BY_RATE_ONE;
   builder b;
@@ -404,6 +414,8 @@ static int run_steps(conf *c, const data *d, int n, int timed) {
     }
     c->wall += dt;
     c->host += dt - slowest;
+    c->xch += tyto_dp_exchange_seconds(c->dp);
+    c->exposed += tyto_dp_exchange_exposed_seconds(c->dp);
     c->steps++;
   }
   return 0;
@@ -427,7 +439,7 @@ static double rate(const conf *c, int64_t batch) {
 
 static void conf_clear_timing(conf *c) {
   c->steps = 0;
-  c->wall = c->host = 0;
+  c->wall = c->host = c->xch = c->exposed = 0;
   memset(c->phase, 0, sizeof c->phase);
   memset(c->wait, 0, sizeof c->wait);
   c->inconsistent = 0;
@@ -506,9 +518,9 @@ typedef struct model_result {
 } model_result;
 
 static void print_table(tyto_context *ctx, model_result *mr, int64_t batch) {
-  printf("%-20s %9s %7s %8s %8s | %-10s %6s %9s %8s\n", "configuration",
-         "images/s", "vs sum", "step ms", "host ms", "device", "shard",
-         "phase ms", "wait ms");
+  printf("%-20s %9s %7s %8s %8s %7s %7s | %-10s %6s %9s %8s\n", "configuration",
+         "images/s", "vs sum", "step ms", "host ms", "xch ms", "exp. ms",
+         "device", "shard", "phase ms", "wait ms");
   int inconsistent = 0;
   double l0 = mr->c[0].first_loss, worst = 0;
   for (size_t k = 0; k < mr->n_conf; k++) {
@@ -523,10 +535,11 @@ static void print_table(tyto_context *ctx, model_result *mr, int64_t batch) {
       snprintf(vs, sizeof vs, "%.3f", r / mr->sum_alone);
     for (size_t i = 0; i < c->n; i++) {
       if (i == 0)
-        printf("%-20s %9.1f %7s %8.2f %8.2f | ", c->label, r, vs,
-               1e3 * c->wall / st, 1e3 * c->host / st);
+        printf("%-20s %9.1f %7s %8.2f %8.2f %7.2f %7.2f | ", c->label, r, vs,
+               1e3 * c->wall / st, 1e3 * c->host / st, 1e3 * c->xch / st,
+               1e3 * c->exposed / st);
       else
-        printf("%-20s %9s %7s %8s %8s | ", "", "", "", "", "");
+        printf("%-20s %9s %7s %8s %8s %7s %7s | ", "", "", "", "", "", "", "");
       printf("%-10s %6lld %9.2f %8.2f\n", dev_id(ctx, c->dev[i]),
              (long long)c->shard[i], 1e3 * c->phase[i] / st,
              1e3 * c->wait[i] / st);
@@ -537,8 +550,11 @@ static void print_table(tyto_context *ctx, model_result *mr, int64_t batch) {
   }
   printf("host ms: the step time (around tyto_dp_step) minus the slowest "
          "replica's phase time: the host\nexchange plus the update (phase "
-         "1). vs sum: images/s over\n"
-         "the sum of the devices' rates alone (%.1f images/s).\n",
+         "1). xch ms: the gradient\nexchange (to the host, the weighted "
+         "sum, back); exp. ms: the part of it after the slowest\nreplica's "
+         "backward pass ended, which the overlap did not hide. vs sum: "
+         "images/s over\nthe sum of the devices' rates alone (%.1f "
+         "images/s).\n",
          mr->sum_alone);
   if (inconsistent)
     printf("WARNING: a replica's phase time plus its wait is not the same "
@@ -557,11 +573,14 @@ static void json_conf(text *j, tyto_context *ctx, const conf *c, int64_t batch,
   put(j, "{\"devices\":[");
   for (size_t i = 0; i < c->n; i++)
     put(j, "%s\"%s\"", i ? "," : "", dev_id(ctx, c->dev[i]));
-  put(j, "],\"images_per_s\":%.6g,\"step_s\":%.6g,\"host_s\":%.6g",
-      rate(c, batch), c->wall / st, c->host / st);
+  put(j,
+      "],\"images_per_s\":%.6g,\"step_s\":%.6g,\"host_s\":%.6g,"
+      "\"exchange_s\":%.6g,\"exchange_exposed_s\":%.6g",
+      rate(c, batch), c->wall / st, c->host / st, c->xch / st, c->exposed / st);
   if (c->what != ALONE)
     put(j, ",\"vs_sum\":%.4g", sum_alone > 0 ? rate(c, batch) / sum_alone : 0);
-  if (c->what == BY_RATE || c->what == BY_RATE_ONE) {
+  if (c->what == BY_RATE || c->what == BY_RATE_ONE ||
+      c->what == BY_RATE_SERIAL) {
     put(j, ",\"weights\":[");
     for (size_t i = 0; i < c->n; i++)
       put(j, "%s%.6g", i ? "," : "", c->weight[i]);
@@ -629,23 +648,26 @@ static int run_model(tyto_context *ctx, const char *name, const data *d,
     rc = run_interleaved(mr->c, nd, d, steps);
   if (rc == 0 && nd > 1) {
     conf *by = &mr->c[mr->n_conf++], *eq = &mr->c[mr->n_conf++],
-         *one = &mr->c[mr->n_conf++];
+         *one = &mr->c[mr->n_conf++], *ser = &mr->c[mr->n_conf++];
     by->what = BY_RATE;
     eq->what = EQUAL;
     one->what = BY_RATE_ONE;
-    by->n = eq->n = one->n = nd;
+    ser->what = BY_RATE_SERIAL;
+    by->n = eq->n = one->n = ser->n = nd;
     for (size_t i = 0; i < nd; i++) {
-      by->dev[i] = eq->dev[i] = one->dev[i] = i;
-      by->weight[i] = one->weight[i] = rate(&mr->c[i], d->batch);
+      by->dev[i] = eq->dev[i] = one->dev[i] = ser->dev[i] = i;
+      by->weight[i] = one->weight[i] = ser->weight[i] =
+          rate(&mr->c[i], d->batch);
       conf_clear_timing(&mr->c[i]);
     }
     snprintf(by->label, sizeof by->label, "together, by rate");
     snprintf(eq->label, sizeof eq->label, "together, equal");
     snprintf(one->label, sizeof one->label, "by rate, one optim.");
+    snprintf(ser->label, sizeof ser->label, "by rate, no overlap");
     t0 = now();
     /* A configuration tyto_dp_new refuses (a device whose share rounds to
      * no examples) is reported and left out. */
-    for (conf *c = by; c <= one && rc == 0; c++)
+    for (conf *c = by; c <= ser && rc == 0; c++)
       if (conf_new(c, ctx, model, &iv, d->batch) != 0) {
         tyto_dp_free(c->dp);
         c->dp = NULL;

@@ -3,7 +3,10 @@
  * sends, the host reads them and sets the recvs, phase 1 runs what needs
  * them. Checked against values worked out by hand, on one device and
  * across two (the CPU and the partial test plugin); the phases' order and
- * bad exchanges are errors that say what was expected. */
+ * bad exchanges are errors that say what was expected. Streamed sends
+ * (tyto_program_stream_sends) arrive once each per phase 0, in the order
+ * the launches complete them, with the values tyto_program_read_send
+ * gives, eagerly, across two devices and replayed as a graph. */
 #define _POSIX_C_SOURCE 200809L
 #include "common.h"
 
@@ -190,6 +193,186 @@ START_TEST(bad_exchanges) {
 }
 END_TEST
 
+/* Three sends computed one after another: a = x * w, b = tanh(a) + x,
+ * c = sum(b * b) (b * b with graphs); phase 1 only updates w from a's
+ * recv. */
+typedef struct chain {
+  tyto_graph *g;
+  tyto_tensor *x, *w, *send[3], *recv[3];
+  tyto_program *p;
+} chain;
+
+static void build_chain(tyto_context *ctx, chain *c, int split, int graphs) {
+  c->g = tyto_graph_new();
+  int64_t shp[1] = {4};
+  c->x = tyto_input(c->g, TYTO_F32, 1, shp, "x");
+  c->w = tyto_parameter(c->g, TYTO_F32, 1, shp, "w");
+  if (split)
+    tyto_graph_set_device_scope(c->g, 1);
+  /* Listed last-first, so that the order they are computed in is not
+   * the order they are listed in. */
+  c->send[2] = tyto_mul(c->x, c->w);
+  c->send[1] = tyto_add(tyto_tanh(c->send[2]), c->x);
+  tyto_graph_set_device_scope(c->g, -1);
+  /* The test device alone (graphs) runs no reductions. */
+  c->send[0] = tyto_mul(c->send[1], c->send[1]);
+  if (!graphs)
+    c->send[0] = tyto_sum(c->send[0], 0, NULL, 0);
+  for (int i = 0; i < 3; i++)
+    c->recv[i] = tyto_input(c->g, TYTO_F32, tyto_tensor_rank(c->send[i]),
+                            tyto_tensor_shape(c->send[i]), NULL);
+  tyto_tensor *upd = tyto_sub(c->w, c->recv[2]);
+  tyto_program_options po;
+  tyto_program_options_init(&po);
+  const size_t both[2] = {0, 1};
+  if (split) {
+    po.n_devices = 2;
+    po.devices = both;
+  }
+  po.no_graphs = !graphs;
+  po.n_updates = 1;
+  po.update_params = &c->w;
+  po.update_values = &upd;
+  po.n_exchanges = 3;
+  po.exchange_sends = c->send;
+  po.exchange_recvs = c->recv;
+  ck_assert_msg(tyto_program_compile(ctx, c->g, 1, &c->send[0], &po, &c->p) ==
+                    TYTO_OK,
+                "%s", tyto_errmsg());
+}
+
+/* What the streamed sends' function saw in one phase 0. */
+typedef struct seen {
+  size_t n, order[8];
+  float v[8][4];
+  size_t bytes[8];
+} seen;
+
+static void on_send(void *user, size_t i, const void *data, size_t bytes) {
+  seen *s = user;
+  ck_assert_uint_lt(s->n, 8);
+  ck_assert_uint_le(bytes, sizeof s->v[0]);
+  s->order[s->n] = i;
+  s->bytes[s->n] = bytes;
+  memcpy(s->v[s->n++], data, bytes);
+}
+
+static void streamed(tyto_context *ctx, int split, int graphs) {
+  chain c;
+  build_chain(ctx, &c, split, graphs);
+  seen s;
+  size_t order[3];
+  ck_assert_int_eq(tyto_program_send_order(c.p, order, 3), TYTO_OK);
+  /* c, which needs a and b, comes last, whatever the list says (a and b
+   * may be computed by one fused launch, and then come in list order). */
+  if (!graphs) {
+    ck_assert_uint_eq(order[2], 0);
+    ck_assert_msg(order[0] + order[1] == 3, "order %zu %zu %zu", order[0],
+                  order[1], order[2]);
+  }
+  ck_assert_int_eq(tyto_program_stream_sends(c.p, on_send, &s), TYTO_OK);
+  float x[4] = {1, -2, 0.5f, 3}, w[4] = {0.5f, 0.25f, -1, 2};
+  ck_assert_int_eq(tyto_program_set_input(c.p, c.x, x, sizeof x), TYTO_OK);
+  ck_assert_int_eq(tyto_program_write_parameter(c.p, c.w, w, sizeof w),
+                   TYTO_OK);
+  for (int run = 0; run < 4; run++) {
+    memset(&s, 0, sizeof s);
+    ck_assert_msg(tyto_program_run_phase(c.p, 0) == TYTO_OK, "%s",
+                  tyto_errmsg());
+    ck_assert_uint_eq(s.n, 3);
+    float want_a[4], want_b[4], want_c[4], got[4];
+    for (int j = 0; j < 4; j++) {
+      want_a[j] = x[j] * w[j];
+      want_b[j] = tanhf(want_a[j]) + x[j];
+      want_c[j] = want_b[j] * want_b[j];
+    }
+    if (!graphs)
+      want_c[0] += want_c[1] + want_c[2] + want_c[3];
+    for (size_t k = 0; k < 3; k++) {
+      ck_assert_uint_eq(s.order[k], order[k]);
+      size_t i = s.order[k], n = i == 0 && !graphs ? 1 : 4;
+      ck_assert_uint_eq(s.bytes[k], n * sizeof(float));
+      ck_assert_int_eq(tyto_program_read_send(c.p, i, got, n * sizeof *got),
+                       TYTO_OK);
+      ck_assert_mem_eq(got, s.v[k], n * sizeof *got);
+      for (size_t j = 0; j < n; j++) {
+        float want = i == 2 ? want_a[j] : i == 1 ? want_b[j] : want_c[j];
+        ck_assert_msg(fabsf(s.v[k][j] - want) <= 1e-5f * (1 + fabsf(want)),
+                      "run %d send %zu [%zu]: %g, want %g", run, i, j,
+                      (double)s.v[k][j], (double)want);
+      }
+    }
+    /* Only a's recv is read (by the update). */
+    float r[4];
+    ck_assert_int_eq(tyto_program_read_send(c.p, 2, r, sizeof r), TYTO_OK);
+    ck_assert_int_eq(tyto_program_set_input(c.p, c.recv[2], r, sizeof r),
+                     TYTO_OK);
+    ck_assert_msg(tyto_program_run_phase(c.p, 1) == TYTO_OK, "%s",
+                  tyto_errmsg());
+    for (int j = 0; j < 4; j++)
+      w[j] -= r[j];
+  }
+  if (graphs) {
+    tyto_program_device_stats ds;
+    ds.struct_size = sizeof ds;
+    ck_assert_int_eq(tyto_program_device_stats_get(c.p, 0, &ds), TYTO_OK);
+    ck_assert_msg(ds.graph_replays >= 2, "%llu replays: %s",
+                  (unsigned long long)ds.graph_replays, ds.graph_note);
+  }
+  /* Off again: nothing more is delivered. */
+  ck_assert_int_eq(tyto_program_stream_sends(c.p, NULL, NULL), TYTO_OK);
+  memset(&s, 0, sizeof s);
+  ck_assert_int_eq(tyto_program_run_phase(c.p, 0), TYTO_OK);
+  ck_assert_uint_eq(s.n, 0);
+  tyto_program_free(c.p);
+  tyto_graph_free(c.g);
+}
+
+START_TEST(streamed_sends) {
+  tyto_context *ctx = context("cpu:0,part:0");
+  streamed(ctx, 0, 0); /* the CPU alone, its streams asynchronous */
+  streamed(ctx, 1, 0); /* two sends on the test device, one on the CPU */
+  tyto_context_free(ctx);
+  /* The test device alone records its runs: the sends come after the
+   * replayed graph. */
+  setenv("TYTO_PART_GRAPHS", "on", 1);
+  tyto_context_options o;
+  test_options(&o, 0);
+  o.plugin_path = test_plugin_dirs_and(TEST_PART_PLUGIN_DIR);
+  o.devices = "part:0";
+  ck_assert_msg(tyto_context_new(&o, &ctx) == TYTO_OK, "%s", tyto_errmsg());
+  unsetenv("TYTO_PART_GRAPHS");
+  streamed(ctx, 0, 1);
+  tyto_context_free(ctx);
+}
+END_TEST
+
+START_TEST(bad_streamed_sends) {
+  tyto_context *ctx = context("cpu");
+  tyto_graph *g = tyto_graph_new();
+  int64_t s4[1] = {4};
+  tyto_tensor *x = tyto_input(g, TYTO_F32, 1, s4, "x");
+  tyto_tensor *y = tyto_neg(x);
+  tyto_program *p = NULL;
+  ck_assert_int_eq(tyto_program_compile(ctx, g, 1, &y, NULL, &p), TYTO_OK);
+  seen s;
+  ck_assert_int_eq(tyto_program_stream_sends(p, on_send, &s),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(tyto_errmsg(), "has no exchanges"), "%s", tyto_errmsg());
+  ck_assert_int_eq(tyto_program_stream_sends(p, NULL, NULL), TYTO_OK);
+  ck_assert_int_eq(tyto_program_stream_sends(NULL, on_send, &s),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  size_t order[1];
+  ck_assert_int_eq(tyto_program_send_order(p, order, 1),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(tyto_errmsg(), "has 0 sends"), "%s", tyto_errmsg());
+  ck_assert_int_eq(tyto_program_send_order(p, NULL, 0), TYTO_OK);
+  tyto_program_free(p);
+  tyto_graph_free(g);
+  tyto_context_free(ctx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("exchange");
   TCase *tc = tcase_create("exchange");
@@ -197,6 +380,8 @@ int main(void) {
   tcase_add_test(tc, exchange_on_one_device);
   tcase_add_test(tc, exchange_across_two_devices);
   tcase_add_test(tc, bad_exchanges);
+  tcase_add_test(tc, streamed_sends);
+  tcase_add_test(tc, bad_streamed_sends);
   suite_add_tcase(s, tc);
   return test_run(s);
 }

@@ -842,7 +842,12 @@ START_TEST(data_parallel_training_follows_one_device) {
     ck_assert(real(e, "wait_seconds") >= 0);
   }
   ck_assert_int_eq(total, 32);
+  /* The gradient exchange, and the part of it the backward pass did not
+   * hide. */
+  ck_assert(real(two, "exchange_seconds") > 0);
+  ck_assert(real(two, "exchange_exposed_seconds") >= 0);
   ck_assert(json_is_null(json_object_get(one, "data_parallel")));
+  ck_assert(json_is_null(json_object_get(one, "exchange_seconds")));
   json_decref(two);
   /* --data-parallel off: the first device alone, as before. */
   json_t *off = small_run("--data-parallel off");

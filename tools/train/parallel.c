@@ -17,6 +17,7 @@ struct train_dp {
    * waiting seconds over the steps run so far. */
   size_t n_devs;
   double *examples, *seconds, *wait;
+  double xch, exposed; /* the gradient exchange, and its part exposed */
   char dropped[64];
   char build_err[512]; /* why the builder failed, or "" */
 };
@@ -180,6 +181,8 @@ int train_dp_step(train_dp *t, const void *x, const void *y, int go_on,
                      tyto_dp_replica_update_seconds(t->dp, i);
     t->wait[d] += tyto_dp_replica_wait(t->dp, i);
   }
+  t->xch += tyto_dp_exchange_seconds(t->dp);
+  t->exposed += tyto_dp_exchange_exposed_seconds(t->dp);
   return 0;
 }
 
@@ -230,6 +233,11 @@ int train_dp_push(train_dp *t, tyto_program *p, size_t n,
 
 size_t train_dp_count(const train_dp *t) {
   return tyto_dp_replica_count(t->dp);
+}
+
+void train_dp_exchange(const train_dp *t, double *seconds, double *exposed) {
+  *seconds = t->xch;
+  *exposed = t->exposed;
 }
 
 void train_dp_device_get(const train_dp *t, size_t i, train_dp_device *out) {

@@ -77,4 +77,8 @@ typedef struct train_dp_device {
 } train_dp_device;
 void train_dp_device_get(const train_dp *t, size_t i, train_dp_device *out);
 
+/* Over the steps run so far: the seconds spent exchanging gradients, and
+ * of them the seconds after the slowest device's backward pass ended. */
+void train_dp_exchange(const train_dp *t, double *seconds, double *exposed);
+
 #endif /* TYTO_TOOLS_TRAIN_PARALLEL_H */

@@ -108,6 +108,13 @@ void report_json(const run *r, int64_t steps_here) {
                                                : json_null());
   json_object_set_new(o, "devices", devs);
   json_object_set_new(o, "data_parallel", par);
+  double xs = 0, xe = 0;
+  if (r->dp)
+    train_dp_exchange(r->dp, &xs, &xe);
+  json_object_set_new(o, "exchange_seconds",
+                      r->dp ? json_real(xs) : json_null());
+  json_object_set_new(o, "exchange_exposed_seconds",
+                      r->dp ? json_real(xe) : json_null());
   char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
                               JSON_REAL_PRECISION(6));
   if (s)
@@ -125,6 +132,13 @@ void report_text(const run *r, int64_t steps_here) {
     train_dp_device_get(r->dp, i, &d);
     printf("  %-12s %lld images per step, %.0f images/s, waited %.2f s\n", d.id,
            (long long)d.shard, d.images_per_second, d.wait_seconds);
+  }
+  if (r->dp) {
+    double xs, xe;
+    train_dp_exchange(r->dp, &xs, &xe);
+    printf("  gradient exchange %.2f s, %.2f s of it after the backward "
+           "pass\n",
+           xs, xe);
   }
   if (r->have_test)
     printf("test accuracy %.2f%% (loss %.4f) on %lld images\n",

@@ -98,6 +98,13 @@ typedef struct tyto_dp_options {
    * new parameters to the other replicas after each step (docs/
    * data-parallel.md measures both). */
   int single_optimiser;
+  /* 0 (default): each gradient is combined as soon as every replica has
+   * computed it, while the backward pass computes the next (through
+   * tyto_program_stream_sends), so that the exchange hides behind the
+   * backward pass. 1: the gradients are combined after every replica's
+   * whole backward pass (to measure what the overlap saves). Both give
+   * the same bits. */
+  int no_overlap;
 } tyto_dp_options;
 
 typedef struct tyto_dp tyto_dp;
@@ -166,6 +173,13 @@ TYTO_API double tyto_dp_replica_seconds(const tyto_dp *dp, size_t i);
 TYTO_API double tyto_dp_replica_wait(const tyto_dp *dp, size_t i);
 /* Seconds replica i spent in its last step's update (phase 1). */
 TYTO_API double tyto_dp_replica_update_seconds(const tyto_dp *dp, size_t i);
+
+/* The last step's exchange: the seconds spent combining the gradients
+ * (copying them to the host, the weighted sum, the copies back), and of
+ * them the seconds after the slowest replica's backward pass had ended,
+ * which the overlap did not hide (tyto_dp_options.no_overlap). */
+TYTO_API double tyto_dp_exchange_seconds(const tyto_dp *dp);
+TYTO_API double tyto_dp_exchange_exposed_seconds(const tyto_dp *dp);
 
 /* A parameter, layer state or optimiser state tensor by name ("fc1.w",
  * "nn.step", "fc1.w.m", "optim.step"): read from replica 0 (all replicas

@@ -205,6 +205,26 @@ TYTO_API tyto_status tyto_program_run(tyto_program *p);
  * program without exchanges has phase 0 only (all of it). */
 TYTO_API tyto_status tyto_program_run_phase(tyto_program *p, int phase);
 
+/* Streamed sends: fn(user, i, data, bytes) is called during each later
+ * phase 0 with send i's value (bytes of host memory, valid until the next
+ * phase 0) as soon as it is computed, while the device goes on with the
+ * rest of the phase: the sends come in the order the launches complete
+ * them (tyto_program_send_order), each once its copy has landed, on the
+ * thread running the phase. Data-parallel training reduces each gradient
+ * this way while the backward pass computes the next. A phase replayed as
+ * a graph delivers them all at its end. A phase that fails stops the
+ * calls. fn NULL turns it off. Fails when the program has no exchanges. */
+typedef void (*tyto_program_send_fn)(void *user, size_t i, const void *data,
+                                     size_t bytes);
+TYTO_API tyto_status tyto_program_stream_sends(tyto_program *p,
+                                               tyto_program_send_fn fn,
+                                               void *user);
+
+/* The sends (n = their count) in the order phase 0 completes them, into
+ * order[]: the last launch writing each, then the send's index. */
+TYTO_API tyto_status tyto_program_send_order(const tyto_program *p,
+                                             size_t *order, size_t n);
+
 /* Copies exchange send i (as computed by the last phase 0) into dst
  * (bytes = its size). */
 TYTO_API tyto_status tyto_program_read_send(tyto_program *p, size_t i,

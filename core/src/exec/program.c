@@ -79,6 +79,7 @@ void exec_release(tyto_program *p) {
       drop(exec_fns(p, (uint32_t)i)
                ->stream_synchronize(exec_handle(p, (uint32_t)i),
                                     p->devs[i].stream));
+  exec_sends_free(p);
   for (size_t r = 0; r < EXEC_N_RANGES; r++)
     if (p->graphs[r].g)
       exec_fns(p, 0)->graph_destroy(exec_handle(p, 0), p->graphs[r].g);
@@ -496,6 +497,9 @@ static tyto_status run_range(tyto_program *p, const char *fn, size_t from,
   run_fail where = {0, "a launch"};
   double t_run = p->profile ? exec_now() : 0;
   exec_graph *gr = &p->graphs[range];
+  int streaming = range == EXEC_RANGE_PHASE0 && p->n_streamed;
+  if (streaming)
+    exec_sends_begin(p);
   if (p->no_graphs && !p->graph_note[0])
     snprintf(p->graph_note, sizeof p->graph_note,
              "turned off (tyto_program_options.no_graphs or TYTO_GRAPHS=off)");
@@ -513,6 +517,10 @@ static tyto_status run_range(tyto_program *p, const char *fn, size_t from,
     from = to; /* nothing left to launch one by one */
   } else if (from < to) {
     gr->eager_runs++;
+  }
+  if (streaming && !e) {
+    where.what = "a copy of a send";
+    e = exec_sends_queue(p, from, &where.dev);
   }
   for (size_t i = from; i < to && !e; i++) {
     exec_kernel *k = &p->kernels[p->launch[i]];
@@ -538,12 +546,20 @@ static tyto_status run_range(tyto_program *p, const char *fn, size_t from,
                                      p->devs[d].stream);
       p->prof_seconds[p->launch[i]] += exec_now() - t_k;
     }
+    if (streaming && !e) {
+      where.what = "a copy of a send";
+      e = exec_sends_queue(p, i + 1, &where.dev);
+    }
   }
   /* The copies nothing read in the run (into outputs and parameters). */
   where.what = "a copy between devices";
   for (size_t i = 0; i < p->n_xfers && !e; i++)
     if (p->xfers[i].pending)
       e = xfer_finish(p, &p->xfers[i], &where);
+  if (streaming && !e) {
+    where.what = "a copy of a send";
+    e = exec_sends_deliver(p, &where.dev);
+  }
   /* Every stream is waited for, failed or not: nothing of this run may
    * still be queued when the caller goes on. */
   tyto_plugin_error *e2 = NULL;

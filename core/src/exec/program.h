@@ -12,6 +12,7 @@
 
 #include "../graph/node.h"
 #include "../runtime/runtime.h"
+#include "sends.h"
 
 /* The most inputs or outputs of one launch (a fused node's). */
 #define EXEC_MAX_IO TYTO_PLUGIN_FUSED_MAX_IO
@@ -149,6 +150,12 @@ struct tyto_program {
   int *send_slot;
   int64_t *recv_index;
   size_t phase_split;
+  /* Streamed sends (sends.c; tyto_program_stream_sends): n_sends of them
+   * in the order they become ready, or none. */
+  exec_sent *streamed;
+  size_t n_streamed, next_streamed;
+  tyto_program_send_fn send_fn;
+  void *send_user;
   int phase0_done;  /* phase 0 ran since the last phase 1 */
   size_t n_updates; /* parameter updates (tyto_program_options) */
   int *upd_param;   /* the slot of each updated parameter */

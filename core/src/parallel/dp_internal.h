@@ -19,6 +19,7 @@
 #define MAX_INPUTS 16
 
 typedef struct replica {
+  struct tyto_dp *dp;
   size_t dev; /* among the context's selected devices */
   int64_t shard, start;
   tyto_graph *g;
@@ -46,6 +47,11 @@ typedef struct replica {
   int phase;
   tyto_status st;
   char *msg;
+  /* Phase 0's streamed sends (dp.c, under dp->mu): where each landed
+   * (NULL: not yet), and whether the phase's thread has ended. */
+  const void **got;
+  int ended;
+  double t_end;      /* when phase 0 ended (now()) */
   double seconds[2]; /* each phase's, last step */
   double wait;       /* for the slowest replica's phase 0 */
   double share;      /* of the last step's mean */
@@ -70,7 +76,17 @@ struct tyto_dp {
   size_t *x_numel; /* per exchange: elements */
   coll *coll;      /* the exchange's transport (collective.h) */
   void *host;      /* one exchange in the model's dtype */
-  size_t n_sums;   /* the model's sums, and the last step's totals */
+  /* The overlapped exchange: the gradients in the order replica 0
+   * completes them, their combined values (at red_off[k] elements of
+   * reduced), and the lock and signal of the streamed sends. */
+  size_t *order;
+  void *reduced;
+  size_t *red_off;
+  double *red_t; /* per gradient: when its sum started and ended */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  double xch_seconds, xch_exposed; /* the last step's */
+  size_t n_sums; /* the model's sums, and the last step's totals */
   double sums[8];
   double loss; /* the last step's mean loss, once its phase 0 ran */
 };

@@ -1,0 +1,36 @@
+/* Streamed sends (sends.c): phase 0 hands each send to the caller as soon
+ * as it is computed (tyto_program_stream_sends). */
+#ifndef TYTO_EXEC_SENDS_H
+#define TYTO_EXEC_SENDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tyto/plugin.h>
+
+struct tyto_program;
+
+/* One streamed send: where its copy lands and the event behind it. */
+typedef struct exec_sent {
+  size_t send;  /* its index among the program's sends */
+  size_t ready; /* launches [0, ready) of phase 0 compute it (sends.c) */
+  size_t bytes;
+  void *host; /* bytes of host memory, pinned when the plugin offers it */
+  int pinned;
+  tyto_plugin_event *ev; /* on the send's device: its copy landed */
+} exec_sent;
+
+/* The streamed sends (p->streamed), their memory and events, freed. */
+void exec_sends_free(struct tyto_program *p);
+/* Before phase 0's first launch. */
+void exec_sends_begin(struct tyto_program *p);
+/* Once launches [0, done) of phase 0 are queued: queues the copy of every
+ * send they complete. On failure *dev is the device that failed. */
+tyto_plugin_error *exec_sends_queue(struct tyto_program *p, size_t done,
+                                    uint32_t *dev);
+/* Once phase 0 is queued (and its copies between devices finished):
+ * queues what is left, then waits for each send in turn and hands it to
+ * the caller's function. */
+tyto_plugin_error *exec_sends_deliver(struct tyto_program *p, uint32_t *dev);
+
+#endif
