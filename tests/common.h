@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <tyto/tyto.h>
 
@@ -111,6 +112,58 @@ static inline int test_popen(const char *cmd, char **out) {
   else
     free(buf);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Whether a context of `devices` opens, asked in a child process so that
+ * the device runtimes it loads (PoCL starts threads, which a fork does not
+ * carry over) are never loaded in the process the suite forks its tests
+ * from: 0 when it opens, 77 when it does not (tyto's message in why), 1
+ * when the probe itself failed. */
+static inline int test_probe_devices(const char *devices, char *why,
+                                     size_t size) {
+  int fd[2];
+  why[0] = '\0';
+  if (pipe(fd) != 0) {
+    snprintf(why, size, "pipe failed");
+    return 1;
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(why, size, "fork failed");
+    close(fd[0]);
+    close(fd[1]);
+    return 1;
+  }
+  if (pid == 0) {
+    close(fd[0]);
+    tyto_context_options o;
+    test_options(&o, 0);
+    o.devices = devices;
+    tyto_context *ctx = NULL;
+    int rc = 0;
+    if (tyto_context_new(&o, &ctx) != TYTO_OK) {
+      const char *m = tyto_errmsg();
+      ssize_t w = write(fd[1], m, strlen(m));
+      (void)w;
+      rc = 77;
+    }
+    tyto_context_free(ctx);
+    close(fd[1]);
+    _exit(rc);
+  }
+  close(fd[1]);
+  size_t n = 0;
+  for (ssize_t r; n + 1 < size && (r = read(fd[0], why + n, size - 1 - n)) > 0;)
+    n += (size_t)r;
+  why[n] = '\0';
+  close(fd[0]);
+  int st;
+  if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) {
+    snprintf(why, size, "the probe for %s crashed", devices);
+    return 1;
+  }
+  return WEXITSTATUS(st) == 0 ? 0 : WEXITSTATUS(st) == 77 ? 77 : 1;
 }
 
 /* Runs one suite and returns the exit status automake expects. */
