@@ -10,10 +10,12 @@
 # /tmp/tyto-gpu-out): nvidia-smi, tyto-info, the plugin's own tests (the ABI
 # test, and graphs, out-of-memory and a kernel fault through libtyto),
 # tyto-conform (test and grad modes) on cuda:0, tyto-train's MLP and CNN for
-# one epoch on cuda:0 with graphs and without (TYTO_GRAPHS=off), and
+# one epoch on cuda:0 with graphs and without (TYTO_GRAPHS=off), both
+# data-parallel over cuda:0 and the CPU (docs/data-parallel.md), and
 # bench/train_vs_torch.py against this machine's PyTorch on the same GPU.
 # Ends with "N passed, N failed"; exits non-zero when a step failed. Takes
-# about 5 minutes on an H100.
+# about 5 minutes on an H100. GPU_CHECK_STEPS="name name ..." runs only
+# the steps named (for a short GPU budget).
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 pack=${1:-$top/.gpu/tyto-gpu.tar.xz}
@@ -42,6 +44,7 @@ passed=0 failed=0
 step() { # step NAME LIMIT_S COMMAND...
   name=$1 limit=$2
   shift 2
+  case " ${GPU_CHECK_STEPS:-$name} " in *" $name "*) ;; *) return 0 ;; esac
   echo "== $name"
   start=$(date +%s)
   timeout "$limit" "$@" >"$out/$name.log" 2>&1
@@ -73,6 +76,12 @@ step train-mlp-nographs 120 env TYTO_GRAPHS=off "$bin/tyto-train" \
   --model mlp --devices cuda:0 --data "$data"
 step train-cnn-nographs 120 env TYTO_GRAPHS=off "$bin/tyto-train" \
   --model cnn --devices cuda:0 --data "$data"
+# Data-parallel over the GPU and the host's CPU: the gradients streamed
+# to the host as the backward pass (replayed as a graph) computes them.
+step train-dp-mlp 120 "$bin/tyto-train" --model mlp --devices cuda:0,cpu:0 \
+  --data "$data" --json
+step train-dp-cnn 180 "$bin/tyto-train" --model cnn --devices cuda:0,cpu:0 \
+  --data "$data" --limit 12800 --test-limit 2000 --json
 # Where a training step's time goes, kernel by kernel (TYTO_PROFILE
 # synchronises after every launch, so graphs are off here).
 step profile-cnn 120 env TYTO_PROFILE=1 "$bin/tyto-train" --model cnn \
