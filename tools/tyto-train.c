@@ -594,6 +594,17 @@ static int train_epochs(run *r, prefetch *pf) {
               "(--on-device-failure continue)\n",
               lost, (long long)r->steps + 1, r->devices_text);
         }
+        if (train_dp_left_out_count(r->dp) > r->n_left_out) {
+          train_dp_left l;
+          train_dp_left_out_get(r->dp, r->n_left_out++, &l);
+          devices_now(r);
+          say(r,
+              "%s is too slow to help (%.2f ms for its fewest examples, "
+              "the others %.2f ms for the whole batch): left out after "
+              "step %lld; training on %s\n",
+              l.id ? l.id : "?", 1e3 * l.unit_seconds, 1e3 * l.others_seconds,
+              (long long)l.step, r->devices_text);
+        }
         out[0] = (float)loss;
         out[1] = (float)correct;
         out[2] = (float)r->oo.lr; /* the base rate (schedules: see JSON) */

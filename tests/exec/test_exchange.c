@@ -347,6 +347,45 @@ START_TEST(streamed_sends) {
 }
 END_TEST
 
+/* tyto_program_recv_sends: each recv set from its own send on the device
+ * (the step exchanging with itself): w <- w - 0.5 x w, three times, on one
+ * device and with the send on the test device and the recv on the CPU. */
+static void recv_own(const step *s) {
+  float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 2}, got[4];
+  ck_assert_int_eq(tyto_program_set_input(s->p, s->x, x, sizeof x), TYTO_OK);
+  ck_assert_int_eq(tyto_program_write_parameter(s->p, s->w, w, sizeof w),
+                   TYTO_OK);
+  ck_assert_int_eq(tyto_program_recv_sends(s->p), TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(tyto_errmsg(), "phase 0 has not run"), "%s",
+                tyto_errmsg());
+  for (int it = 0; it < 3; it++) {
+    ck_assert_msg(tyto_program_run_phase(s->p, 0) == TYTO_OK, "%s",
+                  tyto_errmsg());
+    ck_assert_msg(tyto_program_recv_sends(s->p) == TYTO_OK, "%s",
+                  tyto_errmsg());
+    ck_assert_msg(tyto_program_run_phase(s->p, 1) == TYTO_OK, "%s",
+                  tyto_errmsg());
+    for (int j = 0; j < 4; j++)
+      w[j] -= 0.5f * x[j] * w[j];
+    ck_assert_int_eq(tyto_program_read_parameter(s->p, s->w, got, sizeof got),
+                     TYTO_OK);
+    for (int j = 0; j < 4; j++)
+      ck_assert_float_eq(got[j], w[j]);
+  }
+}
+
+START_TEST(recv_sends_on_the_device) {
+  tyto_context *ctx = context("cpu:0,part:0");
+  for (int split = 0; split < 2; split++) {
+    step s;
+    build(ctx, &s, split);
+    recv_own(&s);
+    destroy(&s);
+  }
+  tyto_context_free(ctx);
+}
+END_TEST
+
 START_TEST(bad_streamed_sends) {
   tyto_context *ctx = context("cpu");
   tyto_graph *g = tyto_graph_new();
@@ -367,6 +406,8 @@ START_TEST(bad_streamed_sends) {
                    TYTO_ERR_INVALID_ARGUMENT);
   ck_assert_msg(strstr(tyto_errmsg(), "has 0 sends"), "%s", tyto_errmsg());
   ck_assert_int_eq(tyto_program_send_order(p, NULL, 0), TYTO_OK);
+  ck_assert_int_eq(tyto_program_recv_sends(p), TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(tyto_errmsg(), "has no exchanges"), "%s", tyto_errmsg());
   tyto_program_free(p);
   tyto_graph_free(g);
   tyto_context_free(ctx);
@@ -381,6 +422,7 @@ int main(void) {
   tcase_add_test(tc, exchange_across_two_devices);
   tcase_add_test(tc, bad_exchanges);
   tcase_add_test(tc, streamed_sends);
+  tcase_add_test(tc, recv_sends_on_the_device);
   tcase_add_test(tc, bad_streamed_sends);
   suite_add_tcase(s, tc);
   return test_run(s);

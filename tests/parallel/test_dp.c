@@ -517,8 +517,28 @@ static void train_resplit(tyto_context *ctx, resplit_kind kind, double *loss,
         TYTO_OK);
   /* The slow device gave up examples (under valgrind the CPU is slowed
    * down more than the test device's sleep: no telling which is faster). */
-  if (kind == REBALANCE && !getenv("TYTO_TEST_UNDER_VALGRIND"))
+  if (kind == REBALANCE && !getenv("TYTO_TEST_UNDER_VALGRIND")) {
     ck_assert_int_gt(tyto_dp_replica_shard(dp, 0), *first_shard);
+    /* 3 ms a command: even one example on the test device takes longer
+     * than the CPU's whole batch, so the first rebalance left it out. */
+    ck_assert_uint_eq(tyto_dp_left_out_count(dp), 1);
+    size_t dev = 9;
+    int64_t at = -1;
+    double unit = 0, others = 0;
+    ck_assert_int_eq(tyto_dp_left_out(dp, 0, &dev, &at, &unit, &others),
+                     TYTO_OK);
+    ck_assert_uint_eq(dev, 1);
+    ck_assert_int_eq(at, 5);
+    ck_assert_msg(unit >= others && others > 0, "%g s against %g s", unit,
+                  others);
+    ck_assert_uint_eq(tyto_dp_replica_count(dp), 1);
+    ck_assert_int_eq(tyto_dp_left_out(dp, 1, NULL, NULL, NULL, NULL),
+                     TYTO_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(tyto_errmsg(), "1 left out so far"), "%s",
+                  tyto_errmsg());
+  } else if (kind != REBALANCE) {
+    ck_assert_uint_eq(tyto_dp_left_out_count(dp), 0);
+  }
   tyto_dp_free(dp);
 }
 
@@ -532,7 +552,7 @@ START_TEST(resplit_rebalance_and_failure) {
   train_resplit(ctx, BY_HAND, l2, p2, &first);
   compare(l1, p1, l2, p2, "re-split by hand at step 10");
   tyto_context_free(ctx);
-  /* The test device slow: its rate halves its share. */
+  /* The test device slow, so slow that it is left out. */
   setenv("TYTO_PART_DELAY_US", "3000", 1);
   ctx = context("cpu:0,part:0", 1);
   unsetenv("TYTO_PART_DELAY_US");

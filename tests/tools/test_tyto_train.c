@@ -848,6 +848,10 @@ START_TEST(data_parallel_training_follows_one_device) {
   ck_assert(real(two, "exchange_exposed_seconds") >= 0);
   ck_assert(json_is_null(json_object_get(one, "data_parallel")));
   ck_assert(json_is_null(json_object_get(one, "exchange_seconds")));
+  /* No device is too slow to help here: none left out. */
+  ck_assert_uint_eq(json_array_size(json_object_get(two, "left_out")), 0);
+  ck_assert(json_is_array(json_object_get(two, "left_out")));
+  ck_assert(json_is_null(json_object_get(one, "left_out")));
   json_decref(two);
   /* --data-parallel off: the first device alone, as before. */
   json_t *off = small_run("--data-parallel off");

@@ -235,6 +235,22 @@ size_t train_dp_count(const train_dp *t) {
   return tyto_dp_replica_count(t->dp);
 }
 
+const tyto_program *train_dp_program(const train_dp *t) {
+  return tyto_dp_replica_program(t->dp, 0);
+}
+
+size_t train_dp_left_out_count(const train_dp *t) {
+  return tyto_dp_left_out_count(t->dp);
+}
+
+void train_dp_left_out_get(const train_dp *t, size_t i, train_dp_left *out) {
+  size_t dev = 0;
+  memset(out, 0, sizeof *out);
+  if (tyto_dp_left_out(t->dp, i, &dev, &out->step, &out->unit_seconds,
+                       &out->others_seconds) == TYTO_OK)
+    out->id = tyto_device_get_info(tyto_context_device(t->spec.ctx, dev))->id;
+}
+
 void train_dp_exchange(const train_dp *t, double *seconds, double *exposed) {
   *seconds = t->xch;
   *exposed = t->exposed;

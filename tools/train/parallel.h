@@ -77,6 +77,20 @@ typedef struct train_dp_device {
 } train_dp_device;
 void train_dp_device_get(const train_dp *t, size_t i, train_dp_device *out);
 
+/* The first replica's program (its graph replays, for the report). */
+const tyto_program *train_dp_program(const train_dp *t);
+
+/* The devices left out as too slow to help (tyto_dp_left_out): the id, the
+ * step, the seconds one unit of examples took on it and the seconds the
+ * others took for the batch. */
+typedef struct train_dp_left {
+  const char *id;
+  int64_t step;
+  double unit_seconds, others_seconds;
+} train_dp_left;
+size_t train_dp_left_out_count(const train_dp *t);
+void train_dp_left_out_get(const train_dp *t, size_t i, train_dp_left *out);
+
 /* Over the steps run so far: the seconds spent exchanging gradients, and
  * of them the seconds after the slowest device's backward pass ended. */
 void train_dp_exchange(const train_dp *t, double *seconds, double *exposed);

@@ -99,8 +99,8 @@ void report_json(const run *r, int64_t steps_here) {
                       json_integer((json_int_t)peak_device_bytes(r)));
   /* Training steps replayed from a recorded graph, or why none were. */
   tyto_program_device_stats ds = {.struct_size = sizeof ds};
-  int have_ds = r->train_p &&
-                tyto_program_device_stats_get(r->train_p, 0, &ds) == TYTO_OK;
+  const tyto_program *tp = r->dp ? train_dp_program(r->dp) : r->train_p;
+  int have_ds = tp && tyto_program_device_stats_get(tp, 0, &ds) == TYTO_OK;
   json_object_set_new(o, "graph_replays",
                       json_integer(have_ds ? (json_int_t)ds.graph_replays : 0));
   json_object_set_new(o, "graph_note",
@@ -115,6 +115,18 @@ void report_json(const run *r, int64_t steps_here) {
                       r->dp ? json_real(xs) : json_null());
   json_object_set_new(o, "exchange_exposed_seconds",
                       r->dp ? json_real(xe) : json_null());
+  json_t *left = r->dp ? json_array() : json_null();
+  for (size_t i = 0; r->dp && i < train_dp_left_out_count(r->dp); i++) {
+    train_dp_left l;
+    train_dp_left_out_get(r->dp, i, &l);
+    json_t *e = json_object();
+    json_object_set_new(e, "device", json_string(l.id ? l.id : "?"));
+    json_object_set_new(e, "step", json_integer(l.step));
+    json_object_set_new(e, "unit_seconds", json_real(l.unit_seconds));
+    json_object_set_new(e, "others_seconds", json_real(l.others_seconds));
+    json_array_append_new(left, e);
+  }
+  json_object_set_new(o, "left_out", left);
   char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
                               JSON_REAL_PRECISION(6));
   if (s)
@@ -132,6 +144,14 @@ void report_text(const run *r, int64_t steps_here) {
     train_dp_device_get(r->dp, i, &d);
     printf("  %-12s %lld images per step, %.0f images/s, waited %.2f s\n", d.id,
            (long long)d.shard, d.images_per_second, d.wait_seconds);
+  }
+  for (size_t i = 0; r->dp && i < train_dp_left_out_count(r->dp); i++) {
+    train_dp_left l;
+    train_dp_left_out_get(r->dp, i, &l);
+    printf("  %-12s left out at step %lld, too slow to help: %.2f ms for "
+           "its fewest examples, the others %.2f ms for the whole batch\n",
+           l.id ? l.id : "?", (long long)l.step, 1e3 * l.unit_seconds,
+           1e3 * l.others_seconds);
   }
   if (r->dp) {
     double xs, xe;

@@ -41,6 +41,7 @@ typedef struct run {
    * NULL on one device. train_p then holds the state between
    * checkpoints and evaluations. */
   train_dp *dp;
+  size_t n_left_out; /* of dp's devices left out, those said so */
   tyto_graph *g;
   tyto_nn *nn;
   tyto_optim *optim;

@@ -20,6 +20,7 @@
 #include <tyto/context.h>
 #include <tyto/graph.h>
 #include <tyto/optim.h>
+#include <tyto/program.h>
 #include <tyto/status.h>
 
 #ifdef __cplusplus
@@ -88,7 +89,10 @@ typedef struct tyto_dp_options {
   tyto_optim_options optim;
   /* Every this many steps, the shares are set again from each device's
    * measured rate over those steps (examples per second of forward and
-   * backward), keeping every device at least `granularity` examples;
+   * backward), keeping every device at least `granularity` examples,
+   * except a device too slow to help: one whose `granularity` examples
+   * take at least as long as the other devices take for the whole batch.
+   * It is left out of the run from then on (tyto_dp_left_out says so).
    * 0: never (the shares stay as given). */
   int64_t rebalance_every;
   /* 0 (default): every replica keeps the optimiser's state and applies
@@ -155,6 +159,17 @@ TYTO_API tyto_status tyto_dp_drop(tyto_dp *dp, size_t i, int *applied);
 TYTO_API tyto_status tyto_dp_sums(const tyto_dp *dp, double *out, size_t n);
 TYTO_API double tyto_dp_loss(const tyto_dp *dp);
 
+/* The devices rebalancing left out as too slow to help (rebalance_every),
+ * in the order they were: their count, and the i-th's device (an index
+ * among the context's selected devices), the steps run when it was left
+ * out, the seconds its `granularity` examples took and the seconds the
+ * other devices took for the whole batch, at their measured rates. */
+TYTO_API size_t tyto_dp_left_out_count(const tyto_dp *dp);
+TYTO_API tyto_status tyto_dp_left_out(const tyto_dp *dp, size_t i,
+                                      size_t *device, int64_t *step,
+                                      double *unit_seconds,
+                                      double *others_seconds);
+
 /* The replica whose device failed the last step, or -1. */
 TYTO_API int tyto_dp_failed_replica(const tyto_dp *dp);
 
@@ -166,6 +181,13 @@ TYTO_API int64_t tyto_dp_steps(const tyto_dp *dp);
 TYTO_API size_t tyto_dp_replica_count(const tyto_dp *dp);
 TYTO_API size_t tyto_dp_replica_device(const tyto_dp *dp, size_t i);
 TYTO_API int64_t tyto_dp_replica_shard(const tyto_dp *dp, size_t i);
+
+/* Replica i's compiled program, for its figures (tyto_program_stats_get,
+ * tyto_program_device_stats_get: graph replays, copies between devices);
+ * NULL when i is out of range. Valid until the replicas are rebuilt
+ * (re-splitting, rebalancing, dropping a device). */
+TYTO_API const tyto_program *tyto_dp_replica_program(const tyto_dp *dp,
+                                                     size_t i);
 
 /* Seconds replica i spent in its last step's forward and backward (phase
  * 0), and waiting for the slowest replica before the exchange. */

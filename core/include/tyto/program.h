@@ -225,6 +225,13 @@ TYTO_API tyto_status tyto_program_stream_sends(tyto_program *p,
 TYTO_API tyto_status tyto_program_send_order(const tyto_program *p,
                                              size_t *order, size_t n);
 
+/* Sets every recv from its own send, on the device, with no copy through
+ * the host: the exchange of a program that is its only participant (a
+ * data-parallel run down to one device). Queued on the program's stream
+ * after phase 0, so phase 1 sees it. Fails before phase 0 and on a
+ * program without exchanges. */
+TYTO_API tyto_status tyto_program_recv_sends(tyto_program *p);
+
 /* Copies exchange send i (as computed by the last phase 0) into dst
  * (bytes = its size). */
 TYTO_API tyto_status tyto_program_read_send(tyto_program *p, size_t i,

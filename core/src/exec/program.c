@@ -652,6 +652,57 @@ tyto_status tyto_program_read_send(tyto_program *p, size_t i, void *dst,
   return to_host(p, fn, &p->slots[p->send_slot[i]], dst, bytes);
 }
 
+tyto_status tyto_program_recv_sends(tyto_program *p) {
+  static const char fn[] = "tyto_program_recv_sends";
+  if (!p)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: program is NULL", fn);
+  if (!p->n_sends)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: the program has no exchanges", fn);
+  if (!p->phase0_done)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: phase 0 has not run since the last phase 1", fn);
+  tyto_status st = TYTO_OK;
+  void *host = NULL;
+  for (size_t i = 0; i < p->n_sends && st == TYTO_OK; i++) {
+    int64_t r = p->recv_index[i];
+    int d = r >= 0 && (size_t)r < p->n_graph ? p->user_slot[r] : -1;
+    if (d < 0 || !p->slots[d].recv)
+      continue; /* read by nothing */
+    exec_slot *src = &p->slots[p->send_slot[i]], *dst = &p->slots[d];
+    if (src->bytes != dst->bytes)
+      return rt_fail(TYTO_ERR_INTERNAL,
+                     "%s: send %zu has %llu bytes, its "
+                     "recv %llu",
+                     fn, i, (unsigned long long)src->bytes,
+                     (unsigned long long)dst->bytes);
+    if (src->dev == dst->dev) {
+      tyto_plugin_error *e =
+          src->bytes
+              ? exec_fns(p, src->dev)
+                    ->copy_d2d(exec_handle(p, src->dev),
+                               p->devs[src->dev].stream, dst->buf, dst->offset,
+                               src->buf, src->offset, src->bytes)
+              : NULL;
+      if (e)
+        st = rt_fail_plugin(e, "%s: a copy on %s failed", fn,
+                            exec_dev_id(p, src->dev));
+    } else {
+      /* On two devices (placement): through host memory. */
+      void *nh = realloc(host, src->bytes ? (size_t)src->bytes : 1);
+      if (!nh)
+        st = rt_fail(TYTO_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+      else if ((st = to_host(p, fn, src, host = nh, (size_t)src->bytes)) ==
+               TYTO_OK)
+        st = to_device(p, fn, dst, host, (size_t)dst->bytes);
+    }
+    if (st == TYTO_OK)
+      dst->set = 1;
+  }
+  free(host);
+  return st;
+}
+
 int exec_uses(const tyto_program *p, const tyto_tensor *t) {
   return t->graph == p->src && t->index >= 0 && (size_t)t->index < p->n_graph &&
          p->user_slot[t->index] >= 0;

@@ -100,6 +100,7 @@ void tyto_dp_free(tyto_dp *dp) {
     dp->coll->ops->free(dp->coll);
   free(dp->host);
   free_exchange(dp);
+  free(dp->out);
   pthread_mutex_destroy(&dp->mu);
   pthread_cond_destroy(&dp->cv);
   free(dp);
@@ -465,7 +466,7 @@ static tyto_status build_exchange(tyto_dp *dp) {
     r->dp = dp;
     if (!(r->got = calloc(dp->n_x ? dp->n_x : 1, sizeof *r->got)))
       st = dp_oom();
-    else if (!dp->o.no_overlap)
+    else if (!dp->o.no_overlap && dp->n > 1)
       st = tyto_program_stream_sends(r->p, on_send, r);
   }
   return st;
@@ -605,7 +606,8 @@ tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
     else
       memcpy(dp->weights, opts->weights, n * sizeof *dp->weights);
   }
-  if (st == TYTO_OK && !(dp->window = calloc(n, sizeof *dp->window)))
+  if (st == TYTO_OK && (!(dp->window = calloc(n, sizeof *dp->window)) ||
+                        !(dp->out = calloc(n, sizeof *dp->out))))
     st = dp_oom();
   int64_t *shard = st == TYTO_OK ? malloc(n * sizeof *shard) : NULL;
   if (st == TYTO_OK && !shard)
@@ -824,7 +826,8 @@ tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
   /* Phase 0 on every replica, and the exchange as the gradients arrive
    * (streamed), in the order replica 0 computes them: each combined once
    * every replica has it, while the backward pass goes on. */
-  int streamed = !dp->o.no_overlap;
+  /* One replica exchanges with itself, on its device (below). */
+  int streamed = !dp->o.no_overlap && dp->n > 1;
   size_t n_red = 0; /* gradients summed, with their times in red_t */
   int ok = 1;
   all_start(dp, 0);
@@ -852,7 +855,7 @@ tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
   if (st == TYTO_OK && !streamed) {
     dp->red_t[0] = now();
     st = shares(dp, 0);
-    for (size_t j = 0; j < dp->n_gx && st == TYTO_OK; j++)
+    for (size_t j = 0; j < dp->n_gx && st == TYTO_OK && dp->n > 1; j++)
       st = reduce_send(dp, dp->order[j], 0);
     dp->red_t[1] = now();
     n_red = 1;
@@ -877,10 +880,13 @@ tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
     dp->loss = mean;
     memcpy(dp->sums, sums, sizeof sums);
   }
-  /* The combined gradients into every replica that updates. */
+  /* The combined gradients into every replica that updates; a replica
+   * alone takes its own, on its device (its share is 1: the same bits). */
   size_t es = tyto_dtype_size(dp->dtype);
   double t0 = now();
-  for (size_t k = 0; k < dp->n_gx && st == TYTO_OK; k++)
+  if (st == TYTO_OK && dp->n == 1)
+    st = tyto_program_recv_sends(dp->r[0].p);
+  for (size_t k = 0; k < dp->n_gx && st == TYTO_OK && dp->n > 1; k++)
     for (size_t i = 0; i < dp->n && st == TYTO_OK; i++)
       if (dp->r[i].opt)
         st = tyto_program_set_input(dp->r[i].p, dp->r[i].recv_of_send[k],
@@ -912,6 +918,10 @@ tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
 
 /* ---------------------------------------------------------------------- */
 /* Queries                                                                 */
+
+const tyto_program *tyto_dp_replica_program(const tyto_dp *dp, size_t i) {
+  return dp && i < dp->n ? dp->r[i].p : NULL;
+}
 
 double tyto_dp_exchange_seconds(const tyto_dp *dp) {
   return dp ? dp->xch_seconds : NAN;

@@ -86,6 +86,13 @@ struct tyto_dp {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   double xch_seconds, xch_exposed; /* the last step's */
+  /* Devices left out by rebalancing as too slow (at most the initial n). */
+  size_t n_out;
+  struct {
+    size_t device;
+    int64_t step;
+    double unit_s, others_s;
+  } * out;
   size_t n_sums; /* the model's sums, and the last step's totals */
   double sums[8];
   double loss; /* the last step's mean loss, once its phase 0 ran */

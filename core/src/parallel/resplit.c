@@ -115,6 +115,33 @@ tyto_status tyto_dp_resplit(tyto_dp *dp, const double *weights) {
 
 /* Every rebalance_every steps: shares from the measured rates; the
  * replicas are rebuilt only when the shards change. */
+static tyto_status drop_from(tyto_dp *dp, size_t i, size_t src);
+
+/* The slowest device too slow to help, at the rates w (examples per
+ * second): its `granularity` examples take at least as long as the other
+ * devices take for the whole batch, so that giving it any work lengthens
+ * the step. -1 when none is (or when it holds the only optimiser). */
+static int too_slow(const tyto_dp *dp, const double *w, double *unit_s,
+                    double *others_s) {
+  double all = 0;
+  for (size_t i = 0; i < dp->n; i++)
+    all += w[i];
+  int worst = -1;
+  for (size_t i = 0; i < dp->n; i++) {
+    double others = all - w[i];
+    if (!(w[i] > 0) || !(others > 0) || (dp->o.single_optimiser && i == 0))
+      continue;
+    double unit = (double)dp->o.granularity / w[i],
+           rest = (double)dp->o.batch / others;
+    if (unit >= rest && (worst < 0 || w[i] < w[worst])) {
+      worst = (int)i;
+      *unit_s = unit;
+      *others_s = rest;
+    }
+  }
+  return worst;
+}
+
 tyto_status dp_rebalance(tyto_dp *dp) {
   for (size_t i = 0; i < dp->n; i++)
     dp->window[i] += dp->r[i].seconds[0];
@@ -127,6 +154,24 @@ tyto_status dp_rebalance(tyto_dp *dp) {
   tyto_status st = !w || !shard ? dp_oom() : TYTO_OK;
   for (size_t i = 0; i < dp->n && st == TYTO_OK; i++)
     w[i] = dp->window[i] > 0 ? (double)dp->r[i].shard / dp->window[i] : 1.0;
+  double unit_s = 0, others_s = 0;
+  int slow = st == TYTO_OK ? too_slow(dp, w, &unit_s, &others_s) : -1;
+  if (slow >= 0) {
+    /* Left out: the others split the batch by their rates. */
+    if (!dp->weights && !(dp->weights = malloc(dp->n * sizeof *w)))
+      st = dp_oom();
+    if (st == TYTO_OK) {
+      memcpy(dp->weights, w, dp->n * sizeof *w);
+      dp->out[dp->n_out].device = dp->r[slow].dev;
+      dp->out[dp->n_out].step = dp->steps;
+      dp->out[dp->n_out].unit_s = unit_s;
+      dp->out[dp->n_out++].others_s = others_s;
+      st = drop_from(dp, (size_t)slow, slow == 0 ? 1 : 0);
+    }
+    free(w);
+    free(shard);
+    return st;
+  }
   if (st == TYTO_OK)
     st = dp_split(dp, w, 1, shard);
   int changed = 0;
@@ -180,6 +225,14 @@ tyto_status tyto_dp_drop(tyto_dp *dp, size_t i, int *applied) {
       }
   if (applied)
     *applied = done;
+  if (done)
+    dp->steps++; /* the failed step's update stands */
+  return drop_from(dp, i, src);
+}
+
+/* Drops replica i and splits the batch over the others by their weights,
+ * every one of them set to replica src's state. */
+static tyto_status drop_from(tyto_dp *dp, size_t i, size_t src) {
   snapshot sn;
   tyto_status st = snapshot_take(&sn, &dp->r[src]);
   int64_t *shard = NULL;
@@ -197,14 +250,36 @@ tyto_status tyto_dp_drop(tyto_dp *dp, size_t i, int *applied) {
   }
   if (st == TYTO_OK)
     st = dp_split(dp, dp->weights, 1, shard);
-  if (st == TYTO_OK) {
-    if (done)
-      dp->steps++;
+  if (st == TYTO_OK)
     st = rebuild(dp, shard, &sn);
-  }
   free(shard);
   snapshot_free(&sn);
   return st;
+}
+
+size_t tyto_dp_left_out_count(const tyto_dp *dp) {
+  return dp ? dp->n_out : 0;
+}
+
+tyto_status tyto_dp_left_out(const tyto_dp *dp, size_t i, size_t *device,
+                             int64_t *step, double *unit_seconds,
+                             double *others_seconds) {
+  if (!dp)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "tyto_dp_left_out: dp is NULL");
+  if (i >= dp->n_out)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "tyto_dp_left_out: %zu out of range (%zu left out so "
+                   "far)",
+                   i, dp->n_out);
+  if (device)
+    *device = dp->out[i].device;
+  if (step)
+    *step = dp->out[i].step;
+  if (unit_seconds)
+    *unit_seconds = dp->out[i].unit_s;
+  if (others_seconds)
+    *others_seconds = dp->out[i].others_s;
+  return TYTO_OK;
 }
 
 int tyto_dp_failed_replica(const tyto_dp *dp) {
