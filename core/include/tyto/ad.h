@@ -55,6 +55,14 @@
 extern "C" {
 #endif
 
+/* x's value, with a derivative of zero in every mode and at every order:
+ * whatever is computed from it is differentiated as if it were a
+ * constant (JAX's stop_gradient, PyTorch's detach). A target net's
+ * output in a loss, a straight-through estimator (x + stop_gradient(
+ * round(x) - x)), the moving statistics fed back into a model. Costs
+ * nothing at run time: the compiled program reads x itself. */
+TYTO_API tyto_tensor *tyto_stop_gradient(tyto_tensor *x);
+
 /* dy/dx for y and x with one element each (any rank), forward mode;
  * shaped as y. */
 TYTO_API tyto_tensor *tyto_diff(tyto_tensor *y, tyto_tensor *x);

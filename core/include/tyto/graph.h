@@ -228,7 +228,12 @@ typedef enum tyto_op {
    * instruction. Its value is output 0. FUSED_OUTPUT: (a FUSED node),
    * iattrs[0] = the output index (>= 1) it stands for. */
   TYTO_OP_FUSED = 320,
-  TYTO_OP_FUSED_OUTPUT
+  TYTO_OP_FUSED_OUTPUT,
+
+  /* Graph-only: never lowered to a plugin op. STOP_GRADIENT: (x), x's
+   * value, with derivative zero in every mode and at every order
+   * (tyto_stop_gradient in <tyto/ad.h>); compiled as x itself. */
+  TYTO_OP_STOP_GRADIENT = 352
 } tyto_op;
 
 /* Short lower-case names: "f32", "parameter", "matmul", "reduce_max".

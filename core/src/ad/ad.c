@@ -367,6 +367,15 @@ static tyto_graph *check_pair(const char *name, tyto_tensor *y, tyto_tensor *x,
   return check_args(name, 2, pair, err);
 }
 
+tyto_tensor *tyto_stop_gradient(tyto_tensor *x) {
+  tyto_tensor *err;
+  tyto_graph *g = graph_check("stop_gradient", 1, &x, 1, &err);
+  if (!g)
+    return err;
+  return node_new(g, TYTO_OP_STOP_GRADIENT, x->dtype, x->rank, x->shape, 1, &x,
+                  0, NULL, 0, NULL);
+}
+
 tyto_tensor *tyto_diff(tyto_tensor *y, tyto_tensor *x) {
   tyto_tensor *err, *out;
   tyto_graph *g = check_pair("diff", y, x, &err);

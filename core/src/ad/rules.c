@@ -22,7 +22,8 @@ int ad_vjp(tyto_tensor *n, tyto_tensor *g, const unsigned char *need,
            tyto_tensor **adj) {
   tyto_op op = n->op;
   (void)g;
-  if (is_random(op)) {
+  /* Both have derivative zero (a symbolic NULL): nothing flows back. */
+  if (is_random(op) || op == TYTO_OP_STOP_GRADIENT) {
     for (size_t i = 0; i < n->n_inputs; i++)
       if (need[i])
         adj[i] = NULL;
@@ -47,7 +48,7 @@ int ad_vjp(tyto_tensor *n, tyto_tensor *g, const unsigned char *need,
 
 tyto_tensor *ad_jvp(tyto_tensor *n, tyto_tensor *const *tan) {
   tyto_op op = n->op;
-  if (is_random(op))
+  if (is_random(op) || op == TYTO_OP_STOP_GRADIENT)
     return NULL;
   if (in_range(op, TYTO_OP_NEG, TYTO_OP_ROUND) ||
       in_range(op, TYTO_OP_ADD, TYTO_OP_GE) || op == TYTO_OP_WHERE ||

@@ -78,7 +78,7 @@ static uint32_t inplace_mask(const tyto_program *p, const exec_kernel *k) {
     return 0;
   int eltwise = (k->op >= TYTO_PLUGIN_OP_NEG && k->op <= TYTO_PLUGIN_OP_FMA) ||
                 k->op == TYTO_PLUGIN_OP_FUSED;
-  if (t->op == TYTO_OP_RESHAPE)
+  if (t->op == TYTO_OP_RESHAPE || t->op == TYTO_OP_STOP_GRADIENT)
     return 1;
   if (!eltwise)
     return 0;
@@ -759,7 +759,9 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
       exec_kernel *k = &p->kernels[i];
       /* A reshape whose input it took: the bytes are already there. */
       k->skip = plan && s >= 0 && !k->xfer &&
-                p->slots[s].t->op == TYTO_OP_RESHAPE && inplace[s] >= 0;
+                (p->slots[s].t->op == TYTO_OP_RESHAPE ||
+                 p->slots[s].t->op == TYTO_OP_STOP_GRADIENT) &&
+                inplace[s] >= 0;
       if (!k->skip)
         p->launch[p->n_launch++] = i;
       else if (p->slots[k->in[0]].xfer)

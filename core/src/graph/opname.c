@@ -101,6 +101,7 @@ const char *tyto_op_name(tyto_op op) {
   case TYTO_OP_TRIANGULAR_SOLVE: return "triangular_solve";
   case TYTO_OP_FUSED: return "fused";
   case TYTO_OP_FUSED_OUTPUT: return "fused_output";
+  case TYTO_OP_STOP_GRADIENT: return "stop_gradient";
   }
   return "?";
 }

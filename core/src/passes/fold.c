@@ -113,6 +113,7 @@ static tyto_tensor *fold_rule(void *ctx, const tyto_tensor *t,
       r = fold_reduce(t, ins[0]->fattrs[0], ins[0], g);
   } else {
     switch (t->op) {
+    case TYTO_OP_STOP_GRADIENT: /* the constant itself (AD is done) */
     case TYTO_OP_RESHAPE:
       if (ins[0]->op == TYTO_OP_CONSTANT) {
         r = pass_clone(g, ins[0], NULL);
