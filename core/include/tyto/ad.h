@@ -63,6 +63,39 @@ extern "C" {
  * nothing at run time: the compiled program reads x itself. */
 TYTO_API tyto_tensor *tyto_stop_gradient(tyto_tensor *x);
 
+/* A derivative rule of one's own for y, a function of x1 .. xn built from
+ * any ops (docs/autodiff.md, "Custom derivative rules"). The callbacks
+ * build, with ordinary ops of the graph, from the inputs xs, the tensor y
+ * that tyto_custom_derivative returns (which has y's value) and:
+ *
+ *   jvp: the inputs' tangents (each shaped as its input; zeros where an
+ *        input has none), returning y's tangent, shaped as y;
+ *   vjp: y's adjoint (shaped as y) and an input's index i, returning the
+ *        contribution to x_i's adjoint, shaped as x_i.
+ *
+ * Either may return NULL for a derivative of zero, and either may be
+ * NULL: forward mode (tyto_diff, tyto_jacobianv, the forward sweep of
+ * tyto_hessian) then fails on a rule without jvp, reverse mode (tyto_grad,
+ * tyto_jacobianTv) on one without vjp, with a message naming the rule.
+ * AD calls them each time it differentiates through the tensor, and
+ * differentiates what they build like any graph: they are the rule at
+ * every order, as far as they are differentiable themselves. */
+typedef struct tyto_custom_rule {
+  const char *name; /* for messages; copied ("custom" when NULL) */
+  tyto_tensor *(*jvp)(void *user, size_t n, tyto_tensor *const *xs,
+                      tyto_tensor *y, tyto_tensor *const *tangents);
+  tyto_tensor *(*vjp)(void *user, size_t i, size_t n, tyto_tensor *const *xs,
+                      tyto_tensor *y, tyto_tensor *adjoint);
+  void *user; /* passed to both; must outlive every derivative built */
+} tyto_custom_rule;
+
+/* y's value, with the derivative `rule` gives with respect to xs (n of
+ * them, of y's graph; y computed from them) in place of y's own: AD does
+ * not look inside y's sub-graph. Compiled, it is y itself. */
+TYTO_API tyto_tensor *tyto_custom_derivative(tyto_tensor *y, size_t n,
+                                             tyto_tensor *const *xs,
+                                             const tyto_custom_rule *rule);
+
 /* dy/dx for y and x with one element each (any rank), forward mode;
  * shaped as y. */
 TYTO_API tyto_tensor *tyto_diff(tyto_tensor *y, tyto_tensor *x);

@@ -232,8 +232,12 @@ typedef enum tyto_op {
 
   /* Graph-only: never lowered to a plugin op. STOP_GRADIENT: (x), x's
    * value, with derivative zero in every mode and at every order
-   * (tyto_stop_gradient in <tyto/ad.h>); compiled as x itself. */
-  TYTO_OP_STOP_GRADIENT = 352
+   * (tyto_stop_gradient in <tyto/ad.h>); compiled as x itself.
+   * CUSTOM_DERIVATIVE: (y, x1 .. xn), y's value, differentiated with the
+   * rule iattrs[0] of its graph instead of through y's own sub-graph
+   * (tyto_custom_derivative in <tyto/ad.h>); compiled as y itself. */
+  TYTO_OP_STOP_GRADIENT = 352,
+  TYTO_OP_CUSTOM_DERIVATIVE
 } tyto_op;
 
 /* Short lower-case names: "f32", "parameter", "matmul", "reduce_max".

@@ -42,6 +42,8 @@ int ad_vjp(tyto_tensor *n, tyto_tensor *g, const unsigned char *need,
     return ad_vjp_nn(n, g, need, adj);
   if (in_range(op, TYTO_OP_INV, TYTO_OP_TRIANGULAR_SOLVE))
     return ad_vjp_linalg(n, g, need, adj);
+  if (op == TYTO_OP_CUSTOM_DERIVATIVE)
+    return ad_vjp_custom(n, g, need, adj);
   no_rule(n);
   return -1;
 }
@@ -63,5 +65,7 @@ tyto_tensor *ad_jvp(tyto_tensor *n, tyto_tensor *const *tan) {
     return ad_jvp_nn(n, tan);
   if (in_range(op, TYTO_OP_INV, TYTO_OP_TRIANGULAR_SOLVE))
     return ad_jvp_linalg(n, tan);
+  if (op == TYTO_OP_CUSTOM_DERIVATIVE)
+    return ad_jvp_custom(n, tan);
   return no_rule(n);
 }

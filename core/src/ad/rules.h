@@ -47,6 +47,8 @@ ad_vjp_fn ad_vjp_nn;     /* SOFTMAX .. AVG_POOL2D_BACKWARD (rules_nn.c) */
 ad_jvp_fn ad_jvp_nn;
 ad_vjp_fn ad_vjp_linalg; /* INV .. TRIANGULAR_SOLVE (rules_linalg.c) */
 ad_jvp_fn ad_jvp_linalg;
+ad_vjp_fn ad_vjp_custom; /* CUSTOM_DERIVATIVE: the user's rule (custom.c) */
+ad_jvp_fn ad_jvp_custom;
 
 /* ---------------------------------------------------------------------- */
 /* Helpers for writing rules (util.c). All accept and return NULL for a    */

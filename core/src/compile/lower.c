@@ -175,7 +175,8 @@ static tyto_status lower_view(tyto_program *p, int s) {
   in = out; /* the output's shape, read from x's buffer */
   switch (t->op) {
   case TYTO_OP_RESHAPE:
-  case TYTO_OP_STOP_GRADIENT: break;
+  case TYTO_OP_STOP_GRADIENT:
+  case TYTO_OP_CUSTOM_DERIVATIVE: break;
   case TYTO_OP_PERMUTE:
     for (int i = 0; i < t->rank; i++)
       in.strides[i] = src.strides[t->iattrs[i]];
@@ -511,6 +512,7 @@ tyto_status exec_lower(tyto_program *p, int s) {
   case TYTO_OP_CONCAT: return lower_concat(p, s);
   case TYTO_OP_RESHAPE:
   case TYTO_OP_STOP_GRADIENT:
+  case TYTO_OP_CUSTOM_DERIVATIVE:
   case TYTO_OP_PERMUTE:
   case TYTO_OP_BROADCAST_TO:
   case TYTO_OP_SLICE:

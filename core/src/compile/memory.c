@@ -78,7 +78,8 @@ static uint32_t inplace_mask(const tyto_program *p, const exec_kernel *k) {
     return 0;
   int eltwise = (k->op >= TYTO_PLUGIN_OP_NEG && k->op <= TYTO_PLUGIN_OP_FMA) ||
                 k->op == TYTO_PLUGIN_OP_FUSED;
-  if (t->op == TYTO_OP_RESHAPE || t->op == TYTO_OP_STOP_GRADIENT)
+  if (t->op == TYTO_OP_RESHAPE || t->op == TYTO_OP_STOP_GRADIENT ||
+      t->op == TYTO_OP_CUSTOM_DERIVATIVE)
     return 1;
   if (!eltwise)
     return 0;
@@ -760,7 +761,8 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
       /* A reshape whose input it took: the bytes are already there. */
       k->skip = plan && s >= 0 && !k->xfer &&
                 (p->slots[s].t->op == TYTO_OP_RESHAPE ||
-                 p->slots[s].t->op == TYTO_OP_STOP_GRADIENT) &&
+                 p->slots[s].t->op == TYTO_OP_STOP_GRADIENT ||
+                 p->slots[s].t->op == TYTO_OP_CUSTOM_DERIVATIVE) &&
                 inplace[s] >= 0;
       if (!k->skip)
         p->launch[p->n_launch++] = i;

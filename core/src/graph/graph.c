@@ -66,6 +66,7 @@ void tyto_graph_free(tyto_graph *g) {
     free(b);
   }
   free(g->nodes);
+  free(g->customs);
   free(g);
 }
 

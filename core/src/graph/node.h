@@ -47,6 +47,10 @@ struct tyto_graph {
   uint64_t random_offset; /* next Philox counter for a random node */
   tyto_tensor error;      /* the shared error tensor */
   uint32_t scope;         /* the pin of every new node (0: none) */
+  /* The custom derivative rules of its CUSTOM_DERIVATIVE nodes (iattrs[0]
+   * indexes them; names in the arena), malloc'd. */
+  struct tyto_custom_rule *customs;
+  size_t n_customs, cap_customs;
 };
 
 /* Arena memory of g (zeroed, 16-byte aligned), or NULL when out of memory

@@ -135,7 +135,8 @@ static tyto_tensor *algebra_rule(void *ctx, const tyto_tensor *t,
       r = in[0]->inputs[0];
     break;
   case TYTO_OP_PERMUTE: r = permute_rule(t, in[0]); break;
-  case TYTO_OP_STOP_GRADIENT: r = in[0]; break; /* AD is done by now */
+  case TYTO_OP_STOP_GRADIENT: /* AD is done by now: the value alone */
+  case TYTO_OP_CUSTOM_DERIVATIVE: r = in[0]; break;
   case TYTO_OP_RESHAPE:
     if (same_shape(in[0], t))
       r = in[0];
