@@ -200,6 +200,16 @@ TYTO_API tyto_tensor *tyto_argmin(tyto_tensor *x, int axis, int keepdims);
  * [5,4,6]". */
 TYTO_API tyto_tensor *tyto_matmul(tyto_tensor *a, tyto_tensor *b,
                                   int transpose_a, int transpose_b);
+/* Einstein summation (docs/einsum.md): NumPy's and PyTorch's spec
+ * ("bij,bjk->bik", "ii->i", "...ij,...jk", an implicit output when there
+ * is no arrow) or OCANNL's ("ij;jk=>ik", "...|...=>0" for a sum over
+ * every axis). Shapes are inferred and checked: a bad spec or a shape it
+ * does not fit fails with the spec quoted and a caret under the offending
+ * character. Lowered to MATMUL, MUL, SUM, PERMUTE and RESHAPE, contracting
+ * in the order of least cost, so it differentiates like any graph. */
+TYTO_API tyto_tensor *tyto_einsum(const char *spec, size_t n,
+                                  tyto_tensor *const *inputs);
+
 /* Composite: the rank-0 inner product of two rank-1 tensors ("dot: needs
  * two vectors of one length: [3] . [4]"). */
 TYTO_API tyto_tensor *tyto_dot(tyto_tensor *a, tyto_tensor *b);
