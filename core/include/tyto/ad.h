@@ -159,6 +159,29 @@ TYTO_API tyto_tensor *tyto_hessianv(tyto_tensor *y, tyto_tensor *x,
 /* The trace of the Hessian of a one-element y (rank 0). */
 TYTO_API tyto_tensor *tyto_laplacian(tyto_tensor *y, tyto_tensor *x);
 
+/* Batched derivatives (docs/autodiff.md): one sweep for every point of a
+ * batch, not one per point.
+ *
+ * tyto_diff_elementwise: dy_i/dx_i at every element of x in one forward
+ * sweep, for y computed elementwise from x (shaped as x; every op between
+ * them elementwise, no broadcast of a tensor computed from x: checked, an
+ * error names the op that is not).
+ *
+ * tyto_jacobian_batched: for x [B, ...] and y [B, ...] whose row b depends
+ * on row b of x only (checked on the ops between them: reductions, matrix
+ * products and normalisations that stay within a row, layout ops that keep
+ * axis 0), the Jacobian of every row at once, [B, numel(y row), numel(x
+ * row)], in min(row sizes) sweeps whatever B.
+ *
+ * tyto_hessian_batched: for y [B] (one value per row, rows apart as
+ * above), every row's Hessian, [B, numel(x row), numel(x row)]: one
+ * reverse sweep, then one forward sweep per element of a row. For scalar
+ * points (x [B] or [B, 1]) the Hessians of all B points take two sweeps,
+ * where tyto_hessian of their sum would take B. */
+TYTO_API tyto_tensor *tyto_diff_elementwise(tyto_tensor *y, tyto_tensor *x);
+TYTO_API tyto_tensor *tyto_jacobian_batched(tyto_tensor *y, tyto_tensor *x);
+TYTO_API tyto_tensor *tyto_hessian_batched(tyto_tensor *y, tyto_tensor *x);
+
 /* ---------------------------------------------------------------------- */
 /* Finite-difference checking                                              */
 

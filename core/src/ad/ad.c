@@ -552,3 +552,293 @@ tyto_tensor *tyto_laplacian(tyto_tensor *y, tyto_tensor *x) {
   tyto_tensor *d = tyto_slice(tyto_reshape(h, 1, &flat), &start, NULL, &step);
   return tyto_sum(d, 0, NULL, 0);
 }
+
+/* ---------------------------------------------------------------------- */
+/* Batched derivatives                                                     */
+
+/* Which nodes lie on a path from x to y: dep (depends on x) and anc (y
+ * depends on it), over g's nodes [x->index, y->index]; NULL when out of
+ * memory. Index i - x->index. */
+static unsigned char *on_path(tyto_graph *g, tyto_tensor *y, tyto_tensor *x,
+                              int64_t *n_out) {
+  int64_t lo = x->index, hi = y->index, n = hi >= lo ? hi - lo + 1 : 0;
+  unsigned char *p = calloc((size_t)(n ? n : 1), 1);
+  if (!p)
+    return NULL;
+  *n_out = n;
+  if (!n)
+    return p;
+  p[0] = 1; /* bit 0: depends on x */
+  for (int64_t i = 1; i < n; i++) {
+    tyto_tensor *t = g->nodes[lo + i];
+    for (size_t k = 0; k < t->n_inputs && !(p[i] & 1); k++) {
+      int64_t j = t->inputs[k]->index - lo;
+      if (j >= 0 && j < n && (p[j] & 1))
+        p[i] |= 1;
+    }
+  }
+  p[n - 1] |= 2; /* bit 1: y depends on it */
+  for (int64_t i = n - 1; i >= 0; i--) {
+    if (!(p[i] & 2))
+      continue;
+    tyto_tensor *t = g->nodes[lo + i];
+    for (size_t k = 0; k < t->n_inputs; k++) {
+      int64_t j = t->inputs[k]->index - lo;
+      if (j >= 0 && j < n)
+        p[j] |= 2;
+    }
+  }
+  return p;
+}
+
+static int is_eltwise(tyto_op op) {
+  return (op >= TYTO_OP_NEG && op <= TYTO_OP_ROUND) ||
+         (op >= TYTO_OP_ADD && op <= TYTO_OP_GE) || op == TYTO_OP_WHERE ||
+         op == TYTO_OP_FMA || op == TYTO_OP_STOP_GRADIENT;
+}
+
+/* Whether node t, whose x-dependent inputs are marked in dep (by input),
+ * keeps elements apart (mode 0: element i of the output from element i
+ * of those inputs only) or batch rows apart (mode 1: row b of the output,
+ * along axis 0 of extent batch, from row b of them only). Returns NULL
+ * when it does, else why not. */
+static const char *keeps_apart(const tyto_tensor *t, const unsigned char *dep,
+                               int mode, int64_t batch) {
+  if (t->op == TYTO_OP_STOP_GRADIENT)
+    return NULL; /* nothing flows through it */
+  for (size_t k = 0; k < t->n_inputs; k++) {
+    const tyto_tensor *in = t->inputs[k];
+    if (!dep[k])
+      continue;
+    if (mode == 0) {
+      if (!is_eltwise(t->op))
+        return "combines elements";
+      if (!ad_same_shape(in, t))
+        return "broadcasts a tensor computed from x";
+      continue;
+    }
+    /* Batch rows: the x-dependent input has the rows on axis 0, and the
+     * op maps row b to row b. */
+    if (t->op >= TYTO_OP_SUM && t->op <= TYTO_OP_NORM_L2)
+      for (size_t a = 1; a < t->n_iattrs; a++)
+        if (t->iattrs[a] == 0)
+          return "reduces over the batch axis";
+    if (t->op == TYTO_OP_MATMUL && in->rank == 2 && (k != 0 || t->iattrs[0]))
+      return "contracts over the batch axis";
+    if (in->rank < 1 || in->shape[0] != batch || t->rank < 1 ||
+        t->shape[0] != batch)
+      return "moves the batch axis (axis 0)";
+    switch (t->op) {
+    case TYTO_OP_SUM:
+    case TYTO_OP_MEAN:
+    case TYTO_OP_REDUCE_MAX:
+    case TYTO_OP_REDUCE_MIN:
+    case TYTO_OP_PROD:
+    case TYTO_OP_LOG_SUM_EXP:
+    case TYTO_OP_NORM_L1:
+    case TYTO_OP_NORM_L2:
+      /* iattrs: keepdims, then the axes reduced. */
+      for (size_t a = 1; a < t->n_iattrs; a++)
+        if (t->iattrs[a] == 0)
+          return "reduces over the batch axis";
+      break;
+    case TYTO_OP_MATMUL:
+      /* [B, k] x W, or batched [B, ..., m, k] x [B or 1, ..., k, n]: the
+       * rows stay apart unless x's rows are the contracted matrix. */
+      if (in->rank == 2 && (k != 0 || t->iattrs[0]))
+        return "contracts over the batch axis";
+      break;
+    case TYTO_OP_RESHAPE:
+    case TYTO_OP_BROADCAST_TO:
+      break; /* row-major, axis 0 kept: row b stays row b */
+    case TYTO_OP_PERMUTE:
+      if (t->iattrs[0] != 0)
+        return "moves the batch axis (axis 0)";
+      break;
+    case TYTO_OP_CONCAT:
+      if (t->iattrs[0] == 0)
+        return "joins along the batch axis";
+      break;
+    case TYTO_OP_SLICE:
+    case TYTO_OP_FLIP:
+    case TYTO_OP_PAD:
+    case TYTO_OP_TILE:
+      /* Axis 0 untouched: SLICE's (start, step) of axis 0 are (0, 1);
+       * FLIP lists its axes; PAD and TILE leave axis 0's extent (checked
+       * above) only when they leave it alone. */
+      if ((t->op == TYTO_OP_SLICE &&
+           (t->iattrs[0] != 0 || t->iattrs[1] != 1)) ||
+          (t->op == TYTO_OP_FLIP && t->n_iattrs && t->iattrs[0] == 0))
+        return "reorders or cuts the batch axis";
+      break;
+    case TYTO_OP_SOFTMAX:
+    case TYTO_OP_LOG_SOFTMAX:
+      if (t->iattrs[0] == 0)
+        return "normalises over the batch axis";
+      break;
+    case TYTO_OP_CONV2D:
+    case TYTO_OP_MAX_POOL2D:
+    case TYTO_OP_AVG_POOL2D:
+      if (k != 0)
+        return "uses a tensor computed from x as its filter";
+      break;
+    default:
+      if (is_eltwise(t->op)) {
+        if (in->rank != t->rank)
+          return "broadcasts a tensor computed from x across the batch";
+        break;
+      }
+      return "is not one tyto can tell keeps the rows apart";
+    }
+  }
+  return NULL;
+}
+
+/* Fails unless every op on a path from x to y keeps elements (mode 0) or
+ * batch rows (mode 1) apart. */
+static int check_apart(const char *name, tyto_graph *g, tyto_tensor *y,
+                       tyto_tensor *x, int mode, int64_t batch) {
+  int64_t n = 0;
+  unsigned char *p = on_path(g, y, x, &n);
+  if (!p) {
+    graph_oom(g, name);
+    return -1;
+  }
+  int rc = 0;
+  for (int64_t i = 1; i < n && rc == 0; i++) {
+    if (p[i] != 3)
+      continue;
+    tyto_tensor *t = g->nodes[x->index + i];
+    unsigned char dep[64] = {0};
+    for (size_t k = 0; k < t->n_inputs && k < sizeof dep; k++) {
+      int64_t j = t->inputs[k]->index - x->index;
+      dep[k] = j >= 0 && j < n && (p[j] & 1);
+    }
+    const char *why = keeps_apart(t, dep, mode, batch);
+    if (why) {
+      graph_fail(g,
+                 "%s: y is not %s in x: %s (tensor #%lld) on the way from x "
+                 "to y %s",
+                 name, mode ? "row by row" : "elementwise", tyto_op_name(t->op),
+                 (long long)t->index, why);
+      rc = -1;
+    }
+  }
+  free(p);
+  return rc;
+}
+
+tyto_tensor *tyto_diff_elementwise(tyto_tensor *y, tyto_tensor *x) {
+  static const char name[] = "diff_elementwise";
+  tyto_tensor *err;
+  tyto_graph *g = check_pair(name, y, x, &err);
+  if (!g)
+    return err;
+  if (!ad_same_shape(y, x)) {
+    char a[SHAPE_STR], b[SHAPE_STR];
+    return graph_fail(g, "%s: y %s must be shaped as x %s", name,
+                      tensor_shape_str(a, y), tensor_shape_str(b, x));
+  }
+  if (check_apart(name, g, y, x, 0, 0))
+    return &g->error;
+  tyto_tensor *v = ones_like(x), *d;
+  jvp_named(name, 1, &x, &v, 1, &y, &d);
+  return d;
+}
+
+/* The extent of the batch axis both share, or -1 after failing. */
+static int64_t batch_of(const char *name, tyto_graph *g, tyto_tensor *y,
+                        tyto_tensor *x) {
+  char a[SHAPE_STR], b[SHAPE_STR];
+  if (x->rank < 1 || y->rank < 1 || x->shape[0] != y->shape[0]) {
+    graph_fail(g, "%s: x %s and y %s must share a leading batch axis", name,
+               tensor_shape_str(b, x), tensor_shape_str(a, y));
+    return -1;
+  }
+  return x->shape[0];
+}
+
+/* The row-by-row Jacobian [B, ny, nx] in `mode`, unchecked: each sweep's
+ * direction is one basis vector of a row, the same in every row. */
+static tyto_tensor *jacobian_rows(const char *name, tyto_graph *g,
+                                  tyto_tensor *y, tyto_tensor *x,
+                                  tyto_ad_mode mode) {
+  int64_t bsz = x->shape[0];
+  int64_t nx = bsz ? tyto_tensor_numel(x) / bsz : 0,
+          ny = bsz ? tyto_tensor_numel(y) / bsz : 0;
+  int64_t shape[3] = {bsz, ny, nx};
+  int64_t count = mode == TYTO_AD_FORWARD ? nx : ny;
+  if (count == 0 || bsz == 0)
+    return tyto_full(g, y->dtype, 3, shape, 0.0);
+  if (count > INT32_MAX)
+    return graph_fail(g, "%s: %lld sweeps are too many", name,
+                      (long long)count);
+  tyto_tensor **parts = malloc((size_t)count * sizeof *parts);
+  if (!parts)
+    return graph_oom(g, name);
+  for (int64_t i = 0; i < count && g->status == TYTO_OK; i++) {
+    tyto_tensor *along = mode == TYTO_AD_FORWARD ? x : y, *d;
+    int64_t row = mode == TYTO_AD_FORWARD ? nx : ny;
+    /* Basis vector i of a row, in every row. */
+    tyto_tensor *e = tyto_one_hot(ad_scalar(along, (double)i), row);
+    int64_t one_row[TYTO_MAX_RANK];
+    one_row[0] = 1;
+    memcpy(one_row + 1, along->shape + 1,
+           (size_t)(along->rank - 1) * sizeof *one_row);
+    e = tyto_broadcast_to(tyto_reshape(e, along->rank, one_row), along->rank,
+                          along->shape);
+    if (mode == TYTO_AD_FORWARD) {
+      jvp_named(name, 1, &x, &e, 1, &y, &d);
+      int64_t col[3] = {bsz, ny, 1};
+      parts[i] = tyto_reshape(d, 3, col);
+    } else {
+      vjp_named(name, 1, &y, &e, 1, &x, &d);
+      int64_t r[3] = {bsz, 1, nx};
+      parts[i] = tyto_reshape(d, 3, r);
+    }
+  }
+  tyto_tensor *j =
+      g->status == TYTO_OK
+          ? tyto_concat((int)count, parts, mode == TYTO_AD_FORWARD ? 2 : 1)
+          : &g->error;
+  free(parts);
+  return j;
+}
+
+tyto_tensor *tyto_jacobian_batched(tyto_tensor *y, tyto_tensor *x) {
+  static const char name[] = "jacobian_batched";
+  tyto_tensor *err;
+  tyto_graph *g = check_pair(name, y, x, &err);
+  if (!g)
+    return err;
+  int64_t b = batch_of(name, g, y, x);
+  if (b < 0 || check_apart(name, g, y, x, 1, b))
+    return &g->error;
+  int64_t nx = b ? tyto_tensor_numel(x) / b : 0,
+          ny = b ? tyto_tensor_numel(y) / b : 0;
+  return jacobian_rows(name, g, y, x,
+                       nx < ny ? TYTO_AD_FORWARD : TYTO_AD_REVERSE);
+}
+
+tyto_tensor *tyto_hessian_batched(tyto_tensor *y, tyto_tensor *x) {
+  static const char name[] = "hessian_batched";
+  tyto_tensor *err;
+  tyto_graph *g = check_pair(name, y, x, &err);
+  if (!g)
+    return err;
+  int64_t b = batch_of(name, g, y, x);
+  if (b < 0)
+    return &g->error;
+  if (tyto_tensor_numel(y) != b) {
+    char s[SHAPE_STR];
+    return graph_fail(g, "%s: y %s must hold one element per row", name,
+                      tensor_shape_str(s, y));
+  }
+  if (check_apart(name, g, y, x, 1, b))
+    return &g->error;
+  /* Every row's gradient in one reverse sweep (the rows are apart), then
+   * one forward sweep per element of a row. */
+  tyto_tensor *s = tyto_sum(y, 0, NULL, 0), *v = ones_like(s), *gr;
+  vjp_named(name, 1, &s, &v, 1, &x, &gr);
+  return jacobian_rows(name, g, gr, x, TYTO_AD_FORWARD);
+}
