@@ -15,6 +15,7 @@ typedef struct in_process {
   coll base;
   double *acc;
   size_t n, max_n;
+  int first; /* no contribution yet: the next one is stored, not added */
 } in_process;
 
 static tyto_status ip_begin(coll *c, size_t n) {
@@ -25,28 +26,41 @@ static tyto_status ip_begin(coll *c, size_t n) {
                    "%zu",
                    n, ip->max_n);
   ip->n = n;
-  for (size_t j = 0; j < n; j++)
-    ip->acc[j] = 0;
+  ip->first = 1; /* saves a pass of zeros over the accumulator */
   return TYTO_OK;
 }
 
 static tyto_status ip_add(coll *c, const void *x, tyto_dtype dt,
                           double weight) {
   in_process *ip = (in_process *)c;
+  double *acc = ip->acc;
+  size_t n = ip->n;
   if (dt == TYTO_F64) {
     const double *v = x;
-    for (size_t j = 0; j < ip->n; j++)
-      ip->acc[j] += weight * v[j];
+    if (ip->first)
+      for (size_t j = 0; j < n; j++)
+        acc[j] = weight * v[j];
+    else
+      for (size_t j = 0; j < n; j++)
+        acc[j] += weight * v[j];
   } else {
     const float *v = x;
-    for (size_t j = 0; j < ip->n; j++)
-      ip->acc[j] += weight * (double)v[j];
+    if (ip->first)
+      for (size_t j = 0; j < n; j++)
+        acc[j] = weight * (double)v[j];
+    else
+      for (size_t j = 0; j < n; j++)
+        acc[j] += weight * (double)v[j];
   }
+  ip->first = 0;
   return TYTO_OK;
 }
 
 static tyto_status ip_finish(coll *c, tyto_dtype dt, void *out) {
   in_process *ip = (in_process *)c;
+  if (ip->first) /* no contribution at all: zeros */
+    for (size_t j = 0; j < ip->n; j++)
+      ip->acc[j] = 0;
   if (dt == TYTO_F64) {
     double *o = out;
     for (size_t j = 0; j < ip->n; j++)
