@@ -215,10 +215,6 @@ typedef struct builder {
   char err[1024]; /* mf_build's message */
 } builder;
 
-static void nn_release(void *nn) {
-  tyto_nn_free(nn);
-}
-
 /* tyto_dp_build_fn: the preset's layers on x [batch, input shape], as
  * tyto-train builds them; the loss is softmax cross-entropy, a mean over
  * the batch. */
@@ -247,17 +243,9 @@ static tyto_status build_model(void *user, tyto_graph *g, int64_t batch,
   m->n_inputs = 2;
   m->inputs[0] = x;
   m->inputs[1] = labels;
-  m->n_params = tyto_nn_parameter_count(nn);
-  m->params = (tyto_tensor **)tyto_nn_parameters(nn);
-  m->n_updates = tyto_nn_update_count(nn);
-  m->update_params = tyto_nn_update_params(nn);
-  m->update_values = tyto_nn_update_values(nn);
-  if (b->keep) {
+  tyto_dp_model_from_nn(m, nn, !b->keep);
+  if (b->keep)
     b->nn = nn;
-  } else {
-    m->owner = nn;
-    m->owner_free = nn_release;
-  }
   return TYTO_OK;
 }
 

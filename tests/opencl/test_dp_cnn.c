@@ -52,10 +52,6 @@ typedef struct builder {
   tyto_nn *nn;
 } builder;
 
-static void nn_release(void *nn) {
-  tyto_nn_free(nn);
-}
-
 static tyto_status cnn(void *user, tyto_graph *g, int64_t b, tyto_dp_model *m) {
   builder *bd = user;
   tyto_nn_options no;
@@ -79,17 +75,9 @@ static tyto_status cnn(void *user, tyto_graph *g, int64_t b, tyto_dp_model *m) {
   m->n_inputs = 2;
   m->inputs[0] = x;
   m->inputs[1] = labels;
-  m->n_params = tyto_nn_parameter_count(nn);
-  m->params = (tyto_tensor **)tyto_nn_parameters(nn);
-  m->n_updates = tyto_nn_update_count(nn);
-  m->update_params = tyto_nn_update_params(nn);
-  m->update_values = tyto_nn_update_values(nn);
-  if (bd && bd->keep) {
+  tyto_dp_model_from_nn(m, nn, !(bd && bd->keep));
+  if (bd && bd->keep)
     bd->nn = nn;
-  } else {
-    m->owner = nn;
-    m->owner_free = nn_release;
-  }
   return TYTO_OK;
 }
 

@@ -289,10 +289,6 @@ END_TEST
  * by the labelled rows each shard holds. */
 enum { CLASSES = 4, PAD = 7 };
 
-static void nn_free(void *nn) {
-  tyto_nn_free(nn);
-}
-
 static tyto_status nn_model(void *user, tyto_graph *g, int64_t b,
                             tyto_dp_model *m) {
   tyto_nn **keep = user;
@@ -317,17 +313,9 @@ static tyto_status nn_model(void *user, tyto_graph *g, int64_t b,
   m->n_inputs = 2;
   m->inputs[0] = x;
   m->inputs[1] = labels;
-  m->n_params = tyto_nn_parameter_count(nn);
-  m->params = (tyto_tensor **)tyto_nn_parameters(nn);
-  m->n_updates = tyto_nn_update_count(nn);
-  m->update_params = tyto_nn_update_params(nn);
-  m->update_values = tyto_nn_update_values(nn);
-  if (keep) {
+  tyto_dp_model_from_nn(m, nn, !keep);
+  if (keep)
     *keep = nn; /* the caller's, for the initial values */
-  } else {
-    m->owner = nn;
-    m->owner_free = nn_free;
-  }
   return TYTO_OK;
 }
 

@@ -51,10 +51,6 @@ tyto_tensor *train_loss(const mf_model *m, tyto_nn *nn, tyto_tensor *logits,
   return loss;
 }
 
-static void nn_release(void *nn) {
-  tyto_nn_free(nn);
-}
-
 /* The replica's model for `batch` examples: the tool's network, built as
  * the one-device step builds it (same seed, so the same names, initial
  * values and random ops). */
@@ -95,15 +91,9 @@ static tyto_status build(void *user, tyto_graph *g, int64_t batch,
   m->n_inputs = 2;
   m->inputs[0] = x;
   m->inputs[1] = labels;
-  m->n_params = tyto_nn_parameter_count(nn);
-  m->params = (tyto_tensor **)tyto_nn_parameters(nn);
-  m->n_updates = tyto_nn_update_count(nn);
-  m->update_params = tyto_nn_update_params(nn);
-  m->update_values = tyto_nn_update_values(nn);
   m->n_sums = 1;
   m->sums[0] = tyto_nn_count_correct(logits, labels);
-  m->owner = nn;
-  m->owner_free = nn_release;
+  tyto_dp_model_from_nn(m, nn, 1);
   return TYTO_OK;
 }
 

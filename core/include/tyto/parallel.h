@@ -19,6 +19,7 @@
 
 #include <tyto/context.h>
 #include <tyto/graph.h>
+#include <tyto/nn.h>
 #include <tyto/optim.h>
 #include <tyto/program.h>
 #include <tyto/status.h>
@@ -61,6 +62,14 @@ typedef struct tyto_dp_model {
   size_t n_sums;
   tyto_tensor *sums[8];
 } tyto_dp_model;
+
+/* Fills what a tyto_nn network knows of m: its parameters, its layers'
+ * state updates (dropout's step, batch norm's running statistics) and,
+ * when `owns`, the network itself as m's owner, freed once the replica is
+ * compiled (without `owns` the caller keeps it, say for
+ * tyto_nn_initial_value, and frees it). The loss, inputs, weight and sums
+ * stay the builder's to set. */
+TYTO_API void tyto_dp_model_from_nn(tyto_dp_model *m, tyto_nn *nn, int owns);
 
 /* Builds the model into g (a fresh graph) for a batch of `batch` examples
  * and describes it in *out. Must build the same model for every batch

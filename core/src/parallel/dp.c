@@ -42,6 +42,22 @@
 
 #include "dp_internal.h"
 
+static void nn_owner_free(void *nn) {
+  tyto_nn_free(nn);
+}
+
+void tyto_dp_model_from_nn(tyto_dp_model *m, tyto_nn *nn, int owns) {
+  if (!m || !nn)
+    return;
+  m->n_params = tyto_nn_parameter_count(nn);
+  m->params = (tyto_tensor **)tyto_nn_parameters(nn);
+  m->n_updates = tyto_nn_update_count(nn);
+  m->update_params = tyto_nn_update_params(nn);
+  m->update_values = tyto_nn_update_values(nn);
+  m->owner = owns ? nn : NULL;
+  m->owner_free = owns ? nn_owner_free : NULL;
+}
+
 void tyto_dp_options_init(tyto_dp_options *o) {
   if (!o)
     return;
