@@ -2,21 +2,119 @@
  * The in-process collective (collective.h): one accumulator in double;
  * contributions are added in the order they come, which dp.c makes the
  * replicas' order, so the sum does not depend on which replica finished
- * first.
+ * first. Large reductions are split over threads by element: each element
+ * still sees the same additions in the same order, so the bits do not
+ * depend on the thread count either.
  */
+#define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
+#include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "collective.h"
 #include "../runtime/error.h"
+
+/* Elements per thread below which one thread does it all (a thread costs
+ * tens of microseconds; 64 Ki doubles take about as long). */
+#define MIN_PER_THREAD ((size_t)1 << 16)
+#define MAX_THREADS 8
 
 typedef struct in_process {
   coll base;
   double *acc;
   size_t n, max_n;
-  int first; /* no contribution yet: the next one is stored, not added */
+  int first;   /* no contribution yet: the next one is stored, not added */
+  int threads; /* the most a reduction is split over */
 } in_process;
+
+enum { ADD, FINISH };
+
+/* One thread's share of a pass over elements [lo, hi). */
+typedef struct span {
+  in_process *ip;
+  int kind, first;
+  const void *x;
+  void *out;
+  tyto_dtype dt;
+  double w;
+  size_t lo, hi;
+} span;
+
+static void run_span(const span *s) {
+  double *acc = s->ip->acc;
+  size_t lo = s->lo, hi = s->hi;
+  if (s->kind == FINISH) {
+    if (s->dt == TYTO_F64) {
+      double *o = s->out;
+      for (size_t j = lo; j < hi; j++)
+        o[j] = s->first ? 0 : acc[j];
+    } else {
+      float *o = s->out;
+      for (size_t j = lo; j < hi; j++)
+        o[j] = s->first ? 0.0f : (float)acc[j];
+    }
+    return;
+  }
+  double w = s->w;
+  if (s->dt == TYTO_F64) {
+    const double *v = s->x;
+    if (s->first)
+      for (size_t j = lo; j < hi; j++)
+        acc[j] = w * v[j];
+    else
+      for (size_t j = lo; j < hi; j++)
+        acc[j] += w * v[j];
+  } else {
+    const float *v = s->x;
+    if (s->first)
+      for (size_t j = lo; j < hi; j++)
+        acc[j] = w * (double)v[j];
+    else
+      for (size_t j = lo; j < hi; j++)
+        acc[j] += w * (double)v[j];
+  }
+}
+
+static void *span_thread(void *arg) {
+  run_span(arg);
+  return NULL;
+}
+
+/* The pass of `base` over every element, split over up to ip->threads
+ * threads (this one included); a thread that cannot start leaves its
+ * share to this one. */
+static void run_all(in_process *ip, const span *base) {
+  size_t n = ip->n;
+  int t = ip->threads;
+  if ((size_t)t > n / MIN_PER_THREAD)
+    t = (int)(n / MIN_PER_THREAD);
+  if (t <= 1) {
+    span s = *base;
+    s.lo = 0;
+    s.hi = n;
+    run_span(&s);
+    return;
+  }
+  span s[MAX_THREADS];
+  pthread_t th[MAX_THREADS];
+  int started[MAX_THREADS] = {0};
+  size_t chunk = (n + (size_t)t - 1) / (size_t)t;
+  for (int i = 0; i < t; i++) {
+    s[i] = *base;
+    s[i].lo = (size_t)i * chunk;
+    s[i].hi = s[i].lo + chunk < n ? s[i].lo + chunk : n;
+    if (i > 0)
+      started[i] = pthread_create(&th[i], NULL, span_thread, &s[i]) == 0;
+  }
+  for (int i = 0; i < t; i++)
+    if (!started[i])
+      run_span(&s[i]); /* the first share, and any whose thread failed */
+  for (int i = 1; i < t; i++)
+    if (started[i])
+      pthread_join(th[i], NULL);
+}
 
 static tyto_status ip_begin(coll *c, size_t n) {
   in_process *ip = (in_process *)c;
@@ -33,43 +131,17 @@ static tyto_status ip_begin(coll *c, size_t n) {
 static tyto_status ip_add(coll *c, const void *x, tyto_dtype dt,
                           double weight) {
   in_process *ip = (in_process *)c;
-  double *acc = ip->acc;
-  size_t n = ip->n;
-  if (dt == TYTO_F64) {
-    const double *v = x;
-    if (ip->first)
-      for (size_t j = 0; j < n; j++)
-        acc[j] = weight * v[j];
-    else
-      for (size_t j = 0; j < n; j++)
-        acc[j] += weight * v[j];
-  } else {
-    const float *v = x;
-    if (ip->first)
-      for (size_t j = 0; j < n; j++)
-        acc[j] = weight * (double)v[j];
-    else
-      for (size_t j = 0; j < n; j++)
-        acc[j] += weight * (double)v[j];
-  }
+  span s = {
+      .ip = ip, .kind = ADD, .first = ip->first, .x = x, .dt = dt, .w = weight};
+  run_all(ip, &s);
   ip->first = 0;
   return TYTO_OK;
 }
 
 static tyto_status ip_finish(coll *c, tyto_dtype dt, void *out) {
   in_process *ip = (in_process *)c;
-  if (ip->first) /* no contribution at all: zeros */
-    for (size_t j = 0; j < ip->n; j++)
-      ip->acc[j] = 0;
-  if (dt == TYTO_F64) {
-    double *o = out;
-    for (size_t j = 0; j < ip->n; j++)
-      o[j] = ip->acc[j];
-  } else {
-    float *o = out;
-    for (size_t j = 0; j < ip->n; j++)
-      o[j] = (float)ip->acc[j];
-  }
+  span s = {.ip = ip, .kind = FINISH, .first = ip->first, .out = out, .dt = dt};
+  run_all(ip, &s);
   return TYTO_OK;
 }
 
@@ -89,7 +161,7 @@ static void ip_free(coll *c) {
 static const coll_ops in_process_ops = {ip_begin, ip_add, ip_finish, ip_sum,
                                         ip_free};
 
-coll *coll_in_process(size_t max_n) {
+coll *coll_in_process_threads(size_t max_n, int threads) {
   in_process *ip = calloc(1, sizeof *ip);
   if (!ip || !(ip->acc = malloc((max_n ? max_n : 1) * sizeof *ip->acc))) {
     free(ip);
@@ -97,5 +169,13 @@ coll *coll_in_process(size_t max_n) {
   }
   ip->base.ops = &in_process_ops;
   ip->max_n = max_n;
+  ip->threads = threads < 1 ? 1 : threads > MAX_THREADS ? MAX_THREADS : threads;
   return &ip->base;
+}
+
+coll *coll_in_process(size_t max_n) {
+  /* Half the online CPUs: the devices' own host threads (the CPU
+   * plugin's pool, PoCL, the GPU drivers' submission) keep the rest. */
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return coll_in_process_threads(max_n, cpus > 1 ? (int)(cpus / 2) : 1);
 }

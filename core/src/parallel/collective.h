@@ -42,8 +42,11 @@ struct coll {
   const coll_ops *ops;
 };
 
-/* The in-process collective, for reductions of at most max_n elements;
- * NULL when out of memory. */
+/* The in-process collective, for reductions of at most max_n elements,
+ * each split over up to half the online CPUs (at most 8) when large;
+ * NULL when out of memory. coll_in_process_threads sets the thread count
+ * (1 to 8). The bits do not depend on it. */
 coll *coll_in_process(size_t max_n);
+coll *coll_in_process_threads(size_t max_n, int threads);
 
 #endif

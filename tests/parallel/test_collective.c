@@ -1,0 +1,110 @@
+/* The in-process collective of data-parallel training
+ * (core/src/parallel/collective.c): the weighted sum of three
+ * contributions, in f32 and f64, at sizes below and above the threading
+ * threshold, split over 1, 2, 3 and 8 threads, against a plain loop that
+ * adds in the same order: the same bits every time. A sum with no
+ * contribution is zeros; a reduction larger than the collective's room is
+ * an error. */
+#include "common.h"
+
+#include <math.h>
+
+#include "parallel/collective.h"
+
+static void fill(double *v, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++) {
+    seed = seed * 1103515245u + 12345u;
+    v[i] = ((double)((seed >> 8) % 20001) - 10000.0) / 977.0;
+  }
+}
+
+START_TEST(same_bits_any_thread_count) {
+  static const size_t sizes[] = {0, 5, ((size_t)1 << 16) + 3,
+                                 ((size_t)1 << 18) + 7};
+  static const int threads[] = {1, 2, 3, 8};
+  const double w[3] = {0.5, -1.25, 3e-3};
+  size_t most = sizes[3];
+  double *x[3], *ref = malloc(most * sizeof *ref);
+  float *xf[3];
+  ck_assert_ptr_nonnull(ref);
+  for (int k = 0; k < 3; k++) {
+    x[k] = malloc(most * sizeof *x[k]);
+    xf[k] = malloc(most * sizeof *xf[k]);
+    ck_assert(x[k] && xf[k]);
+    fill(x[k], most, 7u + (unsigned)k);
+    for (size_t i = 0; i < most; i++)
+      xf[k][i] = (float)x[k][i];
+  }
+  void *out = malloc(most * sizeof(double));
+  ck_assert_ptr_nonnull(out);
+  for (int f64 = 0; f64 < 2; f64++)
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+      size_t n = sizes[si];
+      for (size_t i = 0; i < n; i++) {
+        double a = 0;
+        for (int k = 0; k < 3; k++)
+          a = k == 0 ? w[k] * (f64 ? x[k][i] : (double)xf[k][i])
+                     : a + w[k] * (f64 ? x[k][i] : (double)xf[k][i]);
+        ref[i] = a;
+      }
+      for (size_t ti = 0; ti < sizeof threads / sizeof threads[0]; ti++) {
+        coll *c = coll_in_process_threads(most, threads[ti]);
+        ck_assert_ptr_nonnull(c);
+        tyto_dtype dt = f64 ? TYTO_F64 : TYTO_F32;
+        ck_assert_int_eq(c->ops->begin(c, n), TYTO_OK);
+        for (int k = 0; k < 3; k++)
+          ck_assert_int_eq(
+              c->ops->add(c, f64 ? (const void *)x[k] : xf[k], dt, w[k]),
+              TYTO_OK);
+        ck_assert_int_eq(c->ops->finish(c, dt, out), TYTO_OK);
+        for (size_t i = 0; i < n; i++) {
+          if (f64)
+            ck_assert_msg(((double *)out)[i] == ref[i],
+                          "f64 n %zu, %d threads, element %zu", n, threads[ti],
+                          i);
+          else
+            ck_assert_msg(((float *)out)[i] == (float)ref[i],
+                          "f32 n %zu, %d threads, element %zu", n, threads[ti],
+                          i);
+        }
+        c->ops->free(c);
+      }
+    }
+  free(out);
+  free(ref);
+  for (int k = 0; k < 3; k++) {
+    free(x[k]);
+    free(xf[k]);
+  }
+}
+END_TEST
+
+START_TEST(empty_sum_and_room) {
+  coll *c = coll_in_process(1 << 17);
+  ck_assert_ptr_nonnull(c);
+  size_t n = (size_t)1 << 17;
+  float *out = malloc(n * sizeof *out);
+  ck_assert_ptr_nonnull(out);
+  for (size_t i = 0; i < n; i++)
+    out[i] = 1;
+  ck_assert_int_eq(c->ops->begin(c, n), TYTO_OK);
+  ck_assert_int_eq(c->ops->finish(c, TYTO_F32, out), TYTO_OK);
+  for (size_t i = 0; i < n; i++)
+    ck_assert_float_eq(out[i], 0.0f);
+  free(out);
+  ck_assert_int_eq(c->ops->begin(c, (1 << 17) + 1), TYTO_ERR_INTERNAL);
+  ck_assert_msg(strstr(tyto_errmsg(), "the collective holds"), "%s",
+                tyto_errmsg());
+  c->ops->free(c);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("collective");
+  TCase *tc = tcase_create("collective");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, same_bits_any_thread_count);
+  tcase_add_test(tc, empty_sum_and_room);
+  suite_add_tcase(s, tc);
+  return test_run(s);
+}
