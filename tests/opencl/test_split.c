@@ -604,64 +604,6 @@ static Suite *suite(void) {
   return s;
 }
 
-/* Whether the machine has an OpenCL device, asked in a child process so
- * that the OpenCL runtime (PoCL starts threads) is never loaded in the
- * process the suite forks from: 0 when it has one, 77 when it has none
- * (the reason in why), 1 when even cpu:0 alone cannot be opened or the
- * probe failed. */
-enum { PROBE_OK = 0, PROBE_NO_OPENCL = 3, PROBE_NO_CPU = 4 };
-
-static int probe(char *why, size_t size) {
-  int fd[2];
-  why[0] = '\0';
-  if (pipe(fd) != 0) {
-    snprintf(why, size, "pipe failed");
-    return 1;
-  }
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0) {
-    snprintf(why, size, "fork failed");
-    return 1;
-  }
-  if (pid == 0) {
-    close(fd[0]);
-    char msg[1024] = "";
-    tyto_context_options o;
-    test_options(&o, 0);
-    o.devices = "cpu:0";
-    tyto_context *ctx = NULL;
-    int rc = PROBE_OK;
-    if (tyto_context_new(&o, &ctx) != TYTO_OK) {
-      snprintf(msg, sizeof msg, "%s", tyto_errmsg());
-      rc = PROBE_NO_CPU;
-    } else {
-      tyto_context_free(ctx);
-      if (!(ctx = two_devices(msg, sizeof msg)))
-        rc = PROBE_NO_OPENCL;
-      tyto_context_free(ctx);
-    }
-    ssize_t w = write(fd[1], msg, strlen(msg));
-    (void)w;
-    close(fd[1]);
-    _exit(rc);
-  }
-  close(fd[1]);
-  size_t n = 0;
-  for (ssize_t r; n + 1 < size && (r = read(fd[0], why + n, size - 1 - n)) > 0;)
-    n += (size_t)r;
-  why[n] = '\0';
-  close(fd[0]);
-  int st;
-  if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) {
-    snprintf(why, size, "the probe for an OpenCL device crashed");
-    return 1;
-  }
-  if (WEXITSTATUS(st) == PROBE_OK)
-    return 0;
-  return WEXITSTATUS(st) == PROBE_NO_OPENCL ? 77 : 1;
-}
-
 int main(void) {
   /* On a machine with empty caches PoCL builds its kernels for valgrind's
    * CPU for about nine minutes; CI's valgrind pass skips this test (the
@@ -672,8 +614,16 @@ int main(void) {
            "TYTO_TEST_SPLIT_VALGRIND=1 to run it)\n");
     return 77;
   }
+  /* Asked in child processes (test_probe_devices): the CPU alone must
+   * open; without an OpenCL device beside it the test is skipped. */
   char why[1024];
-  int rc = probe(why, sizeof why);
+  int rc = test_probe_devices("cpu:0", why, sizeof why);
+  if (rc != 0) {
+    printf("test_split: cpu:0 alone does not open: %s\n",
+           why[0] ? why : "the probe failed");
+    return 1;
+  }
+  rc = test_probe_devices("cpu:0,opencl:0", why, sizeof why);
   if (rc == 77)
     printf("test_split: skipped: no OpenCL device: %s\n", why);
   else if (rc != 0)

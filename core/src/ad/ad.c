@@ -451,18 +451,20 @@ static tyto_tensor *basis(tyto_tensor *t, int64_t i) {
 }
 
 /* Sweeps along each basis direction of `along` (x for forward, y for
- * reverse) and joins the results as columns or rows. */
-static tyto_tensor *jacobian_named(const char *name, tyto_tensor *y,
-                                   tyto_tensor *x, tyto_ad_mode mode) {
-  tyto_tensor *err;
-  tyto_graph *g = check_pair(name, y, x, &err);
-  if (!g)
-    return err;
-  int64_t m = tyto_tensor_numel(y), n = tyto_tensor_numel(x);
-  int64_t shape[2] = {m, n};
-  if (mode == TYTO_AD_FORWARD ? n == 0 : m == 0)
-    return tyto_full(g, y->dtype, 2, shape, 0.0);
-  int64_t count = mode == TYTO_AD_FORWARD ? n : m;
+ * reverse) and joins the results as columns or rows: [numel y, numel x].
+ * With `rows`, x and y share a leading batch axis of B rows and each
+ * direction is one basis vector of a row, the same in every row, joined
+ * into [B, row of y, row of x] (the caller checked the rows are apart). */
+static tyto_tensor *sweeps(const char *name, tyto_graph *g, tyto_tensor *y,
+                           tyto_tensor *x, tyto_ad_mode mode, int rows) {
+  int64_t bsz = rows ? x->shape[0] : 1;
+  int64_t ny = bsz ? tyto_tensor_numel(y) / bsz : 0,
+          nx = bsz ? tyto_tensor_numel(x) / bsz : 0;
+  int64_t shape[3] = {bsz, ny, nx};
+  int lead = rows ? 1 : 0; /* the result's batch axes */
+  int64_t count = mode == TYTO_AD_FORWARD ? nx : ny;
+  if (count == 0 || bsz == 0)
+    return tyto_full(g, y->dtype, 2 + lead, shape + 1 - lead, 0.0);
   if (count > INT32_MAX)
     return graph_fail(g, "%s: %lld sweeps are too many", name,
                       (long long)count);
@@ -470,25 +472,44 @@ static tyto_tensor *jacobian_named(const char *name, tyto_tensor *y,
   if (!parts)
     return graph_oom(g, name);
   for (int64_t i = 0; i < count && g->status == TYTO_OK; i++) {
-    tyto_tensor *d;
-    if (mode == TYTO_AD_FORWARD) {
-      tyto_tensor *e = basis(x, i);
-      jvp_named(name, 1, &x, &e, 1, &y, &d);
-      int64_t col[2] = {m, 1};
-      parts[i] = tyto_reshape(d, 2, col);
+    tyto_tensor *along = mode == TYTO_AD_FORWARD ? x : y, *d, *e;
+    if (!rows) {
+      e = basis(along, i);
     } else {
-      tyto_tensor *e = basis(y, i);
-      vjp_named(name, 1, &y, &e, 1, &x, &d);
-      int64_t row[2] = {1, n};
-      parts[i] = tyto_reshape(d, 2, row);
+      int64_t one_row[TYTO_MAX_RANK];
+      one_row[0] = 1;
+      memcpy(one_row + 1, along->shape + 1,
+             (size_t)(along->rank - 1) * sizeof *one_row);
+      e = tyto_one_hot(ad_scalar(along, (double)i),
+                       mode == TYTO_AD_FORWARD ? nx : ny);
+      e = tyto_broadcast_to(tyto_reshape(e, along->rank, one_row), along->rank,
+                            along->shape);
     }
+    int64_t part[3] = {bsz, ny, nx};
+    if (mode == TYTO_AD_FORWARD) {
+      jvp_named(name, 1, &x, &e, 1, &y, &d);
+      part[2] = 1;
+    } else {
+      vjp_named(name, 1, &y, &e, 1, &x, &d);
+      part[1] = 1;
+    }
+    parts[i] = tyto_reshape(d, 2 + lead, part + 1 - lead);
   }
-  tyto_tensor *j =
-      g->status == TYTO_OK
-          ? tyto_concat((int)count, parts, mode == TYTO_AD_FORWARD ? 1 : 0)
-          : &g->error;
+  tyto_tensor *j = g->status == TYTO_OK
+                       ? tyto_concat((int)count, parts,
+                                     lead + (mode == TYTO_AD_FORWARD ? 1 : 0))
+                       : &g->error;
   free(parts);
   return j;
+}
+
+static tyto_tensor *jacobian_named(const char *name, tyto_tensor *y,
+                                   tyto_tensor *x, tyto_ad_mode mode) {
+  tyto_tensor *err;
+  tyto_graph *g = check_pair(name, y, x, &err);
+  if (!g)
+    return err;
+  return sweeps(name, g, y, x, mode, 0);
 }
 
 tyto_tensor *tyto_jacobian(tyto_tensor *y, tyto_tensor *x) {
@@ -758,53 +779,6 @@ static int64_t batch_of(const char *name, tyto_graph *g, tyto_tensor *y,
   return x->shape[0];
 }
 
-/* The row-by-row Jacobian [B, ny, nx] in `mode`, unchecked: each sweep's
- * direction is one basis vector of a row, the same in every row. */
-static tyto_tensor *jacobian_rows(const char *name, tyto_graph *g,
-                                  tyto_tensor *y, tyto_tensor *x,
-                                  tyto_ad_mode mode) {
-  int64_t bsz = x->shape[0];
-  int64_t nx = bsz ? tyto_tensor_numel(x) / bsz : 0,
-          ny = bsz ? tyto_tensor_numel(y) / bsz : 0;
-  int64_t shape[3] = {bsz, ny, nx};
-  int64_t count = mode == TYTO_AD_FORWARD ? nx : ny;
-  if (count == 0 || bsz == 0)
-    return tyto_full(g, y->dtype, 3, shape, 0.0);
-  if (count > INT32_MAX)
-    return graph_fail(g, "%s: %lld sweeps are too many", name,
-                      (long long)count);
-  tyto_tensor **parts = malloc((size_t)count * sizeof *parts);
-  if (!parts)
-    return graph_oom(g, name);
-  for (int64_t i = 0; i < count && g->status == TYTO_OK; i++) {
-    tyto_tensor *along = mode == TYTO_AD_FORWARD ? x : y, *d;
-    int64_t row = mode == TYTO_AD_FORWARD ? nx : ny;
-    /* Basis vector i of a row, in every row. */
-    tyto_tensor *e = tyto_one_hot(ad_scalar(along, (double)i), row);
-    int64_t one_row[TYTO_MAX_RANK];
-    one_row[0] = 1;
-    memcpy(one_row + 1, along->shape + 1,
-           (size_t)(along->rank - 1) * sizeof *one_row);
-    e = tyto_broadcast_to(tyto_reshape(e, along->rank, one_row), along->rank,
-                          along->shape);
-    if (mode == TYTO_AD_FORWARD) {
-      jvp_named(name, 1, &x, &e, 1, &y, &d);
-      int64_t col[3] = {bsz, ny, 1};
-      parts[i] = tyto_reshape(d, 3, col);
-    } else {
-      vjp_named(name, 1, &y, &e, 1, &x, &d);
-      int64_t r[3] = {bsz, 1, nx};
-      parts[i] = tyto_reshape(d, 3, r);
-    }
-  }
-  tyto_tensor *j =
-      g->status == TYTO_OK
-          ? tyto_concat((int)count, parts, mode == TYTO_AD_FORWARD ? 2 : 1)
-          : &g->error;
-  free(parts);
-  return j;
-}
-
 tyto_tensor *tyto_jacobian_batched(tyto_tensor *y, tyto_tensor *x) {
   static const char name[] = "jacobian_batched";
   tyto_tensor *err;
@@ -816,8 +790,7 @@ tyto_tensor *tyto_jacobian_batched(tyto_tensor *y, tyto_tensor *x) {
     return &g->error;
   int64_t nx = b ? tyto_tensor_numel(x) / b : 0,
           ny = b ? tyto_tensor_numel(y) / b : 0;
-  return jacobian_rows(name, g, y, x,
-                       nx < ny ? TYTO_AD_FORWARD : TYTO_AD_REVERSE);
+  return sweeps(name, g, y, x, nx < ny ? TYTO_AD_FORWARD : TYTO_AD_REVERSE, 1);
 }
 
 tyto_tensor *tyto_hessian_batched(tyto_tensor *y, tyto_tensor *x) {
@@ -840,5 +813,5 @@ tyto_tensor *tyto_hessian_batched(tyto_tensor *y, tyto_tensor *x) {
    * one forward sweep per element of a row. */
   tyto_tensor *s = tyto_sum(y, 0, NULL, 0), *v = ones_like(s), *gr;
   vjp_named(name, 1, &s, &v, 1, &x, &gr);
-  return jacobian_rows(name, g, gr, x, TYTO_AD_FORWARD);
+  return sweeps(name, g, gr, x, TYTO_AD_FORWARD, 1);
 }

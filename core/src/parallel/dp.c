@@ -11,7 +11,8 @@
  * loss is its shard's mean, so this is the gradient of the global mean),
  * writes the result into every replica and runs every phase 1 at once.
  * Every replica starts from the same parameters and state and applies the
- * same update: they stay equal without a broadcast.
+ * same update: they stay equal without a broadcast. This file builds the
+ * replicas and answers queries; a step and its exchange are step.c's.
  *
  * Random ops: the model is also built once for the whole batch, without
  * compiling it, to learn each random op's Philox offset there; a
@@ -71,7 +72,7 @@ tyto_status dp_oom(void) {
   return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "dp: out of memory");
 }
 
-static double now(void) {
+double dp_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -91,18 +92,6 @@ void dp_replica_free(replica *r) {
   free(r->got);
 }
 
-/* The overlapped exchange's buffers (rebuilt with the replicas). */
-static void free_exchange(tyto_dp *dp) {
-  free(dp->order);
-  free(dp->reduced);
-  free(dp->red_off);
-  free(dp->red_t);
-  dp->red_t = NULL;
-  dp->order = NULL;
-  dp->reduced = NULL;
-  dp->red_off = NULL;
-}
-
 void tyto_dp_free(tyto_dp *dp) {
   if (!dp)
     return;
@@ -115,7 +104,7 @@ void tyto_dp_free(tyto_dp *dp) {
   if (dp->coll)
     dp->coll->ops->free(dp->coll);
   free(dp->host);
-  free_exchange(dp);
+  dp_free_exchange(dp);
   free(dp->out);
   pthread_mutex_destroy(&dp->mu);
   pthread_cond_destroy(&dp->cv);
@@ -443,51 +432,6 @@ static tyto_status replica_program(tyto_dp *dp, replica *r,
   return st;
 }
 
-static void on_send(void *user, size_t k, const void *data, size_t bytes) {
-  replica *r = user;
-  (void)bytes;
-  pthread_mutex_lock(&r->dp->mu);
-  r->got[k] = data;
-  pthread_cond_broadcast(&r->dp->cv);
-  pthread_mutex_unlock(&r->dp->mu);
-}
-
-/* The overlapped exchange: every replica streams its sends (unless
- * no_overlap); the gradients are combined in the order replica 0
- * completes them, into one buffer. */
-static tyto_status build_exchange(tyto_dp *dp) {
-  size_t es = tyto_dtype_size(dp->dtype), total = 0;
-  size_t *all = malloc((dp->n_x ? dp->n_x : 1) * sizeof *all);
-  dp->order = malloc((dp->n_gx ? dp->n_gx : 1) * sizeof *dp->order);
-  dp->red_off = malloc((dp->n_gx ? dp->n_gx : 1) * sizeof *dp->red_off);
-  dp->red_t = malloc(2 * (dp->n_gx ? dp->n_gx : 1) * sizeof *dp->red_t);
-  if (!all || !dp->order || !dp->red_off || !dp->red_t) {
-    free(all);
-    return dp_oom();
-  }
-  tyto_status st = tyto_program_send_order(dp->r[0].p, all, dp->n_x);
-  size_t j = 0;
-  for (size_t k = 0; k < dp->n_x && st == TYTO_OK; k++)
-    if (all[k] < dp->n_gx)
-      dp->order[j++] = all[k];
-  free(all);
-  for (size_t k = 0; k < dp->n_gx; k++) {
-    dp->red_off[k] = total;
-    total += dp->x_numel[k];
-  }
-  if (st == TYTO_OK && !(dp->reduced = malloc((total ? total : 1) * es)))
-    st = dp_oom();
-  for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
-    replica *r = &dp->r[i];
-    r->dp = dp;
-    if (!(r->got = calloc(dp->n_x ? dp->n_x : 1, sizeof *r->got)))
-      st = dp_oom();
-    else if (!dp->o.no_overlap && dp->n > 1)
-      st = tyto_program_stream_sends(r->p, on_send, r);
-  }
-  return st;
-}
-
 /* Builds the model for the whole batch and every replica for the
  * shards given (replacing what was built), and the exchange's buffers. */
 tyto_status dp_build_all(tyto_dp *dp, const int64_t *shard) {
@@ -505,7 +449,7 @@ tyto_status dp_build_all(tyto_dp *dp, const int64_t *shard) {
   if (dp->coll)
     dp->coll->ops->free(dp->coll);
   free(dp->host);
-  free_exchange(dp);
+  dp_free_exchange(dp);
   dp->x_numel = NULL;
   dp->coll = NULL;
   dp->host = NULL;
@@ -552,7 +496,7 @@ tyto_status dp_build_all(tyto_dp *dp, const int64_t *shard) {
   if (!(dp->coll = coll_in_process(most)) ||
       !(dp->host = malloc(most * tyto_dtype_size(dp->dtype))))
     return dp_oom();
-  return build_exchange(dp);
+  return dp_build_exchange(dp);
 }
 
 tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
@@ -639,297 +583,6 @@ tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
   }
   *out = dp;
   return TYTO_OK;
-}
-
-/* ---------------------------------------------------------------------- */
-/* A step                                                                  */
-
-static void *run_phase(void *arg) {
-  replica *r = arg;
-  double t0 = now();
-  r->st = tyto_program_run_phase(r->p, r->phase);
-  double t1 = now();
-  r->seconds[r->phase] = t1 - t0;
-  free(r->msg);
-  r->msg = r->st == TYTO_OK ? NULL : rt_strdup(tyto_errmsg());
-  if (r->phase == 0) {
-    pthread_mutex_lock(&r->dp->mu);
-    r->ended = 1;
-    r->t_end = t1;
-    pthread_cond_broadcast(&r->dp->cv);
-    pthread_mutex_unlock(&r->dp->mu);
-  }
-  return NULL;
-}
-
-/* Starts `phase` on every replica at once, each on a thread of its own
- * (one replica, or no thread to be had: run here, to its end). */
-static void all_start(tyto_dp *dp, int phase) {
-  for (size_t i = 0; i < dp->n; i++) {
-    replica *r = &dp->r[i];
-    r->phase = phase;
-    r->st = TYTO_OK;
-    if (phase == 0) {
-      r->ended = 0;
-      memset(r->got, 0, (dp->n_x ? dp->n_x : 1) * sizeof *r->got);
-    }
-    r->threaded =
-        dp->n > 1 && pthread_create(&r->thread, NULL, run_phase, r) == 0;
-    if (!r->threaded)
-      run_phase(r);
-  }
-}
-
-/* Waits for `phase` on every replica; the first failure (in replica
- * order) is raised here, naming its device. */
-static tyto_status all_join(tyto_dp *dp, int phase) {
-  for (size_t i = 0; i < dp->n; i++)
-    if (dp->r[i].threaded)
-      pthread_join(dp->r[i].thread, NULL);
-  double slowest = 0;
-  for (size_t i = 0; i < dp->n; i++)
-    if (dp->r[i].seconds[phase] > slowest)
-      slowest = dp->r[i].seconds[phase];
-  for (size_t i = 0; i < dp->n; i++) {
-    replica *r = &dp->r[i];
-    if (phase == 0)
-      r->wait = slowest - r->seconds[0];
-    if (r->st != TYTO_OK) {
-      const tyto_device_info *info =
-          tyto_device_get_info(tyto_context_device(dp->ctx, r->dev));
-      dp->failed = (int)i;
-      dp->failed_phase = phase;
-      return rt_fail(r->st, "dp: step %lld: the replica on %s (%s): %s",
-                     (long long)dp->steps + 1, info->id,
-                     phase ? "update" : "forward and backward",
-                     r->msg ? r->msg : "failed");
-    }
-  }
-  return TYTO_OK;
-}
-
-static tyto_status all_run(tyto_dp *dp, int phase) {
-  all_start(dp, phase);
-  return all_join(dp, phase);
-}
-
-static double read_scalar(const void *p, tyto_dtype dt, size_t i) {
-  return dt == TYTO_F64 ? ((const double *)p)[i]
-                        : (double)((const float *)p)[i];
-}
-
-/* Waits until every replica has streamed send k (1), or one's phase 0
- * ended without it (0: it failed; all_join says how). */
-static int await_send(tyto_dp *dp, size_t k) {
-  int ok = 1;
-  pthread_mutex_lock(&dp->mu);
-  for (size_t i = 0; i < dp->n && ok; i++) {
-    replica *r = &dp->r[i];
-    while (!r->got[k] && !r->ended)
-      pthread_cond_wait(&dp->cv, &dp->mu);
-    ok = r->got[k] != NULL;
-  }
-  pthread_mutex_unlock(&dp->mu);
-  return ok;
-}
-
-/* Each replica's share of the mean: its weight (the examples its loss
- * averages over: the model's weight, else its shard) over the sum. The
- * weights come streamed (`streamed`) or are read from the replicas. */
-static tyto_status shares(tyto_dp *dp, int streamed) {
-  tyto_status st = TYTO_OK;
-  double total = 0;
-  for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
-    replica *r = &dp->r[i];
-    r->share = (double)r->shard;
-    if (dp->weighted) {
-      tyto_dtype dt = tyto_tensor_dtype(r->sends[r->x_weight]);
-      double v[1];
-      const void *src = streamed ? r->got[r->x_weight] : v;
-      if (!streamed)
-        st = tyto_program_read_send(r->p, r->x_weight, v, tyto_dtype_size(dt));
-      r->share = read_scalar(src, dt, 0);
-    }
-    total += r->share;
-  }
-  if (st == TYTO_OK)
-    st = dp->coll->ops->sum(dp->coll, &total);
-  for (size_t i = 0; i < dp->n; i++)
-    dp->r[i].share /= total; /* 0 / 0: NaN, as the one-device loss */
-  return st;
-}
-
-/* Gradient k combined over every replica, in replica order, weighted by
- * the shares (collective.h), into dp->reduced. A replica whose shard
- * holds no example the loss counts (all padding: its mean is 0 / 0, its
- * gradient NaN) has share 0 and is left out, not multiplied by 0. */
-static tyto_status reduce_send(tyto_dp *dp, size_t k, int streamed) {
-  const coll_ops *co = dp->coll->ops;
-  size_t es = tyto_dtype_size(dp->dtype), ne = dp->x_numel[k];
-  tyto_status st = co->begin(dp->coll, ne);
-  for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
-    replica *r = &dp->r[i];
-    const void *src = dp->host;
-    if (r->share == 0)
-      continue;
-    if (streamed)
-      src = r->got[k];
-    else
-      st = tyto_program_read_send(r->p, k, dp->host, ne * es);
-    if (st == TYTO_OK)
-      st = co->add(dp->coll, src, dp->dtype, r->share);
-  }
-  if (st == TYTO_OK)
-    st = co->finish(dp->coll, dp->dtype,
-                    (char *)dp->reduced + dp->red_off[k] * es);
-  return st;
-}
-
-/* single_optimiser: replica 0's new parameters into the others. */
-static tyto_status broadcast(tyto_dp *dp) {
-  replica *r0 = &dp->r[0];
-  tyto_status st = TYTO_OK;
-  void *buf = NULL;
-  size_t cap = 0;
-  for (size_t k = 0; k < r0->n_params && st == TYTO_OK; k++) {
-    tyto_tensor *t = r0->params[k];
-    size_t bytes =
-        (size_t)tyto_tensor_numel(t) * tyto_dtype_size(tyto_tensor_dtype(t));
-    if (!tyto_program_uses(r0->p, t))
-      continue;
-    if (bytes > cap) {
-      void *nb = realloc(buf, bytes);
-      if (!nb) {
-        st = dp_oom();
-        break;
-      }
-      buf = nb;
-      cap = bytes;
-    }
-    st = tyto_program_read_parameter(r0->p, t, buf, bytes);
-    for (size_t i = 1; i < dp->n && st == TYTO_OK; i++)
-      if (tyto_program_uses(dp->r[i].p, dp->r[i].params[k]))
-        st = tyto_program_write_parameter(dp->r[i].p, dp->r[i].params[k], buf,
-                                          bytes);
-  }
-  free(buf);
-  return st;
-}
-
-tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
-  if (!dp || !inputs)
-    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "tyto_dp_step: %s is NULL",
-                   dp ? "inputs" : "dp");
-  tyto_status st = TYTO_OK;
-  dp->failed = -1;
-  /* Each replica's slice of each input. */
-  for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
-    replica *r = &dp->r[i];
-    for (size_t k = 0; k < r->n_inputs && st == TYTO_OK; k++) {
-      const tyto_tensor *x = r->inputs[k];
-      if (!inputs[k])
-        return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                       "tyto_dp_step: input %zu is NULL", k);
-      size_t row = (size_t)(tyto_tensor_numel(x) / r->shard) *
-                   tyto_dtype_size(tyto_tensor_dtype(x));
-      st = tyto_program_set_input(
-          r->p, r->inputs[k], (const char *)inputs[k] + (size_t)r->start * row,
-          (size_t)r->shard * row);
-    }
-  }
-  if (st != TYTO_OK)
-    return st;
-  /* Phase 0 on every replica, and the exchange as the gradients arrive
-   * (streamed), in the order replica 0 computes them: each combined once
-   * every replica has it, while the backward pass goes on. */
-  /* One replica exchanges with itself, on its device (below). */
-  int streamed = !dp->o.no_overlap && dp->n > 1;
-  size_t n_red = 0; /* gradients summed, with their times in red_t */
-  int ok = 1;
-  all_start(dp, 0);
-  if (streamed) {
-    ok = !dp->weighted || await_send(dp, dp->r[0].x_weight);
-    if (ok)
-      st = shares(dp, 1);
-    for (size_t j = 0; j < dp->n_gx && ok && st == TYTO_OK; j++) {
-      size_t k = dp->order[j];
-      if ((ok = await_send(dp, k))) {
-        dp->red_t[2 * n_red] = now();
-        st = reduce_send(dp, k, 1);
-        dp->red_t[2 * n_red++ + 1] = now();
-      }
-    }
-  }
-  tyto_status sj = all_join(dp, 0);
-  if (sj != TYTO_OK)
-    return sj;
-  if (!ok) /* every phase 0 ran, yet a send never came */
-    return rt_fail(TYTO_ERR_INTERNAL,
-                   "dp: step %lld: a replica's phase 0 ended without "
-                   "streaming all its sends",
-                   (long long)dp->steps + 1);
-  if (st == TYTO_OK && !streamed) {
-    dp->red_t[0] = now();
-    st = shares(dp, 0);
-    for (size_t j = 0; j < dp->n_gx && st == TYTO_OK && dp->n > 1; j++)
-      st = reduce_send(dp, dp->order[j], 0);
-    dp->red_t[1] = now();
-    n_red = 1;
-  }
-  /* The step's figures, from phase 0: the mean loss (each replica's by its
-   * share) and the sums, in replica order. */
-  double mean = 0, sums[8] = {0};
-  for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
-    replica *r = &dp->r[i];
-    for (size_t k = 0; k <= dp->n_sums && st == TYTO_OK; k++) {
-      size_t x = k == 0 ? r->x_loss : r->x_sums + k - 1;
-      tyto_dtype dt = tyto_tensor_dtype(r->sends[x]);
-      double v[1];
-      st = tyto_program_read_send(r->p, x, v, tyto_dtype_size(dt));
-      if (k == 0)
-        mean += r->share == 0 ? 0 : r->share * read_scalar(v, dt, 0);
-      else
-        sums[k - 1] += read_scalar(v, dt, 0);
-    }
-  }
-  if (st == TYTO_OK) {
-    dp->loss = mean;
-    memcpy(dp->sums, sums, sizeof sums);
-  }
-  /* The combined gradients into every replica that updates; a replica
-   * alone takes its own, on its device (its share is 1: the same bits). */
-  size_t es = tyto_dtype_size(dp->dtype);
-  double t0 = now();
-  if (st == TYTO_OK && dp->n == 1)
-    st = tyto_program_recv_sends(dp->r[0].p);
-  for (size_t k = 0; k < dp->n_gx && st == TYTO_OK && dp->n > 1; k++)
-    for (size_t i = 0; i < dp->n && st == TYTO_OK; i++)
-      if (dp->r[i].opt)
-        st = tyto_program_set_input(dp->r[i].p, dp->r[i].recv_of_send[k],
-                                    (char *)dp->reduced + dp->red_off[k] * es,
-                                    dp->x_numel[k] * es);
-  /* The exchange's time, and the part of it after the slowest phase 0
-   * ended (the copies back all are). */
-  double t1 = now(), last = 0;
-  for (size_t i = 0; i < dp->n; i++)
-    if (dp->r[i].t_end > last)
-      last = dp->r[i].t_end;
-  dp->xch_seconds = dp->xch_exposed = t1 - t0;
-  for (size_t j = 0; j < n_red; j++) {
-    double a = dp->red_t[2 * j], b = dp->red_t[2 * j + 1];
-    dp->xch_seconds += b - a;
-    dp->xch_exposed += b > last ? b - (a > last ? a : last) : 0;
-  }
-  if (st == TYTO_OK)
-    st = all_run(dp, 1);
-  if (st == TYTO_OK && dp->o.single_optimiser)
-    st = broadcast(dp);
-  if (st == TYTO_OK && loss)
-    *loss = dp->loss;
-  if (st != TYTO_OK)
-    return st;
-  dp->steps++;
-  return dp_rebalance(dp);
 }
 
 /* ---------------------------------------------------------------------- */

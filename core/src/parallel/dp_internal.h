@@ -105,6 +105,12 @@ tyto_status dp_split(const tyto_dp *dp, const double *weights, int floor1,
                      int64_t *shard);
 /* Builds every replica for shard[] (dp.c). */
 tyto_status dp_build_all(tyto_dp *dp, const int64_t *shard);
+/* The overlapped exchange's buffers and the replicas' streamed sends,
+ * built with the replicas and freed (step.c). */
+tyto_status dp_build_exchange(tyto_dp *dp);
+void dp_free_exchange(tyto_dp *dp);
+/* Seconds on a monotonic clock (dp.c). */
+double dp_now(void);
 /* After a step: rebalances every rebalance_every steps (resplit.c). */
 tyto_status dp_rebalance(tyto_dp *dp);
 
