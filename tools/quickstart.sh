@@ -25,13 +25,15 @@ jobs=$(nproc 2>/dev/null || echo 2)
 
 # Debian packages: the toolchain, the libraries configure looks for, PoCL
 # so that the OpenCL plugin has a real device, valgrind for the suite, and
-# Fashion-MNIST for the main job and the training tests. The suite and the
+# Fashion-MNIST for the main job and the training tests; Open MPI for
+# training over several processes (docs/distributed.md). The suite and the
 # benchmark add PyTorch (for Debian's own /usr/bin/python3) to compare
 # against (tests/torch/test_vs_torch).
 packages="gcc make autoconf automake libtool libltdl-dev pkg-config
   libhwloc-dev libopenblas-dev liblapacke-dev libdnnl-dev check libsubunit-dev
   libinih-dev libjansson-dev uthash-dev ocl-icd-opencl-dev opencl-c-headers
-  pocl-opencl-icd libclblast-dev zlib1g-dev valgrind dataset-fashion-mnist"
+  pocl-opencl-icd libclblast-dev zlib1g-dev valgrind dataset-fashion-mnist
+  libopenmpi-dev openmpi-bin"
 if [ "$mode" != run ]; then
   packages="$packages python3-torch python3-numpy"
 fi

@@ -13,6 +13,10 @@
  * value, a missing or damaged dataset, a model file with an error, a
  * checkpoint from another model or run); 130 or 143 stopped by SIGINT or
  * SIGTERM during training, after writing --checkpoint when one was given.
+ * Under an MPI launcher (mpirun, srun) each process is one rank of a
+ * data-parallel run (docs/distributed.md): every rank reads the data and
+ * trains its share of each global batch; rank 0 alone prints and writes
+ * the checkpoint and the plot; a rank that fails stops them all.
  * docs/training.md is the guide. The run's state is train/run.h's;
  * checkpoints are train/checkpoint.c's, reports train/report.c's,
  * data-parallel training train/parallel.c's.
@@ -676,6 +680,54 @@ static int train_epochs(run *r, prefetch *pf) {
   return interrupted ? -1 : 0;
 }
 
+/* Every rank must train the same run: each setting that shapes a step,
+ * compared across the ranks by name, so that the error names it. */
+static int agree_run(const run *r) {
+  char v[16][256];
+  const char *what[16];
+  const void *data[16];
+  size_t bytes[16], n = 0;
+#define SETTING(name, ...)                                                     \
+  do {                                                                         \
+    snprintf(v[n], sizeof v[n], __VA_ARGS__);                                  \
+    what[n] = name;                                                            \
+    data[n] = v[n];                                                            \
+    bytes[n] = strlen(v[n]);                                                   \
+    n++;                                                                       \
+  } while (0)
+  SETTING("--batch", "%lld", (long long)r->o.batch);
+  SETTING("--seed", "%llu", (unsigned long long)r->o.seed);
+  SETTING("--epochs", "%lld", (long long)r->o.epochs);
+  SETTING("--max-steps", "%lld", (long long)r->o.max_steps);
+  SETTING("training image count (--data, --limit, --validation)", "%lld",
+          (long long)r->n_train);
+  const tyto_optim_options *o = &r->oo;
+  SETTING("optimiser (--optimizer, --lr and their options)",
+          "%s %.17g %.17g %.17g %d %.17g %.17g %.17g %.17g",
+          tyto_optim_kind_name(o->kind), o->lr, o->weight_decay, o->momentum,
+          o->nesterov, o->beta1, o->beta2, o->alpha, o->eps);
+  SETTING("schedule and clipping (--schedule, --clip-*, --accumulate)",
+          "%d %lld %.17g %lld %.17g %lld %.17g %.17g %lld", (int)o->schedule,
+          (long long)o->step_size, o->gamma, (long long)o->total_steps,
+          o->min_lr, (long long)o->warmup_steps, o->clip_value, o->clip_norm,
+          (long long)o->accumulate);
+  SETTING("--checkpoint-every", "%lld", (long long)r->o.checkpoint_every);
+  SETTING("--eval-every", "%lld", (long long)r->o.eval_every);
+  SETTING("--resume", "%d", r->o.resume);
+  SETTING("--exact-exchange", "%d", r->o.exact_exchange);
+#undef SETTING
+  const char *model = mf_canonical(r->model);
+  what[n] = "model (--model, --model-file)";
+  data[n] = model;
+  bytes[n++] = strlen(model);
+  for (size_t i = 0; i < n; i++)
+    if (tyto_dist_agree(what[i], data[i], bytes[i]) != TYTO_OK) {
+      fprintf(stderr, PROG ": %s\n", tyto_errmsg());
+      return -1;
+    }
+  return 0;
+}
+
 static void run_free(run *r) {
   train_dp_free(r->dp);
   tyto_program_free(r->train_p);
@@ -709,11 +761,38 @@ int main(int argc, char **argv) {
   int prc = options_parse(argc, argv, &r.o);
   if (prc != 0)
     return prc > 0 ? 0 : EXIT_USAGE;
+  /* Under mpirun or srun: one rank of several. */
+  if (tyto_dist_init(&argc, &argv) != TYTO_OK) {
+    fprintf(stderr, PROG ": %s\n", tyto_errmsg());
+    return EXIT_RUNTIME;
+  }
+  int rank = tyto_dist_rank(), ranks = tyto_dist_size();
+  if (!isnan(r.o.dist_timeout))
+    tyto_dist_set_timeout(r.o.dist_timeout);
+  if (rank != 0) {
+    r.o.quiet = 1; /* rank 0 speaks for the run */
+    r.o.progress = 0;
+  }
   int code = EXIT_USAGE;
   char err[2048];
-  if ((r.o.checkpoint && check_writable("checkpoint", r.o.checkpoint) < 0) ||
-      (r.o.plot && check_writable("plot", r.o.plot) < 0))
-    return EXIT_USAGE;
+  if (ranks > 1 && r.o.data_parallel == 0) {
+    fprintf(stderr,
+            PROG ": --data-parallel off cannot train over %d ranks (started "
+                 "by an MPI launcher): start one process, or leave "
+                 "--data-parallel on\n",
+            ranks);
+    goto done;
+  }
+  if (ranks > 1 && r.o.continue_on_failure) {
+    fprintf(stderr, PROG ": --on-device-failure continue is not supported over "
+                         "several ranks: a failed device stops the run, which "
+                         "resumes from its checkpoint\n");
+    goto done;
+  }
+  if (rank == 0 &&
+      ((r.o.checkpoint && check_writable("checkpoint", r.o.checkpoint) < 0) ||
+       (r.o.plot && check_writable("plot", r.o.plot) < 0)))
+    goto done;
 
   if (r.o.model_file) {
     if (mf_load(r.o.model_file, &r.model, err, sizeof err) < 0) {
@@ -749,8 +828,9 @@ int main(int argc, char **argv) {
    * does not, as devices found on one machine may share its cores (PoCL
    * runs on the CPU). */
   int chosen = strcmp(tyto_context_selection_source(r.ctx), "default") != 0;
-  int use_dp = n_devs > 1 &&
-               (r.o.data_parallel == 1 || (r.o.data_parallel == -1 && chosen));
+  int use_dp =
+      ranks > 1 || (n_devs > 1 && (r.o.data_parallel == 1 ||
+                                   (r.o.data_parallel == -1 && chosen)));
   if (n_devs > 1 && !use_dp)
     say(&r,
         r.o.data_parallel == 0
@@ -766,10 +846,24 @@ int main(int argc, char **argv) {
   code = EXIT_RUNTIME;
   if (compile(&r) < 0)
     goto done;
+  /* Every rank must train the same run: the model, the data, the
+   * options that shape a step. */
+  if (ranks > 1 && agree_run(&r) < 0)
+    goto done;
   if (r.o.resume) {
     code = EXIT_USAGE;
     if (resume(&r) < 0)
       goto done;
+    if (ranks > 1) {
+      int64_t at[3] = {r.epoch, r.batch_in_epoch, r.steps};
+      if (tyto_dist_agree("the checkpoint's position (each rank reads "
+                          "--checkpoint itself: put it where every rank "
+                          "sees the same file)",
+                          at, sizeof at) != TYTO_OK) {
+        fprintf(stderr, PROG ": %s\n", tyto_errmsg());
+        goto done;
+      }
+    }
     say(&r, "resumed from %s at epoch %lld, step %lld\n", r.o.checkpoint,
         (long long)r.epoch + 1, (long long)r.steps);
   }
@@ -793,7 +887,8 @@ int main(int argc, char **argv) {
                         .seed = r.o.seed,
                         .batch = r.o.batch,
                         .classes = r.classes,
-                        .optim = r.oo};
+                        .optim = r.oo,
+                        .exact_exchange = r.o.exact_exchange};
     if (train_dp_new(&sp, &r.dp, err, sizeof err) < 0) {
       fprintf(stderr, PROG ": data-parallel training: %s\n", err);
       goto done;
@@ -808,12 +903,21 @@ int main(int argc, char **argv) {
   }
   devices_now(&r);
   r.bar = r.o.progress < 0 ? isatty(STDERR_FILENO) : r.o.progress;
-  say(&r,
-      "training %s on %s%s: %lld images, %lld batches of %lld per epoch, "
-      "%s lr %g\n",
-      r.model_name, r.devices_text, r.dp ? " (data-parallel)" : "",
-      (long long)r.n_train, (long long)r.batches_per_epoch,
-      (long long)r.o.batch, tyto_optim_kind_name(r.oo.kind), r.oo.lr);
+  if (ranks > 1)
+    say(&r,
+        "training %s on %d ranks (this one on %s, %lld of each batch): %lld "
+        "images, %lld batches of %lld per epoch, %s lr %g\n",
+        r.model_name, ranks, r.devices_text,
+        (long long)train_dp_rank_batch(r.dp), (long long)r.n_train,
+        (long long)r.batches_per_epoch, (long long)r.o.batch,
+        tyto_optim_kind_name(r.oo.kind), r.oo.lr);
+  else
+    say(&r,
+        "training %s on %s%s: %lld images, %lld batches of %lld per epoch, "
+        "%s lr %g\n",
+        r.model_name, r.devices_text, r.dp ? " (data-parallel)" : "",
+        (long long)r.n_train, (long long)r.batches_per_epoch,
+        (long long)r.o.batch, tyto_optim_kind_name(r.oo.kind), r.oo.lr);
 
   int64_t steps0 = r.steps;
   training = 1;
@@ -824,9 +928,11 @@ int main(int argc, char **argv) {
   if (evaluate(&r, r.test_b, &r.test_accuracy, &r.test_loss) < 0)
     goto done;
   r.have_test = 1;
-  if (r.o.plot && write_plot(&r) < 0)
+  if (rank == 0 && r.o.plot && write_plot(&r) < 0)
     goto done;
-  if (r.o.json)
+  if (rank != 0)
+    ; /* rank 0 reports for the run */
+  else if (r.o.json)
     report_json(&r, r.steps - steps0);
   else
     report_text(&r, r.steps - steps0);
@@ -840,6 +946,15 @@ done:
             strerror(errno));
     if (code == 0)
       code = EXIT_RUNTIME;
+  }
+  if (ranks > 1 && code != 0) {
+    /* The other ranks would wait for this one until their timeout. */
+    fflush(stderr);
+    tyto_dist_abort(code);
+  }
+  if (tyto_dist_finalize() != TYTO_OK && code == 0) {
+    fprintf(stderr, PROG ": %s\n", tyto_errmsg());
+    code = EXIT_RUNTIME;
   }
   return code;
 }

@@ -51,7 +51,7 @@ START_TEST(same_bits_any_thread_count) {
         coll *c = coll_in_process_threads(most, threads[ti]);
         ck_assert_ptr_nonnull(c);
         tyto_dtype dt = f64 ? TYTO_F64 : TYTO_F32;
-        ck_assert_int_eq(c->ops->begin(c, n), TYTO_OK);
+        ck_assert_int_eq(c->ops->begin(c, 0, n), TYTO_OK);
         for (int k = 0; k < 3; k++)
           ck_assert_int_eq(
               c->ops->add(c, f64 ? (const void *)x[k] : xf[k], dt, w[k]),
@@ -87,12 +87,12 @@ START_TEST(empty_sum_and_room) {
   ck_assert_ptr_nonnull(out);
   for (size_t i = 0; i < n; i++)
     out[i] = 1;
-  ck_assert_int_eq(c->ops->begin(c, n), TYTO_OK);
+  ck_assert_int_eq(c->ops->begin(c, 0, n), TYTO_OK);
   ck_assert_int_eq(c->ops->finish(c, TYTO_F32, out), TYTO_OK);
   for (size_t i = 0; i < n; i++)
     ck_assert_float_eq(out[i], 0.0f);
   free(out);
-  ck_assert_int_eq(c->ops->begin(c, (1 << 17) + 1), TYTO_ERR_INTERNAL);
+  ck_assert_int_eq(c->ops->begin(c, 0, (1 << 17) + 1), TYTO_ERR_INTERNAL);
   ck_assert_msg(strstr(tyto_errmsg(), "the collective holds"), "%s",
                 tyto_errmsg());
   c->ops->free(c);

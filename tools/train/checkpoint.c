@@ -20,6 +20,8 @@
 int save_checkpoint(run *r) {
   tyto_checkpoint *ck = NULL;
   char v[64];
+  if (tyto_dist_rank() != 0)
+    return 0; /* every rank holds the same state: rank 0 writes it */
   if (dp_pull(r) < 0)
     return -1;
   tyto_status s = tyto_checkpoint_new(&ck);

@@ -44,6 +44,13 @@ static void usage(FILE *f) {
       "them)\n"
       "  --on-device-failure stop|continue  when a device fails mid-run "
       "(default stop)\n"
+      "  --dist-timeout S      under mpirun or srun: give up on a rank that "
+      "does not\n"
+      "                        reach a step's exchange within S seconds "
+      "(default 60)\n"
+      "  --exact-exchange      under mpirun or srun: add the ranks' "
+      "gradients in double\n"
+      "                        (twice the bytes; docs/distributed.md)\n"
       "Optimiser\n"
       "  --optimizer NAME      sgd, adagrad, rmsprop, adam (default), adamw\n"
       "  --lr X  --momentum X  --nesterov  --weight-decay X\n"
@@ -143,6 +150,8 @@ enum {
   O_PROGRESS,
   O_NO_PROGRESS,
   O_QUIET,
+  O_DIST_TIMEOUT,
+  O_EXACT_EXCHANGE,
   O_HELP
 };
 
@@ -187,6 +196,8 @@ static const struct option long_options[] = {
     {"progress", no_argument, NULL, O_PROGRESS},
     {"no-progress", no_argument, NULL, O_NO_PROGRESS},
     {"quiet", no_argument, NULL, O_QUIET},
+    {"dist-timeout", required_argument, NULL, O_DIST_TIMEOUT},
+    {"exact-exchange", no_argument, NULL, O_EXACT_EXCHANGE},
     {"help", no_argument, NULL, O_HELP},
     {NULL, 0, NULL, 0}};
 
@@ -255,6 +266,7 @@ int options_parse(int argc, char **argv, options *o) {
     *reals[i] = NAN;
   o->step_size = o->total_steps = o->warmup = o->accumulate = -1;
   o->data_parallel = -1;
+  o->dist_timeout = NAN;
   opterr = 0;
   int c, idx;
   int64_t v;
@@ -378,6 +390,12 @@ int options_parse(int argc, char **argv, options *o) {
     case O_PROGRESS: o->progress = 1; break;
     case O_NO_PROGRESS: o->progress = 0; break;
     case O_QUIET: o->quiet = 1; break;
+    case O_EXACT_EXCHANGE: o->exact_exchange = 1; break;
+    case O_DIST_TIMEOUT:
+      rc = parse_real(name, optarg, 0, &o->dist_timeout);
+      if (rc == 0 && !(o->dist_timeout > 0))
+        rc = bad_value(name, "a number of seconds > 0", optarg);
+      break;
     case O_HELP: usage(stdout); return 1;
     case ':':
       fprintf(stderr, PROG ": option '%s' needs a value\n", argv[optind - 1]);

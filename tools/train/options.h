@@ -25,6 +25,10 @@ typedef struct options {
    * default), and go on without a device that fails
    * (--on-device-failure continue). */
   int data_parallel, continue_on_failure;
+  /* Under an MPI launcher: seconds a wait for the other ranks may take
+   * (--dist-timeout; NaN: the library's default, TYTO_DIST_TIMEOUT). */
+  double dist_timeout;
+  int exact_exchange; /* --exact-exchange: tyto_dp_options' */
   /* Optimiser: the kind, and the fields given on the command line (NaN /
    * -1 when not given: the kind's defaults stay). */
   tyto_optim_kind optim;

@@ -18,6 +18,8 @@ struct train_dp {
   size_t n_devs;
   double *examples, *seconds, *wait;
   double xch, exposed; /* the gradient exchange, and its part exposed */
+  double net_bytes, net_seconds; /* between processes */
+  int64_t steps;
   char dropped[64];
   char build_err[512]; /* why the builder failed, or "" */
 };
@@ -114,8 +116,9 @@ int train_dp_new(const train_dp_spec *spec, train_dp **out, char *err,
   tyto_dp_options o;
   tyto_dp_options_init(&o);
   o.batch = spec->batch;
+  o.exact_exchange = spec->exact_exchange;
   /* Whole Philox counters per shard where the batch allows (parallel.h). */
-  o.granularity = spec->batch >= 4 * (int64_t)nd ? 4 : 1;
+  o.granularity = spec->batch >= 4 * (int64_t)nd * tyto_dist_size() ? 4 : 1;
   o.optim = spec->optim;
   o.rebalance_every = REBALANCE_EVERY;
   if (tyto_dp_new(spec->ctx, &o, build, t, &t->dp) != TYTO_OK) {
@@ -173,6 +176,9 @@ int train_dp_step(train_dp *t, const void *x, const void *y, int go_on,
   }
   t->xch += tyto_dp_exchange_seconds(t->dp);
   t->exposed += tyto_dp_exchange_exposed_seconds(t->dp);
+  t->net_bytes += tyto_dp_network_bytes(t->dp);
+  t->net_seconds += tyto_dp_network_seconds(t->dp);
+  t->steps++;
   return 0;
 }
 
@@ -239,6 +245,16 @@ void train_dp_left_out_get(const train_dp *t, size_t i, train_dp_left *out) {
   if (tyto_dp_left_out(t->dp, i, &dev, &out->step, &out->unit_seconds,
                        &out->others_seconds) == TYTO_OK)
     out->id = tyto_device_get_info(tyto_context_device(t->spec.ctx, dev))->id;
+}
+
+void train_dp_network(const train_dp *t, double *bytes_per_step,
+                      double *seconds) {
+  *bytes_per_step = t->steps ? t->net_bytes / (double)t->steps : 0;
+  *seconds = t->net_seconds;
+}
+
+int64_t train_dp_rank_batch(const train_dp *t) {
+  return tyto_dp_rank_batch(t->dp);
 }
 
 void train_dp_exchange(const train_dp *t, double *seconds, double *exposed) {

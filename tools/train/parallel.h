@@ -39,6 +39,7 @@ typedef struct train_dp_spec {
   uint64_t seed;
   int64_t batch, classes;
   tyto_optim_options optim;
+  int exact_exchange; /* tyto_dp_options' (over several ranks) */
 } train_dp_spec;
 
 /* One replica per selected device, equal shares rounded to whole
@@ -94,5 +95,13 @@ void train_dp_left_out_get(const train_dp *t, size_t i, train_dp_left *out);
 /* Over the steps run so far: the seconds spent exchanging gradients, and
  * of them the seconds after the slowest device's backward pass ended. */
 void train_dp_exchange(const train_dp *t, double *seconds, double *exposed);
+
+/* Between processes (under mpirun), over the steps run so far: the bytes
+ * this rank sent per step, and the seconds it waited for the others. */
+void train_dp_network(const train_dp *t, double *bytes_per_step,
+                      double *seconds);
+
+/* This rank's examples per step (the batch, with one rank). */
+int64_t train_dp_rank_batch(const train_dp *t);
 
 #endif /* TYTO_TOOLS_TRAIN_PARALLEL_H */

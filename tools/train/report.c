@@ -115,6 +115,17 @@ void report_json(const run *r, int64_t steps_here) {
                       r->dp ? json_real(xs) : json_null());
   json_object_set_new(o, "exchange_exposed_seconds",
                       r->dp ? json_real(xe) : json_null());
+  /* Processes (docs/distributed.md). */
+  double nb = 0, ns = 0;
+  if (r->dp)
+    train_dp_network(r->dp, &nb, &ns);
+  json_object_set_new(o, "ranks", json_integer(tyto_dist_size()));
+  json_object_set_new(o, "rank_batch",
+                      json_integer(r->dp
+                                       ? (json_int_t)train_dp_rank_batch(r->dp)
+                                       : (json_int_t)r->o.batch));
+  json_object_set_new(o, "network_bytes_per_step", json_real(nb));
+  json_object_set_new(o, "network_seconds", json_real(ns));
   json_t *left = r->dp ? json_array() : json_null();
   for (size_t i = 0; r->dp && i < train_dp_left_out_count(r->dp); i++) {
     train_dp_left l;

@@ -118,6 +118,25 @@ typedef struct tyto_dp_options {
    * whole backward pass (to measure what the overlap saves). Both give
    * the same bits. */
   int no_overlap;
+  /* Several processes (<tyto/distributed.h>, docs/distributed.md): when
+   * tyto_dist_init joined several ranks, `batch` is the global batch of
+   * every rank together, each rank trains on its equal share of it (in
+   * multiples of `granularity`, rank order), split over its own devices
+   * as above, and the gradients are combined across the ranks too; every
+   * rank passes the same options and the same global batch to
+   * tyto_dp_step. 1: this process's devices only, whatever the ranks. */
+  int local_only;
+  /* Across processes, gradients travel in buckets of about this many
+   * bytes, each sent as soon as the backward pass has made all of its
+   * gradients; 0: 25 MiB. */
+  size_t bucket_bytes;
+  /* Across processes: 0 (default), each rank's sum over its devices
+   * travels in the model's dtype, rounded once before the ranks' sums are
+   * added (as other frameworks all-reduce gradients); 1, in double, so
+   * that the total is rounded once, after (twice the bytes for an f32
+   * model; with two ranks, the bits of one process over the same
+   * devices). docs/distributed.md measures both. */
+  int exact_exchange;
 } tyto_dp_options;
 
 typedef struct tyto_dp tyto_dp;
@@ -211,6 +230,19 @@ TYTO_API double tyto_dp_replica_update_seconds(const tyto_dp *dp, size_t i);
  * which the overlap did not hide (tyto_dp_options.no_overlap). */
 TYTO_API double tyto_dp_exchange_seconds(const tyto_dp *dp);
 TYTO_API double tyto_dp_exchange_exposed_seconds(const tyto_dp *dp);
+
+/* The last step's traffic between processes (0 with one): the bytes this
+ * rank sent into MPI reductions (the payload; a ring all-reduce moves
+ * about twice that per rank), and the seconds it waited for them after
+ * its own backward pass. */
+TYTO_API double tyto_dp_network_bytes(const tyto_dp *dp);
+TYTO_API double tyto_dp_network_seconds(const tyto_dp *dp);
+
+/* This process's rank and part of the global batch: its first example
+ * and its count (all of it with one rank). */
+TYTO_API int tyto_dp_rank(const tyto_dp *dp);
+TYTO_API int64_t tyto_dp_rank_start(const tyto_dp *dp);
+TYTO_API int64_t tyto_dp_rank_batch(const tyto_dp *dp);
 
 /* A parameter, layer state or optimiser state tensor by name ("fc1.w",
  * "nn.step", "fc1.w.m", "optim.step"): read from replica 0 (all replicas

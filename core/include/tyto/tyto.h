@@ -19,5 +19,6 @@
 #include <tyto/nn.h>
 #include <tyto/optim.h>
 #include <tyto/parallel.h>
+#include <tyto/distributed.h>
 
 #endif /* TYTO_H */

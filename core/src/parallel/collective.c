@@ -116,8 +116,9 @@ static void run_all(in_process *ip, const span *base) {
       pthread_join(th[i], NULL);
 }
 
-static tyto_status ip_begin(coll *c, size_t n) {
+static tyto_status ip_begin(coll *c, size_t item, size_t n) {
   in_process *ip = (in_process *)c;
+  (void)item;
   if (n > ip->max_n)
     return rt_fail(TYTO_ERR_INTERNAL,
                    "dp: a reduction of %zu elements, the collective holds "
@@ -145,10 +146,21 @@ static tyto_status ip_finish(coll *c, tyto_dtype dt, void *out) {
   return TYTO_OK;
 }
 
-static tyto_status ip_sum(coll *c, double *x) {
+static tyto_status ip_flush(coll *c) {
+  (void)c; /* finish wrote the totals */
+  return TYTO_OK;
+}
+
+static tyto_status ip_sum(coll *c, double *x, size_t n) {
   (void)c;
   (void)x; /* one process: its own sum is the total */
+  (void)n;
   return TYTO_OK;
+}
+
+static void ip_traffic(coll *c, double *bytes, double *seconds) {
+  (void)c;
+  *bytes = *seconds = 0;
 }
 
 static void ip_free(coll *c) {
@@ -158,8 +170,14 @@ static void ip_free(coll *c) {
   free(ip);
 }
 
-static const coll_ops in_process_ops = {ip_begin, ip_add, ip_finish, ip_sum,
-                                        ip_free};
+static const coll_ops in_process_ops = {.begin = ip_begin,
+                                        .add = ip_add,
+                                        .finish = ip_finish,
+                                        .flush = ip_flush,
+                                        .progress = NULL,
+                                        .sum = ip_sum,
+                                        .traffic = ip_traffic,
+                                        .free = ip_free};
 
 coll *coll_in_process_threads(size_t max_n, int threads) {
   in_process *ip = calloc(1, sizeof *ip);

@@ -5,21 +5,24 @@
  *
  * - in-process (collective.c, now): every replica is in this process;
  *   the host sums their contributions in double, in replica order;
- * - MPI (issue 17): each process sums its own replicas in order, as here,
- *   then the processes' partial sums are combined in rank order (gathered
- *   and summed identically at every rank, not by the MPI library's
- *   reduction tree), so that every rank holds the same bits whatever the
- *   timing and the library.
+ * - MPI (coll_mpi.c): each process sums its own replicas in order, as
+ *   here, in double; the processes' partial sums, grouped into buckets,
+ *   are added by MPI_Iallreduce in double while the backward pass goes on,
+ *   and rounded once to the dtype (docs/distributed.md says what that
+ *   order guarantees).
  *
- * A reduction: begin(n), then add() each local contribution in replica
+ * A reduction: begin(item, n), then add() each local contribution in replica
  * order, then finish() into the caller's buffer, rounded once to the
- * dtype. sum() totals one number over every participant (the examples
- * the loss averages over, for the weights).
+ * dtype. The buffer holds the result after flush(), which ends every
+ * reduction finished since the last flush (in process: at once).
+ * sum() totals numbers over every participant (the examples the loss
+ * averages over, for the weights; the loss).
  */
 #ifndef TYTO_PARALLEL_COLLECTIVE_H
 #define TYTO_PARALLEL_COLLECTIVE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <tyto/graph.h>
 #include <tyto/status.h>
@@ -27,14 +30,26 @@
 typedef struct coll coll;
 
 typedef struct coll_ops {
-  tyto_status (*begin)(coll *c, size_t n);
+  /* Item `item` (its place in the exchange, the same on every rank) of
+   * n elements. */
+  tyto_status (*begin)(coll *c, size_t item, size_t n);
   /* Adds weight * x, x n elements of dtype dt (f32 or f64) in host
    * memory. */
   tyto_status (*add)(coll *c, const void *x, tyto_dtype dt, double weight);
-  /* The total over every participant, into out (n elements of dt). */
+  /* The total over every participant, into out (n elements of dt), by
+   * the next flush(). */
   tyto_status (*finish)(coll *c, tyto_dtype dt, void *out);
-  /* *x becomes the sum of *x over every participant. */
-  tyto_status (*sum)(coll *c, double *x);
+  /* Ends every reduction finished since the last flush: their outputs
+   * hold the totals. */
+  tyto_status (*flush)(coll *c);
+  /* Lets reductions in flight move on, without waiting (MPI's progress
+   * is made inside its calls); NULL: nothing to do. */
+  tyto_status (*progress)(coll *c);
+  /* x[0 .. n) becomes the sum of x over every participant. */
+  tyto_status (*sum)(coll *c, double *x, size_t n);
+  /* Since the last call: bytes sent to other processes, and seconds
+   * spent waiting for them; both 0 in process. */
+  void (*traffic)(coll *c, double *bytes, double *seconds);
   void (*free)(coll *c);
 } coll_ops;
 
@@ -48,5 +63,14 @@ struct coll {
  * (1 to 8). The bits do not depend on it. */
 coll *coll_in_process(size_t max_n);
 coll *coll_in_process_threads(size_t max_n, int threads);
+
+/* The MPI collective over the run's ranks (dist.h) for n_items
+ * reductions between flushes, item i of item_n[i] elements: each rank's
+ * partial sums travel as `wire` (f32 or f64); consecutive items are sent
+ * together in buckets of about bucket_bytes, in item order, as soon as
+ * all of a bucket's items are finished; `step` points to the step counter
+ * its messages name. NULL when out of memory (or built without MPI). */
+coll *coll_mpi(size_t n_items, const size_t *item_n, tyto_dtype wire,
+               size_t bucket_bytes, const int64_t *step);
 
 #endif

@@ -37,6 +37,7 @@
 #include <tyto/program.h>
 
 #include "collective.h"
+#include "dist.h"
 #include "../graph/node.h"
 #include "../runtime/error.h"
 #include "../runtime/runtime.h"
@@ -106,6 +107,7 @@ void tyto_dp_free(tyto_dp *dp) {
   free(dp->host);
   dp_free_exchange(dp);
   free(dp->out);
+  free(dp->slot);
   pthread_mutex_destroy(&dp->mu);
   pthread_cond_destroy(&dp->cv);
   free(dp);
@@ -118,17 +120,17 @@ void tyto_dp_free(tyto_dp *dp) {
 tyto_status dp_split(const tyto_dp *dp, const double *weights, int floor1,
                      int64_t *shard) {
   const tyto_dp_options *o = &dp->o;
-  int64_t gran = o->granularity, units = o->batch / gran;
-  if (o->batch % gran)
+  int64_t gran = o->granularity, batch = dp->local_batch, units = batch / gran;
+  if (batch % gran)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "dp: the batch (%lld) is not a multiple of the "
                    "granularity (%lld)",
-                   (long long)o->batch, (long long)gran);
+                   (long long)batch, (long long)gran);
   if ((int64_t)dp->n > units)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "dp: a batch of %lld cannot give %zu devices shards of "
                    "at least %lld examples",
-                   (long long)o->batch, dp->n, (long long)gran);
+                   (long long)batch, dp->n, (long long)gran);
   double total = 0;
   for (size_t i = 0; i < dp->n; i++) {
     double w = weights ? weights[i] : 1.0;
@@ -167,7 +169,7 @@ tyto_status dp_split(const tyto_dp *dp, const double *weights, int floor1,
                      "%lld in units of %lld over %zu devices); give it a "
                      "larger weight or a smaller granularity, or leave it "
                      "out",
-                     dp->r[i].dev, (long long)o->batch, (long long)gran, dp->n);
+                     dp->r[i].dev, (long long)batch, (long long)gran, dp->n);
     size_t big = 0;
     for (size_t j = 1; j < dp->n; j++)
       if (shard[j] > shard[big])
@@ -435,7 +437,7 @@ static tyto_status replica_program(tyto_dp *dp, replica *r,
 /* Builds the model for the whole batch and every replica for the
  * shards given (replacing what was built), and the exchange's buffers. */
 tyto_status dp_build_all(tyto_dp *dp, const int64_t *shard) {
-  int64_t start = 0;
+  int64_t start = dp->rank_start; /* the shards' places in the global batch */
   for (size_t i = 0; i < dp->n; i++) {
     size_t dev = dp->r[i].dev;
     dp_replica_free(&dp->r[i]);
@@ -493,10 +495,89 @@ tyto_status dp_build_all(tyto_dp *dp, const int64_t *shard) {
       return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                      "dp: the replicas differ in which parameters the loss "
                      "reaches");
-  if (!(dp->coll = coll_in_process(most)) ||
-      !(dp->host = malloc(most * tyto_dtype_size(dp->dtype))))
+  /* Across processes, gradient k goes to the exchange as item slot[k]:
+   * the gradients in reverse order, which is about the order the
+   * backward pass makes them in, and the same on every rank whatever its
+   * devices. */
+  free(dp->slot);
+  if (!(dp->slot = malloc((dp->n_gx ? dp->n_gx : 1) * sizeof *dp->slot)))
+    return dp_oom();
+  if (dp->ranks > 1) {
+    size_t *item_n = malloc((dp->n_gx ? dp->n_gx : 1) * sizeof *item_n);
+    if (!item_n)
+      return dp_oom();
+    for (size_t k = 0; k < dp->n_gx; k++) {
+      dp->slot[k] = dp->n_gx - 1 - k;
+      item_n[dp->slot[k]] = dp->x_numel[k];
+    }
+    dp->coll = coll_mpi(
+        dp->n_gx, item_n, dp->o.exact_exchange ? TYTO_F64 : dp->dtype,
+        dp->o.bucket_bytes ? dp->o.bucket_bytes : (size_t)25 << 20, &dp->steps);
+    free(item_n);
+  } else {
+    for (size_t k = 0; k < dp->n_gx; k++)
+      dp->slot[k] = k;
+    dp->coll = coll_in_process(most);
+  }
+  if (!dp->coll || !(dp->host = malloc(most * tyto_dtype_size(dp->dtype))))
     return dp_oom();
   return dp_build_exchange(dp);
+}
+
+/* What every rank must share: the options that shape the step and the
+ * exchange, and the model's parameters (names, shapes, dtype). */
+static tyto_status agree(tyto_dp *dp) {
+  const tyto_dp_options *o = &dp->o;
+  const tyto_optim_options *op = &o->optim;
+  const replica *r0 = &dp->r[0];
+  uint64_t h = DIST_FNV0;
+  int64_t elements = 0;
+  for (size_t k = 0; k < r0->n_params; k++) {
+    const tyto_tensor *t = r0->params[k];
+    const char *name = tyto_tensor_name(t);
+    h = dist_hash(h, name ? name : "", name ? strlen(name) + 1 : 1);
+    int rank = tyto_tensor_rank(t);
+    h = dist_hash(h, &rank, sizeof rank);
+    h = dist_hash(h, tyto_tensor_shape(t), (size_t)rank * sizeof(int64_t));
+    elements += tyto_tensor_numel(t);
+  }
+  double od[] = {op->lr,     op->momentum,   op->weight_decay, op->beta1,
+                 op->beta2,  op->alpha,      op->eps,          op->gamma,
+                 op->min_lr, op->clip_value, op->clip_norm};
+  int64_t oi[] = {op->kind,      op->nesterov,    op->schedule,
+                  op->step_size, op->total_steps, op->warmup_steps,
+                  op->accumulate};
+  uint64_t ho = dist_hash(dist_hash(DIST_FNV0, od, sizeof od), oi, sizeof oi);
+  const char *const names[] = {"a global batch of",
+                               "a granularity of",
+                               "a dtype numbered",
+                               "a parameter count of",
+                               "a parameter element count of",
+                               "#parameters' names and shapes",
+                               "a gradient count of",
+                               "#optimiser settings",
+                               "single_optimiser",
+                               "no_overlap",
+                               "bucket_bytes",
+                               "exact_exchange",
+                               "a count of sums of",
+                               "a weighted loss (1 yes, 0 no):"};
+  int64_t vals[] = {o->batch,
+                    o->granularity,
+                    (int64_t)dp->dtype,
+                    (int64_t)r0->n_params,
+                    elements,
+                    (int64_t)h,
+                    (int64_t)dp->n_gx,
+                    (int64_t)ho,
+                    o->single_optimiser,
+                    o->no_overlap,
+                    (int64_t)o->bucket_bytes,
+                    o->exact_exchange,
+                    (int64_t)dp->n_sums,
+                    dp->weighted};
+  return dist_agree_values("dp: the ranks' models", sizeof vals / sizeof *vals,
+                           names, vals);
 }
 
 tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
@@ -528,11 +609,24 @@ tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
                    "tyto_dp_new: granularity %lld: expected 1 to the batch "
                    "(%lld)",
                    (long long)opts->granularity, (long long)opts->batch);
+  int ranks = opts->local_only ? 1 : tyto_dist_size();
+  if (ranks > 1 &&
+      opts->batch < (int64_t)ranks * (int64_t)n * opts->granularity)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "tyto_dp_new: a batch of %lld cannot give %zu devices on "
+                   "each of %d ranks shards of at least %lld examples",
+                   (long long)opts->batch, n, ranks,
+                   (long long)opts->granularity);
   if (opts->batch < (int64_t)n * opts->granularity)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "tyto_dp_new: a batch of %lld cannot give %zu devices "
                    "shards of at least %lld examples",
                    (long long)opts->batch, n, (long long)opts->granularity);
+  if (opts->batch % opts->granularity)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "tyto_dp_new: the batch (%lld) is not a multiple of the "
+                   "granularity (%lld)",
+                   (long long)opts->batch, (long long)opts->granularity);
   tyto_dp *dp = calloc(1, sizeof *dp);
   if (!dp || !(dp->r = calloc(n, sizeof *dp->r))) {
     free(dp);
@@ -543,7 +637,19 @@ tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
   dp->ctx = ctx;
   dp->o = *opts;
   dp->n = n;
-  tyto_status st = TYTO_OK;
+  /* This rank's part of the global batch: equal shares in units of the
+   * granularity, the remainder to the first ranks. */
+  dp->ranks = ranks;
+  dp->rank = ranks > 1 ? tyto_dist_rank() : 0;
+  {
+    int64_t units = opts->batch / opts->granularity;
+    int64_t each = units / ranks, extra = units % ranks;
+    dp->local_batch = (each + (dp->rank < extra)) * opts->granularity;
+    dp->rank_start =
+        ((int64_t)dp->rank * each + (dp->rank < extra ? dp->rank : extra)) *
+        opts->granularity;
+  }
+  tyto_status st = dist_usable();
   for (size_t i = 0; i < n && st == TYTO_OK; i++) {
     dp->r[i].dev = opts->n_devices ? opts->devices[i] : i;
     if (dp->r[i].dev >= n_ctx)
@@ -577,6 +683,11 @@ tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
   if (st == TYTO_OK)
     st = dp_build_all(dp, shard);
   free(shard);
+  /* Every rank must train the same model the same way: a rank that
+   * fails above never comes here, and the others stop at the timeout
+   * naming it. */
+  if (st == TYTO_OK && ranks > 1)
+    st = agree(dp);
   if (st != TYTO_OK) {
     tyto_dp_free(dp);
     return st;
@@ -598,6 +709,26 @@ double tyto_dp_exchange_seconds(const tyto_dp *dp) {
 
 double tyto_dp_exchange_exposed_seconds(const tyto_dp *dp) {
   return dp ? dp->xch_exposed : NAN;
+}
+
+double tyto_dp_network_bytes(const tyto_dp *dp) {
+  return dp ? dp->net_bytes : NAN;
+}
+
+double tyto_dp_network_seconds(const tyto_dp *dp) {
+  return dp ? dp->net_seconds : NAN;
+}
+
+int tyto_dp_rank(const tyto_dp *dp) {
+  return dp ? dp->rank : -1;
+}
+
+int64_t tyto_dp_rank_start(const tyto_dp *dp) {
+  return dp ? dp->rank_start : -1;
+}
+
+int64_t tyto_dp_rank_batch(const tyto_dp *dp) {
+  return dp ? dp->local_batch : -1;
 }
 
 double tyto_dp_loss(const tyto_dp *dp) {

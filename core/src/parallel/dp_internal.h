@@ -93,6 +93,13 @@ struct tyto_dp {
     int64_t step;
     double unit_s, others_s;
   } * out;
+  /* The run's processes (docs/distributed.md): this one's rank among
+   * `ranks` (1: this process alone), and its part of the global batch,
+   * [rank_start, rank_start + local_batch), split over its replicas. */
+  int rank, ranks;
+  int64_t local_batch, rank_start;
+  size_t *slot;                  /* per gradient: its place in the exchange */
+  double net_bytes, net_seconds; /* the last step's, between processes */
   size_t n_sums; /* the model's sums, and the last step's totals */
   double sums[8];
   double loss; /* the last step's mean loss, once its phase 0 ran */

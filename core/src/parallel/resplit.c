@@ -132,7 +132,7 @@ static int too_slow(const tyto_dp *dp, const double *w, double *unit_s,
     if (!(w[i] > 0) || !(others > 0) || (dp->o.single_optimiser && i == 0))
       continue;
     double unit = (double)dp->o.granularity / w[i],
-           rest = (double)dp->o.batch / others;
+           rest = (double)dp->local_batch / others;
     if (unit >= rest && (worst < 0 || w[i] < w[worst])) {
       worst = (int)i;
       *unit_s = unit;
@@ -205,6 +205,13 @@ tyto_status tyto_dp_drop(tyto_dp *dp, size_t i, int *applied) {
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "%s: replica %zu is the only one: nothing would train", fn,
                    i);
+  if (dp->ranks > 1)
+    return rt_fail(TYTO_ERR_UNSUPPORTED,
+                   "%s: rank %d of %d: a device cannot be dropped from a run "
+                   "over several processes (the other ranks are inside the "
+                   "step's exchange); stop, and resume from the last "
+                   "checkpoint without the device",
+                   fn, dp->rank, dp->ranks);
   if (dp->o.single_optimiser && i == 0)
     return rt_fail(TYTO_ERR_UNAVAILABLE,
                    "%s: replica 0 holds the only copy of the optimiser's "

@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <tyto/parallel.h>
 #include <tyto/program.h>
@@ -55,7 +56,7 @@ tyto_status dp_build_exchange(tyto_dp *dp) {
   size_t *all = malloc((dp->n_x ? dp->n_x : 1) * sizeof *all);
   dp->order = malloc((dp->n_gx ? dp->n_gx : 1) * sizeof *dp->order);
   dp->red_off = malloc((dp->n_gx ? dp->n_gx : 1) * sizeof *dp->red_off);
-  dp->red_t = malloc(2 * (dp->n_gx ? dp->n_gx : 1) * sizeof *dp->red_t);
+  dp->red_t = malloc(2 * (dp->n_gx + 1) * sizeof *dp->red_t);
   if (!all || !dp->order || !dp->red_off || !dp->red_t) {
     free(all);
     return dp_oom();
@@ -77,7 +78,7 @@ tyto_status dp_build_exchange(tyto_dp *dp) {
     r->dp = dp;
     if (!(r->got = calloc(dp->n_x ? dp->n_x : 1, sizeof *r->got)))
       st = dp_oom();
-    else if (!dp->o.no_overlap && dp->n > 1)
+    else if (!dp->o.no_overlap && (dp->n > 1 || dp->ranks > 1))
       st = tyto_program_stream_sends(r->p, on_send, r);
   }
   return st;
@@ -161,14 +162,33 @@ static double read_scalar(const void *p, tyto_dtype dt, size_t i) {
 }
 
 /* Waits until every replica has streamed send k (1), or one's phase 0
- * ended without it (0: it failed; all_join says how). */
+ * ended without it (0: it failed; all_join says how). Meanwhile, an
+ * exchange between processes in flight is kept moving (MPI progresses
+ * inside its calls only), every 200 microseconds. */
 static int await_send(tyto_dp *dp, size_t k) {
   int ok = 1;
+  const coll_ops *co = dp->coll->ops;
   pthread_mutex_lock(&dp->mu);
   for (size_t i = 0; i < dp->n && ok; i++) {
     replica *r = &dp->r[i];
-    while (!r->got[k] && !r->ended)
-      pthread_cond_wait(&dp->cv, &dp->mu);
+    while (!r->got[k] && !r->ended) {
+      if (!co->progress) {
+        pthread_cond_wait(&dp->cv, &dp->mu);
+        continue;
+      }
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += 200000;
+      if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+      }
+      if (pthread_cond_timedwait(&dp->cv, &dp->mu, &ts) != 0) {
+        pthread_mutex_unlock(&dp->mu);
+        co->progress(dp->coll); /* a failure shows at the flush */
+        pthread_mutex_lock(&dp->mu);
+      }
+    }
     ok = r->got[k] != NULL;
   }
   pthread_mutex_unlock(&dp->mu);
@@ -195,7 +215,7 @@ static tyto_status shares(tyto_dp *dp, int streamed) {
     total += r->share;
   }
   if (st == TYTO_OK)
-    st = dp->coll->ops->sum(dp->coll, &total);
+    st = dp->coll->ops->sum(dp->coll, &total, 1);
   for (size_t i = 0; i < dp->n; i++)
     dp->r[i].share /= total; /* 0 / 0: NaN, as the one-device loss */
   return st;
@@ -208,7 +228,7 @@ static tyto_status shares(tyto_dp *dp, int streamed) {
 static tyto_status reduce_send(tyto_dp *dp, size_t k, int streamed) {
   const coll_ops *co = dp->coll->ops;
   size_t es = tyto_dtype_size(dp->dtype), ne = dp->x_numel[k];
-  tyto_status st = co->begin(dp->coll, ne);
+  tyto_status st = co->begin(dp->coll, dp->slot[k], ne);
   for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
     replica *r = &dp->r[i];
     const void *src = dp->host;
@@ -285,7 +305,8 @@ tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
    * (streamed), in the order replica 0 computes them: each combined once
    * every replica has it, while the backward pass goes on. */
   /* One replica exchanges with itself, on its device (below). */
-  int streamed = !dp->o.no_overlap && dp->n > 1;
+  int multi = dp->n > 1 || dp->ranks > 1;
+  int streamed = !dp->o.no_overlap && multi;
   size_t n_red = 0; /* gradients summed, with their times in red_t */
   int ok = 1;
   all_start(dp, 0);
@@ -301,6 +322,12 @@ tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
         dp->red_t[2 * n_red++ + 1] = dp_now();
       }
     }
+    /* The sums in flight between processes (at once in one). */
+    if (ok && st == TYTO_OK) {
+      dp->red_t[2 * n_red] = dp_now();
+      st = dp->coll->ops->flush(dp->coll);
+      dp->red_t[2 * n_red++ + 1] = dp_now();
+    }
   }
   tyto_status sj = all_join(dp, 0);
   if (sj != TYTO_OK)
@@ -313,8 +340,10 @@ tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
   if (st == TYTO_OK && !streamed) {
     dp->red_t[0] = dp_now();
     st = shares(dp, 0);
-    for (size_t j = 0; j < dp->n_gx && st == TYTO_OK && dp->n > 1; j++)
+    for (size_t j = 0; j < dp->n_gx && st == TYTO_OK && multi; j++)
       st = reduce_send(dp, dp->order[j], 0);
+    if (st == TYTO_OK && multi)
+      st = dp->coll->ops->flush(dp->coll);
     dp->red_t[1] = dp_now();
     n_red = 1;
   }
@@ -334,17 +363,28 @@ tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
         sums[k - 1] += read_scalar(v, dt, 0);
     }
   }
+  /* Over every process: the shares are of the global batch, so the
+   * ranks' parts of the mean add up to it. */
+  if (st == TYTO_OK && dp->ranks > 1) {
+    double x[9];
+    x[0] = mean;
+    memcpy(x + 1, sums, dp->n_sums * sizeof *x);
+    st = dp->coll->ops->sum(dp->coll, x, 1 + dp->n_sums);
+    mean = x[0];
+    memcpy(sums, x + 1, dp->n_sums * sizeof *x);
+  }
   if (st == TYTO_OK) {
     dp->loss = mean;
     memcpy(dp->sums, sums, sizeof sums);
   }
+  dp->coll->ops->traffic(dp->coll, &dp->net_bytes, &dp->net_seconds);
   /* The combined gradients into every replica that updates; a replica
    * alone takes its own, on its device (its share is 1: the same bits). */
   size_t es = tyto_dtype_size(dp->dtype);
   double t0 = dp_now();
-  if (st == TYTO_OK && dp->n == 1)
+  if (st == TYTO_OK && !multi)
     st = tyto_program_recv_sends(dp->r[0].p);
-  for (size_t k = 0; k < dp->n_gx && st == TYTO_OK && dp->n > 1; k++)
+  for (size_t k = 0; k < dp->n_gx && st == TYTO_OK && multi; k++)
     for (size_t i = 0; i < dp->n && st == TYTO_OK; i++)
       if (dp->r[i].opt)
         st = tyto_program_set_input(dp->r[i].p, dp->r[i].recv_of_send[k],
