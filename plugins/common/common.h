@@ -45,6 +45,9 @@ int tpc_mul_ok(int64_t a, int64_t b, int64_t *r);
 
 /* "[2, 3, 4]" into buf (always terminated). */
 void tpc_format_shape(const tyto_plugin_layout *l, char *buf, size_t size);
+/* As tpc_format_shape or, tight, "[2,3,4]" (the CPU plugin's messages). */
+void tpc_format_shape_as(const tyto_plugin_layout *l, int tight, char *buf,
+                         size_t size);
 
 /* Element count *n and the range [*lo, *hi] of element indices `l`
  * reaches (offset included; meaningful when *n > 0). Returns 0 and a

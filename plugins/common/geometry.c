@@ -41,21 +41,6 @@ const tyto_plugin_layout *tpc_operand(const tpc_operands *a, int r) {
   return r < (int)a->n_in ? a->in[r] : a->out[r - (int)a->n_in];
 }
 
-void tpc_format_shape_as(const tyto_plugin_layout *l, int tight, char *buf,
-                         size_t size) {
-  if (!tight) {
-    tpc_format_shape(l, buf, size);
-    return;
-  }
-  size_t used = 0;
-  used += (size_t)snprintf(buf, size, "[");
-  for (uint32_t i = 0; i < l->rank && used < size; i++)
-    used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? "," : "",
-                             (long long)l->shape[i]);
-  if (used < size)
-    snprintf(buf + used, size - used, "]");
-}
-
 int tpc_pool_op(uint32_t op) {
   return op == TYTO_PLUGIN_OP_MAX_POOL2D || op == TYTO_PLUGIN_OP_AVG_POOL2D ||
          op == TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD ||

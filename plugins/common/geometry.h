@@ -40,10 +40,6 @@ void tpc_operands_init(tpc_operands *a, const tyto_plugin_op_desc *d,
 /* The layout of role index r: inputs first, then outputs. */
 const tyto_plugin_layout *tpc_operand(const tpc_operands *a, int r);
 
-/* "[2, 3, 4]" or, tight, "[2,3,4]" into buf (always terminated). */
-void tpc_format_shape_as(const tyto_plugin_layout *l, int tight, char *buf,
-                         size_t size);
-
 /* A convolution's or pooling's geometry. x is the input [N, C, H, W], w the
  * weight [O, C/G, KH, KW] (none for pooling, where O = C, dilations and G
  * are 1), y the output [N, O, OH, OW] and t a tensor shaped as x
