@@ -45,6 +45,9 @@ int tpc_mul_ok(int64_t a, int64_t b, int64_t *r);
 
 /* "[2, 3, 4]" into buf (always terminated). */
 void tpc_format_shape(const tyto_plugin_layout *l, char *buf, size_t size);
+/* Whether l is dense row-major (unit dimensions may have any stride). */
+int tpc_dense(const tyto_plugin_layout *l);
+
 /* As tpc_format_shape or, tight, "[2,3,4]" (the CPU plugin's messages). */
 void tpc_format_shape_as(const tyto_plugin_layout *l, int tight, char *buf,
                          size_t size);

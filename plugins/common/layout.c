@@ -44,6 +44,16 @@ void tpc_format_shape(const tyto_plugin_layout *l, char *buf, size_t size) {
     snprintf(buf + used, size - used, "]");
 }
 
+int tpc_dense(const tyto_plugin_layout *l) {
+  int64_t want = 1;
+  for (uint32_t i = l->rank; i-- > 0;) {
+    if (l->shape[i] != 1 && l->strides[i] != want)
+      return 0;
+    want *= l->shape[i];
+  }
+  return 1;
+}
+
 void tpc_format_shape_as(const tyto_plugin_layout *l, int tight, char *buf,
                          size_t size) {
   if (!tight) {

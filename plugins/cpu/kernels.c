@@ -101,13 +101,7 @@ const char *cpu_shape_str(const tyto_plugin_layout *l, char *buf, size_t size) {
 }
 
 int cpu_contiguous(const tyto_plugin_layout *l) {
-  int64_t want = 1;
-  for (uint32_t i = l->rank; i-- > 0;) {
-    if (l->shape[i] != 1 && l->strides[i] != want)
-      return 0;
-    want *= l->shape[i];
-  }
-  return 1;
+  return tpc_dense(l);
 }
 
 /* Copies a layout of the caller's struct_size into one of ours. */

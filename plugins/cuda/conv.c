@@ -72,17 +72,6 @@ static int owns(uint32_t op) {
          op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER;
 }
 
-/* Whether l is dense row-major (unit dimensions may have any stride). */
-static int dense(const tyto_plugin_layout *l) {
-  int64_t want = 1;
-  for (uint32_t i = l->rank; i-- > 0;) {
-    if (l->shape[i] != 1 && l->strides[i] != want)
-      return 0;
-    want *= l->shape[i];
-  }
-  return 1;
-}
-
 /* Reads and checks the descriptor's geometry into *c (the rules all
  * plugins share, ../common/geometry.c), then what cuDNN can take. */
 static tyto_plugin_error *geometry(tyto_plugin_device *dev, const tcu_desc *d,
@@ -429,7 +418,7 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   const tyto_plugin_layout *ls[3] = {&c->lx, &c->lw, &c->ly};
   uint64_t at = 0;
   for (int i = 0; i < 3; i++) {
-    if (dense(ls[i]))
+    if (tpc_dense(ls[i]))
       continue;
     int64_t n = 1;
     for (uint32_t a = 0; a < 4; a++)

@@ -306,13 +306,6 @@ typedef struct pool_impl {
   int64_t n; /* items of the main kernel */
 } pool_impl;
 
-static int owns(uint32_t op) {
-  return op == TYTO_PLUGIN_OP_MAX_POOL2D || op == TYTO_PLUGIN_OP_AVG_POOL2D ||
-         op == TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD ||
-         op == TYTO_PLUGIN_OP_MAX_POOL2D_SELECT ||
-         op == TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD;
-}
-
 /* The layout of role index r. */
 static const tyto_plugin_layout *role(const tcu_desc *d, int r) {
   return r < (int)d->n_in ? &d->in[r].l : &d->out[r - (int)d->n_in].l;
@@ -537,5 +530,5 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   return run(dev, s, c->main, n, p2, "max_pool2d_backward kernel");
 }
 
-const tcu_family tcu_family_pool = {"pool",  owns,   check,
-                                    prepare, launch, release};
+const tcu_family tcu_family_pool = {"pool",  tpc_pool_op, check,
+                                    prepare, launch,      release};

@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/common.h"
 #include "conv.h"
 #include "errors.h"
 #include "layout.h"
@@ -185,17 +186,6 @@ static int owns(uint32_t op) {
          op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER;
 }
 
-/* Whether l is dense row-major (unit dimensions may have any stride). */
-static int dense(const tyto_plugin_layout *l) {
-  int64_t want = 1;
-  for (uint32_t i = l->rank; i-- > 0;) {
-    if (l->shape[i] != 1 && l->strides[i] != want)
-      return 0;
-    want *= l->shape[i];
-  }
-  return 1;
-}
-
 /* How many slices the weight gradient's reduction over n columns takes. */
 static int64_t slice_count(int64_t n) {
   int64_t s = n / CONV_SLICE;
@@ -270,7 +260,7 @@ static tyto_plugin_error *geometry(tyto_plugin_device *dev, const ocl_desc *d,
   c->elem = d->elem;
   const tyto_plugin_layout *x = tpc_operand(&a, c->g.x),
                            *w = tpc_operand(&a, c->g.w);
-  c->w_dense = c->op != TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER && dense(w);
+  c->w_dense = c->op != TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER && tpc_dense(w);
   uint64_t max_alloc = dev->info->max_alloc_bytes;
   if (conv_direct_plan(c, d) && (uint64_t)c->ws_elems * c->elem <= max_alloc)
     return NULL;

@@ -312,13 +312,6 @@ typedef struct pool_impl {
   int cells; /* MAX_POOL2D_BACKWARD by cells (windows do not overlap) */
 } pool_impl;
 
-static int owns(uint32_t op) {
-  return op == TYTO_PLUGIN_OP_MAX_POOL2D || op == TYTO_PLUGIN_OP_AVG_POOL2D ||
-         op == TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD ||
-         op == TYTO_PLUGIN_OP_MAX_POOL2D_SELECT ||
-         op == TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD;
-}
-
 /* The layout of role r (an index as in pool_geom). */
 static const tyto_plugin_layout *role(const ocl_desc *d, int r) {
   return r < (int)d->n_in ? &d->in[r].l : &d->out[r - (int)d->n_in].l;
@@ -599,5 +592,5 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   return run(dev, s, c, c->main, n, what);
 }
 
-const ocl_family ocl_family_pool = {"pool",  owns,   check,
-                                    prepare, launch, release};
+const ocl_family ocl_family_pool = {"pool",  tpc_pool_op, check,
+                                    prepare, launch,      release};
