@@ -23,6 +23,20 @@ const char *tpc_dtype_name(uint32_t dtype);
 /* Bytes per element, 0 for an unknown dtype. */
 size_t tpc_dtype_size(uint32_t dtype);
 
+/* ---- ABI arrays ---------------------------------------------------------- */
+
+/* Entry i of an array of boundary structs (the hardware offer, an op's
+ * layouts, launch bindings), stepped by the first entry's struct_size as
+ * plugin.h's "Arrays" asks. NULL for a NULL array, and for i > 0 when that
+ * struct_size is too small to be a stride. Inline, so that a file built on
+ * its own (opencl/pci.c in its unit test) may use it without this library. */
+static inline const void *tpc_at(const void *array, uint32_t i) {
+  if (array == NULL || i == 0)
+    return array;
+  size_t step = *(const size_t *)array;
+  return step < sizeof(size_t) ? NULL : (const char *)array + (size_t)i * step;
+}
+
 /* ---- layouts (layout.c) ------------------------------------------------- */
 
 /* *r = a + b, *r = a * b; 0 when it would overflow. */
@@ -31,6 +45,12 @@ int tpc_mul_ok(int64_t a, int64_t b, int64_t *r);
 
 /* "[2, 3, 4]" into buf (always terminated). */
 void tpc_format_shape(const tyto_plugin_layout *l, char *buf, size_t size);
+/* Whether l is dense row-major (unit dimensions may have any stride). */
+int tpc_dense(const tyto_plugin_layout *l);
+
+/* As tpc_format_shape or, tight, "[2,3,4]" (the CPU plugin's messages). */
+void tpc_format_shape_as(const tyto_plugin_layout *l, int tight, char *buf,
+                         size_t size);
 
 /* Element count *n and the range [*lo, *hi] of element indices `l`
  * reaches (offset included; meaningful when *n > 0). Returns 0 and a

@@ -44,6 +44,31 @@ void tpc_format_shape(const tyto_plugin_layout *l, char *buf, size_t size) {
     snprintf(buf + used, size - used, "]");
 }
 
+int tpc_dense(const tyto_plugin_layout *l) {
+  int64_t want = 1;
+  for (uint32_t i = l->rank; i-- > 0;) {
+    if (l->shape[i] != 1 && l->strides[i] != want)
+      return 0;
+    want *= l->shape[i];
+  }
+  return 1;
+}
+
+void tpc_format_shape_as(const tyto_plugin_layout *l, int tight, char *buf,
+                         size_t size) {
+  if (!tight) {
+    tpc_format_shape(l, buf, size);
+    return;
+  }
+  size_t used = 0;
+  used += (size_t)snprintf(buf, size, "[");
+  for (uint32_t i = 0; i < l->rank && used < size; i++)
+    used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? "," : "",
+                             (long long)l->shape[i]);
+  if (used < size)
+    snprintf(buf + used, size - used, "]");
+}
+
 int tpc_layout_extent(const tyto_plugin_layout *l, const char *which,
                       int64_t *n, int64_t *lo, int64_t *hi, char *why,
                       size_t why_size) {

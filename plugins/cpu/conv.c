@@ -48,6 +48,7 @@
 #include <dnnl.h>
 #endif
 
+#include "../common/geometry.h"
 #include "ops.h"
 
 /* Below this many multiply-adds per (image, group) GEMM the fallback runs
@@ -62,9 +63,7 @@ typedef struct conv_op {
   const tyto_plugin_host *host;
   uint32_t code;
   size_t elem;
-  int64_t N, C, H, W, O, KH, KW, OH, OW;
-  int64_t sh, sw, ph, pw, dh, dw, G;
-  int has_bias;
+  tpc_conv g; /* the geometry (../common/geometry.h) */
   /* Fallback: the workspace holds the packed weights, then `slots` slices
    * of (im2col matrix, GEMM result). */
   int64_t slots, slot_elems, wpack_elems;
@@ -114,9 +113,9 @@ static void dnnl_build(conv_op *op) {
   pthread_once(&dnnl_once, dnnl_init);
   if (!cpu_engine)
     return;
-  dnnl_dims_t x = {op->N, op->C, op->H, op->W},
-              y = {op->N, op->O, op->OH, op->OW}, strides = {op->sh, op->sw},
-              pad = {op->ph, op->pw};
+  dnnl_dims_t x = {op->g.N, op->g.C, op->g.H, op->g.W},
+              y = {op->g.N, op->g.O, op->g.OH, op->g.OW},
+              strides = {op->g.sh, op->g.sw}, pad = {op->g.ph, op->g.pw};
   dnnl_memory_desc_t *md = op->md;
   if (dnnl_memory_desc_init_by_tag(&md[0], 4, x, dnnl_f32, dnnl_nchw) ||
       dnnl_memory_desc_init_by_tag(&md[3], 4, y, dnnl_f32, dnnl_nchw))
@@ -135,14 +134,15 @@ static void dnnl_build(conv_op *op) {
   dnnl_primitive_desc_t pd = NULL;
   int made = 0;
   if (is_conv_code(op->code)) {
-    dnnl_dims_t dil = {op->dh - 1, op->dw - 1}, b = {op->O};
+    dnnl_dims_t dil = {op->g.dh - 1, op->g.dw - 1}, b = {op->g.O};
     int ok;
-    if (op->G > 1) {
-      dnnl_dims_t w = {op->G, op->O / op->G, op->C / op->G, op->KH, op->KW};
+    if (op->g.G > 1) {
+      dnnl_dims_t w = {op->g.G, op->g.O / op->g.G, op->g.C / op->g.G, op->g.KH,
+                       op->g.KW};
       ok = dnnl_memory_desc_init_by_tag(&md[1], 5, w, dnnl_f32, dnnl_goihw) ==
            dnnl_success;
     } else {
-      dnnl_dims_t w = {op->O, op->C, op->KH, op->KW};
+      dnnl_dims_t w = {op->g.O, op->g.C, op->g.KH, op->g.KW};
       ok = dnnl_memory_desc_init_by_tag(&md[1], 4, w, dnnl_f32, dnnl_oihw) ==
            dnnl_success;
     }
@@ -153,7 +153,7 @@ static void dnnl_build(conv_op *op) {
     ok = ok && dnnl_dilated_convolution_forward_desc_init(
                    &cd, fwd ? dnnl_forward_inference : dnnl_forward_training,
                    dnnl_convolution_direct, &md[0], &md[1],
-                   op->has_bias ? &md[2] : NULL, &md[3], strides, dil, pad,
+                   op->g.has_bias ? &md[2] : NULL, &md[3], strides, dil, pad,
                    pad) == dnnl_success;
     if (fwd) {
       made = ok && dnnl_primitive_desc_create(&pd, &cd, attr, cpu_engine,
@@ -178,7 +178,7 @@ static void dnnl_build(conv_op *op) {
         dnnl_primitive_desc_destroy(hint);
     }
   } else {
-    dnnl_dims_t kernel = {op->KH, op->KW}, dil = {0, 0};
+    dnnl_dims_t kernel = {op->g.KH, op->g.KW}, dil = {0, 0};
     dnnl_pooling_v2_desc_t pl;
     made =
         dnnl_pooling_v2_forward_desc_init(
@@ -285,11 +285,11 @@ typedef struct conv_run {
     const int64_t *s = r->wl->strides;                                         \
     const T *w = (const T *)r->w;                                              \
     T *dst = (T *)r->ws;                                                       \
-    int64_t Cg = op->C / op->G, i = 0;                                         \
-    for (int64_t o = 0; o < op->O; o++)                                        \
+    int64_t Cg = op->g.C / op->g.G, i = 0;                                     \
+    for (int64_t o = 0; o < op->g.O; o++)                                      \
       for (int64_t c = 0; c < Cg; c++)                                         \
-        for (int64_t kh = 0; kh < op->KH; kh++)                                \
-          for (int64_t kw = 0; kw < op->KW; kw++)                              \
+        for (int64_t kh = 0; kh < op->g.KH; kh++)                              \
+          for (int64_t kw = 0; kw < op->g.KW; kw++)                            \
             dst[i++] = w[o * s[0] + c * s[1] + kh * s[2] + kw * s[3]];         \
   }                                                                            \
   /* The [K, OH*OW] column matrix of image n, group g of x. */                 \
@@ -297,24 +297,24 @@ typedef struct conv_run {
                               T *col) {                                        \
     const conv_op *op = r->op;                                                 \
     const int64_t *xs = r->xl->strides;                                        \
-    int64_t Cg = op->C / op->G, P = op->OH * op->OW;                           \
+    int64_t Cg = op->g.C / op->g.G, P = op->g.OH * op->g.OW;                   \
     const T *x = (const T *)r->x + n * xs[0] + g * Cg * xs[1];                 \
     for (int64_t c = 0; c < Cg; c++)                                           \
-      for (int64_t kh = 0; kh < op->KH; kh++)                                  \
-        for (int64_t kw = 0; kw < op->KW; kw++) {                              \
-          T *row = col + ((c * op->KH + kh) * op->KW + kw) * P;                \
-          for (int64_t oh = 0; oh < op->OH; oh++) {                            \
-            int64_t ih = oh * op->sh - op->ph + kh * op->dh;                   \
-            T *dst = row + oh * op->OW;                                        \
-            if (ih < 0 || ih >= op->H) {                                       \
-              for (int64_t ow = 0; ow < op->OW; ow++)                          \
+      for (int64_t kh = 0; kh < op->g.KH; kh++)                                \
+        for (int64_t kw = 0; kw < op->g.KW; kw++) {                            \
+          T *row = col + ((c * op->g.KH + kh) * op->g.KW + kw) * P;            \
+          for (int64_t oh = 0; oh < op->g.OH; oh++) {                          \
+            int64_t ih = oh * op->g.sh - op->g.ph + kh * op->g.dh;             \
+            T *dst = row + oh * op->g.OW;                                      \
+            if (ih < 0 || ih >= op->g.H) {                                     \
+              for (int64_t ow = 0; ow < op->g.OW; ow++)                        \
                 dst[ow] = 0;                                                   \
               continue;                                                        \
             }                                                                  \
             const T *src = x + c * xs[1] + ih * xs[2];                         \
-            for (int64_t ow = 0; ow < op->OW; ow++) {                          \
-              int64_t iw = ow * op->sw - op->pw + kw * op->dw;                 \
-              dst[ow] = iw >= 0 && iw < op->W ? src[iw * xs[3]] : (T)0;        \
+            for (int64_t ow = 0; ow < op->g.OW; ow++) {                        \
+              int64_t iw = ow * op->g.sw - op->g.pw + kw * op->g.dw;           \
+              dst[ow] = iw >= 0 && iw < op->g.W ? src[iw * xs[3]] : (T)0;      \
             }                                                                  \
           }                                                                    \
         }                                                                      \
@@ -324,11 +324,11 @@ typedef struct conv_run {
                               T *dst) {                                        \
     const conv_op *op = r->op;                                                 \
     const int64_t *ys = r->yl->strides;                                        \
-    int64_t Og = op->O / op->G;                                                \
+    int64_t Og = op->g.O / op->g.G;                                            \
     const T *y = (const T *)r->y + n * ys[0] + g * Og * ys[1];                 \
     for (int64_t o = 0; o < Og; o++)                                           \
-      for (int64_t oh = 0; oh < op->OH; oh++)                                  \
-        for (int64_t ow = 0; ow < op->OW; ow++)                                \
+      for (int64_t oh = 0; oh < op->g.OH; oh++)                                \
+        for (int64_t ow = 0; ow < op->g.OW; ow++)                              \
           *dst++ = y[o * ys[1] + oh * ys[2] + ow * ys[3]];                     \
   }                                                                            \
   /* CONV2D, one (image, group): im2col, GEMM, scatter with bias. */           \
@@ -336,8 +336,9 @@ typedef struct conv_run {
                                 T *res) {                                      \
     const conv_op *op = r->op;                                                 \
     const int64_t *ys = r->yl->strides;                                        \
-    int64_t n = t / op->G, g = t % op->G, Cg = op->C / op->G,                  \
-            Og = op->O / op->G, K = Cg * op->KH * op->KW, P = op->OH * op->OW; \
+    int64_t n = t / op->g.G, g = t % op->g.G, Cg = op->g.C / op->g.G,          \
+            Og = op->g.O / op->g.G, K = Cg * op->g.KH * op->g.KW,              \
+            P = op->g.OH * op->g.OW;                                           \
     im2col_##SUFFIX(r, n, g, col);                                             \
     const T *wg = (const T *)r->ws + g * Og * K;                               \
     if (K > 0)                                                                 \
@@ -351,10 +352,10 @@ typedef struct conv_run {
     for (int64_t o = 0; o < Og; o++) {                                         \
       int64_t oc = g * Og + o;                                                 \
       T add = bias ? bias[oc * bst] : (T)0;                                    \
-      for (int64_t oh = 0; oh < op->OH; oh++) {                                \
+      for (int64_t oh = 0; oh < op->g.OH; oh++) {                              \
         T *dst = y + oc * ys[1] + oh * ys[2];                                  \
-        const T *src = res + o * P + oh * op->OW;                              \
-        for (int64_t ow = 0; ow < op->OW; ow++)                                \
+        const T *src = res + o * P + oh * op->g.OW;                            \
+        for (int64_t ow = 0; ow < op->g.OW; ow++)                              \
           dst[ow * ys[3]] = src[ow] + add;                                     \
       }                                                                        \
     }                                                                          \
@@ -366,12 +367,13 @@ typedef struct conv_run {
                                 T *dyp) {                                      \
     const conv_op *op = r->op;                                                 \
     const int64_t *xs = r->xl->strides;                                        \
-    int64_t n = t / op->G, g = t % op->G, Cg = op->C / op->G,                  \
-            Og = op->O / op->G, K = Cg * op->KH * op->KW, P = op->OH * op->OW; \
+    int64_t n = t / op->g.G, g = t % op->g.G, Cg = op->g.C / op->g.G,          \
+            Og = op->g.O / op->g.G, K = Cg * op->g.KH * op->g.KW,              \
+            P = op->g.OH * op->g.OW;                                           \
     T *x = (T *)r->x + n * xs[0] + g * Cg * xs[1];                             \
     for (int64_t c = 0; c < Cg; c++)                                           \
-      for (int64_t ih = 0; ih < op->H; ih++)                                   \
-        for (int64_t iw = 0; iw < op->W; iw++)                                 \
+      for (int64_t ih = 0; ih < op->g.H; ih++)                                 \
+        for (int64_t iw = 0; iw < op->g.W; iw++)                               \
           x[c * xs[1] + ih * xs[2] + iw * xs[3]] = 0;                          \
     if (P == 0 || Og == 0)                                                     \
       return;                                                                  \
@@ -380,18 +382,18 @@ typedef struct conv_run {
     GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)P, (int)Og, 1,  \
          wg, (int)K, dyp, (int)P, 0, dcol, (int)P);                            \
     for (int64_t c = 0; c < Cg; c++)                                           \
-      for (int64_t kh = 0; kh < op->KH; kh++)                                  \
-        for (int64_t kw = 0; kw < op->KW; kw++) {                              \
-          const T *row = dcol + ((c * op->KH + kh) * op->KW + kw) * P;         \
-          for (int64_t oh = 0; oh < op->OH; oh++) {                            \
-            int64_t ih = oh * op->sh - op->ph + kh * op->dh;                   \
-            if (ih < 0 || ih >= op->H)                                         \
+      for (int64_t kh = 0; kh < op->g.KH; kh++)                                \
+        for (int64_t kw = 0; kw < op->g.KW; kw++) {                            \
+          const T *row = dcol + ((c * op->g.KH + kh) * op->g.KW + kw) * P;     \
+          for (int64_t oh = 0; oh < op->g.OH; oh++) {                          \
+            int64_t ih = oh * op->g.sh - op->g.ph + kh * op->g.dh;             \
+            if (ih < 0 || ih >= op->g.H)                                       \
               continue;                                                        \
             T *dst = x + c * xs[1] + ih * xs[2];                               \
-            const T *src = row + oh * op->OW;                                  \
-            for (int64_t ow = 0; ow < op->OW; ow++) {                          \
-              int64_t iw = ow * op->sw - op->pw + kw * op->dw;                 \
-              if (iw >= 0 && iw < op->W)                                       \
+            const T *src = row + oh * op->g.OW;                                \
+            for (int64_t ow = 0; ow < op->g.OW; ow++) {                        \
+              int64_t iw = ow * op->g.sw - op->g.pw + kw * op->g.dw;           \
+              if (iw >= 0 && iw < op->g.W)                                     \
                 dst[iw * xs[3]] += src[ow];                                    \
             }                                                                  \
           }                                                                    \
@@ -403,11 +405,11 @@ typedef struct conv_run {
                                   T *dyp) {                                    \
     const conv_op *op = r->op;                                                 \
     const int64_t *s = r->wl->strides;                                         \
-    int64_t Cg = op->C / op->G, Og = op->O / op->G, K = Cg * op->KH * op->KW,  \
-            P = op->OH * op->OW;                                               \
+    int64_t Cg = op->g.C / op->g.G, Og = op->g.O / op->g.G,                    \
+            K = Cg * op->g.KH * op->g.KW, P = op->g.OH * op->g.OW;             \
     T *acc = (T *)r->ws + g * Og * K;                                          \
     memset(acc, 0, (size_t)(Og * K) * sizeof(T));                              \
-    for (int64_t n = 0; n < op->N && P > 0; n++) {                             \
+    for (int64_t n = 0; n < op->g.N && P > 0; n++) {                           \
       im2col_##SUFFIX(r, n, g, col);                                           \
       pack_y_##SUFFIX(r, n, g, dyp);                                           \
       GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Og, (int)K, (int)P,   \
@@ -417,8 +419,8 @@ typedef struct conv_run {
     int64_t i = 0;                                                             \
     for (int64_t o = g * Og; o < (g + 1) * Og; o++)                            \
       for (int64_t c = 0; c < Cg; c++)                                         \
-        for (int64_t kh = 0; kh < op->KH; kh++)                                \
-          for (int64_t kw = 0; kw < op->KW; kw++)                              \
+        for (int64_t kh = 0; kh < op->g.KH; kh++)                              \
+          for (int64_t kw = 0; kw < op->g.KW; kw++)                            \
             w[o * s[0] + c * s[1] + kh * s[2] + kw * s[3]] = acc[i++];         \
   }                                                                            \
   /* The 2x2 windows of stride 2 on unit-stride rows, branch-free: which of    \
@@ -426,8 +428,8 @@ typedef struct conv_run {
   static void pool_back_2x2_##SUFFIX(                                          \
       const conv_op *op, const T *x, const int64_t *xs, const T *y,            \
       const int64_t *ys, T *tp, const int64_t *ts) {                           \
-    int64_t OW = op->OW;                                                       \
-    for (int64_t oh = 0; oh < op->OH; oh++) {                                  \
+    int64_t OW = op->g.OW;                                                     \
+    for (int64_t oh = 0; oh < op->g.OH; oh++) {                                \
       const T *r0 = x + 2 * oh * xs[2], *r1 = r0 + xs[2];                      \
       const T *g = y + oh * ys[2];                                             \
       T *t0 = tp + 2 * oh * ts[2], *t1 = t0 + ts[2];                           \
@@ -457,18 +459,18 @@ typedef struct conv_run {
   static void pool_back_tiled_##SUFFIX(                                        \
       const conv_op *op, const T *x, const int64_t *xs, const T *y,            \
       const int64_t *ys, T *tp, const int64_t *ts) {                           \
-    int64_t KH = op->KH, KW = op->KW, OW = op->OW;                             \
-    for (int64_t ih = 0; ih < op->H; ih++)                                     \
-      for (int64_t iw = OW * KW; iw < op->W; iw++)                             \
+    int64_t KH = op->g.KH, KW = op->g.KW, OW = op->g.OW;                       \
+    for (int64_t ih = 0; ih < op->g.H; ih++)                                   \
+      for (int64_t iw = OW * KW; iw < op->g.W; iw++)                           \
         tp[ih * ts[2] + iw * ts[3]] = 0;                                       \
-    for (int64_t ih = op->OH * KH; ih < op->H; ih++)                           \
+    for (int64_t ih = op->g.OH * KH; ih < op->g.H; ih++)                       \
       for (int64_t iw = 0; iw < OW * KW; iw++)                                 \
         tp[ih * ts[2] + iw * ts[3]] = 0;                                       \
     if (KH == 2 && KW == 2 && xs[3] == 1 && ts[3] == 1 && ys[3] == 1) {        \
       pool_back_2x2_##SUFFIX(op, x, xs, y, ys, tp, ts);                        \
       return;                                                                  \
     }                                                                          \
-    for (int64_t oh = 0; oh < op->OH; oh++)                                    \
+    for (int64_t oh = 0; oh < op->g.OH; oh++)                                  \
       for (int64_t ow = 0; ow < OW; ow++) {                                    \
         int64_t h0 = oh * KH, w0 = ow * KW, bh = h0, bw = w0;                  \
         T best = x[h0 * xs[2] + w0 * xs[3]];                                   \
@@ -490,7 +492,7 @@ typedef struct conv_run {
   /* One (image, channel) plane of a pooling or of its derivatives. */         \
   static void pool_one_##SUFFIX(const conv_run *r, int64_t t) {                \
     const conv_op *op = r->op;                                                 \
-    int64_t n = t / op->C, c = t % op->C;                                      \
+    int64_t n = t / op->g.C, c = t % op->g.C;                                  \
     const int64_t *ys = r->yl->strides;                                        \
     const int64_t *xs = r->xl ? r->xl->strides : NULL;                         \
     const int64_t *ts = r->tl ? r->tl->strides : NULL;                         \
@@ -498,25 +500,25 @@ typedef struct conv_run {
     T *y = (T *)r->y + n * ys[0] + c * ys[1];                                  \
     T *tp = r->t ? (T *)r->t + n * ts[0] + c * ts[1] : NULL;                   \
     uint32_t code = op->code;                                                  \
-    if (code == TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD && op->KH == op->sh &&      \
-        op->KW == op->sw && op->ph == 0 && op->pw == 0) {                      \
+    if (code == TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD && op->g.KH == op->g.sh &&  \
+        op->g.KW == op->g.sw && op->g.ph == 0 && op->g.pw == 0) {              \
       pool_back_tiled_##SUFFIX(op, x, xs, y, ys, tp, ts);                      \
       return;                                                                  \
     }                                                                          \
     /* The gradients are sums over windows: start from zeros. */               \
     if (code == TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD ||                          \
         code == TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD)                            \
-      for (int64_t ih = 0; ih < op->H; ih++)                                   \
-        for (int64_t iw = 0; iw < op->W; iw++)                                 \
+      for (int64_t ih = 0; ih < op->g.H; ih++)                                 \
+        for (int64_t iw = 0; iw < op->g.W; iw++)                               \
           tp[ih * ts[2] + iw * ts[3]] = 0;                                     \
-    for (int64_t oh = 0; oh < op->OH; oh++)                                    \
-      for (int64_t ow = 0; ow < op->OW; ow++) {                                \
-        int64_t h0 = oh * op->sh - op->ph, w0 = ow * op->sw - op->pw;          \
-        int64_t h1 = h0 + op->KH, w1 = w0 + op->KW;                            \
+    for (int64_t oh = 0; oh < op->g.OH; oh++)                                  \
+      for (int64_t ow = 0; ow < op->g.OW; ow++) {                              \
+        int64_t h0 = oh * op->g.sh - op->g.ph, w0 = ow * op->g.sw - op->g.pw;  \
+        int64_t h1 = h0 + op->g.KH, w1 = w0 + op->g.KW;                        \
         h0 = h0 < 0 ? 0 : h0;                                                  \
         w0 = w0 < 0 ? 0 : w0;                                                  \
-        h1 = h1 > op->H ? op->H : h1;                                          \
-        w1 = w1 > op->W ? op->W : w1;                                          \
+        h1 = h1 > op->g.H ? op->g.H : h1;                                      \
+        w1 = w1 > op->g.W ? op->g.W : w1;                                      \
         T *yp = &y[oh * ys[2] + ow * ys[3]];                                   \
         if (code == TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD) {                      \
           if (h1 <= h0 || w1 <= w0)                                            \
@@ -571,8 +573,8 @@ DEFINE_KERNELS(double, f64, cblas_dgemm)
 /* Tasks of the convolution family: (image, group) pairs, or groups for the
  * weight gradient, whose images accumulate into one result. */
 static int64_t conv_tasks(const conv_op *op) {
-  return op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER ? op->G
-                                                           : op->N * op->G;
+  return op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER ? op->g.G
+                                                           : op->g.N * op->g.G;
 }
 
 static void conv_slot(void *ctx, size_t slot) {
@@ -580,7 +582,7 @@ static void conv_slot(void *ctx, size_t slot) {
   const conv_op *op = r->op;
   int64_t tasks = conv_tasks(op), lo = tasks * (int64_t)slot / op->slots,
           hi = tasks * ((int64_t)slot + 1) / op->slots;
-  int64_t K = op->C / op->G * op->KH * op->KW, P = op->OH * op->OW;
+  int64_t K = op->g.C / op->g.G * op->g.KH * op->g.KW, P = op->g.OH * op->g.OW;
   unsigned char *base =
       r->ws +
       (op->wpack_elems + (int64_t)slot * op->slot_elems) * (int64_t)op->elem;
@@ -674,17 +676,17 @@ static tyto_plugin_error *conv_exec(const cpu_op *base, const cpu_desc *d,
   conv_run r;
   bind_roles(&r, op, d, args);
   if (!is_conv_code(op->code)) {
-    if (op->N * op->C > 0)
-      cpu_pool_for(pool, (size_t)(op->N * op->C), pool_plane, &r);
+    if (op->g.N * op->g.C > 0)
+      cpu_pool_for(pool, (size_t)(op->g.N * op->g.C), pool_plane, &r);
     return NULL;
   }
   /* Nothing to write when the output is empty. */
-  int64_t Cg = op->C / op->G,
+  int64_t Cg = op->g.C / op->g.G,
           out_elems = op->code == TYTO_PLUGIN_OP_CONV2D
-                          ? op->N * op->O * op->OH * op->OW
+                          ? op->g.N * op->g.O * op->g.OH * op->g.OW
                       : op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA
-                          ? op->N * op->C * op->H * op->W
-                          : op->O * Cg * op->KH * op->KW;
+                          ? op->g.N * op->g.C * op->g.H * op->g.W
+                          : op->g.O * Cg * op->g.KH * op->g.KW;
   if (out_elems == 0)
     return NULL;
   if (op->code != TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER) {
@@ -713,20 +715,6 @@ static void conv_destroy(cpu_op *base) {
 /* Validation                                                                */
 /* ------------------------------------------------------------------------ */
 
-static tyto_plugin_error *check_attr(const tyto_plugin_host *h,
-                                     const char *opname, const char *name,
-                                     int64_t v, int64_t min) {
-  if (v < min)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: %s must be at least %lld, got %lld", opname, name,
-                        (long long)min, (long long)v);
-  if (v > INT_MAX)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: %s %lld is too large (at most %d)", opname, name,
-                        (long long)v, INT_MAX);
-  return NULL;
-}
-
 static int no_dnnl_env(void) {
   const char *v = getenv("TYTO_CPU_NO_DNNL");
   return v && *v && strcmp(v, "0") != 0;
@@ -734,215 +722,15 @@ static int no_dnnl_env(void) {
 
 static tyto_plugin_error *conv_check(const tyto_plugin_host *h,
                                      const cpu_desc *desc, conv_op *op) {
-  const tyto_plugin_op_desc *d = desc->d;
-  const char *name = cpu_op_name(d->op);
-  uint32_t code = d->op;
-  int is_conv = is_conv_code(code);
-  /* The inputs each op takes, for the count check and its message. */
-  const char *inputs = NULL;
-  uint32_t want_in = 1;
-  switch (code) {
-  case TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA:
-    inputs = "dy, w", want_in = 2;
-    break;
-  case TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER:
-  case TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD: inputs = "x, dy", want_in = 2; break;
-  case TYTO_PLUGIN_OP_MAX_POOL2D_SELECT: inputs = "x, t", want_in = 2; break;
-  case TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD: inputs = "dy"; break;
-  default: break;
-  }
-  if (code == TYTO_PLUGIN_OP_CONV2D
-          ? (desc->n_in != 2 && desc->n_in != 3) || desc->n_out != 1
-          : desc->n_in != want_in || desc->n_out != 1) {
-    if (code == TYTO_PLUGIN_OP_CONV2D)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: expected 2 or 3 inputs (x, w, optional bias) "
-                          "and 1 output, got %u and %u",
-                          name, desc->n_in, desc->n_out);
-    if (!inputs)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: expected 1 input and 1 output, got %u and %u",
-                          name, desc->n_in, desc->n_out);
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: expected %u input%s (%s) and 1 output, got %u "
-                        "and %u",
-                        name, want_in, want_in > 1 ? "s" : "", inputs,
-                        desc->n_in, desc->n_out);
-  }
-  uint32_t want_attrs = is_conv ? 7 : 6;
-  if (d->n_iattrs != want_attrs)
-    return h->error_new(
-        TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-        is_conv ? "%s: expected %u integer attributes (stride_h, stride_w, "
-                  "pad_h, pad_w, dilation_h, dilation_w, groups), got %u"
-                : "%s: expected %u integer attributes (kernel_h, kernel_w, "
-                  "stride_h, stride_w, pad_h, pad_w), got %u",
-        name, want_attrs, d->n_iattrs);
-  /* The layouts by role (see the top of the file) and their names. */
-  const tyto_plugin_layout *in0 = &desc->in[0].l,
-                           *in1 = desc->n_in > 1 ? &desc->in[1].l : NULL,
-                           *out = &desc->out[0].l, *x = in0, *w = in1, *y = out,
-                           *t = NULL;
-  const char *xname = "x", *wname = "w", *yname = "output", *tname = NULL;
-  switch (code) {
-  case TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA:
-    x = out, y = in0, xname = "dx (the output)", yname = "dy";
-    break;
-  case TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER:
-    w = out, y = in1, wname = "dw (the output)", yname = "dy";
-    break;
-  case TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD:
-    y = in1, t = out, yname = "dy", tname = "dx (the output)";
-    break;
-  case TYTO_PLUGIN_OP_MAX_POOL2D_SELECT: t = in1, tname = "t"; break;
-  case TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD:
-    x = out, y = in0, xname = "dx (the output)", yname = "dy";
-    break;
-  default: break;
-  }
-  /* Shapes for the messages, formatted only when one is made: the check
-   * runs for every node the host places. */
-  char sx[160], sw[160], sy[160], sb[160], so[160];
-  for (uint32_t i = 0; i < desc->n_in; i++)
-    if (desc->in[i].l.dtype != out->dtype)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: input %u is %s but the output is %s: all must "
-                          "share one dtype",
-                          name, i, cpu_dtype_name(desc->in[i].l.dtype),
-                          cpu_dtype_name(out->dtype));
-  if (x->rank != 4)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: %s must be [N, C, H, W], got %s", name, xname,
-                        cpu_shape_str(x, sx, sizeof sx));
-  static const char *const conv_names[] = {
-      "stride_h",   "stride_w",   "pad_h", "pad_w",
-      "dilation_h", "dilation_w", "groups"};
-  static const char *const pool_names[] = {"kernel_h", "kernel_w", "stride_h",
-                                           "stride_w", "pad_h",    "pad_w"};
-  static const int64_t conv_min[] = {1, 1, 0, 0, 1, 1, 1},
-                       pool_min[] = {1, 1, 1, 1, 0, 0};
-  for (uint32_t i = 0; i < want_attrs; i++) {
-    tyto_plugin_error *e =
-        check_attr(h, name, is_conv ? conv_names[i] : pool_names[i],
-                   d->iattrs[i], is_conv ? conv_min[i] : pool_min[i]);
-    if (e)
-      return e;
-  }
-  const int64_t *a = d->iattrs;
-  op->code = code;
-  op->elem = cpu_dtype_size(out->dtype);
-  op->N = x->shape[0];
-  op->C = x->shape[1];
-  op->H = x->shape[2];
-  op->W = x->shape[3];
-  int64_t O, eff_h, eff_w;
-  if (is_conv) {
-    op->sh = a[0], op->sw = a[1], op->ph = a[2], op->pw = a[3];
-    op->dh = a[4], op->dw = a[5], op->G = a[6];
-    if (w->rank != 4)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: %s must be [O, C/groups, KH, KW], got %s", name,
-                          wname, cpu_shape_str(w, sw, sizeof sw));
-    O = w->shape[0];
-    op->KH = w->shape[2];
-    op->KW = w->shape[3];
-    if (op->C % op->G)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: groups %lld does not divide the %lld input "
-                          "channels of %s %s",
-                          name, (long long)op->G, (long long)op->C, xname,
-                          cpu_shape_str(x, sx, sizeof sx));
-    if (O % op->G)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: groups %lld does not divide the %lld output "
-                          "channels of %s %s",
-                          name, (long long)op->G, (long long)O, wname,
-                          cpu_shape_str(w, sw, sizeof sw));
-    if (w->shape[1] != op->C / op->G)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: %s %s takes %lld input channels per group, "
-                          "but %s %s with groups %lld has %lld",
-                          name, wname, cpu_shape_str(w, sw, sizeof sw),
-                          (long long)w->shape[1], xname,
-                          cpu_shape_str(x, sx, sizeof sx), (long long)op->G,
-                          (long long)(op->C / op->G));
-    if (desc->n_in == 3) {
-      const tyto_plugin_layout *b = &desc->in[2].l;
-      if (b->rank != 1 || b->shape[0] != O)
-        return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                            "conv2d: bias must be [%lld] (one per output "
-                            "channel of w %s), got %s",
-                            (long long)O, cpu_shape_str(w, sw, sizeof sw),
-                            cpu_shape_str(b, sb, sizeof sb));
-      op->has_bias = 1;
-    }
-    if (op->KH > INT_MAX || op->KW > INT_MAX)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: kernel of %s %s is too large", name, wname,
-                          cpu_shape_str(w, sw, sizeof sw));
-    if (op->KH < 1 || op->KW < 1)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: %s %s has an empty kernel", name, wname,
-                          cpu_shape_str(w, sw, sizeof sw));
-    eff_h = op->dh * (op->KH - 1) + 1;
-    eff_w = op->dw * (op->KW - 1) + 1;
-  } else {
-    op->KH = a[0], op->KW = a[1], op->sh = a[2], op->sw = a[3];
-    op->ph = a[4], op->pw = a[5];
-    op->dh = op->dw = op->G = 1;
-    O = op->C;
-    if (op->ph >= op->KH || op->pw >= op->KW)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: padding %lldx%lld must be smaller than the "
-                          "kernel %lldx%lld",
-                          name, (long long)op->ph, (long long)op->pw,
-                          (long long)op->KH, (long long)op->KW);
-    eff_h = op->KH;
-    eff_w = op->KW;
-  }
-  op->O = O;
-  int64_t ph2 = op->H + 2 * op->ph, pw2 = op->W + 2 * op->pw;
-  if (eff_h > ph2 || eff_w > pw2)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: the %skernel %lldx%lld does not fit in the padded "
-                        "input %lldx%lld of %s %s",
-                        name, is_conv ? "dilated " : "", (long long)eff_h,
-                        (long long)eff_w, (long long)ph2, (long long)pw2, xname,
-                        cpu_shape_str(x, sx, sizeof sx));
-  op->OH = (ph2 - eff_h) / op->sh + 1;
-  op->OW = (pw2 - eff_w) / op->sw + 1;
-  if (y->rank != 4 || y->shape[0] != op->N || y->shape[1] != O ||
-      y->shape[2] != op->OH || y->shape[3] != op->OW) {
-    if (is_conv)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: %s is %s, expected [%lld,%lld,%lld,%lld] for "
-                          "%s %s and %s %s",
-                          name, yname, cpu_shape_str(y, sy, sizeof sy),
-                          (long long)op->N, (long long)O, (long long)op->OH,
-                          (long long)op->OW, xname,
-                          cpu_shape_str(x, sx, sizeof sx), wname,
-                          cpu_shape_str(w, sw, sizeof sw));
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: %s is %s, expected [%lld,%lld,%lld,%lld] for "
-                        "%s %s",
-                        name, yname, cpu_shape_str(y, sy, sizeof sy),
-                        (long long)op->N, (long long)O, (long long)op->OH,
-                        (long long)op->OW, xname,
-                        cpu_shape_str(x, sx, sizeof sx));
-  }
-  if (t && (t->rank != 4 || memcmp(t->shape, x->shape, 4 * sizeof *t->shape))) {
-    char st[160];
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: %s is %s, expected %s (shaped as x)", name, tname,
-                        cpu_shape_str(t, st, sizeof st),
-                        cpu_shape_str(x, sx, sizeof sx));
-  }
-  for (uint32_t ax = 0; ax < 4; ax++)
-    if (out->shape[ax] > 1 && out->strides[ax] == 0)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: output %s has a stride-0 axis %u: every "
-                          "element needs its own place",
-                          name, cpu_shape_str(out, so, sizeof so), ax);
+  tpc_operands a;
+  char why[1024];
+  tpc_operands_init(&a, desc->d, desc->n_in, &desc->in[0].l, sizeof desc->in[0],
+                    desc->n_out, &desc->out[0].l, sizeof desc->out[0], 1);
+  int code = tpc_conv_check(&a, &op->g, why, sizeof why);
+  if (code != 0)
+    return h->error_new((tyto_plugin_code)code, "%s", why);
+  op->code = desc->d->op;
+  op->elem = cpu_dtype_size(desc->out[0].l.dtype);
   return NULL;
 }
 
@@ -957,16 +745,16 @@ typedef struct im2col_size {
 
 /* Fills *sz; 0 when cblas's 32-bit sizes cannot hold the matrices. */
 static int im2col_sizes(const conv_op *op, im2col_size *sz) {
-  int64_t K = op->C / op->G * op->KH * op->KW, P = op->OH * op->OW,
-          Og = op->O / op->G, per_task;
+  int64_t K = op->g.C / op->g.G * op->g.KH * op->g.KW, P = op->g.OH * op->g.OW,
+          Og = op->g.O / op->g.G, per_task;
   if (K > INT_MAX || P > INT_MAX ||
-      __builtin_mul_overflow(op->O, K, &sz->wpack) ||
+      __builtin_mul_overflow(op->g.O, K, &sz->wpack) ||
       __builtin_mul_overflow(K + Og, P, &sz->slot) ||
       __builtin_mul_overflow(Og * K, P, &per_task))
     return 0;
   int64_t tasks = conv_tasks(op);
   if (op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER &&
-      __builtin_mul_overflow(per_task, op->N, &per_task))
+      __builtin_mul_overflow(per_task, op->g.N, &per_task))
     per_task = INT64_MAX;
   sz->max_slots = 1;
   if (tasks > 1 && per_task <= CONV_SMALL_GEMM)
@@ -1068,7 +856,7 @@ tyto_plugin_error *cpu_conv_prepare(const tyto_plugin_host *h,
    * and 7x7 with C 64 it is twice as fast as the portable path. A fixed
    * rule rather than a timing, so that runs stay bit-reproducible. */
   if (op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER &&
-      op->C / op->G <= 16 && op->OH * op->OW >= 512)
+      op->g.C / op->g.G <= 16 && op->g.OH * op->g.OW >= 512)
     dnnl_op = 0;
   if (op->elem == 4 && contiguous && !empty && dnnl_op && !no_dnnl_env())
     dnnl_build(op);

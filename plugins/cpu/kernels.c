@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/common.h"
 #include "cpu.h"
 #include "ops.h"
 
@@ -95,24 +96,12 @@ int64_t cpu_numel(const tyto_plugin_layout *l) {
 }
 
 const char *cpu_shape_str(const tyto_plugin_layout *l, char *buf, size_t size) {
-  size_t used = 0;
-  used += (size_t)snprintf(buf, size, "[");
-  for (uint32_t i = 0; i < l->rank && used < size; i++)
-    used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? "," : "",
-                             (long long)l->shape[i]);
-  if (used < size)
-    snprintf(buf + used, size - used, "]");
+  tpc_format_shape_as(l, 1, buf, size);
   return buf;
 }
 
 int cpu_contiguous(const tyto_plugin_layout *l) {
-  int64_t want = 1;
-  for (uint32_t i = l->rank; i-- > 0;) {
-    if (l->shape[i] != 1 && l->strides[i] != want)
-      return 0;
-    want *= l->shape[i];
-  }
-  return 1;
+  return tpc_dense(l);
 }
 
 /* Copies a layout of the caller's struct_size into one of ours. */

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/common.h"
 #include "ops.h"
 
 /* Below this many multiply-adds per GEMM a batch is spread over the pool;
@@ -64,13 +65,10 @@ static atomic_int blas_threads_set;
 /* Formats a shape as "[64,784]" with a "^T" when `t`. */
 static const char *shape_str(char *buf, size_t size,
                              const tyto_plugin_layout *l, int t) {
-  size_t used = 0;
-  used += (size_t)snprintf(buf, size, "[");
-  for (uint32_t i = 0; i < l->rank && used < size; i++)
-    used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? "," : "",
-                             (long long)l->shape[i]);
-  if (used < size)
-    snprintf(buf + used, size - used, "]%s", t ? "^T" : "");
+  tpc_format_shape_as(l, 1, buf, size);
+  size_t used = strlen(buf);
+  if (t && used < size)
+    snprintf(buf + used, size - used, "^T");
   return buf;
 }
 

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "../common/common.h"
+#include "../common/geometry.h"
 
 /* cuDNN's own workspace at most. */
 #define CONV_ALGO_WS ((size_t)1 << 30)
@@ -47,9 +48,7 @@
 typedef struct conv {
   uint32_t op, dtype;
   size_t elem;
-  int64_t N, C, H, W, O, KH, KW, OH, OW;
-  int64_t sh, sw, ph, pw, dh, dw, G;
-  int has_bias;
+  tpc_conv g; /* the geometry (../common/geometry.h) */
   /* Operands by role: x, w, y (y is dy for the backward ops); which of
    * them is the output; whether each is packed, and where. */
   tyto_plugin_layout lx, lw, ly;
@@ -73,163 +72,39 @@ static int owns(uint32_t op) {
          op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER;
 }
 
-/* Whether l is dense row-major (unit dimensions may have any stride). */
-static int dense(const tyto_plugin_layout *l) {
-  int64_t want = 1;
-  for (uint32_t i = l->rank; i-- > 0;) {
-    if (l->shape[i] != 1 && l->strides[i] != want)
-      return 0;
-    want *= l->shape[i];
-  }
-  return 1;
-}
-
-static tyto_plugin_error *check_attr(const tyto_plugin_host *h, const char *op,
-                                     const char *name, int64_t v, int64_t min) {
-  if (v < min)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: %s must be at least %lld, got %lld", op, name,
-                        (long long)min, (long long)v);
-  if (v > INT_MAX)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: %s %lld is too large (at most %d)", op, name,
-                        (long long)v, INT_MAX);
-  return NULL;
-}
-
-/* Reads and checks the descriptor's geometry into *c, as the CPU plugin
- * does (same order, same messages). */
+/* Reads and checks the descriptor's geometry into *c (the rules all
+ * plugins share, ../common/geometry.c), then what cuDNN can take. */
 static tyto_plugin_error *geometry(tyto_plugin_device *dev, const tcu_desc *d,
                                    conv *c) {
   const tyto_plugin_host *h = TCU_HOST(dev);
-  const tyto_plugin_op_desc *od = d->d;
-  const char *name = tcu_op_name(d->op);
-  uint32_t code = d->op;
+  tpc_operands a;
+  char why[1024];
   memset(c, 0, sizeof *c);
-  if (code == TYTO_PLUGIN_OP_CONV2D) {
-    if ((d->n_in != 2 && d->n_in != 3) || d->n_out != 1)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: expected 2 or 3 inputs (x, w, optional bias) "
-                          "and 1 output, got %u and %u",
-                          name, (unsigned)d->n_in, (unsigned)d->n_out);
-  } else if (d->n_in != 2 || d->n_out != 1) {
-    return h->error_new(
-        TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-        "%s: expected 2 inputs (%s) and 1 output, got %u and "
-        "%u",
-        name, code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA ? "dy, w" : "x, dy",
-        (unsigned)d->n_in, (unsigned)d->n_out);
-  }
-  if (od->n_iattrs != 7)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: expected 7 integer attributes (stride_h, "
-                        "stride_w, pad_h, pad_w, dilation_h, dilation_w, "
-                        "groups), got %u",
-                        name, (unsigned)od->n_iattrs);
-  const tyto_plugin_layout *in0 = &d->in[0].l, *in1 = &d->in[1].l,
-                           *out = &d->out[0].l, *x = in0, *w = in1, *y = out;
-  const char *xname = "x", *wname = "w", *yname = "output";
-  if (code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA)
-    x = out, y = in0, xname = "dx (the output)", yname = "dy";
-  else if (code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER)
-    w = out, y = in1, wname = "dw (the output)", yname = "dy";
-  char sx[160], sw[160], sy[160], sb[160], so[160];
-  tpc_format_shape(x, sx, sizeof sx);
-  tpc_format_shape(w, sw, sizeof sw);
-  tpc_format_shape(y, sy, sizeof sy);
-  tpc_format_shape(out, so, sizeof so);
-  if (x->rank != 4)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: %s must be [N, C, H, W], got %s", name, xname, sx);
-  static const char *const names[] = {"stride_h", "stride_w",   "pad_h",
-                                      "pad_w",    "dilation_h", "dilation_w",
-                                      "groups"};
-  static const int64_t mins[] = {1, 1, 0, 0, 1, 1, 1};
-  for (int i = 0; i < 7; i++) {
-    tyto_plugin_error *e =
-        check_attr(h, name, names[i], od->iattrs[i], mins[i]);
-    if (e != NULL)
-      return e;
-  }
-  const int64_t *a = od->iattrs;
-  c->op = code;
+  tpc_operands_init(&a, d->d, d->n_in, &d->in[0].l, sizeof d->in[0], d->n_out,
+                    &d->out[0].l, sizeof d->out[0], 0);
+  int code = tpc_conv_check(&a, &c->g, why, sizeof why);
+  if (code != 0)
+    return h->error_new((tyto_plugin_code)code, "%s", why);
+  c->op = d->op;
   c->dtype = d->dtype;
   c->elem = d->elem;
-  c->N = x->shape[0], c->C = x->shape[1], c->H = x->shape[2];
-  c->W = x->shape[3];
-  c->sh = a[0], c->sw = a[1], c->ph = a[2], c->pw = a[3];
-  c->dh = a[4], c->dw = a[5], c->G = a[6];
-  if (w->rank != 4)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: %s must be [O, C/groups, KH, KW], got %s", name,
-                        wname, sw);
-  c->O = w->shape[0], c->KH = w->shape[2], c->KW = w->shape[3];
-  if (c->C % c->G)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: groups %lld does not divide the %lld input "
-                        "channels of %s %s",
-                        name, (long long)c->G, (long long)c->C, xname, sx);
-  if (c->O % c->G)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: groups %lld does not divide the %lld output "
-                        "channels of %s %s",
-                        name, (long long)c->G, (long long)c->O, wname, sw);
-  if (w->shape[1] != c->C / c->G)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: %s %s takes %lld input channels per group, but "
-                        "%s %s with groups %lld has %lld",
-                        name, wname, sw, (long long)w->shape[1], xname, sx,
-                        (long long)c->G, (long long)(c->C / c->G));
-  if (d->n_in == 3) {
-    const tyto_plugin_layout *b = &d->in[2].l;
-    tpc_format_shape(b, sb, sizeof sb);
-    if (b->rank != 1 || b->shape[0] != c->O)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "conv2d: bias must be [%lld] (one per output "
-                          "channel of w %s), got %s",
-                          (long long)c->O, sw, sb);
-    c->has_bias = 1;
-  }
-  if (c->KH > INT_MAX || c->KW > INT_MAX)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: kernel of %s %s is too large", name, wname, sw);
-  if (c->KH < 1 || c->KW < 1)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: %s %s has an empty kernel", name, wname, sw);
-  int64_t eff_h = c->dh * (c->KH - 1) + 1, eff_w = c->dw * (c->KW - 1) + 1;
-  int64_t ph2 = c->H + 2 * c->ph, pw2 = c->W + 2 * c->pw;
-  if (eff_h > ph2 || eff_w > pw2)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: the dilated kernel %lldx%lld does not fit in the "
-                        "padded input %lldx%lld of %s %s",
-                        name, (long long)eff_h, (long long)eff_w,
-                        (long long)ph2, (long long)pw2, xname, sx);
-  c->OH = (ph2 - eff_h) / c->sh + 1;
-  c->OW = (pw2 - eff_w) / c->sw + 1;
-  if (y->rank != 4 || y->shape[0] != c->N || y->shape[1] != c->O ||
-      y->shape[2] != c->OH || y->shape[3] != c->OW)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: %s is %s, expected [%lld,%lld,%lld,%lld] for %s "
-                        "%s and %s %s",
-                        name, yname, sy, (long long)c->N, (long long)c->O,
-                        (long long)c->OH, (long long)c->OW, xname, sx, wname,
-                        sw);
-  for (uint32_t ax = 0; ax < 4; ax++)
-    if (out->shape[ax] > 1 && out->strides[ax] == 0)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: output %s has a stride-0 axis %u: every "
-                          "element needs its own place",
-                          name, so, (unsigned)ax);
-  if (c->N > INT_MAX || c->C > INT_MAX || c->H > INT_MAX || c->W > INT_MAX ||
-      c->O > INT_MAX)
+  const tyto_plugin_layout *x = tpc_operand(&a, c->g.x),
+                           *w = tpc_operand(&a, c->g.w),
+                           *y = tpc_operand(&a, c->g.y);
+  if (c->g.N > INT_MAX || c->g.C > INT_MAX || c->g.H > INT_MAX ||
+      c->g.W > INT_MAX || c->g.O > INT_MAX) {
+    char sx[160];
+    tpc_format_shape(x, sx, sizeof sx);
     return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
                         "%s: %s %s has an extent above %d, more than cuDNN's "
                         "32-bit sizes reach",
-                        name, xname, sx, INT_MAX);
+                        tcu_op_name(d->op), c->g.xname, sx, INT_MAX);
+  }
   c->lx = *x;
   c->lw = *w;
   c->ly = *y;
-  c->empty = c->N == 0 || c->C == 0 || c->O == 0 || c->H == 0 || c->W == 0;
+  c->empty =
+      c->g.N == 0 || c->g.C == 0 || c->g.O == 0 || c->g.H == 0 || c->g.W == 0;
   return NULL;
 }
 
@@ -328,19 +203,20 @@ static tyto_plugin_error *setup_dnn(tyto_plugin_device *dev, conv *c) {
       (st = cudnnCreateConvolutionDescriptor(&c->cd)) != CUDNN_STATUS_SUCCESS)
     goto fail;
   call = "cudnnSet*Descriptor";
-  if ((st = cudnnSetTensor4dDescriptor(c->xd, CUDNN_TENSOR_NCHW, t, (int)c->N,
-                                       (int)c->C, (int)c->H, (int)c->W)) !=
-          CUDNN_STATUS_SUCCESS ||
-      (st = cudnnSetTensor4dDescriptor(c->yd, CUDNN_TENSOR_NCHW, t, (int)c->N,
-                                       (int)c->O, (int)c->OH, (int)c->OW)) !=
-          CUDNN_STATUS_SUCCESS ||
-      (st = cudnnSetFilter4dDescriptor(c->wd, t, CUDNN_TENSOR_NCHW, (int)c->O,
-                                       (int)(c->C / c->G), (int)c->KH,
-                                       (int)c->KW)) != CUDNN_STATUS_SUCCESS ||
+  if ((st = cudnnSetTensor4dDescriptor(c->xd, CUDNN_TENSOR_NCHW, t, (int)c->g.N,
+                                       (int)c->g.C, (int)c->g.H,
+                                       (int)c->g.W)) != CUDNN_STATUS_SUCCESS ||
+      (st = cudnnSetTensor4dDescriptor(c->yd, CUDNN_TENSOR_NCHW, t, (int)c->g.N,
+                                       (int)c->g.O, (int)c->g.OH,
+                                       (int)c->g.OW)) != CUDNN_STATUS_SUCCESS ||
+      (st = cudnnSetFilter4dDescriptor(c->wd, t, CUDNN_TENSOR_NCHW, (int)c->g.O,
+                                       (int)(c->g.C / c->g.G), (int)c->g.KH,
+                                       (int)c->g.KW)) != CUDNN_STATUS_SUCCESS ||
       (st = cudnnSetConvolution2dDescriptor(
-           c->cd, (int)c->ph, (int)c->pw, (int)c->sh, (int)c->sw, (int)c->dh,
-           (int)c->dw, CUDNN_CROSS_CORRELATION, t)) != CUDNN_STATUS_SUCCESS ||
-      (st = cudnnSetConvolutionGroupCount(c->cd, (int)c->G)) !=
+           c->cd, (int)c->g.ph, (int)c->g.pw, (int)c->g.sh, (int)c->g.sw,
+           (int)c->g.dh, (int)c->g.dw, CUDNN_CROSS_CORRELATION, t)) !=
+          CUDNN_STATUS_SUCCESS ||
+      (st = cudnnSetConvolutionGroupCount(c->cd, (int)c->g.G)) !=
           CUDNN_STATUS_SUCCESS ||
       (st = cudnnSetConvolutionMathType(
            c->cd, dev->state->allow_tf32 && c->dtype == TYTO_PLUGIN_DTYPE_F32
@@ -413,9 +289,10 @@ static tyto_plugin_error *setup_dnn(tyto_plugin_device *dev, conv *c) {
         "%s on cuda:%d: cuDNN offers no deterministic algorithm for "
         "[%lld,%lld,%lld,%lld] with w [%lld,%lld,%lld,%lld] within %zu MiB "
         "of workspace",
-        name, dev->index, (long long)c->N, (long long)c->C, (long long)c->H,
-        (long long)c->W, (long long)c->O, (long long)(c->C / c->G),
-        (long long)c->KH, (long long)c->KW, CONV_ALGO_WS >> 20);
+        name, dev->index, (long long)c->g.N, (long long)c->g.C,
+        (long long)c->g.H, (long long)c->g.W, (long long)c->g.O,
+        (long long)(c->g.C / c->g.G), (long long)c->g.KH, (long long)c->g.KW,
+        CONV_ALGO_WS >> 20);
   return NULL;
 fail:
   return tcu_lib_error(dev,
@@ -429,11 +306,11 @@ fail:
  * top): ungrouped, a small filter volume, and buffers within the cap
  * (which also keeps every index of the kernels in 32 bits). */
 static int wgrad_by_gemm(const conv *c) {
-  if (c->op != TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER || c->G != 1 || c->empty)
+  if (c->op != TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER || c->g.G != 1 || c->empty)
     return 0;
-  const uint64_t K = (uint64_t)(c->C * c->KH * c->KW),
-                 P = (uint64_t)(c->OH * c->OW), N = (uint64_t)c->N,
-                 O = (uint64_t)c->O;
+  const uint64_t K = (uint64_t)(c->g.C * c->g.KH * c->g.KW),
+                 P = (uint64_t)(c->g.OH * c->g.OW), N = (uint64_t)c->g.N,
+                 O = (uint64_t)c->g.O;
   if (K > WGRAD_MAX_K || P > WGRAD_WS_CAP || N > WGRAD_WS_CAP ||
       O > WGRAD_WS_CAP)
     return 0;
@@ -449,20 +326,22 @@ static int wgrad_by_gemm(const conv *c) {
 static tyto_plugin_error *wgrad_gemm(tyto_plugin_device *dev,
                                      tyto_plugin_stream *s, const conv *c,
                                      void *const *use, void *ws) {
-  const int64_t K = c->C * c->KH * c->KW, P = c->OH * c->OW;
+  const int64_t K = c->g.C * c->g.KH * c->g.KW, P = c->g.OH * c->g.OW;
   int64_t xs[4];
   if (c->pack[0]) {
-    xs[3] = 1, xs[2] = c->W, xs[1] = c->H * c->W, xs[0] = c->C * c->H * c->W;
+    xs[3] = 1, xs[2] = c->g.W, xs[1] = c->g.H * c->g.W,
+    xs[0] = c->g.C * c->g.H * c->g.W;
   } else {
     for (int a = 0; a < 4; a++)
       xs[a] = c->lx.strides[a];
   }
   void *x = use[0], *dy = use[2], *dw = use[1];
   void *cols = (char *)ws + c->cols_off, *part = (char *)ws + c->part_off;
-  unsigned total = (unsigned)(c->N * K * P), uk = (unsigned)K, up = (unsigned)P,
-           ukh = (unsigned)c->KH, ukw = (unsigned)c->KW, uow = (unsigned)c->OW;
-  long long H = c->H, W = c->W, sh = c->sh, sw = c->sw, ph = c->ph, pw = c->pw,
-            dh = c->dh, dw_ = c->dw;
+  unsigned total = (unsigned)(c->g.N * K * P), uk = (unsigned)K,
+           up = (unsigned)P, ukh = (unsigned)c->g.KH, ukw = (unsigned)c->g.KW,
+           uow = (unsigned)c->g.OW;
+  long long H = c->g.H, W = c->g.W, sh = c->g.sh, sw = c->g.sw, ph = c->g.ph,
+            pw = c->g.pw, dh = c->g.dh, dw_ = c->g.dw;
   void *p1[] = {&x,  &xs[0], &xs[1], &xs[2], &xs[3], &cols, &total,
                 &uk, &up,    &ukh,   &ukw,   &uow,   &H,    &W,
                 &sh, &sw,    &ph,    &pw,    &dh,    &dw_};
@@ -474,7 +353,7 @@ static tyto_plugin_error *wgrad_gemm(tyto_plugin_device *dev,
   const int f64 = c->dtype == TYTO_PLUGIN_DTYPE_F64;
   const double one_d = 1, zero_d = 0;
   const float one_f = 1, zero_f = 0;
-  const int m = (int)K, n = (int)c->O, kk = (int)P;
+  const int m = (int)K, n = (int)c->g.O, kk = (int)P;
   pthread_mutex_lock(&dev->lib_lock);
   void *hv = NULL;
   e = tcu_cublas(dev, &hv);
@@ -491,14 +370,14 @@ static tyto_plugin_error *wgrad_gemm(tyto_plugin_device *dev,
   }
   if (e == NULL && st == CUBLAS_STATUS_SUCCESS) {
     call = f64 ? "cublasDgemmStridedBatched" : "cublasSgemmStridedBatched";
-    st = f64 ? cublasDgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, kk,
-                                         &one_d, cols, kk, (long long)K * P, dy,
-                                         kk, (long long)c->O * P, &zero_d, part,
-                                         m, (long long)K * c->O, (int)c->N)
-             : cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, kk,
-                                         &one_f, cols, kk, (long long)K * P, dy,
-                                         kk, (long long)c->O * P, &zero_f, part,
-                                         m, (long long)K * c->O, (int)c->N);
+    st = f64 ? cublasDgemmStridedBatched(
+                   h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, kk, &one_d, cols, kk,
+                   (long long)K * P, dy, kk, (long long)c->g.O * P, &zero_d,
+                   part, m, (long long)K * c->g.O, (int)c->g.N)
+             : cublasSgemmStridedBatched(
+                   h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, kk, &one_f, cols, kk,
+                   (long long)K * P, dy, kk, (long long)c->g.O * P, &zero_f,
+                   part, m, (long long)K * c->g.O, (int)c->g.N);
   }
   pthread_mutex_unlock(&dev->lib_lock);
   if (e != NULL)
@@ -509,7 +388,7 @@ static tyto_plugin_error *wgrad_gemm(tyto_plugin_device *dev,
                              ? TYTO_PLUGIN_ERR_OUT_OF_MEMORY
                              : TYTO_PLUGIN_ERR_INTERNAL,
                          tcu_op_name(c->op), call, cublasGetStatusString(st));
-  unsigned un = (unsigned)c->N, ok = (unsigned)(c->O * K);
+  unsigned un = (unsigned)c->g.N, ok = (unsigned)(c->g.O * K);
   void *p2[] = {&part, &un, &ok, &dw};
   return tcu_run(dev, s, c->wsumk, (dim3){tcu_blocks(dev, ok), 1, 1},
                  (dim3){TCU_BLOCK, 1, 1}, 0, p2, "conv weight-gradient sum");
@@ -539,7 +418,7 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   const tyto_plugin_layout *ls[3] = {&c->lx, &c->lw, &c->ly};
   uint64_t at = 0;
   for (int i = 0; i < 3; i++) {
-    if (dense(ls[i]))
+    if (tpc_dense(ls[i]))
       continue;
     int64_t n = 1;
     for (uint32_t a = 0; a < 4; a++)
@@ -550,9 +429,9 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   }
   c->algo_off = (size_t)at;
   if (wgrad_by_gemm(c)) {
-    const uint64_t K = (uint64_t)(c->C * c->KH * c->KW),
-                   P = (uint64_t)(c->OH * c->OW), N = (uint64_t)c->N,
-                   O = (uint64_t)c->O;
+    const uint64_t K = (uint64_t)(c->g.C * c->g.KH * c->g.KW),
+                   P = (uint64_t)(c->g.OH * c->g.OW), N = (uint64_t)c->g.N,
+                   O = (uint64_t)c->g.O;
     e = tcu_function(dev, c->dtype, wgrad_source, "tyto_cv_im2col",
                      &c->im2colk);
     if (e == NULL)
@@ -694,9 +573,9 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
     if (c->pack[out_role])
       e = copy(dev, s, c, ls[out_role], bound[out_role], use[out_role], 0);
   }
-  if (e == NULL && c->has_bias) {
+  if (e == NULL && c->g.has_bias) {
     tcu_dims yd = tcu_dims_of(&c->ly);
-    int64_t n = count4(&c->ly), hw = c->OH * c->OW, O = c->O;
+    int64_t n = count4(&c->ly), hw = c->g.OH * c->g.OW, O = c->g.O;
     int64_t bs = k->desc.in[2].l.strides[0];
     void *b = in[2].ptr;
     void *params[] = {&bound[2], &yd, &b, &bs, &hw, &O, &n};

@@ -234,22 +234,14 @@ static tyto_plugin_error *read_desc(tyto_plugin_device *dev,
   d->n_out = desc->n_outputs;
   tyto_plugin_error *e;
   /* The layouts' stride is the caller's struct size. */
-  for (uint32_t i = 0; i < d->n_in; i++) {
-    const tyto_plugin_layout *l =
-        i > 0 && desc->inputs[0].struct_size < sizeof(size_t)
-            ? NULL
-            : TYTO_PLUGIN_AT(tyto_plugin_layout, desc->inputs, i);
-    if ((e = read_layout(dev, op, "input", i, l, &d->in[i])) != NULL)
+  for (uint32_t i = 0; i < d->n_in; i++)
+    if ((e = read_layout(dev, op, "input", i, tpc_at(desc->inputs, i),
+                         &d->in[i])) != NULL)
       return e;
-  }
-  for (uint32_t i = 0; i < d->n_out; i++) {
-    const tyto_plugin_layout *l =
-        i > 0 && desc->outputs[0].struct_size < sizeof(size_t)
-            ? NULL
-            : TYTO_PLUGIN_AT(tyto_plugin_layout, desc->outputs, i);
-    if ((e = read_layout(dev, op, "output", i, l, &d->out[i])) != NULL)
+  for (uint32_t i = 0; i < d->n_out; i++)
+    if ((e = read_layout(dev, op, "output", i, tpc_at(desc->outputs, i),
+                         &d->out[i])) != NULL)
       return e;
-  }
   uint32_t dt = d->out[0].l.dtype;
   for (uint32_t i = 0; i < d->n_in + d->n_out; i++) {
     const tcu_reach *r = i < d->n_in ? &d->in[i] : &d->out[i - d->n_in];
@@ -445,20 +437,14 @@ tcu_launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   tcu_arg in[TCU_MAX_IO], out[TCU_MAX_IO], ws = {NULL};
   tyto_plugin_error *e;
   for (uint32_t i = 0; i < d->n_in; i++) {
-    const tyto_plugin_binding *b =
-        i > 0 && inputs[0].struct_size < sizeof(size_t)
-            ? NULL
-            : TYTO_PLUGIN_AT(tyto_plugin_binding, inputs, i);
-    if ((e = bind(dev, k, b, "input", i, &d->in[i], &in[i])) != NULL)
+    if ((e = bind(dev, k, tpc_at(inputs, i), "input", i, &d->in[i], &in[i])) !=
+        NULL)
       return e;
   }
   int written = 0;
   for (uint32_t i = 0; i < d->n_out; i++) {
-    const tyto_plugin_binding *b =
-        i > 0 && outputs[0].struct_size < sizeof(size_t)
-            ? NULL
-            : TYTO_PLUGIN_AT(tyto_plugin_binding, outputs, i);
-    if ((e = bind(dev, k, b, "output", i, &d->out[i], &out[i])) != NULL)
+    if ((e = bind(dev, k, tpc_at(outputs, i), "output", i, &d->out[i],
+                  &out[i])) != NULL)
       return e;
     written += d->out[i].n > 0;
   }

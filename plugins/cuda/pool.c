@@ -36,6 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/geometry.h"
+
 /* Indices below this run as ints (sums of two stay below 2^31). */
 #define POOL_I32_LIMIT ((int64_t)1 << 30)
 
@@ -304,129 +306,31 @@ typedef struct pool_impl {
   int64_t n; /* items of the main kernel */
 } pool_impl;
 
-static int owns(uint32_t op) {
-  return op == TYTO_PLUGIN_OP_MAX_POOL2D || op == TYTO_PLUGIN_OP_AVG_POOL2D ||
-         op == TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD ||
-         op == TYTO_PLUGIN_OP_MAX_POOL2D_SELECT ||
-         op == TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD;
-}
-
 /* The layout of role index r. */
 static const tyto_plugin_layout *role(const tcu_desc *d, int r) {
   return r < (int)d->n_in ? &d->in[r].l : &d->out[r - (int)d->n_in].l;
 }
 
-/* Checks d and fills *g and *r: the rules of plugins/cpu/conv.c. */
+/* Checks d and fills *g and *r: the rules all plugins share
+ * (../common/geometry.c), then the argmax pass's limits. */
 static tyto_plugin_error *geometry(tyto_plugin_device *dev, const tcu_desc *d,
                                    pool_geo *g, pool_roles *r) {
   const tyto_plugin_host *host = TCU_HOST(dev);
   const char *op = tcu_op_name(d->op);
-  const char *inputs = "x";
-  uint32_t want_in = 1;
-  const char *xname = "x", *yname = "output", *tname = NULL;
+  tpc_operands a;
+  tpc_conv c;
+  char why[1024];
   memset(g, 0, sizeof *g);
-  r->x = 0, r->y = 1, r->t = -1;
-  switch (d->op) {
-  case TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD:
-    inputs = "x, dy", want_in = 2;
-    r->y = 1, r->t = 2, yname = "dy", tname = "dx (the output)";
-    break;
-  case TYTO_PLUGIN_OP_MAX_POOL2D_SELECT:
-    inputs = "x, t", want_in = 2;
-    r->t = 1, r->y = 2, tname = "t";
-    break;
-  case TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD:
-    inputs = "dy";
-    /* x names dx, the output: it carries the input's shape. */
-    r->y = 0, r->x = 1, r->t = 1, yname = "dy", xname = "dx (the output)";
-    break;
-  default: break;
-  }
-  if (d->n_in != want_in || d->n_out != 1)
-    return host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                           "%s: expected %u input%s (%s) and 1 output, got %u "
-                           "and %u",
-                           op, (unsigned)want_in, want_in > 1 ? "s" : "",
-                           inputs, (unsigned)d->n_in, (unsigned)d->n_out);
-  const tyto_plugin_op_desc *desc = d->d;
-  if (desc->n_iattrs != 6)
-    return host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                           "%s: expected 6 integer attributes (kernel_h, "
-                           "kernel_w, stride_h, stride_w, pad_h, pad_w), got "
-                           "%u",
-                           op, (unsigned)desc->n_iattrs);
-  const tyto_plugin_layout *x = role(d, r->x), *y = role(d, r->y),
-                           *out = &d->out[0].l;
-  char sx[160], sy[160];
-  tcu_shape_str(x, sx, sizeof sx);
-  tcu_shape_str(y, sy, sizeof sy);
-  if (x->rank != 4)
-    return host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                           "%s: %s must be [N, C, H, W], got %s", op, xname,
-                           sx);
-  static const char *const names[6] = {"kernel_h", "kernel_w", "stride_h",
-                                       "stride_w", "pad_h",    "pad_w"};
-  const int64_t *a = desc->iattrs;
-  for (int i = 0; i < 6; i++) {
-    int64_t min = i < 4 ? 1 : 0;
-    if (a[i] < min)
-      return host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                             "%s: %s must be at least %lld, got %lld", op,
-                             names[i], (long long)min, (long long)a[i]);
-    if (a[i] > INT_MAX)
-      return host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                             "%s: %s %lld is too large (at most %d)", op,
-                             names[i], (long long)a[i], INT_MAX);
-  }
-  g->N = x->shape[0], g->C = x->shape[1], g->H = x->shape[2];
-  g->W = x->shape[3];
-  g->KH = a[0], g->KW = a[1], g->sh = a[2], g->sw = a[3], g->ph = a[4];
-  g->pw = a[5];
-  if (g->ph >= g->KH || g->pw >= g->KW)
-    return host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                           "%s: padding %lldx%lld must be smaller than the "
-                           "kernel %lldx%lld",
-                           op, (long long)g->ph, (long long)g->pw,
-                           (long long)g->KH, (long long)g->KW);
-  /* H, W < 2^62 (kernels.c checked the reach), pads <= INT_MAX. */
-  int64_t ph2 = g->H + 2 * g->ph, pw2 = g->W + 2 * g->pw;
-  if (g->KH > ph2 || g->KW > pw2)
-    return host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                           "%s: the kernel %lldx%lld does not fit in the "
-                           "padded input %lldx%lld of %s %s",
-                           op, (long long)g->KH, (long long)g->KW,
-                           (long long)ph2, (long long)pw2, xname, sx);
-  g->OH = (ph2 - g->KH) / g->sh + 1;
-  g->OW = (pw2 - g->KW) / g->sw + 1;
-  /* The cells that cover rows -ph .. H - 1 (columns -pw .. W - 1). */
-  g->CH = g->H > 0 ? (g->H - 1 + g->ph) / g->sh + 1 : 0;
-  g->CW = g->W > 0 ? (g->W - 1 + g->pw) / g->sw + 1 : 0;
-  if (y->rank != 4 || y->shape[0] != g->N || y->shape[1] != g->C ||
-      y->shape[2] != g->OH || y->shape[3] != g->OW)
-    return host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                           "%s: %s is %s, expected [%lld,%lld,%lld,%lld] for "
-                           "%s %s",
-                           op, yname, sy, (long long)g->N, (long long)g->C,
-                           (long long)g->OH, (long long)g->OW, xname, sx);
-  if (r->t >= 0) {
-    const tyto_plugin_layout *t = role(d, r->t);
-    if (t->rank != 4 || memcmp(t->shape, x->shape, 4 * sizeof t->shape[0])) {
-      char st[160];
-      tcu_shape_str(t, st, sizeof st);
-      return host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                             "%s: %s is %s, expected %s (shaped as x)", op,
-                             tname, st, sx);
-    }
-  }
-  for (uint32_t ax = 0; ax < 4; ax++)
-    if (out->shape[ax] > 1 && out->strides[ax] == 0) {
-      char so[160];
-      tcu_shape_str(out, so, sizeof so);
-      return host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                             "%s: output %s has a stride-0 axis %u: every "
-                             "element needs its own place",
-                             op, so, (unsigned)ax);
-    }
+  tpc_operands_init(&a, d->d, d->n_in, &d->in[0].l, sizeof d->in[0], d->n_out,
+                    &d->out[0].l, sizeof d->out[0], 0);
+  int code = tpc_conv_check(&a, &c, why, sizeof why);
+  if (code != 0)
+    return host->error_new((tyto_plugin_code)code, "%s", why);
+  r->x = c.x, r->y = c.y, r->t = c.t;
+  g->N = c.N, g->C = c.C, g->H = c.H, g->W = c.W, g->OH = c.OH, g->OW = c.OW;
+  g->KH = c.KH, g->KW = c.KW, g->sh = c.sh, g->sw = c.sw, g->ph = c.ph;
+  g->pw = c.pw, g->CH = c.CH, g->CW = c.CW;
+  const tyto_plugin_layout *x = tpc_operand(&a, c.x), *y = tpc_operand(&a, c.y);
   if (d->op == TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD) {
     /* The argmax pass stores a position inside each clipped window as an
      * int, and one int per window in the workspace. */
@@ -626,5 +530,5 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   return run(dev, s, c->main, n, p2, "max_pool2d_backward kernel");
 }
 
-const tcu_family tcu_family_pool = {"pool",  owns,   check,
-                                    prepare, launch, release};
+const tcu_family tcu_family_pool = {"pool",  tpc_pool_op, check,
+                                    prepare, launch,      release};

@@ -10,55 +10,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/pci.h"
 #include "cuda_plugin.h"
 
 #define NVIDIA_PCI_VENDOR 0x10de
 
-/* Reads up to `max` hex digits at *p into *v; returns 0 if there are none. */
-static int hex_field(const char **p, int max, unsigned *v) {
-  int n = 0;
-  *v = 0;
-  for (; n < max; n++, (*p)++) {
-    char c = **p;
-    int d = c >= '0' && c <= '9'   ? c - '0'
-            : c >= 'a' && c <= 'f' ? c - 'a' + 10
-            : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                   : -1;
-    if (d < 0)
-      break;
-    *v = *v * 16 + (unsigned)d;
-  }
-  return n > 0;
-}
-
 /* Rewrites a PCI bus id in any of the spellings in use ("00000000:65:00.0"
  * from CUDA, "0000:65:00.0" from hwloc, "65:00.0", upper or lower case) as
- * "dddd:bb:dd.f" lower-case, so the two sides compare with strcmp. Domains
- * may exceed 16 bits (Intel VMD puts GPUs in 10000:...) and then print
- * wider, as hwloc prints them. Returns 0 when `in` is not a bus id. */
+ * "dddd:bb:dd.f" lower-case, so the two sides compare with strcmp. Returns
+ * 0 when `in` is not a bus id. */
 static int normalise_bus_id(const char *in, char *out, size_t size) {
-  unsigned f[3], fn;
-  const char *p = in;
-  int n = 0;
-  if (in == NULL)
+  tpc_pci a;
+  if (!tpc_pci_parse(in, &a))
     return 0;
-  /* [domain:]bus:device, then .function */
-  for (;;) {
-    if (n == 3 || !hex_field(&p, 8, &f[n]))
-      return 0;
-    n++;
-    if (*p == '.')
-      break;
-    if (*p++ != ':')
-      return 0;
-  }
-  p++;
-  if (n < 2 || !hex_field(&p, 1, &fn) || *p != '\0')
-    return 0;
-  if (f[n - 2] > 0xff || f[n - 1] > 0x1f || fn > 0x7)
-    return 0;
-  snprintf(out, size, "%04x:%02x:%02x.%x", n == 3 ? f[0] : 0u, f[n - 2],
-           f[n - 1], fn);
+  tpc_pci_format(&a, out, size);
   return 1;
 }
 

@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/common.h"
 #include "conv.h"
 #include "errors.h"
 #include "layout.h"
@@ -179,36 +180,10 @@ static const char source[] =
     "  }\n"
     "}\n";
 
-
 static int owns(uint32_t op) {
   return op == TYTO_PLUGIN_OP_CONV2D ||
          op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA ||
          op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER;
-}
-
-/* Whether l is dense row-major (unit dimensions may have any stride). */
-static int dense(const tyto_plugin_layout *l) {
-  int64_t want = 1;
-  for (uint32_t i = l->rank; i-- > 0;) {
-    if (l->shape[i] != 1 && l->strides[i] != want)
-      return 0;
-    want *= l->shape[i];
-  }
-  return 1;
-}
-
-static tyto_plugin_error *check_attr(const tyto_plugin_host *h,
-                                     const char *op, const char *name,
-                                     int64_t v, int64_t min) {
-  if (v < min)
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: %s must be at least %lld, got %lld", op, name,
-                     (long long)min, (long long)v);
-  if (v > INT_MAX)
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: %s %lld is too large (at most %d)", op, name,
-                     (long long)v, INT_MAX);
-  return NULL;
 }
 
 /* How many slices the weight gradient's reduction over n columns takes. */
@@ -219,22 +194,22 @@ static int64_t slice_count(int64_t n) {
 
 /* Plans the workspace of c (geometry filled in): 0 when it overflows. */
 static int plan(conv *c, uint64_t max_alloc) {
-  int64_t Cg = c->C / c->G, K, CK, P = c->OH * c->OW, fixed = 0, per = 0,
-          colp = 0, t;
-  if (__builtin_mul_overflow(Cg, c->KH * c->KW, &K) ||
-      __builtin_mul_overflow(c->C, c->KH * c->KW, &CK))
+  int64_t Cg = c->g.C / c->g.G, K, CK, P = c->g.OH * c->g.OW, fixed = 0,
+          per = 0, colp = 0, t;
+  if (__builtin_mul_overflow(Cg, c->g.KH * c->g.KW, &K) ||
+      __builtin_mul_overflow(c->g.C, c->g.KH * c->g.KW, &CK))
     return 0;
   int fwd = c->op == TYTO_PLUGIN_OP_CONV2D,
       filter = c->op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER;
   /* Whether GEMMs run at all: not for an empty reduction or x. */
-  int xin = c->H > 0 && c->W > 0;
-  c->gemm = fwd ? K > 0 && xin : filter ? c->N > 0 && xin : c->O > 0;
+  int xin = c->g.H > 0 && c->g.W > 0;
+  c->gemm = fwd ? K > 0 && xin : filter ? c->g.N > 0 && xin : c->g.O > 0;
   int gemm = c->gemm;
   /* w packed (w_dense is 0 for the filter: its accumulator) */
-  if (gemm && !c->w_dense && __builtin_mul_overflow(c->O, K, &fixed))
+  if (gemm && !c->w_dense && __builtin_mul_overflow(c->g.O, K, &fixed))
     return 0;
   if (gemm && (__builtin_mul_overflow(CK, P, &colp) ||
-               __builtin_mul_overflow(c->O, P, &t) ||
+               __builtin_mul_overflow(c->g.O, P, &t) ||
                __builtin_add_overflow(colp, t, &per)))
     return 0;
   int64_t budget = CONV_WS_BUDGET;
@@ -242,8 +217,8 @@ static int plan(conv *c, uint64_t max_alloc) {
     budget = (int64_t)(max_alloc / 2);
   budget /= (int64_t)c->elem;
   int64_t nb = per > 0 && budget - fixed > per ? (budget - fixed) / per : 1;
-  if (nb > c->N)
-    nb = c->N;
+  if (nb > c->g.N)
+    nb = c->g.N;
   c->max_slices = 1;
   c->off_part = fixed;
   if (filter && gemm) {
@@ -255,7 +230,7 @@ static int plan(conv *c, uint64_t max_alloc) {
          __builtin_add_overflow(fixed, t, &fixed)))
       return 0;
     nb = per > 0 && budget - fixed > per ? (budget - fixed) / per : 1;
-    nb = nb < c->N ? nb : c->N;
+    nb = nb < c->g.N ? nb : c->g.N;
   }
   if (__builtin_mul_overflow(nb, per, &t) ||
       __builtin_add_overflow(fixed, t, &c->ws_elems) ||
@@ -267,140 +242,40 @@ static int plan(conv *c, uint64_t max_alloc) {
   return 1;
 }
 
-/* Reads and checks the descriptor's geometry into *c, as the CPU plugin
- * does (same order, same messages), then plans the workspace. */
+/* Reads and checks the descriptor's geometry into *c (the rules all
+ * plugins share, ../common/geometry.c), then plans the workspace. */
 static tyto_plugin_error *geometry(tyto_plugin_device *dev, const ocl_desc *d,
                                    conv *c) {
   const tyto_plugin_host *h = OCL_HOST(dev);
-  const tyto_plugin_op_desc *od = d->d;
-  const char *name = ocl_op_name(d->op);
-  uint32_t code = d->op;
+  tpc_operands a;
+  char why[1024];
   memset(c, 0, sizeof *c);
-  if (code == TYTO_PLUGIN_OP_CONV2D) {
-    if ((d->n_in != 2 && d->n_in != 3) || d->n_out != 1)
-      return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                       "%s: expected 2 or 3 inputs (x, w, optional bias) and "
-                       "1 output, got %u and %u",
-                       name, (unsigned)d->n_in, (unsigned)d->n_out);
-  } else if (d->n_in != 2 || d->n_out != 1) {
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: expected 2 inputs (%s) and 1 output, got %u and %u",
-                     name,
-                     code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA ? "dy, w"
-                                                                 : "x, dy",
-                     (unsigned)d->n_in, (unsigned)d->n_out);
-  }
-  if (od->n_iattrs != 7)
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: expected 7 integer attributes (stride_h, stride_w, "
-                     "pad_h, pad_w, dilation_h, dilation_w, groups), got %u",
-                     name, (unsigned)od->n_iattrs);
-  /* The layouts by role and their names. */
-  const tyto_plugin_layout *in0 = &d->in[0].l, *in1 = &d->in[1].l,
-                           *out = &d->out[0].l, *x = in0, *w = in1, *y = out;
-  const char *xname = "x", *wname = "w", *yname = "output";
-  if (code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA)
-    x = out, y = in0, xname = "dx (the output)", yname = "dy";
-  else if (code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER)
-    w = out, y = in1, wname = "dw (the output)", yname = "dy";
-  char sx[160], sw[160], sy[160], sb[160], so[160];
-  ocl_format_shape(x, sx, sizeof sx);
-  ocl_format_shape(w, sw, sizeof sw);
-  ocl_format_shape(y, sy, sizeof sy);
-  ocl_format_shape(out, so, sizeof so);
-  if (x->rank != 4)
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: %s must be [N, C, H, W], got %s", name, xname, sx);
-  static const char *const names[] = {"stride_h",   "stride_w",   "pad_h",
-                                      "pad_w",      "dilation_h", "dilation_w",
-                                      "groups"};
-  static const int64_t mins[] = {1, 1, 0, 0, 1, 1, 1};
-  for (int i = 0; i < 7; i++) {
-    tyto_plugin_error *e = check_attr(h, name, names[i], od->iattrs[i], mins[i]);
-    if (e != NULL)
-      return e;
-  }
-  const int64_t *a = od->iattrs;
-  c->op = code;
+  tpc_operands_init(&a, d->d, d->n_in, &d->in[0].l, sizeof d->in[0], d->n_out,
+                    &d->out[0].l, sizeof d->out[0], 0);
+  int code = tpc_conv_check(&a, &c->g, why, sizeof why);
+  if (code != 0)
+    return ocl_error(h, (tyto_plugin_code)code, "%s", why);
+  c->op = d->op;
   c->dtype = d->dtype;
   c->elem = d->elem;
-  c->N = x->shape[0], c->C = x->shape[1], c->H = x->shape[2];
-  c->W = x->shape[3];
-  c->sh = a[0], c->sw = a[1], c->ph = a[2], c->pw = a[3];
-  c->dh = a[4], c->dw = a[5], c->G = a[6];
-  if (w->rank != 4)
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: %s must be [O, C/groups, KH, KW], got %s", name,
-                     wname, sw);
-  c->O = w->shape[0], c->KH = w->shape[2], c->KW = w->shape[3];
-  if (c->C % c->G)
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: groups %lld does not divide the %lld input "
-                     "channels of %s %s",
-                     name, (long long)c->G, (long long)c->C, xname, sx);
-  if (c->O % c->G)
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: groups %lld does not divide the %lld output "
-                     "channels of %s %s",
-                     name, (long long)c->G, (long long)c->O, wname, sw);
-  if (w->shape[1] != c->C / c->G)
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: %s %s takes %lld input channels per group, but %s "
-                     "%s with groups %lld has %lld",
-                     name, wname, sw, (long long)w->shape[1], xname, sx,
-                     (long long)c->G, (long long)(c->C / c->G));
-  if (d->n_in == 3) {
-    const tyto_plugin_layout *b = &d->in[2].l;
-    ocl_format_shape(b, sb, sizeof sb);
-    if (b->rank != 1 || b->shape[0] != c->O)
-      return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                       "conv2d: bias must be [%lld] (one per output channel "
-                       "of w %s), got %s",
-                       (long long)c->O, sw, sb);
-    c->has_bias = 1;
-  }
-  if (c->KH > INT_MAX || c->KW > INT_MAX)
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: kernel of %s %s is too large", name, wname, sw);
-  if (c->KH < 1 || c->KW < 1)
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: %s %s has an empty kernel", name, wname, sw);
-  int64_t eff_h = c->dh * (c->KH - 1) + 1, eff_w = c->dw * (c->KW - 1) + 1;
-  int64_t ph2 = c->H + 2 * c->ph, pw2 = c->W + 2 * c->pw;
-  if (eff_h > ph2 || eff_w > pw2)
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: the dilated kernel %lldx%lld does not fit in the "
-                     "padded input %lldx%lld of %s %s",
-                     name, (long long)eff_h, (long long)eff_w, (long long)ph2,
-                     (long long)pw2, xname, sx);
-  c->OH = (ph2 - eff_h) / c->sh + 1;
-  c->OW = (pw2 - eff_w) / c->sw + 1;
-  if (y->rank != 4 || y->shape[0] != c->N || y->shape[1] != c->O ||
-      y->shape[2] != c->OH || y->shape[3] != c->OW)
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: %s is %s, expected [%lld,%lld,%lld,%lld] for %s %s "
-                     "and %s %s",
-                     name, yname, sy, (long long)c->N, (long long)c->O,
-                     (long long)c->OH, (long long)c->OW, xname, sx, wname, sw);
-  for (uint32_t ax = 0; ax < 4; ax++)
-    if (out->shape[ax] > 1 && out->strides[ax] == 0)
-      return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                       "%s: output %s has a stride-0 axis %u: every element "
-                       "needs its own place",
-                       name, so, (unsigned)ax);
-  c->w_dense = code != TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER && dense(w);
+  const tyto_plugin_layout *x = tpc_operand(&a, c->g.x),
+                           *w = tpc_operand(&a, c->g.w);
+  c->w_dense = c->op != TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER && tpc_dense(w);
   uint64_t max_alloc = dev->info->max_alloc_bytes;
   if (conv_direct_plan(c, d) && (uint64_t)c->ws_elems * c->elem <= max_alloc)
     return NULL;
   c->direct = 0;
-  if (!plan(c, max_alloc) || (uint64_t)c->ws_elems * c->elem > max_alloc)
-    return ocl_error(h, TYTO_PLUGIN_ERR_UNSUPPORTED,
-                     "%s: the im2col workspace of one image of %s %s and %s "
-                     "%s does not fit in one allocation of device \"%s\" "
-                     "(at most %llu bytes)",
-                     name, xname, sx, wname, sw, dev->info->name,
-                     (unsigned long long)max_alloc);
-  return NULL;
+  if (plan(c, max_alloc) && (uint64_t)c->ws_elems * c->elem <= max_alloc)
+    return NULL;
+  char sx[160], sw[160];
+  ocl_format_shape(x, sx, sizeof sx);
+  ocl_format_shape(w, sw, sizeof sw);
+  return ocl_error(h, TYTO_PLUGIN_ERR_UNSUPPORTED,
+                   "%s: the im2col workspace of one image of %s %s and %s %s "
+                   "does not fit in one allocation of device \"%s\" (at most "
+                   "%llu bytes)",
+                   ocl_op_name(d->op), c->g.xname, sx, c->g.wname, sw,
+                   dev->info->name, (unsigned long long)max_alloc);
 }
 
 static tyto_plugin_error *check(tyto_plugin_device *dev, const ocl_desc *d) {
@@ -412,8 +287,8 @@ static void release(tyto_plugin_kernel *k) {
   conv *c = k->impl;
   if (c == NULL)
     return;
-  cl_kernel *ks[] = {&c->im2col, &c->out,   &c->pack,     &c->col2im,
-                     &c->wcopy,  &c->sum,   &c->direct_k, &c->wpack,
+  cl_kernel *ks[] = {&c->im2col, &c->out,  &c->pack,     &c->col2im,
+                     &c->wcopy,  &c->sum,  &c->direct_k, &c->wpack,
                      &c->dwpart, &c->dwsum};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (*ks[i] != NULL)
@@ -444,7 +319,7 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
     e = ocl_kernel_new(dev, dt, source, NULL, "tyto_conv_pack", &c->pack);
   if (fwd && e == NULL)
     e = ocl_kernel_new(dev, dt, source, NULL,
-                       c->has_bias ? "tyto_conv_out_bias" : "tyto_conv_out",
+                       c->g.has_bias ? "tyto_conv_out_bias" : "tyto_conv_out",
                        &c->out);
   if (data && e == NULL)
     e = ocl_kernel_new(dev, dt, source, NULL, "tyto_conv_col2im", &c->col2im);
@@ -519,8 +394,8 @@ static tyto_plugin_error *gemm(tyto_plugin_device *dev, tyto_plugin_stream *s,
       call = "CLBlastSgemmBatched";
       st = CLBlastSgemmBatched(rm, g->ta, g->tb, g->m, g->n, g->k, fs, g->a,
                                g->a_offs, g->lda, g->b, g->b_offs, g->ldb,
-                               fs + g->batch, g->c, g->c_offs, g->ldc,
-                               g->batch, &s->queue, &ev);
+                               fs + g->batch, g->c, g->c_offs, g->ldc, g->batch,
+                               &s->queue, &ev);
     } else {
       double *ds = scal;
       for (size_t i = 0; i < g->batch; i++)
@@ -528,15 +403,15 @@ static tyto_plugin_error *gemm(tyto_plugin_device *dev, tyto_plugin_stream *s,
       call = "CLBlastDgemmBatched";
       st = CLBlastDgemmBatched(rm, g->ta, g->tb, g->m, g->n, g->k, ds, g->a,
                                g->a_offs, g->lda, g->b, g->b_offs, g->ldb,
-                               ds + g->batch, g->c, g->c_offs, g->ldc,
-                               g->batch, &s->queue, &ev);
+                               ds + g->batch, g->c, g->c_offs, g->ldc, g->batch,
+                               &s->queue, &ev);
     }
     free(scal);
   } else if (c->elem == 4 && g->batch == 1) {
     call = "CLBlastSgemm";
-    st = CLBlastSgemm(rm, g->ta, g->tb, g->m, g->n, g->k, 1.0f, g->a,
-                      g->a_off, g->lda, g->b, g->b_off, g->ldb,
-                      (float)g->beta, g->c, g->c_off, g->ldc, &s->queue, &ev);
+    st = CLBlastSgemm(rm, g->ta, g->tb, g->m, g->n, g->k, 1.0f, g->a, g->a_off,
+                      g->lda, g->b, g->b_off, g->ldb, (float)g->beta, g->c,
+                      g->c_off, g->ldc, &s->queue, &ev);
   } else if (c->elem == 4) {
     call = "CLBlastSgemmStridedBatched";
     st = CLBlastSgemmStridedBatched(
@@ -603,8 +478,7 @@ static tyto_plugin_error *wcopy(conv_ctx *x, cl_mem src, cl_long sb,
   cl_int have = src != NULL;
   ocl_karg args[] = {A(src), A(sb), A(s4), A(have),
                      A(dst), A(db), A(d4), A(sh4)};
-  size_t global =
-      ocl_global_size(shape[0] * shape[1] * shape[2] * shape[3]);
+  size_t global = ocl_global_size(shape[0] * shape[1] * shape[2] * shape[3]);
   return ocl_run(x->dev, x->s, x->c->wcopy, args, 8, 1, &global, what);
 }
 
@@ -623,7 +497,7 @@ static void grid3(int64_t planes, int64_t rows, int64_t cols, size_t *g) {
 /* Sets x->dim to the chunk of nb images from n0. */
 static void chunk(conv_ctx *x, int64_t n0, int64_t nb) {
   const conv *c = x->c;
-  int64_t dim[8] = {n0, nb, c->C, c->H, c->W, c->O, c->OH, c->OW};
+  int64_t dim[8] = {n0, nb, c->g.C, c->g.H, c->g.W, c->g.O, c->g.OH, c->g.OW};
   for (int i = 0; i < 8; i++)
     x->dim.s[i] = dim[i];
 }
@@ -637,7 +511,7 @@ static tyto_plugin_error *im2col(conv_ctx *x, const ocl_arg *xa,
   ocl_karg args[] = {A(xa->mem), A(xa->origin), A(s4), A(x->geo),
                      A(x->dim),  A(x->ws),      A(cb)};
   size_t global[3];
-  grid3(x->dim.s[1] * c->C, c->OH, c->OW, global);
+  grid3(x->dim.s[1] * c->g.C, c->g.OH, c->g.OW, global);
   return ocl_run(x->dev, x->s, c->im2col, args, 7, 3, global, "conv2d im2col");
 }
 
@@ -650,7 +524,7 @@ static tyto_plugin_error *pack_dy(conv_ctx *x, const ocl_arg *dy,
   ocl_karg args[] = {A(dy->mem), A(dy->origin), A(s4),
                      A(x->dim),  A(x->ws),      A(ob)};
   size_t global[3];
-  grid3(x->dim.s[1] * c->O, c->OH, c->OW, global);
+  grid3(x->dim.s[1] * c->g.O, c->g.OH, c->g.OW, global);
   return ocl_run(x->dev, x->s, c->pack, args, 6, 3, global,
                  "conv2d dy packing");
 }
@@ -665,8 +539,9 @@ static tyto_plugin_error *weights(conv_ctx *x, const ocl_arg *wa,
   *woff = (size_t)wa->origin;
   if (c->w_dense)
     return NULL;
-  int64_t shape[4] = {c->O, c->C / c->G, c->KH, c->KW};
-  int64_t dense4[4] = {shape[1] * c->KH * c->KW, c->KH * c->KW, c->KW, 1};
+  int64_t shape[4] = {c->g.O, c->g.C / c->g.G, c->g.KH, c->g.KW};
+  int64_t dense4[4] = {shape[1] * c->g.KH * c->g.KW, c->g.KH * c->g.KW, c->g.KW,
+                       1};
   *wmem = x->ws;
   *woff = (size_t)x->wsb;
   return wcopy(x, wa->mem, wa->origin, wl->strides, x->ws, x->wsb, dense4,
@@ -678,44 +553,54 @@ static tyto_plugin_error *forward(conv_ctx *x, const ocl_desc *d,
                                   const ocl_arg *in, const ocl_arg *y) {
   const conv *c = x->c;
   const int64_t *ys = d->out[0].l.strides;
-  cl_mem bmem = c->has_bias ? in[2].mem : NULL;
-  cl_long bb = c->has_bias ? in[2].origin : 0;
-  int64_t bst = c->has_bias ? d->in[2].l.strides[0] : 0;
-  int64_t yshape[4] = {c->N, c->O, c->OH, c->OW};
+  cl_mem bmem = c->g.has_bias ? in[2].mem : NULL;
+  cl_long bb = c->g.has_bias ? in[2].origin : 0;
+  int64_t bst = c->g.has_bias ? d->in[2].l.strides[0] : 0;
+  int64_t yshape[4] = {c->g.N, c->g.O, c->g.OH, c->g.OW};
   if (!c->gemm) { /* no input channels or an empty x: y = bias or 0 */
     int64_t bs4[4] = {0, bst, 0, 0};
     return wcopy(x, bmem, bb, bs4, y->mem, y->origin, ys, yshape,
                  "conv2d output");
   }
-  int64_t Og = c->O / c->G, K = c->C / c->G * c->KH * c->KW,
-          P = c->OH * c->OW;
+  int64_t Og = c->g.O / c->g.G, K = c->g.C / c->g.G * c->g.KH * c->g.KW,
+          P = c->g.OH * c->g.OW;
   cl_mem wmem;
   size_t woff;
   tyto_plugin_error *e = weights(x, &in[1], &d->in[1].l, &wmem, &woff);
   cl_long rb = x->wsb + c->off_res, cb = x->wsb + c->off_col, bs = bst;
   cl_long4 ys4 = conv_long4(ys);
-  for (int64_t n0 = 0; n0 < c->N && e == NULL; n0 += c->nb) {
-    int64_t nb = c->N - n0 < c->nb ? c->N - n0 : c->nb;
+  for (int64_t n0 = 0; n0 < c->g.N && e == NULL; n0 += c->nb) {
+    int64_t nb = c->g.N - n0 < c->nb ? c->g.N - n0 : c->nb;
     size_t nbp = (size_t)(nb * P);
     chunk(x, n0, nb);
     if ((e = im2col(x, &in[0], d->in[0].l.strides)) != NULL)
       break;
     /* res_g [Og, nbp] = w_g [Og, K] col_g [K, nbp] */
-    gemm_args g = {.ta = CLBlastTransposeNo, .tb = CLBlastTransposeNo,
-                   .m = (size_t)Og, .n = nbp, .k = (size_t)K,
-                   .a = wmem, .a_off = woff, .lda = (size_t)K,
+    gemm_args g = {.ta = CLBlastTransposeNo,
+                   .tb = CLBlastTransposeNo,
+                   .m = (size_t)Og,
+                   .n = nbp,
+                   .k = (size_t)K,
+                   .a = wmem,
+                   .a_off = woff,
+                   .lda = (size_t)K,
                    .a_str = (size_t)(Og * K),
-                   .b = x->ws, .b_off = (size_t)cb, .ldb = nbp,
+                   .b = x->ws,
+                   .b_off = (size_t)cb,
+                   .ldb = nbp,
                    .b_str = (size_t)K * nbp,
-                   .c = x->ws, .c_off = (size_t)rb, .ldc = nbp,
-                   .c_str = (size_t)Og * nbp, .beta = 0.0,
-                   .batch = (size_t)c->G};
+                   .c = x->ws,
+                   .c_off = (size_t)rb,
+                   .ldc = nbp,
+                   .c_str = (size_t)Og * nbp,
+                   .beta = 0.0,
+                   .batch = (size_t)c->g.G};
     if ((e = gemm(x->dev, x->s, c, &g, "conv2d GEMM")) != NULL)
       break;
     ocl_karg args[] = {A(x->ws),  A(rb),     A(bmem),      A(bb), A(bs),
                        A(x->dim), A(y->mem), A(y->origin), A(ys4)};
     size_t global[3];
-    grid3(nb * c->O, c->OH, c->OW, global);
+    grid3(nb * c->g.O, c->g.OH, c->g.OW, global);
     e = ocl_run(x->dev, x->s, c->out, args, 9, 3, global, "conv2d output");
   }
   return e;
@@ -727,39 +612,49 @@ static tyto_plugin_error *data(conv_ctx *x, const ocl_desc *d,
   const conv *c = x->c;
   const int64_t *xs = d->out[0].l.strides;
   if (!c->gemm) { /* no output channels: dx = 0 */
-    int64_t xshape[4] = {c->N, c->C, c->H, c->W};
+    int64_t xshape[4] = {c->g.N, c->g.C, c->g.H, c->g.W};
     return wcopy(x, NULL, 0, xs, dx->mem, dx->origin, xs, xshape,
                  "conv2d_backward_data output");
   }
-  int64_t Og = c->O / c->G, K = c->C / c->G * c->KH * c->KW,
-          P = c->OH * c->OW;
+  int64_t Og = c->g.O / c->g.G, K = c->g.C / c->g.G * c->g.KH * c->g.KW,
+          P = c->g.OH * c->g.OW;
   cl_mem wmem;
   size_t woff;
   tyto_plugin_error *e = weights(x, &in[1], &d->in[1].l, &wmem, &woff);
   cl_long rb = x->wsb + c->off_res, cb = x->wsb + c->off_col;
   cl_long4 xs4 = conv_long4(xs);
-  for (int64_t n0 = 0; n0 < c->N && e == NULL; n0 += c->nb) {
-    int64_t nb = c->N - n0 < c->nb ? c->N - n0 : c->nb;
+  for (int64_t n0 = 0; n0 < c->g.N && e == NULL; n0 += c->nb) {
+    int64_t nb = c->g.N - n0 < c->nb ? c->g.N - n0 : c->nb;
     size_t nbp = (size_t)(nb * P);
     chunk(x, n0, nb);
     if ((e = pack_dy(x, &in[0], d->in[0].l.strides)) != NULL)
       break;
     /* col_g [K, nbp] = w_g^T [K, Og] dy_g [Og, nbp] */
-    gemm_args g = {.ta = CLBlastTransposeYes, .tb = CLBlastTransposeNo,
-                   .m = (size_t)K, .n = nbp, .k = (size_t)Og,
-                   .a = wmem, .a_off = woff, .lda = (size_t)K,
+    gemm_args g = {.ta = CLBlastTransposeYes,
+                   .tb = CLBlastTransposeNo,
+                   .m = (size_t)K,
+                   .n = nbp,
+                   .k = (size_t)Og,
+                   .a = wmem,
+                   .a_off = woff,
+                   .lda = (size_t)K,
                    .a_str = (size_t)(Og * K),
-                   .b = x->ws, .b_off = (size_t)rb, .ldb = nbp,
+                   .b = x->ws,
+                   .b_off = (size_t)rb,
+                   .ldb = nbp,
                    .b_str = (size_t)Og * nbp,
-                   .c = x->ws, .c_off = (size_t)cb, .ldc = nbp,
-                   .c_str = (size_t)K * nbp, .beta = 0.0,
-                   .batch = (size_t)c->G};
+                   .c = x->ws,
+                   .c_off = (size_t)cb,
+                   .ldc = nbp,
+                   .c_str = (size_t)K * nbp,
+                   .beta = 0.0,
+                   .batch = (size_t)c->g.G};
     if ((e = gemm(x->dev, x->s, c, &g, "conv2d_backward_data GEMM")) != NULL)
       break;
     ocl_karg args[] = {A(x->ws),   A(cb),         A(x->geo), A(x->dim),
                        A(dx->mem), A(dx->origin), A(xs4)};
     size_t global[3];
-    grid3(nb * c->C, c->H, c->W, global);
+    grid3(nb * c->g.C, c->g.H, c->g.W, global);
     e = ocl_run(x->dev, x->s, c->col2im, args, 7, 3, global,
                 "conv2d_backward_data col2im");
   }
@@ -771,24 +666,37 @@ static tyto_plugin_error *data(conv_ctx *x, const ocl_desc *d,
  * chunk), or in slices (CONV_SLICE) whose partials tyto_conv_sum adds. */
 static tyto_plugin_error *filter_gemm(conv_ctx *x, int64_t n0, size_t nbp) {
   const conv *c = x->c;
-  size_t Og = (size_t)(c->O / c->G),
-         K = (size_t)(c->C / c->G * c->KH * c->KW), G = (size_t)c->G,
+  size_t Og = (size_t)(c->g.O / c->g.G),
+         K = (size_t)(c->g.C / c->g.G * c->g.KH * c->g.KW), G = (size_t)c->g.G,
          res = (size_t)(x->wsb + c->off_res),
          col = (size_t)(x->wsb + c->off_col),
          part = (size_t)(x->wsb + c->off_part);
   size_t S = (size_t)slice_count((int64_t)nbp);
   if (S > (size_t)c->max_slices)
     S = (size_t)c->max_slices;
-  gemm_args g = {.ta = CLBlastTransposeNo, .tb = CLBlastTransposeYes,
-                 .m = Og, .n = K, .k = nbp,
-                 .a = x->ws, .a_off = res, .lda = nbp, .a_str = Og * nbp,
-                 .b = x->ws, .b_off = col, .ldb = nbp, .b_str = K * nbp,
-                 .c = x->ws, .c_off = (size_t)x->wsb, .ldc = K,
-                 .c_str = Og * K, .beta = n0 > 0 ? 1.0 : 0.0, .batch = G};
+  gemm_args g = {.ta = CLBlastTransposeNo,
+                 .tb = CLBlastTransposeYes,
+                 .m = Og,
+                 .n = K,
+                 .k = nbp,
+                 .a = x->ws,
+                 .a_off = res,
+                 .lda = nbp,
+                 .a_str = Og * nbp,
+                 .b = x->ws,
+                 .b_off = col,
+                 .ldb = nbp,
+                 .b_str = K * nbp,
+                 .c = x->ws,
+                 .c_off = (size_t)x->wsb,
+                 .ldc = K,
+                 .c_str = Og * K,
+                 .beta = n0 > 0 ? 1.0 : 0.0,
+                 .batch = G};
   if (S == 1)
     return gemm(x->dev, x->s, c, &g, "conv2d_backward_filter GEMM");
   /* Slice s of group g: columns s*L .. s*L + L - 1 into partial s. */
-  size_t L = nbp / S, n = G * S, OK = (size_t)c->O * K;
+  size_t L = nbp / S, n = G * S, OK = (size_t)c->g.O * K;
   size_t *offs = malloc(3 * n * sizeof *offs);
   if (offs == NULL)
     return ocl_error(OCL_HOST(x->dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
@@ -818,8 +726,7 @@ static tyto_plugin_error *filter_gemm(conv_ctx *x, int64_t n0, size_t nbp) {
   }
   if (e != NULL)
     return e;
-  cl_long pb = (cl_long)part, Sl = (cl_long)S, nl = (cl_long)OK,
-          ab = x->wsb;
+  cl_long pb = (cl_long)part, Sl = (cl_long)S, nl = (cl_long)OK, ab = x->wsb;
   cl_int first = n0 == 0;
   ocl_karg args[] = {A(x->ws), A(pb), A(Sl), A(nl), A(first), A(x->ws), A(ab)};
   size_t global = ocl_global_size((int64_t)OK);
@@ -832,12 +739,12 @@ static tyto_plugin_error *filter_gemm(conv_ctx *x, int64_t n0, size_t nbp) {
 static tyto_plugin_error *filter(conv_ctx *x, const ocl_desc *d,
                                  const ocl_arg *in, const ocl_arg *dw) {
   const conv *c = x->c;
-  int64_t K = c->C / c->G * c->KH * c->KW, P = c->OH * c->OW;
-  int64_t shape[4] = {c->O, c->C / c->G, c->KH, c->KW};
-  int64_t dense4[4] = {K, c->KH * c->KW, c->KW, 1};
+  int64_t K = c->g.C / c->g.G * c->g.KH * c->g.KW, P = c->g.OH * c->g.OW;
+  int64_t shape[4] = {c->g.O, c->g.C / c->g.G, c->g.KH, c->g.KW};
+  int64_t dense4[4] = {K, c->g.KH * c->g.KW, c->g.KW, 1};
   tyto_plugin_error *e = NULL;
-  for (int64_t n0 = 0; c->gemm && n0 < c->N && e == NULL; n0 += c->nb) {
-    int64_t nb = c->N - n0 < c->nb ? c->N - n0 : c->nb;
+  for (int64_t n0 = 0; c->gemm && n0 < c->g.N && e == NULL; n0 += c->nb) {
+    int64_t nb = c->g.N - n0 < c->nb ? c->g.N - n0 : c->nb;
     size_t nbp = (size_t)(nb * P);
     chunk(x, n0, nb);
     if ((e = im2col(x, &in[0], d->in[0].l.strides)) != NULL ||
@@ -848,9 +755,8 @@ static tyto_plugin_error *filter(conv_ctx *x, const ocl_desc *d,
   if (e != NULL)
     return e;
   /* No images or an empty x: dw = 0. */
-  return wcopy(x, c->gemm ? x->ws : NULL, x->wsb, dense4, dw->mem,
-               dw->origin, d->out[0].l.strides, shape,
-               "conv2d_backward_filter output");
+  return wcopy(x, c->gemm ? x->ws : NULL, x->wsb, dense4, dw->mem, dw->origin,
+               d->out[0].l.strides, shape, "conv2d_backward_filter output");
 }
 
 static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
@@ -858,7 +764,8 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
                                  const ocl_arg *out, const ocl_arg *ws) {
   const conv *c = k->impl;
   conv_ctx x = {dev, s, c, ws->mem, ws->origin, {{0}}, {{0}}};
-  int64_t geo[8] = {c->sh, c->sw, c->ph, c->pw, c->dh, c->dw, c->KH, c->KW};
+  int64_t geo[8] = {c->g.sh, c->g.sw, c->g.ph, c->g.pw,
+                    c->g.dh, c->g.dw, c->g.KH, c->g.KW};
   for (int i = 0; i < 8; i++)
     x.geo.s[i] = geo[i];
   if (c->direct)
@@ -871,5 +778,5 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   }
 }
 
-const ocl_family ocl_family_conv = {"conv", owns,   check,
+const ocl_family ocl_family_conv = {"conv",  owns,   check,
                                     prepare, launch, release};

@@ -5,15 +5,14 @@
 #ifndef TYTO_OPENCL_CONV_H
 #define TYTO_OPENCL_CONV_H
 
+#include "../common/geometry.h"
 #include "ops.h"
 
 typedef struct conv {
   uint32_t op;
   uint32_t dtype;
   size_t elem;
-  int64_t N, C, H, W, O, KH, KW, OH, OW;
-  int64_t sh, sw, ph, pw, dh, dw, G;
-  int has_bias;
+  tpc_conv g;  /* the geometry (../common/geometry.h) */
   int w_dense; /* forward, data: w goes to CLBlast in place */
   int gemm;    /* whether GEMMs run (else the output is 0, or bias) */
   /* Workspace plan, in elements from the workspace's origin: the packed w

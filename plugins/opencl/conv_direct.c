@@ -194,29 +194,32 @@ int conv_direct_plan(conv *c, const ocl_desc *d) {
   const int64_t lim = CONV_I32_LIMIT;
   int fwd = c->op == TYTO_PLUGIN_OP_CONV2D,
       filter = c->op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER;
-  const int64_t v[] = {c->N,  c->C,  c->H,  c->W,  c->O,  c->OH, c->OW, c->KH,
-                       c->KW, c->sh, c->sw, c->ph, c->pw, c->dh, c->dw, c->G};
+  const int64_t v[] = {c->g.N,  c->g.C,  c->g.H,  c->g.W,  c->g.O,  c->g.OH,
+                       c->g.OW, c->g.KH, c->g.KW, c->g.sh, c->g.sw, c->g.ph,
+                       c->g.pw, c->g.dh, c->g.dw, c->g.G};
   c->direct = 0;
   if (!fwd && !filter)
     return 0;
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
     if (v[i] >= lim)
       return 0;
-  int64_t Cg = c->C / c->G, Og = c->O / c->G, K;
-  if (Cg > CONV_KMAX || c->KH > CONV_KMAX || c->KW > CONV_KMAX)
+  int64_t Cg = c->g.C / c->g.G, Og = c->g.O / c->g.G, K;
+  if (Cg > CONV_KMAX || c->g.KH > CONV_KMAX || c->g.KW > CONV_KMAX)
     return 0;
-  K = Cg * c->KH * c->KW;
-  if (K == 0 || K > CONV_KMAX || c->H == 0 || c->W == 0 || c->N == 0 || Og == 0)
+  K = Cg * c->g.KH * c->g.KW;
+  if (K == 0 || K > CONV_KMAX || c->g.H == 0 || c->g.W == 0 || c->g.N == 0 ||
+      Og == 0)
     return 0;
   /* Rows formed: oh * sh - ph + kh * dh < H + 2 ph + sh (W alike). */
-  if (c->H + 2 * c->ph + c->sh >= lim || c->W + 2 * c->pw + c->sw >= lim)
+  if (c->g.H + 2 * c->g.ph + c->g.sh >= lim ||
+      c->g.W + 2 * c->g.pw + c->g.sw >= lim)
     return 0;
-  int64_t NP = c->N * c->OH;
-  if (NP >= lim || (NP *= c->OW) >= lim)
+  int64_t NP = c->g.N * c->g.OH;
+  if (NP >= lim || (NP *= c->g.OW) >= lim)
     return 0;
   /* Blocks of 32 channels where a group has more than 16, else 16. */
   int64_t NV = Og > 16 ? 2 : 1, NB = (Og + 16 * NV - 1) / (16 * NV),
-          blocks = c->G * NB, packed;
+          blocks = c->g.G * NB, packed;
   if (blocks >= lim / NP || blocks >= lim / (K * 16 * NV))
     return 0;
   packed = blocks * K * 16 * NV;
@@ -299,18 +302,19 @@ typedef struct direct_args {
 } direct_args;
 
 static void direct_args_of(const conv *c, int64_t first, direct_args *a) {
-  const int64_t dim[8] = {c->N, c->C, c->H, c->W, c->O, c->OH, c->OW, c->G};
+  const int64_t dim[8] = {c->g.N, c->g.C,  c->g.H,  c->g.W,
+                          c->g.O, c->g.OH, c->g.OW, c->g.G};
   memset(a, 0, sizeof *a);
   for (int i = 0; i < 8; i++)
     a->dim.s[i] = dim[i];
-  a->q.s[0] = (cl_int)(c->C / c->G);
-  a->q.s[1] = (cl_int)(c->O / c->G);
-  a->q.s[2] = (cl_int)(c->C / c->G * c->KH * c->KW);
+  a->q.s[0] = (cl_int)(c->g.C / c->g.G);
+  a->q.s[1] = (cl_int)(c->g.O / c->g.G);
+  a->q.s[2] = (cl_int)(c->g.C / c->g.G * c->g.KH * c->g.KW);
   a->q.s[3] = (cl_int)c->NB;
   a->q.s[4] = (cl_int)c->NV;
   magic(first, &a->m.s[0]);
-  magic(c->OW, &a->m.s[2]);
-  magic(c->OH, &a->m.s[4]);
+  magic(c->g.OW, &a->m.s[2]);
+  magic(c->g.OH, &a->m.s[4]);
   magic(c->NB, &a->m.s[6]);
 }
 
@@ -323,7 +327,7 @@ static size_t items(int64_t n) {
 static tyto_plugin_error *direct_forward(conv_run *x, const ocl_desc *d,
                                          const ocl_arg *in, const ocl_arg *y) {
   const conv *c = x->c;
-  int64_t NP = c->N * c->OH * c->OW, blocks = c->G * c->NB;
+  int64_t NP = c->g.N * c->g.OH * c->g.OW, blocks = c->g.G * c->NB;
   direct_args da;
   direct_args_of(c, NP, &da);
   cl_long4 w4 = conv_long4(d->in[1].l.strides),
@@ -340,10 +344,10 @@ static tyto_plugin_error *direct_forward(conv_run *x, const ocl_desc *d,
   if (e != NULL)
     return e;
   /* Without bias the kernel reads none: the workspace stands in. */
-  cl_mem bmem = c->has_bias ? in[2].mem : x->ws;
-  cl_long bb = c->has_bias ? in[2].origin : 0,
-          bs = c->has_bias ? d->in[2].l.strides[0] : 0;
-  cl_int hb = c->has_bias;
+  cl_mem bmem = c->g.has_bias ? in[2].mem : x->ws;
+  cl_long bb = c->g.has_bias ? in[2].origin : 0,
+          bs = c->g.has_bias ? d->in[2].l.strides[0] : 0;
+  cl_int hb = c->g.has_bias;
   ocl_karg ka[] = {
       A(in[0].mem), A(in[0].origin), A(x4),   A(x->ws),  A(pb),        A(bmem),
       A(bb),        A(bs),           A(hb),   A(y->mem), A(y->origin), A(y4),
@@ -358,7 +362,7 @@ static tyto_plugin_error *direct_forward(conv_run *x, const ocl_desc *d,
 static tyto_plugin_error *direct_filter(conv_run *x, const ocl_desc *d,
                                         const ocl_arg *in, const ocl_arg *dw) {
   const conv *c = x->c;
-  int64_t blocks = c->G * c->NB;
+  int64_t blocks = c->g.G * c->NB;
   direct_args da;
   direct_args_of(c, blocks, &da);
   cl_long4 x4 = conv_long4(d->in[0].l.strides),
@@ -366,7 +370,7 @@ static tyto_plugin_error *direct_filter(conv_run *x, const ocl_desc *d,
            w4 = conv_long4(d->out[0].l.strides);
   cl_long pb = x->wsb;
   cl_int L = (cl_int)c->L, S = (cl_int)c->S, n = (cl_int)(c->S * blocks),
-         nw = (cl_int)(c->O * da.q.s[2]);
+         nw = (cl_int)(c->g.O * da.q.s[2]);
   ocl_karg ka[] = {
       A(in[0].mem), A(in[0].origin), A(x4), A(in[1].mem), A(in[1].origin),
       A(y4),        A(x->ws),        A(pb), A(x->geo),    A(da.dim),
@@ -388,7 +392,8 @@ tyto_plugin_error *conv_direct_launch(tyto_plugin_device *dev,
                                       const ocl_desc *d, const ocl_arg *in,
                                       const ocl_arg *out, const ocl_arg *ws) {
   conv_run x = {dev, s, c, ws->mem, ws->origin, {{0}}};
-  int64_t geo[8] = {c->sh, c->sw, c->ph, c->pw, c->dh, c->dw, c->KH, c->KW};
+  int64_t geo[8] = {c->g.sh, c->g.sw, c->g.ph, c->g.pw,
+                    c->g.dh, c->g.dw, c->g.KH, c->g.KW};
   for (int i = 0; i < 8; i++)
     x.geo.s[i] = geo[i];
   return c->op == TYTO_PLUGIN_OP_CONV2D ? direct_forward(&x, d, in, &out[0])

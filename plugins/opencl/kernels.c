@@ -21,9 +21,13 @@ static const ocl_family *const families[] = {
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
 /* The names live in plugins/common, shared with the other plugins. */
-const char *ocl_dtype_name(uint32_t d) { return tpc_dtype_name(d); }
+const char *ocl_dtype_name(uint32_t d) {
+  return tpc_dtype_name(d);
+}
 
-const char *ocl_op_name(uint32_t op) { return tpc_op_name(op); }
+const char *ocl_op_name(uint32_t op) {
+  return tpc_op_name(op);
+}
 
 /* ---- the prelude -------------------------------------------------------- */
 
@@ -157,9 +161,8 @@ tyto_plugin_error *ocl_enqueue(tyto_plugin_device *dev, tyto_plugin_stream *s,
     char name[128];
     kernel_name(kernel, name, sizeof name);
     return ocl_error_cl(OCL_HOST(dev), "clEnqueueNDRangeKernel", err,
-                        "launching %s (%s, global %zu%s) on \"%s\"", what,
-                        name, global[0], dims > 1 ? " x ..." : "",
-                        dev->info->name);
+                        "launching %s (%s, global %zu%s) on \"%s\"", what, name,
+                        global[0], dims > 1 ? " x ..." : "", dev->info->name);
   }
   ocl_stream_track(s, ev, what);
   return NULL;
@@ -333,24 +336,14 @@ static tyto_plugin_error *read_desc(tyto_plugin_device *dev,
   d->n_out = desc->n_outputs;
   tyto_plugin_error *e;
   /* The layouts' stride is the caller's struct size. */
-  for (uint32_t i = 0; i < d->n_in; i++) {
-    const tyto_plugin_layout *l =
-        (const tyto_plugin_layout *)((const char *)desc->inputs +
-                                     i * desc->inputs[0].struct_size);
-    if (i > 0 && desc->inputs[0].struct_size < sizeof(size_t))
-      l = NULL;
-    if ((e = read_layout(dev, op, "input", i, l, &d->in[i])) != NULL)
+  for (uint32_t i = 0; i < d->n_in; i++)
+    if ((e = read_layout(dev, op, "input", i, tpc_at(desc->inputs, i),
+                         &d->in[i])) != NULL)
       return e;
-  }
-  for (uint32_t i = 0; i < d->n_out; i++) {
-    const tyto_plugin_layout *l =
-        (const tyto_plugin_layout *)((const char *)desc->outputs +
-                                     i * desc->outputs[0].struct_size);
-    if (i > 0 && desc->outputs[0].struct_size < sizeof(size_t))
-      l = NULL;
-    if ((e = read_layout(dev, op, "output", i, l, &d->out[i])) != NULL)
+  for (uint32_t i = 0; i < d->n_out; i++)
+    if ((e = read_layout(dev, op, "output", i, tpc_at(desc->outputs, i),
+                         &d->out[i])) != NULL)
       return e;
-  }
   uint32_t dt = d->out[0].l.dtype;
   for (uint32_t i = 0; i < d->n_in + d->n_out; i++) {
     const ocl_reach *r = i < d->n_in ? &d->in[i] : &d->out[i - d->n_in];
@@ -492,16 +485,6 @@ static tyto_plugin_error *bind(tyto_plugin_device *dev,
   return NULL;
 }
 
-/* Binding i of an array whose stride is the caller's struct size. */
-static const tyto_plugin_binding *binding_at(const tyto_plugin_binding *b,
-                                             uint32_t i) {
-  if (b == NULL || i == 0)
-    return b;
-  if (b->struct_size < sizeof(size_t))
-    return NULL;
-  return (const tyto_plugin_binding *)((const char *)b + i * b->struct_size);
-}
-
 tyto_plugin_error *
 ocl_launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
            tyto_plugin_kernel *k, const tyto_plugin_binding *inputs,
@@ -523,12 +506,12 @@ ocl_launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
                      (unsigned)d->n_in, (unsigned)d->n_out);
   ocl_arg in[OCL_MAX_IO], out[OCL_MAX_IO], ws = {NULL, 0};
   for (uint32_t i = 0; i < d->n_in; i++)
-    if ((e = bind(dev, k, binding_at(inputs, i), "input", i, &d->in[i],
-                  &in[i])) != NULL)
+    if ((e = bind(dev, k, tpc_at(inputs, i), "input", i, &d->in[i], &in[i])) !=
+        NULL)
       return e;
   int64_t written = 0;
   for (uint32_t i = 0; i < d->n_out; i++) {
-    if ((e = bind(dev, k, binding_at(outputs, i), "output", i, &d->out[i],
+    if ((e = bind(dev, k, tpc_at(outputs, i), "output", i, &d->out[i],
                   &out[i])) != NULL)
       return e;
     written += d->out[i].n > 0;

@@ -5,27 +5,18 @@
  */
 #include "pci.h"
 
-#include <stdio.h>
-
-/* Offered entries are strided by the host's struct_size, which is larger
- * than ours when the host is newer. */
-const tyto_plugin_hw_device *ocl_offer_at(const tyto_plugin_hw_device *offer,
-                                          uint32_t i) {
-  return (const tyto_plugin_hw_device *)(const void *)((const char *)offer +
-                                                       (size_t)i *
-                                                           offer->struct_size);
-}
+#include "../common/common.h"
+#include "../common/pci.h"
 
 /* Parses an offered entry's PCI address; 0 when it is not a PCI entry or
- * carries no parseable "dddd:bb:dd.f". */
+ * carries no parseable "dddd:bb:dd.f" (hwloc always gives the domain). */
 int ocl_offer_pci(const tyto_plugin_hw_device *o, pci_addr *out) {
+  tpc_pci p;
   if (!TYTO_PLUGIN_HAS_FIELD(o, tyto_plugin_hw_device, pci_bus_id) ||
-      o->kind != TYTO_PLUGIN_HW_PCI || o->pci_bus_id == NULL)
+      o->kind != TYTO_PLUGIN_HW_PCI || !tpc_pci_parse(o->pci_bus_id, &p) ||
+      !p.domain_known)
     return 0;
-  unsigned d, b, s, f;
-  if (sscanf(o->pci_bus_id, "%x:%x:%x.%x", &d, &b, &s, &f) != 4)
-    return 0;
-  *out = (pci_addr){1, 1, d, b, s, f};
+  *out = (pci_addr){1, 1, p.domain, p.bus, p.device, p.function};
   return 1;
 }
 
@@ -46,7 +37,7 @@ int32_t ocl_match_offer(const pci_addr *a, const tyto_plugin_hw_device *offer,
   if (!a->known)
     return -1;
   for (uint32_t i = 0; i < n_offer; i++) {
-    const tyto_plugin_hw_device *o = ocl_offer_at(offer, i);
+    const tyto_plugin_hw_device *o = tpc_at(offer, i);
     pci_addr oa;
     if (!ocl_offer_pci(o, &oa) || !same_pci(a, &oa))
       continue;
@@ -55,12 +46,11 @@ int32_t ocl_match_offer(const pci_addr *a, const tyto_plugin_hw_device *offer,
     *numa = TYTO_PLUGIN_HAS_FIELD(o, tyto_plugin_hw_device, numa_node)
                 ? o->numa_node
                 : -1;
-    snprintf(bus_id, bus_id_size, "%04x:%02x:%02x.%x", oa.domain, oa.bus,
-             oa.device, oa.function);
+    tpc_pci_format(&(tpc_pci){1, oa.domain, oa.bus, oa.device, oa.function},
+                   bus_id, bus_id_size);
   }
   if (hits == 1)
     return found;
   *numa = -1;
   return -1;
 }
-

@@ -21,11 +21,6 @@ typedef struct {
   unsigned domain, bus, device, function;
 } pci_addr;
 
-/* Entry i of an offer whose stride is the host's struct_size (larger than
- * ours when the host is newer). */
-const tyto_plugin_hw_device *ocl_offer_at(const tyto_plugin_hw_device *offer,
-                                          uint32_t i);
-
 /* Parses an offered entry's PCI address into *out; 0 when it is not a PCI
  * entry or carries no parseable "dddd:bb:dd.f". */
 int ocl_offer_pci(const tyto_plugin_hw_device *o, pci_addr *out);

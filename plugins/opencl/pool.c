@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/geometry.h"
 #include "errors.h"
 #include "layout.h"
 
@@ -299,16 +300,9 @@ static const char *const source_parts[] = {
     "}\n",
 };
 
-/* The geometry of a pooling op and which operand plays which role: x the
- * pooling's input [N, C, H, W], y its output [N, C, OH, OW], t a tensor
- * shaped as x (MAX_POOL2D_BACKWARD's output, MAX_POOL2D_SELECT's second
- * input, AVG_POOL2D_BACKWARD's output). Role indices count inputs first,
- * then the output; -1 when the op has no such tensor. CH x CW: the cells
- * of tyto_pool_cells (windows that do not overlap). */
-typedef struct pool_geom {
-  int64_t N, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, CH, CW;
-  int x, y, t;
-} pool_geom;
+/* The geometry of a pooling op and which operand plays which role (x, y
+ * and t: ../common/geometry.h). */
+typedef tpc_conv pool_geom;
 
 typedef struct pool_impl {
   cl_kernel main;   /* the op's kernel (pass 2 of MAX_POOL2D_BACKWARD) */
@@ -318,124 +312,24 @@ typedef struct pool_impl {
   int cells; /* MAX_POOL2D_BACKWARD by cells (windows do not overlap) */
 } pool_impl;
 
-static int owns(uint32_t op) {
-  return op == TYTO_PLUGIN_OP_MAX_POOL2D || op == TYTO_PLUGIN_OP_AVG_POOL2D ||
-         op == TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD ||
-         op == TYTO_PLUGIN_OP_MAX_POOL2D_SELECT ||
-         op == TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD;
-}
-
 /* The layout of role r (an index as in pool_geom). */
 static const tyto_plugin_layout *role(const ocl_desc *d, int r) {
   return r < (int)d->n_in ? &d->in[r].l : &d->out[r - (int)d->n_in].l;
 }
 
-/* Checks d and fills *g: the rules of plugins/cpu/conv.c. */
+/* Checks d and fills *g: the rules all plugins share
+ * (../common/geometry.c), then the argmax pass's limits. */
 static tyto_plugin_error *geometry(tyto_plugin_device *dev, const ocl_desc *d,
                                    pool_geom *g) {
   const tyto_plugin_host *host = OCL_HOST(dev);
   const char *op = ocl_op_name(d->op);
-  const char *inputs = "x";
-  uint32_t want_in = 1;
-  const char *xname = "x", *yname = "output", *tname = NULL;
-  g->x = 0, g->y = 1, g->t = -1;
-  switch (d->op) {
-  case TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD:
-    inputs = "x, dy", want_in = 2;
-    g->y = 1, g->t = 2, yname = "dy", tname = "dx (the output)";
-    break;
-  case TYTO_PLUGIN_OP_MAX_POOL2D_SELECT:
-    inputs = "x, t", want_in = 2;
-    g->t = 1, g->y = 2, tname = "t";
-    break;
-  case TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD:
-    inputs = "dy";
-    g->y = 0, g->x = g->t = 1, yname = "dy", xname = "dx (the output)";
-    break;
-  default: break;
-  }
-  if (d->n_in != want_in || d->n_out != 1)
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: expected %u input%s (%s) and 1 output, got %u and "
-                     "%u",
-                     op, (unsigned)want_in, want_in > 1 ? "s" : "", inputs,
-                     (unsigned)d->n_in, (unsigned)d->n_out);
-  const tyto_plugin_op_desc *desc = d->d;
-  if (desc->n_iattrs != 6)
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: expected 6 integer attributes (kernel_h, kernel_w, "
-                     "stride_h, stride_w, pad_h, pad_w), got %u",
-                     op, (unsigned)desc->n_iattrs);
-  const tyto_plugin_layout *x = role(d, g->x), *y = role(d, g->y),
-                           *out = &d->out[0].l;
-  char sx[160], sy[160];
-  ocl_format_shape(x, sx, sizeof sx);
-  ocl_format_shape(y, sy, sizeof sy);
-  if (x->rank != 4)
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: %s must be [N, C, H, W], got %s", op, xname, sx);
-  static const char *const names[6] = {"kernel_h", "kernel_w", "stride_h",
-                                       "stride_w", "pad_h",    "pad_w"};
-  const int64_t *a = desc->iattrs;
-  for (int i = 0; i < 6; i++) {
-    int64_t min = i < 4 ? 1 : 0;
-    if (a[i] < min)
-      return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                       "%s: %s must be at least %lld, got %lld", op, names[i],
-                       (long long)min, (long long)a[i]);
-    if (a[i] > INT_MAX)
-      return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                       "%s: %s %lld is too large (at most %d)", op, names[i],
-                       (long long)a[i], INT_MAX);
-  }
-  g->N = x->shape[0], g->C = x->shape[1], g->H = x->shape[2],
-  g->W = x->shape[3];
-  g->KH = a[0], g->KW = a[1], g->sh = a[2], g->sw = a[3], g->ph = a[4],
-  g->pw = a[5];
-  if (g->ph >= g->KH || g->pw >= g->KW)
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: padding %lldx%lld must be smaller than the kernel "
-                     "%lldx%lld",
-                     op, (long long)g->ph, (long long)g->pw, (long long)g->KH,
-                     (long long)g->KW);
-  /* H, W < 2^62 (kernels.c checked the reach), pads <= INT_MAX. */
-  int64_t ph2 = g->H + 2 * g->ph, pw2 = g->W + 2 * g->pw;
-  if (g->KH > ph2 || g->KW > pw2)
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: the kernel %lldx%lld does not fit in the padded "
-                     "input %lldx%lld of %s %s",
-                     op, (long long)g->KH, (long long)g->KW, (long long)ph2,
-                     (long long)pw2, xname, sx);
-  g->OH = (ph2 - g->KH) / g->sh + 1;
-  g->OW = (pw2 - g->KW) / g->sw + 1;
-  /* The cells that cover rows -ph .. H - 1 (columns -pw .. W - 1). */
-  g->CH = g->H > 0 ? (g->H - 1 + g->ph) / g->sh + 1 : 0;
-  g->CW = g->W > 0 ? (g->W - 1 + g->pw) / g->sw + 1 : 0;
-  if (y->rank != 4 || y->shape[0] != g->N || y->shape[1] != g->C ||
-      y->shape[2] != g->OH || y->shape[3] != g->OW)
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: %s is %s, expected [%lld,%lld,%lld,%lld] for %s %s",
-                     op, yname, sy, (long long)g->N, (long long)g->C,
-                     (long long)g->OH, (long long)g->OW, xname, sx);
-  if (g->t >= 0) {
-    const tyto_plugin_layout *t = role(d, g->t);
-    if (t->rank != 4 || memcmp(t->shape, x->shape, 4 * sizeof t->shape[0])) {
-      char st[160];
-      ocl_format_shape(t, st, sizeof st);
-      return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                       "%s: %s is %s, expected %s (shaped as x)", op, tname, st,
-                       sx);
-    }
-  }
-  for (uint32_t ax = 0; ax < 4; ax++)
-    if (out->shape[ax] > 1 && out->strides[ax] == 0) {
-      char so[160];
-      ocl_format_shape(out, so, sizeof so);
-      return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                       "%s: output %s has a stride-0 axis %u: every element "
-                       "needs its own place",
-                       op, so, (unsigned)ax);
-    }
+  tpc_operands a;
+  char why[1024];
+  tpc_operands_init(&a, d->d, d->n_in, &d->in[0].l, sizeof d->in[0], d->n_out,
+                    &d->out[0].l, sizeof d->out[0], 0);
+  int code = tpc_conv_check(&a, g, why, sizeof why);
+  if (code != 0)
+    return ocl_error(host, (tyto_plugin_code)code, "%s", why);
   if (d->op == TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD) {
     /* The argmax pass stores a position inside each clipped window as an
      * int, and one int per window in the workspace. */
@@ -698,5 +592,5 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   return run(dev, s, c, c->main, n, what);
 }
 
-const ocl_family ocl_family_pool = {"pool",  owns,   check,
-                                    prepare, launch, release};
+const ocl_family ocl_family_pool = {"pool",  tpc_pool_op, check,
+                                    prepare, launch,      release};

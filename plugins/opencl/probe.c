@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/common.h"
+#include "../common/pci.h"
 #include "errors.h"
 #include "pci.h"
 
@@ -47,7 +49,6 @@ typedef union {
     cl_char bus, device, function;
   } pcie;
 } ocl_topology_amd;
-
 
 /* A device found during enumeration, before the claim/refuse decision. */
 typedef struct {
@@ -440,7 +441,7 @@ static void refuse_unmatched(const tyto_plugin_hw_device *offer,
     if (!(cs->c[i].type & CL_DEVICE_TYPE_CPU) && !cs->c[i].pci.known)
       return;
   for (uint32_t i = 0; i < n_offer; i++) {
-    const tyto_plugin_hw_device *o = ocl_offer_at(offer, i);
+    const tyto_plugin_hw_device *o = tpc_at(offer, i);
     pci_addr oa;
     if (!ocl_offer_pci(o, &oa) ||
         !TYTO_PLUGIN_HAS_FIELD(o, tyto_plugin_hw_device, pci_class_id) ||
@@ -568,13 +569,14 @@ tyto_plugin_error *ocl_probe(tyto_plugin_state *state,
     candidate *c = &cs.c[i];
     ocl_devinfo *d = &c->info;
     d->hw_index = ocl_match_offer(&c->pci, offer, n_offer, &d->numa_node,
-                              d->pci_bus_id, sizeof d->pci_bus_id);
+                                  d->pci_bus_id, sizeof d->pci_bus_id);
     /* Unmatched, the driver's own address is shown; without a reported
      * domain 0 is assumed, as clinfo does (wrong only on multi-domain
      * machines, where matching has already declined to guess). */
     if (d->hw_index < 0 && c->pci.known)
-      snprintf(d->pci_bus_id, sizeof d->pci_bus_id, "%04x:%02x:%02x.%x",
-               c->pci.domain, c->pci.bus, c->pci.device, c->pci.function);
+      tpc_pci_format(&(tpc_pci){1, c->pci.domain, c->pci.bus, c->pci.device,
+                                c->pci.function},
+                     d->pci_bus_id, sizeof d->pci_bus_id);
     /* Two platforms (say, a vendor driver and Mesa's rusticl) can expose
      * one card; driving it twice would double-count it. */
     for (size_t j = 0; j < i && c->reason[0] == '\0' && d->hw_index >= 0; j++)
