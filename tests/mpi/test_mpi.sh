@@ -2,7 +2,8 @@
 # Training over several processes (docs/distributed.md), under mpirun:
 #  1. one rank alone (no launcher) is the reference;
 #  2. 2 ranks over cpu:0 each train the same model as 1 rank over cpu:0
-#     on the same global batch, MLP and CNN, 30 steps (tolerance below);
+#     on the same global batch, MLP and CNN, 30 steps (tolerance below),
+#     and 3 ranks the CNN (unequal shares: 8, 4, 4);
 #  3. 2 ranks, rank 0 on cpu:0 and rank 1 on opencl:0, exchanging in
 #     double (exact_exchange), give the same bits as one process over
 #     cpu:0 and opencl:0 (the same shards on the same devices; two partial
@@ -61,6 +62,16 @@ for m in mlp cnn; do
     cat $out/$m-2.txt
   fi
 done
+
+# 3 ranks: unequal shares (8, 4 and 4 of 16).
+if OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_ALLOW_RUN_AS_ROOT=1 \
+  OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$mpirun" -np 3 "$train" cnn cpu:0 \
+  $out/cnn-3.out --compare $out/cnn-1.out 1e-5 0.02 >$out/cnn-3.txt 2>&1; then
+  echo "cnn, 3 ranks over cpu:0 against 1: $(grep worst $out/cnn-3.txt)"
+else
+  fail "cnn, 3 ranks over cpu:0 against 1 rank"
+  cat $out/cnn-3.txt
+fi
 
 if [ $has_opencl = 1 ]; then
   "$train" mlp cpu:0,opencl:0 $out/mixed-1.out >$out/mixed-1.txt 2>&1 ||
@@ -199,11 +210,13 @@ if [ -z "$victim" ] || [ $rc -eq 0 ] || [ $t -gt 30 ] || ! grep -q "rank 1" $out
   cat $out/k.txt
 else
   echo "tyto-train's rank 1 killed: exit $rc after $t s: $(grep -m1 'process rank 1' $out/k.txt)"
-  if $tt $common --max-steps 1 --checkpoint $ck --resume >$out/k2.json 2>$out/k2.txt; then
-    echo "the checkpoint left resumes ($(grep -m1 resumed $out/k2.txt | cut -c1-80))"
+  cp $ck $out/k.ck
+  if $tt $common --max-steps 1 --checkpoint $ck --resume >$out/k2.json 2>$out/k2.txt &&
+    run2 $tt $common --max-steps 1 --checkpoint $out/k.ck --resume >$out/k3.json 2>$out/k3.txt; then
+    echo "the checkpoint left resumes with 1 rank and with 2 ($(grep -m1 resumed $out/k2.txt | cut -c13-80))"
   else
-    fail "the checkpoint left by the killed run does not resume"
-    cat $out/k2.txt
+    fail "the checkpoint left by the killed run does not resume with 1 rank and with 2"
+    cat $out/k2.txt $out/k3.txt
   fi
 fi
 

@@ -97,6 +97,7 @@ struct tyto_dp {
    * `ranks` (1: this process alone), and its part of the global batch,
    * [rank_start, rank_start + local_batch), split over its replicas. */
   int rank, ranks;
+  int dist_failed; /* a step failed over several ranks: no more */
   int64_t local_batch, rank_start;
   size_t *slot;                  /* per gradient: its place in the exchange */
   double net_bytes, net_seconds; /* the last step's, between processes */

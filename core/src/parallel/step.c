@@ -278,10 +278,27 @@ static tyto_status broadcast(tyto_dp *dp) {
   return st;
 }
 
+static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss);
+
+/* Across ranks, a failed step leaves the others inside its exchange (or
+ * timed out of it): the run cannot go on, and says so. */
 tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
   if (!dp || !inputs)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "tyto_dp_step: %s is NULL",
                    dp ? "inputs" : "dp");
+  if (dp->ranks > 1 && dp->dist_failed)
+    return rt_fail(TYTO_ERR_UNAVAILABLE,
+                   "tyto_dp_step: rank %d: step %lld failed, and over several "
+                   "ranks the run cannot go on after a failed step; start "
+                   "again from the last checkpoint",
+                   dp->rank, (long long)dp->steps + 1);
+  tyto_status st = step(dp, inputs, loss);
+  if (st != TYTO_OK && dp->ranks > 1)
+    dp->dist_failed = 1;
+  return st;
+}
+
+static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
   tyto_status st = TYTO_OK;
   dp->failed = -1;
   /* Each replica's slice of each input. */
