@@ -65,12 +65,6 @@ uint64_t dist_hash(uint64_t h, const void *data, size_t bytes) {
   return h;
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 double tyto_dist_timeout(void) {
   if (D.timeout > 0)
     return D.timeout;
@@ -130,6 +124,14 @@ tyto_status dist_usable(void) {
   return TYTO_OK;
 }
 
+#ifdef TYTO_HAVE_MPI
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* Marks the run broken with a formatted reason, raised as the error. */
 static tyto_status broken(tyto_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -143,8 +145,6 @@ static tyto_status broken(tyto_status st, const char *fmt, ...) {
     D.broken = strdup(msg);
   return rt_fail(st, "%s", msg);
 }
-
-#ifdef TYTO_HAVE_MPI
 
 MPI_Comm dist_comm(void) {
   return D.comm;
