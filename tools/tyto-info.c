@@ -213,6 +213,13 @@ static void print_text(const tyto_context *ctx) {
   const char *err = tyto_context_selection_error(ctx);
   if (err)
     printf("\nerror: %s\n", err);
+  const char *mpi = tyto_dist_library();
+  printf("\nProcesses: %s\n",
+         mpi ? "MPI; start tyto-train with mpirun or srun to train over "
+               "several processes (docs/distributed.md)"
+             : "one per run (built without MPI)");
+  if (mpi)
+    printf("  %s\n", mpi);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -356,6 +363,9 @@ static json_t *json_report(const tyto_context *ctx) {
   json_object_set_new(sel, "error",
                       str_or_null(tyto_context_selection_error(ctx)));
   json_object_set_new(root, "selection", sel);
+  json_object_set_new(root, "mpi",
+                      tyto_dist_library() ? jstr(tyto_dist_library())
+                                          : json_null());
   return root;
 }
 

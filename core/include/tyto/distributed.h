@@ -51,6 +51,11 @@ TYTO_API int tyto_dist_size(void);
 /* "mpi" when the ranks talk through MPI, "none" for one rank. */
 TYTO_API const char *tyto_dist_transport(void);
 
+/* The MPI library tyto was built with, as it names itself ("Open MPI
+ * v4.1.4, ..."; its first line), whether or not the ranks were joined;
+ * NULL for a tyto built without MPI. Static storage. */
+TYTO_API const char *tyto_dist_library(void);
+
 /* How long a wait for the other ranks may take before it fails naming
  * the ranks that did not come, in seconds (> 0); the default is 60 or
  * TYTO_DIST_TIMEOUT's value. Returns the previous value, or -1 (and no

@@ -103,6 +103,21 @@ const char *tyto_dist_transport(void) {
   return "none";
 }
 
+const char *tyto_dist_library(void) {
+#ifdef TYTO_HAVE_MPI
+  static char name[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  if (!name[0] && MPI_Get_library_version(name, &len) == MPI_SUCCESS) {
+    name[strcspn(name, "\r\n")] = '\0';
+    if (!name[0])
+      snprintf(name, sizeof name, "MPI %d.%d", MPI_VERSION, MPI_SUBVERSION);
+  }
+  return name[0] ? name : "MPI";
+#else
+  return NULL;
+#endif
+}
+
 /* The number of ranks a launcher's environment announces: 0 none, -1 a
  * launcher whose count only MPI knows (PMIx). */
 static long launcher_size(void) {
