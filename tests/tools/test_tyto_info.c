@@ -122,6 +122,12 @@ START_TEST(text_report_and_usage_errors) {
       out, "refused by fakegpu: Aqua Vanjaram [Instinct "
            "MI300X] (0000:b2:00.0)\n              not an NVIDIA card");
   ck_assert_msg_contains(out, "\nSelection (default): cpu:0");
+  /* How runs over several processes go with this build. */
+#ifdef TYTO_HAVE_MPI
+  ck_assert_msg_contains(out, "\nProcesses: MPI; start tyto-train with mpirun");
+#else
+  ck_assert_msg_contains(out, "\nProcesses: one per run (built without MPI)");
+#endif
   /* a device line holds only the parts the device has: no flags, no
    * trailing comma; one compute unit is singular */
   ck_assert_msg_contains(out, "\n  fakegpu:0   selected #");
