@@ -450,6 +450,9 @@ static int eval_now(run *r) {
  * file-size limit fails with an error (EFBIG) instead of killing the run;
  * SIGPIPE is ignored, so that a closed stdout is an error we report. */
 static volatile sig_atomic_t interrupted, training;
+/* The signal that stops the run: interrupted, or over several ranks the
+ * one they agreed on after a step (agree_stop). */
+static int stop_signal;
 
 static void *signal_thread(void *arg) {
   const sigset_t *set = arg;
@@ -534,6 +537,20 @@ static void devices_now(run *r) {
   }
 }
 
+/* Over several ranks a signal reaches each rank at a step of its own: the
+ * ranks agree after every step (one small sum), so that all stop after
+ * the same step, and rank 0's checkpoint holds it. */
+static int agree_stop(void) {
+  double f = interrupted ? (double)interrupted : 0; /* one read */
+  if (tyto_dist_sum(&f, 1) != TYTO_OK) {
+    fprintf(stderr, PROG ": %s\n", tyto_errmsg());
+    return -1;
+  }
+  if (f > 0 && !stop_signal)
+    stop_signal = interrupted ? (int)interrupted : SIGINT;
+  return 0;
+}
+
 static int train_epochs(run *r, prefetch *pf);
 
 static int train(run *r) {
@@ -564,7 +581,7 @@ static int train_epochs(run *r, prefetch *pf) {
     r->last_log = r->bar_t0;
     double t0 = r->bar_t0;
     for (int slot = 0;; slot ^= 1) {
-      if (interrupted) {
+      if (tyto_dist_size() > 1 ? stop_signal : interrupted) {
         say(r, "interrupted\n");
         stopped = 1;
         break;
@@ -627,6 +644,8 @@ static int train_epochs(run *r, prefetch *pf) {
           return fail_status("training step");
       }
       r->run_seconds += now() - tr;
+      if (tyto_dist_size() > 1 && agree_stop() < 0)
+        return -1;
       r->steps++;
       r->batch_in_epoch++;
       r->last_loss = out[0];
@@ -673,11 +692,12 @@ static int train_epochs(run *r, prefetch *pf) {
       if (!r->o.eval_every && eval_now(r) < 0)
         return -1;
     }
-    if (r->o.checkpoint && (!stopped || r->o.max_steps || interrupted) &&
+    if (r->o.checkpoint &&
+        (!stopped || r->o.max_steps || interrupted || stop_signal) &&
         save_checkpoint(r) < 0)
       return -1;
   }
-  return interrupted ? -1 : 0;
+  return interrupted || stop_signal ? -1 : 0;
 }
 
 /* Every rank must train the same run: each setting that shapes a step,
@@ -775,14 +795,6 @@ int main(int argc, char **argv) {
   }
   int code = EXIT_USAGE;
   char err[2048];
-  if (ranks > 1 && r.o.data_parallel == 0) {
-    fprintf(stderr,
-            PROG ": --data-parallel off cannot train over %d ranks (started "
-                 "by an MPI launcher): start one process, or leave "
-                 "--data-parallel on\n",
-            ranks);
-    goto done;
-  }
   if (ranks > 1 && r.o.continue_on_failure) {
     fprintf(stderr, PROG ": --on-device-failure continue is not supported over "
                          "several ranks: a failed device stops the run, which "
@@ -828,10 +840,12 @@ int main(int argc, char **argv) {
    * does not, as devices found on one machine may share its cores (PoCL
    * runs on the CPU). */
   int chosen = strcmp(tyto_context_selection_source(r.ctx), "default") != 0;
-  int use_dp =
-      ranks > 1 || (n_devs > 1 && (r.o.data_parallel == 1 ||
-                                   (r.o.data_parallel == -1 && chosen)));
-  if (n_devs > 1 && !use_dp)
+  int all_devs = n_devs > 1 && (r.o.data_parallel == 1 ||
+                                (r.o.data_parallel == -1 && chosen));
+  /* Over several ranks every rank trains data-parallel, on its devices
+   * as above (its first alone, or all). */
+  int use_dp = ranks > 1 || all_devs;
+  if (n_devs > 1 && !all_devs)
     say(&r,
         r.o.data_parallel == 0
             ? "%zu devices selected; --data-parallel off: training runs on "
@@ -888,7 +902,8 @@ int main(int argc, char **argv) {
                         .batch = r.o.batch,
                         .classes = r.classes,
                         .optim = r.oo,
-                        .exact_exchange = r.o.exact_exchange};
+                        .exact_exchange = r.o.exact_exchange,
+                        .first_only = !all_devs};
     if (train_dp_new(&sp, &r.dp, err, sizeof err) < 0) {
       fprintf(stderr, PROG ": data-parallel training: %s\n", err);
       goto done;
@@ -938,20 +953,23 @@ int main(int argc, char **argv) {
     report_text(&r, r.steps - steps0);
   code = 0;
 done:
-  run_free(&r);
-  if (interrupted && code == EXIT_RUNTIME)
-    code = 128 + interrupted; /* as the shell shows a process it stopped */
+  if ((interrupted || stop_signal) && code == EXIT_RUNTIME)
+    /* as the shell shows a process it stopped */
+    code = 128 + (interrupted ? interrupted : stop_signal);
   if (fflush(stdout) != 0 || ferror(stdout)) {
     fprintf(stderr, PROG ": cannot write the report to stdout: %s\n",
             strerror(errno));
     if (code == 0)
       code = EXIT_RUNTIME;
   }
-  if (ranks > 1 && code != 0) {
-    /* The other ranks would wait for this one until their timeout. */
+  /* A rank that fails alone stops the others at once (they would wait
+   * for it until their timeout), before anything MPI may still write to
+   * is freed; ranks that stopped together on a signal end normally. */
+  if (ranks > 1 && code != 0 && !(stop_signal && code == 128 + stop_signal)) {
     fflush(stderr);
     tyto_dist_abort(code);
   }
+  run_free(&r);
   if (tyto_dist_finalize() != TYTO_OK && code == 0) {
     fprintf(stderr, PROG ": %s\n", tyto_errmsg());
     code = EXIT_RUNTIME;

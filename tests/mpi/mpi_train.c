@@ -98,8 +98,13 @@ static tyto_status build(void *user, tyto_graph *g, int64_t b,
   return TYTO_OK;
 }
 
+/* Prints the failure and leaves the run: after a lost rank,
+ * tyto_dist_finalize must return (saying why it left MPI as it was), not
+ * wait for the lost rank forever (the hang case checks it). */
 static int fail(const char *what) {
   fprintf(stderr, "rank %d: %s: %s\n", tyto_dist_rank(), what, tyto_errmsg());
+  if (tyto_dist_finalize() != TYTO_OK)
+    fprintf(stderr, "%s\n", tyto_errmsg());
   return 3;
 }
 
@@ -278,6 +283,10 @@ int main(int argc, char **argv) {
       out[at++] = (double)v[i];
     free(v);
   }
+  /* Every rank must hold the same parameters, bit for bit. */
+  if (tyto_dist_agree("the trained parameters", out + steps,
+                      total * sizeof *out) != TYTO_OK)
+    return fail("after training");
   printf("rank %d of %d: examples %lld..%lld of %d on %s, loss %.6g -> "
          "%.6g, %.0f bytes sent per step\n",
          me, tyto_dist_size(), (long long)tyto_dp_rank_start(dp),
@@ -305,7 +314,9 @@ int main(int argc, char **argv) {
   tyto_dp_free(dp);
   tyto_context_free(ctx);
   mf_free(model);
-  if (tyto_dist_finalize() != TYTO_OK)
-    return fail("finalize");
+  if (tyto_dist_finalize() != TYTO_OK) {
+    fprintf(stderr, "mpi_train: %s\n", tyto_errmsg());
+    return 3;
+  }
   return rc;
 }

@@ -10,10 +10,14 @@
 #     sums add alike in any order), with buckets small enough that each
 #     step sends several, with and without overlap; cases 2 and 4
 #     exchange in f32 (the default);
-#  4. 2 ranks x (cpu:0 + opencl:0) follow one process on cpu:0;
+#  4. 2 ranks x (cpu:0 + opencl:0) follow one process on cpu:0, with and
+#     without overlap; in every case every rank ends with the same
+#     parameters, bit for bit (mpi_train checks with tyto_dist_agree);
 #  5. a rank that builds another model stops both at start-up, naming it;
+#     a launcher's process count that MPI does not see is refused;
 #  6. a rank that hangs (SIGSTOP) before step 5 makes the other fail
-#     within the timeout (TYTO_DIST_TIMEOUT=3), naming the rank; a rank
+#     within the timeout (TYTO_DIST_TIMEOUT=3), naming the rank, and
+#     tyto_dist_finalize then returns instead of waiting for it; a rank
 #     killed (SIGKILL) ends the run, the launcher naming the rank;
 #  7. tyto-train under mpirun: 2 ranks follow 1 process (30 steps of the
 #     MLP on Fashion-MNIST), rank 0 alone prints and writes the
@@ -85,13 +89,15 @@ if [ $has_opencl = 1 ]; then
       cat $out/mixed-2.txt
     fi
   done
-  if run2 "$train" mlp cpu:0,opencl:0 $out/mixed-4.out \
-    --compare $out/mlp-1.out 1e-5 0.02 >$out/mixed-4.txt 2>&1; then
-    echo "mlp, 2 ranks x (cpu:0 + opencl:0) against cpu:0: $(grep worst $out/mixed-4.txt)"
-  else
-    fail "mlp, 2 ranks x (cpu:0 + opencl:0) against one process on cpu:0"
-    cat $out/mixed-4.txt
-  fi
+  for opt in "" --no-overlap; do
+    if run2 "$train" mlp cpu:0,opencl:0 $out/mixed-4.out $opt \
+      --compare $out/mlp-1.out 1e-5 0.02 >$out/mixed-4.txt 2>&1; then
+      echo "mlp, 2 ranks x (cpu:0 + opencl:0)${opt:+ ($opt)} against cpu:0: $(grep worst $out/mixed-4.txt)"
+    else
+      fail "mlp, 2 ranks x (cpu:0 + opencl:0) $opt against one process on cpu:0"
+      cat $out/mixed-4.txt
+    fi
+  done
 else
   echo "no OpenCL device: the mixed-device cases are skipped"
 fi
@@ -106,6 +112,16 @@ else
   echo "another model on rank 1: $(grep -m1 'rank 1' $out/bad.txt)"
 fi
 
+# A launcher this MPI does not speak to (here only its environment: 4
+# processes announced, MPI sees 1): refused, not trained alone.
+if PMI_SIZE=4 PMI_RANK=2 "$train" mlp cpu:0 $out/pmi.out >$out/pmi.txt 2>&1 ||
+  ! grep -q "the launcher started 4 processes, but MPI sees 1" $out/pmi.txt; then
+  fail "a foreign launcher's 4 processes were not refused"
+  cat $out/pmi.txt
+else
+  echo "a foreign launcher: $(cut -c1-100 $out/pmi.txt)"
+fi
+
 # A hang: the other rank stops within the timeout, naming rank 1.
 t0=$(date +%s)
 TYTO_DIST_TIMEOUT=3 run2 -x TYTO_DIST_TIMEOUT "$train" mlp cpu:0 $out/hang.out \
@@ -113,7 +129,8 @@ TYTO_DIST_TIMEOUT=3 run2 -x TYTO_DIST_TIMEOUT "$train" mlp cpu:0 $out/hang.out \
 rc=$?
 t=$(($(date +%s) - t0))
 if [ $rc -eq 0 ] || [ $t -gt 30 ] ||
-  ! grep -q "rank 0: step 5's .* rank 1 (pid [0-9]* on .*) never reached it" $out/hang.txt; then
+  ! grep -q "rank 0: step 5's .* rank 1 (pid [0-9]* on .*) never reached it" $out/hang.txt ||
+  ! grep -q "not finalising MPI after a failure" $out/hang.txt; then
   fail "a hung rank 1: exit $rc after $t s"
   cat $out/hang.txt
 else
@@ -188,6 +205,31 @@ if [ -n "$a" ] && [ -n "$b" ] && near "$b" "$a" 1e-5; then
 else
   fail "resumed with 2 ranks ($b) and with 1 ($a) differ"
 fi
+# SIGINT to rank 1 alone: the ranks agree to stop after the same step,
+# rank 0 writes the checkpoint, both exit 130 (no MPI_Abort), and the
+# checkpoint resumes.
+rm -f $ck
+run2 $tt $common --max-steps 100000 --epochs 100 --checkpoint $ck \
+  --checkpoint-every 10 >$out/i.json 2>$out/i.txt &
+job=$!
+i=0
+while [ ! -f $ck ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+victim=""
+for p in $(pgrep -f "tyto-train $common" || true); do
+  if tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1; then victim=$p; fi
+done
+[ -n "$victim" ] && kill -INT "$victim"
+wait $job
+rc=$?
+if [ -z "$victim" ] || [ $rc -ne 130 ] || grep -q MPI_ABORT $out/i.txt ||
+  ! grep -q interrupted $out/i.txt ||
+  ! $tt $common --max-steps 1 --checkpoint $ck --resume >$out/i2.json 2>$out/i2.txt; then
+  fail "SIGINT to rank 1 (pid ${victim:-not found}): exit $rc"
+  cat $out/i.txt $out/i2.txt
+else
+  echo "SIGINT to rank 1: both stopped, exit $rc; $(grep -m1 resumed $out/i2.txt | cut -c13-80)"
+fi
+
 # A rank killed mid-run: the run ends within the bound, the launcher
 # naming the rank; the checkpoint (every 10 steps) resumes.
 rm -f $ck

@@ -17,11 +17,31 @@
 /* ---------------------------------------------------------------------- */
 /* Checkpoints                                                             */
 
+static int write_checkpoint(run *r);
+
+/* Every rank holds the same state: rank 0 writes it, and over several
+ * ranks the others wait for it here, with a longer timeout than a step's
+ * (a checkpoint on a network file system can take minutes), so that the
+ * write does not count against the next step's exchange. */
 int save_checkpoint(run *r) {
+  int rc = tyto_dist_rank() == 0 ? write_checkpoint(r) : 0;
+  if (tyto_dist_size() > 1) {
+    double t = tyto_dist_timeout();
+    tyto_dist_set_timeout(t * 10 > 600 ? t * 10 : 600);
+    tyto_status st = tyto_dist_barrier();
+    tyto_dist_set_timeout(t);
+    if (st != TYTO_OK) {
+      fprintf(stderr, PROG ": waiting for rank 0's checkpoint: %s\n",
+              tyto_errmsg());
+      rc = -1;
+    }
+  }
+  return rc;
+}
+
+static int write_checkpoint(run *r) {
   tyto_checkpoint *ck = NULL;
   char v[64];
-  if (tyto_dist_rank() != 0)
-    return 0; /* every rank holds the same state: rank 0 writes it */
   if (dp_pull(r) < 0)
     return -1;
   tyto_status s = tyto_checkpoint_new(&ck);

@@ -117,8 +117,34 @@ int train_dp_new(const train_dp_spec *spec, train_dp **out, char *err,
   tyto_dp_options_init(&o);
   o.batch = spec->batch;
   o.exact_exchange = spec->exact_exchange;
-  /* Whole Philox counters per shard where the batch allows (parallel.h). */
-  o.granularity = spec->batch >= 4 * (int64_t)nd * tyto_dist_size() ? 4 : 1;
+  static const size_t first[1] = {0};
+  if (spec->first_only) {
+    o.n_devices = 1;
+    o.devices = first;
+    nd = 1;
+  }
+  /* Whole Philox counters per shard where the batch allows (parallel.h),
+   * by the rank with the most devices: every rank must agree. */
+  int ranks = tyto_dist_size();
+  double most = (double)nd;
+  if (ranks > 1) {
+    double *per = calloc((size_t)ranks, sizeof *per);
+    tyto_status st = per ? TYTO_OK : TYTO_ERR_OUT_OF_MEMORY;
+    if (per) {
+      per[tyto_dist_rank()] = (double)nd;
+      st = tyto_dist_sum(per, (size_t)ranks);
+      for (int i = 0; i < ranks && st == TYTO_OK; i++)
+        most = per[i] > most ? per[i] : most;
+    }
+    int oom = per == NULL;
+    free(per);
+    if (st != TYTO_OK) {
+      snprintf(err, n, "%s", oom ? "out of memory" : tyto_errmsg());
+      train_dp_free(t);
+      return -1;
+    }
+  }
+  o.granularity = spec->batch >= 4 * (int64_t)most * ranks ? 4 : 1;
   o.optim = spec->optim;
   o.rebalance_every = REBALANCE_EVERY;
   if (tyto_dp_new(spec->ctx, &o, build, t, &t->dp) != TYTO_OK) {

@@ -40,6 +40,7 @@ typedef struct train_dp_spec {
   int64_t batch, classes;
   tyto_optim_options optim;
   int exact_exchange; /* tyto_dp_options' (over several ranks) */
+  int first_only;     /* the context's first device alone (over ranks) */
 } train_dp_spec;
 
 /* One replica per selected device, equal shares rounded to whole

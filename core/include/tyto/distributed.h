@@ -28,15 +28,16 @@
 extern "C" {
 #endif
 
-/* Joins the run's ranks. Under a launcher (its environment: Open MPI's
- * OMPI_COMM_WORLD_SIZE, PMI's or PMIx's, Slurm's SLURM_NTASKS with a job
- * step), initialises MPI (unless the program did already: then tyto
- * works on its own duplicate of MPI_COMM_WORLD and leaves MPI to the
- * program) and checks that every rank runs the same tyto; argc and argv
- * may be NULL. Without a launcher, one rank. Calling it again does
- * nothing. Errors: started by a launcher as one of several ranks by a
- * tyto built without MPI; MPI failing to start; ranks running different
- * tyto versions (named). */
+/* Joins the run's ranks. Under a launcher that started several processes
+ * (its environment: Open MPI's OMPI_COMM_WORLD_SIZE, PMI's PMI_SIZE,
+ * Slurm's SLURM_STEP_NUM_TASKS, or PMIx's PMIX_RANK), initialises MPI
+ * (unless the program did already: then tyto works on its own duplicate
+ * of MPI_COMM_WORLD and leaves MPI to the program) and checks that every
+ * rank runs the same tyto; argc and argv may be NULL. Without a launcher,
+ * or one that started this process alone, one rank and no MPI. Calling it
+ * again does nothing. Errors: started by a launcher as one of several
+ * ranks by a tyto built without MPI; MPI failing to start; ranks running
+ * different tyto versions (named). */
 TYTO_API tyto_status tyto_dist_init(int *argc, char ***argv);
 
 /* Leaves the run: finalises MPI if tyto_dist_init started it. Every rank
@@ -69,6 +70,10 @@ TYTO_API double tyto_dist_timeout(void);
  * first rank whose data differs from rank 0's. One rank: TYTO_OK. */
 TYTO_API tyto_status tyto_dist_agree(const char *what, const void *data,
                                      size_t bytes);
+
+/* x[0 .. n) becomes the sum of x over every rank, added in double by MPI
+ * (every rank gets the same bits), with the timeout. One rank: x stays. */
+TYTO_API tyto_status tyto_dist_sum(double *x, size_t n);
 
 /* Waits until every rank has called it (with the timeout). */
 TYTO_API tyto_status tyto_dist_barrier(void);

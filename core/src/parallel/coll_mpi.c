@@ -58,12 +58,10 @@ typedef struct mpi_coll {
   MPI_Datatype mpi_dt;
   size_t n_items, n_buckets, bucket_n;
   size_t item, n; /* the reduction begun: its item and size */
-  /* Its first contribution, held back: a reduction with one (one local
-   * replica) goes straight to the stage, without the accumulator. */
-  const void *first_x;
-  tyto_dtype first_dt;
-  double first_w;
-  int n_added;
+  /* One local replica: its contribution goes straight to the stage,
+   * without the accumulator (the same bits: w * x in double, rounded
+   * once). */
+  int single, n_added;
   size_t *item_n;   /* per item (canonical order): elements */
   size_t *item_off; /* its offset in stage */
   size_t *item_bk;  /* its bucket */
@@ -101,12 +99,9 @@ static tyto_status pump(mpi_coll *m) {
     int rc = MPI_Iallreduce(MPI_IN_PLACE, m->stage + c->off * m->es, (int)c->n,
                             m->mpi_dt, MPI_SUM, dist_comm(), &c->rq);
     if (rc != MPI_SUCCESS) {
-      char w[96], e[MPI_MAX_ERROR_STRING];
-      int len;
+      char w[96];
       what_of(m, w, sizeof w);
-      MPI_Error_string(rc, e, &len);
-      return rt_fail(TYTO_ERR_UNAVAILABLE, "rank %d: %s: %s", tyto_dist_rank(),
-                     w, e);
+      return dist_fail(rc, w);
     }
     m->posted++;
     m->bytes += (double)(c->n * m->es);
@@ -158,46 +153,45 @@ static tyto_status mc_begin(coll *c, size_t item, size_t n) {
   return m->local->ops->begin(m->local, 0, n);
 }
 
+/* The one local contribution, w * x in double, rounded once to the wire
+ * into dst, as the accumulator would give it. */
+static void stage_one(mpi_coll *m, void *dst, const void *x, tyto_dtype dt,
+                      double w) {
+  size_t n = m->n;
+  if (m->wire == TYTO_F64) {
+    double *o = dst;
+    if (dt == TYTO_F64)
+      for (size_t j = 0; j < n; j++)
+        o[j] = w * ((const double *)x)[j];
+    else
+      for (size_t j = 0; j < n; j++)
+        o[j] = w * (double)((const float *)x)[j];
+  } else {
+    float *o = dst;
+    if (dt == TYTO_F64)
+      for (size_t j = 0; j < n; j++)
+        o[j] = (float)(w * ((const double *)x)[j]);
+    else
+      for (size_t j = 0; j < n; j++)
+        o[j] = (float)(w * (double)((const float *)x)[j]);
+  }
+}
+
 static tyto_status mc_add(coll *c, const void *x, tyto_dtype dt,
                           double weight) {
   mpi_coll *m = (mpi_coll *)c;
-  tyto_status st = TYTO_OK;
-  if (m->n_added == 0) {
-    m->first_x = x;
-    m->first_dt = dt;
-    m->first_w = weight;
-  } else {
-    if (m->n_added == 1)
-      st = m->local->ops->add(m->local, m->first_x, m->first_dt, m->first_w);
-    if (st == TYTO_OK)
-      st = m->local->ops->add(m->local, x, dt, weight);
+  if (m->single && m->n_added == 0) {
+    /* Used now: the caller may reuse x's memory for the next. */
+    stage_one(m, m->stage + m->item_off[m->item] * m->es, x, dt, weight);
+    m->n_added++;
+    return TYTO_OK;
   }
+  if (m->single)
+    return rt_fail(TYTO_ERR_INTERNAL,
+                   "dp: a second contribution to an exchange built for "
+                   "one local replica");
   m->n_added++;
-  return st;
-}
-
-/* One contribution: w * x (in double), rounded once to the wire, as the
- * accumulator would give it. */
-static void stage_one(mpi_coll *m, void *dst) {
-  size_t n = m->n;
-  double w = m->first_w;
-  if (m->wire == TYTO_F64) {
-    double *o = dst;
-    if (m->first_dt == TYTO_F64)
-      for (size_t j = 0; j < n; j++)
-        o[j] = w * ((const double *)m->first_x)[j];
-    else
-      for (size_t j = 0; j < n; j++)
-        o[j] = w * (double)((const float *)m->first_x)[j];
-  } else {
-    float *o = dst;
-    if (m->first_dt == TYTO_F64)
-      for (size_t j = 0; j < n; j++)
-        o[j] = (float)(w * ((const double *)m->first_x)[j]);
-    else
-      for (size_t j = 0; j < n; j++)
-        o[j] = (float)(w * (double)((const float *)m->first_x)[j]);
-  }
+  return m->local->ops->add(m->local, x, dt, weight);
 }
 
 static tyto_status mc_finish(coll *c, tyto_dtype dt, void *out) {
@@ -206,10 +200,10 @@ static tyto_status mc_finish(coll *c, tyto_dtype dt, void *out) {
   /* The local sum, rounded once to what travels. */
   void *dst = m->stage + m->item_off[it] * m->es;
   tyto_status st = TYTO_OK;
-  if (m->n_added == 1)
-    stage_one(m, dst);
-  else
+  if (!m->single)
     st = m->local->ops->finish(m->local, m->wire, dst);
+  else if (m->n_added == 0) /* its replica counted nothing: all padding */
+    memset(dst, 0, m->n * m->es);
   if (st != TYTO_OK)
     return st;
   m->item_out[it] = out;
@@ -325,11 +319,12 @@ static const coll_ops mpi_ops = {.begin = mc_begin,
                                  .traffic = mc_traffic,
                                  .free = mc_free};
 
-coll *coll_mpi(size_t n_items, const size_t *item_n, tyto_dtype wire,
-               size_t bucket_bytes, const int64_t *step) {
+coll *coll_mpi(size_t n_local, size_t n_items, const size_t *item_n,
+               tyto_dtype wire, size_t bucket_bytes, const int64_t *step) {
   mpi_coll *m = calloc(1, sizeof *m);
   if (!m)
     return NULL;
+  m->single = n_local == 1;
   m->base.ops = &mpi_ops;
   m->wire = wire == TYTO_F64 ? TYTO_F64 : TYTO_F32;
   m->es = m->wire == TYTO_F64 ? sizeof(double) : sizeof(float);
@@ -380,8 +375,9 @@ coll *coll_mpi(size_t n_items, const size_t *item_n, tyto_dtype wire,
 
 #else
 
-coll *coll_mpi(size_t n_items, const size_t *item_n, tyto_dtype wire,
-               size_t bucket_bytes, const int64_t *step) {
+coll *coll_mpi(size_t n_local, size_t n_items, const size_t *item_n,
+               tyto_dtype wire, size_t bucket_bytes, const int64_t *step) {
+  (void)n_local;
   (void)n_items;
   (void)item_n;
   (void)wire;

@@ -64,13 +64,15 @@ struct coll {
 coll *coll_in_process(size_t max_n);
 coll *coll_in_process_threads(size_t max_n, int threads);
 
-/* The MPI collective over the run's ranks (dist.h) for n_items
- * reductions between flushes, item i of item_n[i] elements: each rank's
- * partial sums travel as `wire` (f32 or f64); consecutive items are sent
- * together in buckets of about bucket_bytes, in item order, as soon as
- * all of a bucket's items are finished; `step` points to the step counter
- * its messages name. NULL when out of memory (or built without MPI). */
-coll *coll_mpi(size_t n_items, const size_t *item_n, tyto_dtype wire,
-               size_t bucket_bytes, const int64_t *step);
+/* The MPI collective over the run's ranks (dist.h), for n_local local
+ * replicas (one: each contribution is used at once, straight into the
+ * buffer that travels) and n_items reductions between flushes, item i of
+ * item_n[i] elements: each rank's partial sums travel as `wire` (f32 or f64);
+ * consecutive items are sent together in buckets of about bucket_bytes, in item
+ * order, as soon as all of a bucket's items are finished; `step` points to the
+ * step counter its messages name. NULL when out of memory (or built without
+ * MPI). */
+coll *coll_mpi(size_t n_local, size_t n_items, const size_t *item_n,
+               tyto_dtype wire, size_t bucket_bytes, const int64_t *step);
 
 #endif

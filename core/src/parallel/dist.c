@@ -251,6 +251,12 @@ static tyto_status lost(int64_t seq, const char *what, double waited) {
                 D.rank, what, waited);
 }
 
+tyto_status dist_fail(int rc, const char *what) {
+  char b[MPI_MAX_ERROR_STRING];
+  return broken(TYTO_ERR_UNAVAILABLE, "rank %d: %s: %s", D.rank, what,
+                mpi_says(rc, b));
+}
+
 int dist_test(MPI_Request *rq, int n, const char *what) {
   int done = 0, rc = MPI_Testall(n, rq, &done, MPI_STATUSES_IGNORE);
   if (rc != MPI_SUCCESS) {
@@ -358,9 +364,11 @@ tyto_status tyto_dist_init(int *argc, char ***argv) {
 #ifdef TYTO_HAVE_MPI
   int already = 0;
   MPI_Initialized(&already);
-  if (ls == 0 && !already) {
+  if ((ls == 0 || ls == 1) && !already) {
+    /* No launcher, or one that started this process alone (mpirun -np 1,
+     * a Slurm batch script's own step): one rank, no MPI. */
     D.joined = 1;
-    return TYTO_OK; /* no launcher: one rank, no MPI */
+    return TYTO_OK;
   }
   int rc = MPI_SUCCESS, provided = 0;
   if (!already) {
@@ -368,6 +376,20 @@ tyto_status tyto_dist_init(int *argc, char ***argv) {
     if (rc != MPI_SUCCESS)
       return mpi_fail(rc, "starting MPI");
     D.we_init = 1;
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  /* tyto's own threads never call MPI; the caller's thread does, which
+   * needs FUNNELED when it is the main thread, SERIALIZED otherwise. */
+  if (provided < MPI_THREAD_FUNNELED) {
+    if (D.we_init)
+      MPI_Finalize();
+    D.we_init = 0;
+    return rt_fail(TYTO_ERR_UNSUPPORTED,
+                   "distributed: this MPI gives thread level %d; tyto needs "
+                   "MPI_THREAD_FUNNELED (%d) or more%s",
+                   provided, MPI_THREAD_FUNNELED,
+                   already ? " (initialise MPI with MPI_Init_thread)" : "");
   }
   if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &D.comm)) != MPI_SUCCESS)
     return mpi_fail(rc, "duplicating MPI_COMM_WORLD");
@@ -376,6 +398,19 @@ tyto_status tyto_dist_init(int *argc, char ***argv) {
   MPI_Comm_size(D.comm, &D.size);
   D.mpi = 1;
   D.joined = 1;
+  /* A launcher this MPI does not speak to (MPICH's mpiexec with Open
+   * MPI, srun without PMI support) leaves every process a world of one:
+   * each would train alone. */
+  if (ls > 1 && D.size != ls) {
+    int size = D.size;
+    tyto_dist_finalize();
+    return rt_fail(TYTO_ERR_CONFIG,
+                   "distributed: the launcher started %ld processes, but MPI "
+                   "sees %d: this MPI (%s) does not speak that launcher's "
+                   "protocol; start the run with the mpirun of this MPI, or "
+                   "srun with its PMI support (srun --mpi=pmix)",
+                   ls, size, tyto_dist_library());
+  }
   tyto_status st = D.size > 1 ? meet() : TYTO_OK;
   if (st != TYTO_OK) {
     char *msg = strdup(tyto_errmsg());
@@ -407,23 +442,32 @@ tyto_status tyto_dist_init(int *argc, char ***argv) {
 tyto_status tyto_dist_finalize(void) {
   tyto_status st = TYTO_OK;
 #ifdef TYTO_HAVE_MPI
-  if (D.mpi) {
+  if (D.mpi && D.broken) {
+    /* A lost or hung rank would hold MPI_Finalize (a fence over every
+     * process) forever, and requests may still be in flight: MPI is left
+     * as it is, and the process should exit (or tyto_dist_abort). */
+    st = rt_fail(TYTO_ERR_UNAVAILABLE,
+                 "distributed: not finalising MPI after a failure (%s); exit "
+                 "the process, or call tyto_dist_abort",
+                 D.broken);
+  } else if (D.mpi) {
     if (D.hb_rq)
       for (int p = 0; p < D.size; p++)
         if (D.hb_rq[p] != MPI_REQUEST_NULL) {
           MPI_Cancel(&D.hb_rq[p]);
-          MPI_Request_free(&D.hb_rq[p]);
+          MPI_Wait(&D.hb_rq[p], MPI_STATUS_IGNORE);
         }
-    if (D.hb_sq && !D.broken)
+    if (D.hb_sq)
       MPI_Waitall(D.size * HB_SLOTS, D.hb_sq, MPI_STATUSES_IGNORE);
     free_peers();
-    if (!D.broken)
-      MPI_Comm_free(&D.comm);
+    MPI_Comm_free(&D.comm);
     if (D.we_init) {
       int rc = MPI_Finalize();
       if (rc != MPI_SUCCESS)
         st = mpi_fail(rc, "finalising MPI");
     }
+  }
+  if (D.mpi) {
     D.mpi = D.we_init = 0;
     D.seq = 0;
   }
@@ -534,6 +578,13 @@ tyto_status tyto_dist_agree(const char *what, const void *data, size_t bytes) {
   snprintf(name, sizeof name, "#%s", what);
   const char *const names[1] = {name};
   return dist_agree_values("distributed", 1, names, v);
+}
+
+tyto_status tyto_dist_sum(double *x, size_t n) {
+  if (!x && n)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "tyto_dist_sum: x is NULL for %zu values", n);
+  return dist_sum(x, n, "tyto_dist_sum");
 }
 
 tyto_status tyto_dist_barrier(void) {

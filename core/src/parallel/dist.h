@@ -34,6 +34,10 @@ tyto_status dist_wait(MPI_Request *rq, int n, int64_t seq, const char *what);
 /* Whether n requests are done (1), without waiting; -1 on an MPI error
  * (raised as dist_wait would). */
 int dist_test(MPI_Request *rq, int n, const char *what);
+
+/* MPI call `what` failed with rc: the run is broken (as after a timeout);
+ * raises "rank R: what: MPI's message". */
+tyto_status dist_fail(int rc, const char *what);
 #endif
 
 /* Whether the run's ranks can still talk (no wait has failed): TYTO_OK,

@@ -511,7 +511,7 @@ tyto_status dp_build_all(tyto_dp *dp, const int64_t *shard) {
       item_n[dp->slot[k]] = dp->x_numel[k];
     }
     dp->coll = coll_mpi(
-        dp->n_gx, item_n, dp->o.exact_exchange ? TYTO_F64 : dp->dtype,
+        dp->n, dp->n_gx, item_n, dp->o.exact_exchange ? TYTO_F64 : dp->dtype,
         dp->o.bucket_bytes ? dp->o.bucket_bytes : (size_t)25 << 20, &dp->steps);
     free(item_n);
   } else {

@@ -116,8 +116,10 @@ static void all_start(tyto_dp *dp, int phase) {
       r->ended = 0;
       memset(r->got, 0, (dp->n_x ? dp->n_x : 1) * sizeof *r->got);
     }
-    r->threaded =
-        dp->n > 1 && pthread_create(&r->thread, NULL, run_phase, r) == 0;
+    /* A thread of its own also for a rank's only replica: the step's
+     * thread then sends its gradients while it computes. */
+    r->threaded = (dp->n > 1 || dp->ranks > 1) &&
+                  pthread_create(&r->thread, NULL, run_phase, r) == 0;
     if (!r->threaded)
       run_phase(r);
   }
