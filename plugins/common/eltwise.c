@@ -245,3 +245,15 @@ void tpc_fused_live(const tpc_instr *fi, uint32_t n, unsigned char *live) {
       live[x->arg[k]] = 1;
   }
 }
+
+uint32_t tpc_fused_single(const tpc_eltop *o, tpc_instr *fi,
+                          unsigned char *live) {
+  uint32_t n = 0;
+  for (int k = 0; k < o->arity; k++)
+    fi[n++] = (tpc_instr){TYTO_PLUGIN_FUSED_INPUT, {(uint32_t)k, 0, 0}, 0};
+  fi[n++] = (tpc_instr){o->op, {0, 1, 2}, 0};
+  fi[n] = (tpc_instr){TYTO_PLUGIN_FUSED_OUTPUT, {n - 1, 0, 0}, 0};
+  n++;
+  tpc_fused_live(fi, n, live);
+  return n;
+}
