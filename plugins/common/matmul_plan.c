@@ -8,22 +8,11 @@
  */
 #include "matmul_plan.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common.h"
-
-static int fail(char *why, size_t why_size, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *why, size_t why_size, int code, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, why_size, fmt, ap);
-  va_end(ap);
-  return code;
-}
+#include "text.h"
 
 static int64_t max64(int64_t a, int64_t b) {
   return a > b ? a : b;
@@ -190,20 +179,20 @@ static int check_attrs(const tpc_operands *a, int *t, char *why,
                        size_t why_size) {
   const int bad = TYTO_PLUGIN_ERR_INVALID_ARGUMENT;
   if (a->n_in != 2 || a->n_out != 1)
-    return fail(why, why_size, bad,
-                "matmul: expected 2 inputs and 1 output, got %u and %u",
-                (unsigned)a->n_in, (unsigned)a->n_out);
+    return tpc_fail(why, why_size, bad,
+                    "matmul: expected 2 inputs and 1 output, got %u and %u",
+                    (unsigned)a->n_in, (unsigned)a->n_out);
   if (a->n_iattrs != 0 && a->n_iattrs != 2)
-    return fail(why, why_size, bad,
-                "matmul: expected 0 or 2 integer attributes (the "
-                "transpose flags of the inputs), got %u",
-                (unsigned)a->n_iattrs);
+    return tpc_fail(why, why_size, bad,
+                    "matmul: expected 0 or 2 integer attributes (the "
+                    "transpose flags of the inputs), got %u",
+                    (unsigned)a->n_iattrs);
   for (uint32_t i = 0; i < a->n_iattrs; i++) {
     if (a->iattrs[i] != 0 && a->iattrs[i] != 1)
-      return fail(why, why_size, bad,
-                  "matmul: transpose flag iattrs[%u] must be 0 or 1, "
-                  "got %lld",
-                  (unsigned)i, (long long)a->iattrs[i]);
+      return tpc_fail(why, why_size, bad,
+                      "matmul: transpose flag iattrs[%u] must be 0 or 1, "
+                      "got %lld",
+                      (unsigned)i, (long long)a->iattrs[i]);
     t[i] = (int)a->iattrs[i];
   }
   return 0;
@@ -217,22 +206,23 @@ static int check_shapes(const tpc_operands *a, const int *t, tpc_mm_plan *p,
   const tyto_plugin_layout *la = a->in[0], *lb = a->in[1], *lc = a->out[0];
   const char *sa = ss[0], *sb = ss[1], *sc = ss[2];
   if (la->rank < 2 || lb->rank < 2)
-    return fail(why, why_size, bad,
-                "matmul: both inputs need rank 2 or more, got %s x %s", sa, sb);
+    return tpc_fail(why, why_size, bad,
+                    "matmul: both inputs need rank 2 or more, got %s x %s", sa,
+                    sb);
   tpc_mm_opnd *A = &p->o[0], *B = &p->o[1], *C = &p->o[2];
   set_view(A, la, t[0]);
   set_view(B, lb, t[1]);
   if (A->c != B->r)
-    return fail(why, why_size, bad, "matmul: inner dimensions differ: %s x %s",
-                sa, sb);
+    return tpc_fail(why, why_size, bad,
+                    "matmul: inner dimensions differ: %s x %s", sa, sb);
   uint32_t nba = la->rank - 2, nbb = lb->rank - 2;
   uint32_t nb = nba > nbb ? nba : nbb;
   for (uint32_t ax = 0; ax < nb; ax++) {
     int64_t ea = ax + nba >= nb ? la->shape[ax + nba - nb] : 1;
     int64_t eb = ax + nbb >= nb ? lb->shape[ax + nbb - nb] : 1;
     if (ea != eb && ea != 1 && eb != 1)
-      return fail(why, why_size, bad,
-                  "matmul: batch axes do not broadcast: %s x %s", sa, sb);
+      return tpc_fail(why, why_size, bad,
+                      "matmul: batch axes do not broadcast: %s x %s", sa, sb);
     p->bshape[ax] = ea == 1 ? eb : ea;
     A->bstride[ax] = ea == 1 ? 0 : la->strides[ax + nba - nb];
     B->bstride[ax] = eb == 1 ? 0 : lb->strides[ax + nbb - nb];
@@ -251,16 +241,16 @@ static int check_shapes(const tpc_operands *a, const int *t, tpc_mm_plan *p,
     if (used < sizeof want)
       snprintf(want + used, sizeof want - used, "%lld, %lld]", (long long)A->r,
                (long long)B->c);
-    return fail(why, why_size, bad,
-                "matmul: output is %s, expected %s for %s x %s", sc, want, sa,
-                sb);
+    return tpc_fail(why, why_size, bad,
+                    "matmul: output is %s, expected %s for %s x %s", sc, want,
+                    sa, sb);
   }
   for (uint32_t ax = 0; ax < lc->rank; ax++)
     if (lc->shape[ax] > 1 && lc->strides[ax] == 0)
-      return fail(why, why_size, bad,
-                  "matmul: output %s has a stride-0 axis %u: every "
-                  "element needs its own place",
-                  sc, (unsigned)ax);
+      return tpc_fail(why, why_size, bad,
+                      "matmul: output %s has a stride-0 axis %u: every "
+                      "element needs its own place",
+                      sc, (unsigned)ax);
   p->m = A->r;
   p->k = A->c;
   p->n = B->c;
@@ -307,14 +297,14 @@ static int place(tpc_mm_plan *p, size_t elem, const tpc_mm_limits *lim,
       }
     }
     if (o->mhi > index_max - align_e)
-      return fail(why, why_size, TYTO_PLUGIN_ERR_UNSUPPORTED,
-                  "matmul: %s: one matrix of operand %s spans %lld "
-                  "elements, more than %s's 32-bit indices reach",
-                  p->what,
-                  i == 0   ? "A"
-                  : i == 1 ? "B"
-                           : "C",
-                  (long long)o->mhi + 1, lim->library);
+      return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_UNSUPPORTED,
+                      "matmul: %s: one matrix of operand %s spans %lld "
+                      "elements, more than %s's 32-bit indices reach",
+                      p->what,
+                      i == 0   ? "A"
+                      : i == 1 ? "B"
+                               : "C",
+                      (long long)o->mhi + 1, lim->library);
   }
   int64_t bytes;
   if (__builtin_mul_overflow(ws, (int64_t)elem, &bytes))
@@ -322,10 +312,10 @@ static int place(tpc_mm_plan *p, size_t elem, const tpc_mm_limits *lim,
   p->ws_elems = ws;
   return 0;
 too_big:
-  return fail(why, why_size, TYTO_PLUGIN_ERR_UNSUPPORTED,
-              "matmul: the packing workspace for %s is larger than 64 "
-              "bits can count",
-              p->what);
+  return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_UNSUPPORTED,
+                  "matmul: the packing workspace for %s is larger than 64 "
+                  "bits can count",
+                  p->what);
 }
 
 int tpc_mm_plan_make(const tpc_operands *a, size_t elem,
@@ -352,10 +342,10 @@ int tpc_mm_plan_make(const tpc_operands *a, size_t elem,
     return 0; /* nothing to compute, or zeros only: no GEMM */
   const int64_t index_max = lim->index_max;
   if (p->m > index_max || p->n > index_max || p->k > index_max)
-    return fail(why, why_size, TYTO_PLUGIN_ERR_UNSUPPORTED,
-                "matmul: %s has a matrix dimension above %lld, more "
-                "than %s's 32-bit indices reach",
-                p->what, (long long)index_max, lim->library);
+    return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_UNSUPPORTED,
+                    "matmul: %s has a matrix dimension above %lld, more "
+                    "than %s's 32-bit indices reach",
+                    p->what, (long long)index_max, lim->library);
   p->batches = 1;
   for (uint32_t ax = 0; ax < p->nb; ax++)
     p->batches *= p->bshape[ax]; /* <= the output's element count */

@@ -1,5 +1,5 @@
 /*
- * A growing text buffer for generated kernel sources (text.h).
+ * Text made with printf: kernel sources and reasons (text.h).
  */
 #include "text.h"
 
@@ -43,4 +43,12 @@ char *tpc_text_take(tpc_text *b) {
     return NULL;
   }
   return b->text;
+}
+
+int tpc_fail(char *why, size_t why_size, int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, why_size, fmt, ap);
+  va_end(ap);
+  return code;
 }

@@ -1,7 +1,8 @@
 /*
- * A growing text buffer for generated kernel sources: printf-style appends
- * that never fail midway (an allocation failure is remembered and every
- * later append does nothing). Depends on the C library only.
+ * Text made with printf: a growing buffer for generated kernel sources
+ * (appends never fail midway: an allocation failure is remembered and
+ * every later append does nothing), and the reasons checks give. Depends
+ * on the C library only.
  */
 #ifndef TYTO_PLUGINS_TEXT_H
 #define TYTO_PLUGINS_TEXT_H
@@ -22,5 +23,10 @@ void tpc_text_put(tpc_text *b, const char *fmt, ...)
 /* The text (the caller frees it with free()), or NULL after a failure
  * (the buffer is then freed). */
 char *tpc_text_take(tpc_text *b);
+
+/* Writes the formatted reason into why (always terminated, cut at
+ * why_size) and returns code: `return tpc_fail(why, size, code, ...)`. */
+int tpc_fail(char *why, size_t why_size, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #endif /* TYTO_PLUGINS_TEXT_H */
