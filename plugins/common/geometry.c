@@ -40,6 +40,12 @@ const tyto_plugin_layout *tpc_operand(const tpc_operands *a, int r) {
   return r < (int)a->n_in ? a->in[r] : a->out[r - (int)a->n_in];
 }
 
+int tpc_conv_op(uint32_t op) {
+  return op == TYTO_PLUGIN_OP_CONV2D ||
+         op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA ||
+         op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER;
+}
+
 int tpc_pool_op(uint32_t op) {
   return op == TYTO_PLUGIN_OP_MAX_POOL2D || op == TYTO_PLUGIN_OP_AVG_POOL2D ||
          op == TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD ||
