@@ -102,6 +102,14 @@ int tpc_fused_read(const void *blob, size_t blob_size, uint32_t n_in,
 /* live[i] (n bytes): whether value i reaches an OUTPUT (OUTPUTs count). */
 void tpc_fused_live(const tpc_instr *fi, uint32_t n, unsigned char *live);
 
+/* The program of op o run alone, "load the inputs, apply o, store output
+ * 0", into fi (room for TPC_FUSED_SINGLE_MAX instructions) with its live[]
+ * as tpc_fused_live gives it; returns the instruction count. o->op's
+ * arguments are (0, 1, 2) and its attr 0. */
+#define TPC_FUSED_SINGLE_MAX 5
+uint32_t tpc_fused_single(const tpc_eltop *o, tpc_instr *fi,
+                          unsigned char *live);
+
 /* ---- reductions (reduce_src.c) ------------------------------------------ */
 
 /* Kernel-source macros for the ten reductions (SUM .. NORM_L2): a partial

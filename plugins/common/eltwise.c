@@ -3,9 +3,8 @@
  * the plugins that generate kernels from them (OpenCL C, CUDA C++).
  */
 #include "common.h"
+#include "text.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,33 +88,20 @@ int tpc_eltop_has_param(uint32_t op) {
   return op == TYTO_PLUGIN_OP_LEAKY_RELU || op == TYTO_PLUGIN_OP_ELU;
 }
 
-static int fail(char *why, size_t size, int code, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-
-static int fail(char *why, size_t size, int code, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, size, fmt, ap);
-  va_end(ap);
-  return code;
-}
-
 /* Whether instruction i may read value v; 0 or an error code. */
 static int check_value(const tpc_instr *fi, uint32_t i, uint32_t v, char *why,
                        size_t size) {
   if (v >= i)
-    return fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                "fused: instruction %u reads value %u, which is not defined "
-                "before it (operands must name earlier instructions)",
-                (unsigned)i, (unsigned)v);
+    return tpc_fail(
+        why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+        "fused: instruction %u reads value %u, which is not defined "
+        "before it (operands must name earlier instructions)",
+        (unsigned)i, (unsigned)v);
   if (fi[v].op == TYTO_PLUGIN_FUSED_OUTPUT)
-    return fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                "fused: instruction %u reads value %u, which is an OUTPUT "
-                "and defines no value",
-                (unsigned)i, (unsigned)v);
+    return tpc_fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                    "fused: instruction %u reads value %u, which is an OUTPUT "
+                    "and defines no value",
+                    (unsigned)i, (unsigned)v);
   return 0;
 }
 
@@ -125,48 +111,49 @@ int tpc_fused_read(const void *blob, size_t blob_size, uint32_t n_in,
                    size_t size) {
   *out = NULL;
   if (blob == NULL || blob_size < PROG_MIN)
-    return fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                "fused: expected a tyto_plugin_fused_program of at least %zu "
-                "bytes as the blob, got %s%zu bytes",
-                (size_t)PROG_MIN, blob != NULL ? "" : "no blob and ",
-                blob_size);
+    return tpc_fail(
+        why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+        "fused: expected a tyto_plugin_fused_program of at least %zu "
+        "bytes as the blob, got %s%zu bytes",
+        (size_t)PROG_MIN, blob != NULL ? "" : "no blob and ", blob_size);
   const tyto_plugin_fused_program *p = blob;
   if (p->struct_size < PROG_MIN)
-    return fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                "fused: the program's struct_size is %zu, expected at least "
-                "%zu (a tyto_plugin_fused_program of ABI 1.2)",
-                p->struct_size, (size_t)PROG_MIN);
+    return tpc_fail(
+        why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+        "fused: the program's struct_size is %zu, expected at least "
+        "%zu (a tyto_plugin_fused_program of ABI 1.2)",
+        p->struct_size, (size_t)PROG_MIN);
   if (p->n_instrs == 0)
-    return fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                "fused: the program has no instructions (expected at least "
-                "one OUTPUT for each of the %u outputs)",
-                (unsigned)n_out);
+    return tpc_fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                    "fused: the program has no instructions (expected at least "
+                    "one OUTPUT for each of the %u outputs)",
+                    (unsigned)n_out);
   if (p->instrs == NULL)
-    return fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                "fused: the program has %u instructions but no instruction "
-                "array",
-                (unsigned)p->n_instrs);
+    return tpc_fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                    "fused: the program has %u instructions but no instruction "
+                    "array",
+                    (unsigned)p->n_instrs);
   if (p->instrs[0].struct_size < INSTR_MIN)
-    return fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                "fused: the instructions' struct_size is %zu, expected at "
-                "least %zu (a tyto_plugin_fused_instr of ABI 1.2)",
-                p->instrs[0].struct_size, (size_t)INSTR_MIN);
+    return tpc_fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                    "fused: the instructions' struct_size is %zu, expected at "
+                    "least %zu (a tyto_plugin_fused_instr of ABI 1.2)",
+                    p->instrs[0].struct_size, (size_t)INSTR_MIN);
   if (p->n_instrs > max_instrs)
-    return fail(why, size, TYTO_PLUGIN_ERR_UNSUPPORTED,
-                "fused: the program has %u instructions; the %s plugin "
-                "compiles programs of at most %u",
-                (unsigned)p->n_instrs, plugin, (unsigned)max_instrs);
+    return tpc_fail(why, size, TYTO_PLUGIN_ERR_UNSUPPORTED,
+                    "fused: the program has %u instructions; the %s plugin "
+                    "compiles programs of at most %u",
+                    (unsigned)p->n_instrs, plugin, (unsigned)max_instrs);
   if (n_out > TYTO_PLUGIN_FUSED_MAX_IO)
-    return fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                "fused: %u outputs; at most %d", (unsigned)n_out,
-                TYTO_PLUGIN_FUSED_MAX_IO);
+    return tpc_fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                    "fused: %u outputs; at most %d", (unsigned)n_out,
+                    TYTO_PLUGIN_FUSED_MAX_IO);
   const uint32_t n = p->n_instrs;
   tpc_instr *fi = malloc((size_t)n * sizeof *fi);
   if (fi == NULL)
-    return fail(why, size, TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
-                "fused: out of host memory reading a program of %u "
-                "instructions",
-                (unsigned)n);
+    return tpc_fail(why, size, TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                    "fused: out of host memory reading a program of %u "
+                    "instructions",
+                    (unsigned)n);
   int32_t writer[TYTO_PLUGIN_FUSED_MAX_IO];
   for (uint32_t k = 0; k < TYTO_PLUGIN_FUSED_MAX_IO; k++)
     writer[k] = -1;
@@ -180,45 +167,47 @@ int tpc_fused_read(const void *blob, size_t blob_size, uint32_t n_in,
     const uint32_t *a = fi[i].arg;
     if (in->op == TYTO_PLUGIN_FUSED_INPUT) {
       if (a[0] >= n_in)
-        code = fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                    "fused: instruction %u reads input %u, but the op has %u "
-                    "input%s",
-                    (unsigned)i, (unsigned)a[0], (unsigned)n_in,
-                    n_in == 1 ? "" : "s");
+        code = tpc_fail(
+            why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+            "fused: instruction %u reads input %u, but the op has %u "
+            "input%s",
+            (unsigned)i, (unsigned)a[0], (unsigned)n_in, n_in == 1 ? "" : "s");
     } else if (in->op == TYTO_PLUGIN_FUSED_OUTPUT) {
       code = check_value(fi, i, a[0], why, size);
       if (code == 0 && a[1] >= n_out)
-        code = fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                    "fused: instruction %u writes output %u, but the op has "
-                    "%u output%s",
-                    (unsigned)i, (unsigned)a[1], (unsigned)n_out,
-                    n_out == 1 ? "" : "s");
+        code =
+            tpc_fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "fused: instruction %u writes output %u, but the op has "
+                     "%u output%s",
+                     (unsigned)i, (unsigned)a[1], (unsigned)n_out,
+                     n_out == 1 ? "" : "s");
       else if (code == 0 && writer[a[1]] >= 0)
-        code = fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                    "fused: instruction %u writes output %u, which "
-                    "instruction %d already writes (each output is written "
-                    "exactly once)",
-                    (unsigned)i, (unsigned)a[1], (int)writer[a[1]]);
+        code = tpc_fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "fused: instruction %u writes output %u, which "
+                        "instruction %d already writes (each output is written "
+                        "exactly once)",
+                        (unsigned)i, (unsigned)a[1], (int)writer[a[1]]);
       else if (code == 0)
         writer[a[1]] = (int32_t)i;
     } else if (in->op != TYTO_PLUGIN_FUSED_CONST) {
       const tpc_eltop *o = tpc_eltop_find(in->op);
       if (o == NULL)
-        code = fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                    "fused: instruction %u has op code %u, which is neither "
-                    "INPUT, CONST, OUTPUT nor an elementwise op (NEG .. "
-                    "ROUND, ADD .. GE, WHERE, FMA)",
-                    (unsigned)i, (unsigned)in->op);
+        code =
+            tpc_fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                     "fused: instruction %u has op code %u, which is neither "
+                     "INPUT, CONST, OUTPUT nor an elementwise op (NEG .. "
+                     "ROUND, ADD .. GE, WHERE, FMA)",
+                     (unsigned)i, (unsigned)in->op);
       for (int j = 0; o != NULL && j < o->arity && code == 0; j++)
         code = check_value(fi, i, a[j], why, size);
     }
   }
   for (uint32_t k = 0; k < n_out && code == 0; k++)
     if (writer[k] < 0)
-      code = fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                  "fused: output %u is never written (expected one OUTPUT "
-                  "instruction for each of the %u outputs)",
-                  (unsigned)k, (unsigned)n_out);
+      code = tpc_fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                      "fused: output %u is never written (expected one OUTPUT "
+                      "instruction for each of the %u outputs)",
+                      (unsigned)k, (unsigned)n_out);
   if (code != 0) {
     free(fi);
     return code;
@@ -244,4 +233,16 @@ void tpc_fused_live(const tpc_instr *fi, uint32_t n, unsigned char *live) {
     for (int k = 0; o != NULL && k < o->arity; k++)
       live[x->arg[k]] = 1;
   }
+}
+
+uint32_t tpc_fused_single(const tpc_eltop *o, tpc_instr *fi,
+                          unsigned char *live) {
+  uint32_t n = 0;
+  for (int k = 0; k < o->arity; k++)
+    fi[n++] = (tpc_instr){TYTO_PLUGIN_FUSED_INPUT, {(uint32_t)k, 0, 0}, 0};
+  fi[n++] = (tpc_instr){o->op, {0, 1, 2}, 0};
+  fi[n] = (tpc_instr){TYTO_PLUGIN_FUSED_OUTPUT, {n - 1, 0, 0}, 0};
+  n++;
+  tpc_fused_live(fi, n, live);
+  return n;
 }

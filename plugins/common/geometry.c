@@ -10,11 +10,10 @@
 #include "geometry.h"
 
 #include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "common.h"
+#include "text.h"
 
 void tpc_operands_init(tpc_operands *a, const tyto_plugin_op_desc *d,
                        uint32_t n_in, const tyto_plugin_layout *in,
@@ -41,22 +40,17 @@ const tyto_plugin_layout *tpc_operand(const tpc_operands *a, int r) {
   return r < (int)a->n_in ? a->in[r] : a->out[r - (int)a->n_in];
 }
 
+int tpc_conv_op(uint32_t op) {
+  return op == TYTO_PLUGIN_OP_CONV2D ||
+         op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA ||
+         op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER;
+}
+
 int tpc_pool_op(uint32_t op) {
   return op == TYTO_PLUGIN_OP_MAX_POOL2D || op == TYTO_PLUGIN_OP_AVG_POOL2D ||
          op == TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD ||
          op == TYTO_PLUGIN_OP_MAX_POOL2D_SELECT ||
          op == TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD;
-}
-
-static int fail(char *why, size_t why_size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *why, size_t why_size, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, why_size, fmt, ap);
-  va_end(ap);
-  return TYTO_PLUGIN_ERR_INVALID_ARGUMENT;
 }
 
 /* Sets the roles of a->op in *g and checks the operand counts. */
@@ -71,10 +65,10 @@ static int roles(const tpc_operands *a, const char *name, tpc_conv *g,
   case TYTO_PLUGIN_OP_CONV2D:
     g->w = 1;
     if ((n_in != 2 && n_in != 3) || a->n_out != 1)
-      return fail(why, why_size,
-                  "%s: expected 2 or 3 inputs (x, w, optional bias) and 1 "
-                  "output, got %u and %u",
-                  name, (unsigned)n_in, (unsigned)a->n_out);
+      return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                      "%s: expected 2 or 3 inputs (x, w, optional bias) and 1 "
+                      "output, got %u and %u",
+                      name, (unsigned)n_in, (unsigned)a->n_out);
     return 0;
   case TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA:
     inputs = "dy, w", want_in = 2;
@@ -103,10 +97,10 @@ static int roles(const tpc_operands *a, const char *name, tpc_conv *g,
   default: break;
   }
   if (n_in != want_in || a->n_out != 1)
-    return fail(why, why_size,
-                "%s: expected %u input%s (%s) and 1 output, got %u and %u",
-                name, (unsigned)want_in, want_in > 1 ? "s" : "", inputs,
-                (unsigned)n_in, (unsigned)a->n_out);
+    return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                    "%s: expected %u input%s (%s) and 1 output, got %u and %u",
+                    name, (unsigned)want_in, want_in > 1 ? "s" : "", inputs,
+                    (unsigned)n_in, (unsigned)a->n_out);
   return 0;
 }
 
@@ -114,11 +108,13 @@ static int roles(const tpc_operands *a, const char *name, tpc_conv *g,
 static int check_attr(const char *op, const char *name, int64_t v, int64_t min,
                       char *why, size_t why_size) {
   if (v < min)
-    return fail(why, why_size, "%s: %s must be at least %lld, got %lld", op,
-                name, (long long)min, (long long)v);
+    return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                    "%s: %s must be at least %lld, got %lld", op, name,
+                    (long long)min, (long long)v);
   if (v > INT_MAX)
-    return fail(why, why_size, "%s: %s %lld is too large (at most %d)", op,
-                name, (long long)v, INT_MAX);
+    return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                    "%s: %s %lld is too large (at most %d)", op, name,
+                    (long long)v, INT_MAX);
   return 0;
 }
 
@@ -133,41 +129,45 @@ static int conv_weight(const tpc_operands *a, const char *name, tpc_conv *g,
   tpc_format_shape_as(x, a->tight, sx, sizeof sx);
   tpc_format_shape_as(w, a->tight, sw, sizeof sw);
   if (w->rank != 4)
-    return fail(why, why_size, "%s: %s must be [O, C/groups, KH, KW], got %s",
-                name, wname, sw);
+    return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                    "%s: %s must be [O, C/groups, KH, KW], got %s", name, wname,
+                    sw);
   g->O = w->shape[0], g->KH = w->shape[2], g->KW = w->shape[3];
   if (g->C % g->G)
-    return fail(why, why_size,
-                "%s: groups %lld does not divide the %lld input channels of "
-                "%s %s",
-                name, (long long)g->G, (long long)g->C, xname, sx);
+    return tpc_fail(
+        why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+        "%s: groups %lld does not divide the %lld input channels of "
+        "%s %s",
+        name, (long long)g->G, (long long)g->C, xname, sx);
   if (g->O % g->G)
-    return fail(why, why_size,
-                "%s: groups %lld does not divide the %lld output channels of "
-                "%s %s",
-                name, (long long)g->G, (long long)g->O, wname, sw);
+    return tpc_fail(
+        why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+        "%s: groups %lld does not divide the %lld output channels of "
+        "%s %s",
+        name, (long long)g->G, (long long)g->O, wname, sw);
   if (w->shape[1] != g->C / g->G)
-    return fail(why, why_size,
-                "%s: %s %s takes %lld input channels per group, but %s %s "
-                "with groups %lld has %lld",
-                name, wname, sw, (long long)w->shape[1], xname, sx,
-                (long long)g->G, (long long)(g->C / g->G));
+    return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                    "%s: %s %s takes %lld input channels per group, but %s %s "
+                    "with groups %lld has %lld",
+                    name, wname, sw, (long long)w->shape[1], xname, sx,
+                    (long long)g->G, (long long)(g->C / g->G));
   if (a->n_in == 3) {
     const tyto_plugin_layout *b = a->in[2];
     tpc_format_shape_as(b, a->tight, sb, sizeof sb);
     if (b->rank != 1 || b->shape[0] != g->O)
-      return fail(why, why_size,
-                  "conv2d: bias must be [%lld] (one per output channel of w "
-                  "%s), got %s",
-                  (long long)g->O, sw, sb);
+      return tpc_fail(
+          why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+          "conv2d: bias must be [%lld] (one per output channel of w "
+          "%s), got %s",
+          (long long)g->O, sw, sb);
     g->has_bias = 1;
   }
   if (g->KH > INT_MAX || g->KW > INT_MAX)
-    return fail(why, why_size, "%s: kernel of %s %s is too large", name, wname,
-                sw);
+    return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                    "%s: kernel of %s %s is too large", name, wname, sw);
   if (g->KH < 1 || g->KW < 1)
-    return fail(why, why_size, "%s: %s %s has an empty kernel", name, wname,
-                sw);
+    return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                    "%s: %s %s has an empty kernel", name, wname, sw);
   *eff_h = g->dh * (g->KH - 1) + 1;
   *eff_w = g->dw * (g->KW - 1) + 1;
   return 0;
@@ -187,33 +187,35 @@ static int conv_output(const tpc_operands *a, const char *name, tpc_conv *g,
     tpc_format_shape_as(y, a->tight, sy, sizeof sy);
     if (is_conv) {
       tpc_format_shape_as(tpc_operand(a, g->w), a->tight, s, sizeof s);
-      return fail(why, why_size,
-                  "%s: %s is %s, expected [%lld,%lld,%lld,%lld] for %s %s "
-                  "and %s %s",
-                  name, g->yname, sy, (long long)g->N, (long long)g->O,
-                  (long long)g->OH, (long long)g->OW, g->xname, sx, g->wname,
-                  s);
+      return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                      "%s: %s is %s, expected [%lld,%lld,%lld,%lld] for %s %s "
+                      "and %s %s",
+                      name, g->yname, sy, (long long)g->N, (long long)g->O,
+                      (long long)g->OH, (long long)g->OW, g->xname, sx,
+                      g->wname, s);
     }
-    return fail(why, why_size,
-                "%s: %s is %s, expected [%lld,%lld,%lld,%lld] for %s %s", name,
-                g->yname, sy, (long long)g->N, (long long)g->O,
-                (long long)g->OH, (long long)g->OW, g->xname, sx);
+    return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                    "%s: %s is %s, expected [%lld,%lld,%lld,%lld] for %s %s",
+                    name, g->yname, sy, (long long)g->N, (long long)g->O,
+                    (long long)g->OH, (long long)g->OW, g->xname, sx);
   }
   if (g->t >= 0) {
     const tyto_plugin_layout *t = tpc_operand(a, g->t);
     if (t->rank != 4 || memcmp(t->shape, x->shape, 4 * sizeof t->shape[0])) {
       tpc_format_shape_as(t, a->tight, s, sizeof s);
-      return fail(why, why_size, "%s: %s is %s, expected %s (shaped as x)",
-                  name, g->t == (int)a->n_in ? "dx (the output)" : "t", s, sx);
+      return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                      "%s: %s is %s, expected %s (shaped as x)", name,
+                      g->t == (int)a->n_in ? "dx (the output)" : "t", s, sx);
     }
   }
   for (uint32_t ax = 0; ax < 4; ax++)
     if (out->shape[ax] > 1 && out->strides[ax] == 0) {
       tpc_format_shape_as(out, a->tight, s, sizeof s);
-      return fail(why, why_size,
-                  "%s: output %s has a stride-0 axis %u: every element needs "
-                  "its own place",
-                  name, s, (unsigned)ax);
+      return tpc_fail(
+          why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+          "%s: output %s has a stride-0 axis %u: every element needs "
+          "its own place",
+          name, s, (unsigned)ax);
     }
   return 0;
 }
@@ -228,26 +230,26 @@ int tpc_conv_check(const tpc_operands *a, tpc_conv *g, char *why,
     return e;
   uint32_t want_attrs = pool ? 6 : 7;
   if (a->n_iattrs != want_attrs)
-    return fail(why, why_size,
-                pool ? "%s: expected %u integer attributes (kernel_h, "
-                       "kernel_w, stride_h, stride_w, pad_h, pad_w), got %u"
-                     : "%s: expected %u integer attributes (stride_h, "
-                       "stride_w, pad_h, pad_w, dilation_h, dilation_w, "
-                       "groups), got %u",
-                name, (unsigned)want_attrs, (unsigned)a->n_iattrs);
+    return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                    pool ? "%s: expected %u integer attributes (kernel_h, "
+                           "kernel_w, stride_h, stride_w, pad_h, pad_w), got %u"
+                         : "%s: expected %u integer attributes (stride_h, "
+                           "stride_w, pad_h, pad_w, dilation_h, dilation_w, "
+                           "groups), got %u",
+                    name, (unsigned)want_attrs, (unsigned)a->n_iattrs);
   const tyto_plugin_layout *out = a->out[0], *x = tpc_operand(a, g->x);
   for (uint32_t i = 0; i < a->n_in; i++)
     if (a->in[i]->dtype != out->dtype)
-      return fail(why, why_size,
-                  "%s: input %u is %s but the output is %s: all must share "
-                  "one dtype",
-                  name, (unsigned)i, tpc_dtype_name(a->in[i]->dtype),
-                  tpc_dtype_name(out->dtype));
+      return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                      "%s: input %u is %s but the output is %s: all must share "
+                      "one dtype",
+                      name, (unsigned)i, tpc_dtype_name(a->in[i]->dtype),
+                      tpc_dtype_name(out->dtype));
   char sx[160];
   tpc_format_shape_as(x, a->tight, sx, sizeof sx);
   if (x->rank != 4)
-    return fail(why, why_size, "%s: %s must be [N, C, H, W], got %s", name,
-                g->xname, sx);
+    return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                    "%s: %s must be [N, C, H, W], got %s", name, g->xname, sx);
   static const char *const conv_names[] = {
       "stride_h",   "stride_w",   "pad_h", "pad_w",
       "dilation_h", "dilation_w", "groups"};
@@ -275,21 +277,22 @@ int tpc_conv_check(const tpc_operands *a, tpc_conv *g, char *why,
     g->dh = g->dw = g->G = 1;
     g->O = g->C;
     if (g->ph >= g->KH || g->pw >= g->KW)
-      return fail(why, why_size,
-                  "%s: padding %lldx%lld must be smaller than the kernel "
-                  "%lldx%lld",
-                  name, (long long)g->ph, (long long)g->pw, (long long)g->KH,
-                  (long long)g->KW);
+      return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                      "%s: padding %lldx%lld must be smaller than the kernel "
+                      "%lldx%lld",
+                      name, (long long)g->ph, (long long)g->pw,
+                      (long long)g->KH, (long long)g->KW);
     eff_h = g->KH, eff_w = g->KW;
   }
   /* H, W < 2^62 (the plugin checked the reach), pads <= INT_MAX. */
   int64_t ph2 = g->H + 2 * g->ph, pw2 = g->W + 2 * g->pw;
   if (eff_h > ph2 || eff_w > pw2)
-    return fail(why, why_size,
-                "%s: the %skernel %lldx%lld does not fit in the padded input "
-                "%lldx%lld of %s %s",
-                name, pool ? "" : "dilated ", (long long)eff_h,
-                (long long)eff_w, (long long)ph2, (long long)pw2, g->xname, sx);
+    return tpc_fail(
+        why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+        "%s: the %skernel %lldx%lld does not fit in the padded input "
+        "%lldx%lld of %s %s",
+        name, pool ? "" : "dilated ", (long long)eff_h, (long long)eff_w,
+        (long long)ph2, (long long)pw2, g->xname, sx);
   g->OH = (ph2 - eff_h) / g->sh + 1;
   g->OW = (pw2 - eff_w) / g->sw + 1;
   if (pool) {

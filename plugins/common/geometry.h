@@ -62,6 +62,8 @@ typedef struct tpc_conv {
 /* Whether op is a pooling op (MAX_POOL2D, AVG_POOL2D and their
  * derivatives) rather than a convolution. */
 int tpc_pool_op(uint32_t op);
+/* Whether op is a convolution (CONV2D and its two derivatives). */
+int tpc_conv_op(uint32_t op);
 
 /* Checks a convolution or pooling op (a->op one of the eight above) as
  * the CPU plugin always has (same order, same messages, each beginning

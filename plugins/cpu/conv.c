@@ -78,12 +78,6 @@ typedef struct conv_op {
 /* Messages                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static int is_conv_code(uint32_t code) {
-  return code == TYTO_PLUGIN_OP_CONV2D ||
-         code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA ||
-         code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER;
-}
-
 /* ------------------------------------------------------------------------ */
 /* oneDNN                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -133,7 +127,7 @@ static void dnnl_build(conv_op *op) {
   }
   dnnl_primitive_desc_t pd = NULL;
   int made = 0;
-  if (is_conv_code(op->code)) {
+  if (tpc_conv_op(op->code)) {
     dnnl_dims_t dil = {op->g.dh - 1, op->g.dw - 1}, b = {op->g.O};
     int ok;
     if (op->g.G > 1) {
@@ -675,7 +669,7 @@ static tyto_plugin_error *conv_exec(const cpu_op *base, const cpu_desc *d,
 #endif
   conv_run r;
   bind_roles(&r, op, d, args);
-  if (!is_conv_code(op->code)) {
+  if (!tpc_conv_op(op->code)) {
     if (op->g.N * op->g.C > 0)
       cpu_pool_for(pool, (size_t)(op->g.N * op->g.C), pool_plane, &r);
     return NULL;
@@ -794,7 +788,7 @@ static int im2col_bytes(const conv_op *op, const im2col_size *sz, int64_t slots,
 static tyto_plugin_error *conv_plan(const tyto_plugin_host *h,
                                     const cpu_desc *desc, conv_op *op) {
   tyto_plugin_error *e = conv_check(h, desc, op);
-  if (e || !is_conv_code(op->code))
+  if (e || !tpc_conv_op(op->code))
     return e;
   im2col_size sz;
   if (!im2col_sizes(op, &sz))
@@ -848,7 +842,7 @@ tyto_plugin_error *cpu_conv_prepare(const tyto_plugin_host *h,
    * f32 max pooling forward drops NaN (a window holding one gave its
    * largest number), where ops.md propagates it, as the portable path and
    * the derivatives do: only average pooling goes through oneDNN. */
-  int dnnl_op = op->code == TYTO_PLUGIN_OP_AVG_POOL2D || is_conv_code(op->code);
+  int dnnl_op = op->code == TYTO_PLUGIN_OP_AVG_POOL2D || tpc_conv_op(op->code);
   /* oneDNN 2.6's weight gradient is slow when few input channels meet a
    * large output plane: on 2 cores, N 64, 28x28, 32 filters, its
    * backward-filter took 9.6 ms (C 1), 13.8 ms (C 4), 14.3 ms (C 16)
@@ -870,7 +864,7 @@ tyto_plugin_error *cpu_conv_prepare(const tyto_plugin_host *h,
   use_dnnl = op->prim != NULL;
   op->base.workspace_bytes = use_dnnl ? op->scratch_bytes : 0;
 #endif
-  if (is_conv_code(op->code) && !use_dnnl) {
+  if (tpc_conv_op(op->code) && !use_dnnl) {
     /* conv_plan checked these sizes, and the bytes of the most slots. */
     im2col_size sz;
     im2col_sizes(op, &sz);

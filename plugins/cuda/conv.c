@@ -66,12 +66,6 @@ typedef struct conv {
   cudaKernel_t packk, biask, zerok;
 } conv;
 
-static int owns(uint32_t op) {
-  return op == TYTO_PLUGIN_OP_CONV2D ||
-         op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA ||
-         op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER;
-}
-
 /* Reads and checks the descriptor's geometry into *c (the rules all
  * plugins share, ../common/geometry.c), then what cuDNN can take. */
 static tyto_plugin_error *geometry(tyto_plugin_device *dev, const tcu_desc *d,
@@ -585,5 +579,5 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   return e;
 }
 
-const tcu_family tcu_family_conv = {"conv",  owns,   check,
-                                    prepare, launch, release};
+const tcu_family tcu_family_conv = {"conv",  tpc_conv_op, check,
+                                    prepare, launch,      release};

@@ -18,8 +18,9 @@
  * constants baked in as exact bit patterns.
  *
  * Layouts: at prepare the iteration space is collapsed over all operands
- * (dimensions ordered by the output's strides, size-1 ones dropped,
- * neighbours merged where every operand steps through them as one). When
+ * (common/eltwise_plan.c, shared with the OpenCL plugin: dimensions
+ * ordered by the output's strides, size-1 ones dropped, neighbours merged
+ * where every operand steps through them as one). When
  * one dimension is left along which every operand has unit stride, the
  * "_d" kernel indexes linearly; otherwise the "_n" kernel splits the
  * linear index into coordinates and applies each operand's strides, passed
@@ -27,14 +28,14 @@
  */
 #include "ops.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/common.h"
+#include "../common/eltwise_plan.h"
+#include "../common/text.h"
 
-#define ELT_MAX_OPERANDS (2 * TCU_MAX_IO)
 /* A bigger program would make a source NVRTC chews on for minutes: it is
  * refused as unsupported, so the host runs it elsewhere. */
 #define ELT_MAX_INSTRS 16384
@@ -45,81 +46,40 @@ static int owns(uint32_t op) {
 
 /* ---- source text --------------------------------------------------------- */
 
-typedef struct sbuf {
-  char *text;
-  size_t len, cap;
-  int failed; /* out of memory */
-} sbuf;
-
-static void put(sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-static void put(sbuf *b, const char *fmt, ...) {
-  if (b->failed)
-    return;
-  for (;;) {
-    size_t room = b->cap - b->len;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->text != NULL ? b->text + b->len : NULL, room, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-      b->failed = 1;
-      return;
-    }
-    if ((size_t)n < room) {
-      b->len += (size_t)n;
-      return;
-    }
-    size_t cap = b->cap != 0 ? b->cap * 2 : 16384;
-    while (cap - b->len <= (size_t)n)
-      cap *= 2;
-    char *t = realloc(b->text, cap);
-    if (t == NULL) {
-      b->failed = 1;
-      return;
-    }
-    b->text = t;
-    b->cap = cap;
-  }
-}
-
 /* The exact value v rounded to the dtype, as a bit pattern: NaN,
  * infinities and -0 come out right. */
-static void put_literal(sbuf *b, uint32_t dtype, double v) {
+static void put_literal(tpc_text *b, uint32_t dtype, double v) {
   if (dtype == TYTO_PLUGIN_DTYPE_F32) {
     float f = (float)v;
     uint32_t u;
     memcpy(&u, &f, sizeof u);
-    put(b, "tyto_bits_f(0x%08lxu)", (unsigned long)u);
+    tpc_text_put(b, "tyto_bits_f(0x%08lxu)", (unsigned long)u);
   } else {
     uint64_t u;
     memcpy(&u, &v, sizeof u);
-    put(b, "tyto_bits_d(0x%016llxull)", (unsigned long long)u);
+    tpc_text_put(b, "tyto_bits_d(0x%016llxull)", (unsigned long long)u);
   }
 }
 
 /* The helper of each op whose flag is set in used[] (indexed like the
  * common table). */
-static void put_helpers(sbuf *b, const unsigned char *used) {
+static void put_helpers(tpc_text *b, const unsigned char *used) {
   static const char *const params[] = {"", "T x", "T x, T y", "T x, T y, T z"};
   size_t n;
   const tpc_eltop *ops = tpc_eltops(&n);
   for (size_t i = 0; i < n; i++)
     if (used[i])
-      put(b, "__device__ __forceinline__ T te_%s(%s%s) { return %s; }\n",
-          tpc_op_name(ops[i].op), params[ops[i].arity],
-          tpc_eltop_has_param(ops[i].op) ? ", T pa" : "", ops[i].expr);
+      tpc_text_put(b,
+                   "__device__ __forceinline__ T te_%s(%s%s) { return %s; }\n",
+                   tpc_op_name(ops[i].op), params[ops[i].arity],
+                   tpc_eltop_has_param(ops[i].op) ? ", T pa" : "", ops[i].expr);
 }
 
 /* Kernels <prefix>_d and <prefix>_n of program fi. Both take, in order:
  * a pointer per input, a pointer per output, the element count, the layout
  * table (struct tm<nops>, read by _n only) and with pa_arg the parameter of
  * LEAKY_RELU / ELU (else the instructions' attr is baked in). */
-static void put_kernels(sbuf *b, const char *prefix, const tpc_instr *fi,
+static void put_kernels(tpc_text *b, const char *prefix, const tpc_instr *fi,
                         uint32_t n, uint32_t n_in, uint32_t n_out,
                         const unsigned char *live, int pa_arg, uint32_t dtype) {
   unsigned char used_in[TCU_MAX_IO] = {0};
@@ -129,76 +89,78 @@ static void put_kernels(sbuf *b, const char *prefix, const tpc_instr *fi,
   const unsigned nops = (unsigned)(n_in + n_out);
   for (int variant = 0; variant < 2; variant++) {
     const int dense = variant == 0;
-    put(b, "extern \"C\" __global__ void __launch_bounds__(%d) %s_%s(",
-        TCU_BLOCK, prefix, dense ? "d" : "n");
+    tpc_text_put(b, "extern \"C\" __global__ void __launch_bounds__(%d) %s_%s(",
+                 TCU_BLOCK, prefix, dense ? "d" : "n");
     for (uint32_t j = 0; j < n_in; j++)
-      put(b, "const T *in%u, ", (unsigned)j);
+      tpc_text_put(b, "const T *in%u, ", (unsigned)j);
     for (uint32_t j = 0; j < n_out; j++)
-      put(b, "T *out%u, ", (unsigned)j);
-    put(b, "i64 n, const tm<%u> meta%s) {\n", nops, pa_arg ? ", T pa" : "");
-    put(b, "  TYTO_FOR(i, n) {\n");
+      tpc_text_put(b, "T *out%u, ", (unsigned)j);
+    tpc_text_put(b, "i64 n, const tm<%u> meta%s) {\n", nops,
+                 pa_arg ? ", T pa" : "");
+    tpc_text_put(b, "  TYTO_FOR(i, n) {\n");
     for (uint32_t j = 0; j < nops; j++) {
       int in = j < n_in;
       unsigned jj = (unsigned)(in ? j : j - n_in);
       if (in && !used_in[j])
         continue;
-      put(b, "    i64 %c%u = %s;\n", in ? 'a' : 'b', jj, dense ? "i" : "0");
+      tpc_text_put(b, "    i64 %c%u = %s;\n", in ? 'a' : 'b', jj,
+                   dense ? "i" : "0");
     }
     if (!dense) {
       /* meta: the shape (8, fastest first), then 8 strides per operand,
        * inputs then outputs. */
-      put(b, "    i64 r = i;\n"
-             "    for (int k = 0; k < meta.rank - 1; k++) {\n"
-             "      i64 q = r / meta.v[k], c = r - q * meta.v[k];\n");
+      tpc_text_put(b, "    i64 r = i;\n"
+                      "    for (int k = 0; k < meta.rank - 1; k++) {\n"
+                      "      i64 q = r / meta.v[k], c = r - q * meta.v[k];\n");
       for (uint32_t j = 0; j < nops; j++) {
         int in = j < n_in;
         if (!in || used_in[j])
-          put(b, "      %c%u += c * meta.v[%u + k];\n", in ? 'a' : 'b',
-              (unsigned)(in ? j : j - n_in), (unsigned)(8 + 8 * j));
+          tpc_text_put(b, "      %c%u += c * meta.v[%u + k];\n", in ? 'a' : 'b',
+                       (unsigned)(in ? j : j - n_in), (unsigned)(8 + 8 * j));
       }
-      put(b, "      r = q;\n    }\n");
+      tpc_text_put(b, "      r = q;\n    }\n");
       for (uint32_t j = 0; j < nops; j++) {
         int in = j < n_in;
         if (!in || used_in[j])
-          put(b, "    %c%u += r * meta.v[%u + meta.rank - 1];\n",
-              in ? 'a' : 'b', (unsigned)(in ? j : j - n_in),
-              (unsigned)(8 + 8 * j));
+          tpc_text_put(b, "    %c%u += r * meta.v[%u + meta.rank - 1];\n",
+                       in ? 'a' : 'b', (unsigned)(in ? j : j - n_in),
+                       (unsigned)(8 + 8 * j));
       }
     }
     /* Every load first, then the arithmetic, then every store. */
     for (uint32_t i = 0; i < n; i++)
       if (live[i] && fi[i].op == TYTO_PLUGIN_FUSED_INPUT)
-        put(b, "    T v%u = in%u[a%u];\n", (unsigned)i, (unsigned)fi[i].arg[0],
-            (unsigned)fi[i].arg[0]);
+        tpc_text_put(b, "    T v%u = in%u[a%u];\n", (unsigned)i,
+                     (unsigned)fi[i].arg[0], (unsigned)fi[i].arg[0]);
     for (uint32_t i = 0; i < n; i++) {
       const tpc_instr *x = &fi[i];
       if (!live[i] || x->op == TYTO_PLUGIN_FUSED_INPUT ||
           x->op == TYTO_PLUGIN_FUSED_OUTPUT)
         continue;
-      put(b, "    T v%u = ", (unsigned)i);
+      tpc_text_put(b, "    T v%u = ", (unsigned)i);
       if (x->op == TYTO_PLUGIN_FUSED_CONST) {
         put_literal(b, dtype, x->attr);
-        put(b, ";\n");
+        tpc_text_put(b, ";\n");
         continue;
       }
       const tpc_eltop *o = tpc_eltop_find(x->op);
-      put(b, "te_%s(", tpc_op_name(x->op));
+      tpc_text_put(b, "te_%s(", tpc_op_name(x->op));
       for (int k = 0; k < o->arity; k++)
-        put(b, "%sv%u", k > 0 ? ", " : "", (unsigned)x->arg[k]);
+        tpc_text_put(b, "%sv%u", k > 0 ? ", " : "", (unsigned)x->arg[k]);
       if (tpc_eltop_has_param(x->op)) {
-        put(b, ", ");
+        tpc_text_put(b, ", ");
         if (pa_arg)
-          put(b, "pa");
+          tpc_text_put(b, "pa");
         else
           put_literal(b, dtype, x->attr);
       }
-      put(b, ");\n");
+      tpc_text_put(b, ");\n");
     }
     for (uint32_t i = 0; i < n; i++)
       if (fi[i].op == TYTO_PLUGIN_FUSED_OUTPUT)
-        put(b, "    out%u[b%u] = v%u;\n", (unsigned)fi[i].arg[1],
-            (unsigned)fi[i].arg[1], (unsigned)fi[i].arg[0]);
-    put(b, "  }\n}\n");
+        tpc_text_put(b, "    out%u[b%u] = v%u;\n", (unsigned)fi[i].arg[1],
+                     (unsigned)fi[i].arg[1], (unsigned)fi[i].arg[0]);
+    tpc_text_put(b, "  }\n}\n");
   }
 }
 
@@ -208,39 +170,29 @@ static const char table_decl[] =
 /* The source of every single op: kernels tyto_<op>_d and tyto_<op>_n. NULL
  * when out of memory; the caller frees the text. */
 static char *single_ops_source(uint32_t dtype) {
-  sbuf b = {NULL, 0, 0, 0};
+  tpc_text b = {0};
   size_t n_ops;
   const tpc_eltop *ops = tpc_eltops(&n_ops);
   unsigned char all[128];
   memset(all, 1, sizeof all);
-  put(&b, "%s", table_decl);
+  tpc_text_put(&b, "%s", table_decl);
   put_helpers(&b, all);
   for (size_t i = 0; i < n_ops; i++) {
     const tpc_eltop *o = &ops[i];
-    tpc_instr fi[5];
-    unsigned char live[5];
-    uint32_t n = 0;
-    for (int k = 0; k < o->arity; k++)
-      fi[n++] = (tpc_instr){TYTO_PLUGIN_FUSED_INPUT, {(uint32_t)k, 0, 0}, 0};
-    fi[n++] = (tpc_instr){o->op, {0, 1, 2}, 0};
-    fi[n] = (tpc_instr){TYTO_PLUGIN_FUSED_OUTPUT, {n - 1, 0, 0}, 0};
-    n++;
-    tpc_fused_live(fi, n, live);
+    tpc_instr fi[TPC_FUSED_SINGLE_MAX];
+    unsigned char live[TPC_FUSED_SINGLE_MAX];
+    uint32_t n = tpc_fused_single(o, fi, live);
     char prefix[64];
     snprintf(prefix, sizeof prefix, "tyto_%s", tpc_op_name(o->op));
     put_kernels(&b, prefix, fi, n, (uint32_t)o->arity, 1, live, 1, dtype);
   }
-  if (b.failed) {
-    free(b.text);
-    return NULL;
-  }
-  return b.text;
+  return tpc_text_take(&b);
 }
 
 /* The source of a fused program: kernels tyto_fused_d and tyto_fused_n. */
 static char *fused_source(const tpc_instr *fi, uint32_t n, uint32_t n_in,
                           uint32_t n_out, uint32_t dtype) {
-  sbuf b = {NULL, 0, 0, 0};
+  tpc_text b = {0};
   size_t n_ops;
   const tpc_eltop *ops = tpc_eltops(&n_ops);
   unsigned char used[128] = {0};
@@ -253,83 +205,20 @@ static char *fused_source(const tpc_instr *fi, uint32_t n, uint32_t n_in,
     if (live[i] && o != NULL)
       used[o - ops] = 1;
   }
-  put(&b, "%s", table_decl);
+  tpc_text_put(&b, "%s", table_decl);
   put_helpers(&b, used);
   put_kernels(&b, "tyto_fused", fi, n, n_in, n_out, live, 0, dtype);
   free(live);
-  if (b.failed) {
-    free(b.text);
-    return NULL;
-  }
-  return b.text;
-}
-
-/* ---- layouts ------------------------------------------------------------- */
-
-typedef struct elt_plan {
-  uint32_t rank; /* 0: one element */
-  int dense;     /* rank <= 1 and every operand has unit stride */
-  int64_t shape[TYTO_PLUGIN_MAX_RANK];
-  int64_t strides[ELT_MAX_OPERANDS][TYTO_PLUGIN_MAX_RANK];
-} elt_plan;
-
-static const tyto_plugin_layout *operand(const tcu_desc *d, uint32_t j) {
-  return j < d->n_in ? &d->in[j].l : &d->out[j - d->n_in].l;
-}
-
-static uint64_t magnitude(int64_t v) {
-  return v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-}
-
-/* Drops size-1 dimensions and merges a dimension into the faster one next
- * to it when every operand's stride continues that one's; the result is
- * fastest first. */
-static void plan_make(const tcu_desc *d, elt_plan *p) {
-  const uint32_t nops = d->n_in + d->n_out;
-  const tyto_plugin_layout *out = &d->out[0].l;
-  memset(p, 0, sizeof *p);
-  /* From the output's largest stride to its smallest, so that neighbouring
-   * threads write neighbouring elements whatever the order of the output's
-   * dimensions. Stable insertion sort over at most 8. */
-  uint32_t order[TYTO_PLUGIN_MAX_RANK], n_dims = 0;
-  for (uint32_t a = 0; a < out->rank; a++) {
-    if (out->shape[a] == 1)
-      continue;
-    uint32_t at = n_dims++;
-    for (; at > 0 &&
-           magnitude(out->strides[order[at - 1]]) < magnitude(out->strides[a]);
-         at--)
-      order[at] = order[at - 1];
-    order[at] = a;
-  }
-  uint32_t r = 0;
-  for (uint32_t q = n_dims; q-- > 0;) {
-    const uint32_t a = order[q];
-    int64_t size = out->shape[a];
-    int merge = r > 0;
-    for (uint32_t j = 0; j < nops && merge; j++) {
-      int64_t step;
-      if (__builtin_mul_overflow(p->strides[j][r - 1], p->shape[r - 1],
-                                 &step) ||
-          step != operand(d, j)->strides[a])
-        merge = 0;
-    }
-    if (merge) {
-      p->shape[r - 1] *= size;
-      continue;
-    }
-    p->shape[r] = size;
-    for (uint32_t j = 0; j < nops; j++)
-      p->strides[j][r] = operand(d, j)->strides[a];
-    r++;
-  }
-  p->rank = r;
-  p->dense = r <= 1;
-  for (uint32_t j = 0; j < nops && r == 1; j++)
-    p->dense &= p->strides[j][0] == 1;
+  return tpc_text_take(&b);
 }
 
 /* ---- the family ---------------------------------------------------------- */
+
+/* d's layouts as the shared checks and planner see them. */
+static void operands(const tcu_desc *d, tpc_operands *a) {
+  tpc_operands_init(a, d->d, d->n_in, &d->in[0].l, sizeof d->in[0], d->n_out,
+                    &d->out[0].l, sizeof d->out[0], 0);
+}
 
 typedef struct elt_kernel {
   cudaKernel_t fn;
@@ -338,7 +227,7 @@ typedef struct elt_kernel {
   unsigned grid;
   /* The layout table passed by value: v[8 + 8 * nops], then rank. */
   size_t meta_bytes;
-  unsigned char meta[(8 + 8 * ELT_MAX_OPERANDS) * 8 + 8];
+  unsigned char meta[(8 + 8 * TPC_ELT_MAX_OPERANDS) * 8 + 8];
 } elt_kernel;
 
 static tyto_plugin_error *check(tyto_plugin_device *dev, const tcu_desc *d) {
@@ -368,24 +257,12 @@ static tyto_plugin_error *check(tyto_plugin_device *dev, const tcu_desc *d) {
           op, d->op == TYTO_PLUGIN_OP_ELU ? "alpha" : "negative slope",
           (unsigned)d->d->n_fattrs);
   }
-  const tyto_plugin_layout *o = &d->out[0].l;
-  const char *ref = d->n_out > 1 ? "output 0" : "the output";
-  for (uint32_t j = 0; j < d->n_in + d->n_out; j++) {
-    const tyto_plugin_layout *l = operand(d, j);
-    int in = j < d->n_in;
-    if (l->rank != o->rank ||
-        memcmp(l->shape, o->shape, o->rank * sizeof o->shape[0]) != 0) {
-      char s1[160], s2[160];
-      return host->error_new(
-          TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-          "%s: %s %u has shape %s but %s has shape %s (%s)", op,
-          in ? "input" : "output", (unsigned)(in ? j : j - d->n_in),
-          tcu_shape_str(l, s1, sizeof s1), ref, tcu_shape_str(o, s2, sizeof s2),
-          in ? "inputs must arrive broadcast to the "
-               "output's shape"
-             : "all outputs must have one shape");
-    }
-  }
+  tpc_operands opnds;
+  operands(d, &opnds);
+  char why[512];
+  int code = tpc_elt_check_shapes(&opnds, why, sizeof why);
+  if (code != 0)
+    return host->error_new((tyto_plugin_code)code, "%s", why);
   for (uint32_t j = 0; j < d->n_out && d->out[0].n > 0; j++) {
     const tyto_plugin_layout *l = &d->out[j].l;
     for (uint32_t a = 0; a < l->rank; a++)
@@ -400,9 +277,8 @@ static tyto_plugin_error *check(tyto_plugin_device *dev, const tcu_desc *d) {
   if (fused) {
     tpc_instr *fi;
     uint32_t n;
-    char why[512];
-    int code = tpc_fused_read(d->d->blob, d->d->blob_size, d->n_in, d->n_out,
-                              ELT_MAX_INSTRS, "cuda", &fi, &n, why, sizeof why);
+    code = tpc_fused_read(d->d->blob, d->d->blob_size, d->n_in, d->n_out,
+                          ELT_MAX_INSTRS, "cuda", &fi, &n, why, sizeof why);
     if (code != 0)
       return host->error_new((tyto_plugin_code)code, "%s", why);
     free(fi);
@@ -426,8 +302,10 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   if (d->out[0].n == 0)
     return NULL; /* never launched */
 
-  elt_plan plan;
-  plan_make(d, &plan);
+  tpc_operands opnds;
+  operands(d, &opnds);
+  tpc_elt_plan plan;
+  tpc_elt_plan_make(&opnds, &plan);
   char name[64];
   char *source;
   if (fused) {
@@ -456,12 +334,8 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   c->grid = tcu_blocks(dev, d->out[0].n);
   /* The table: shape, then each operand's strides, then the rank. */
   const uint32_t nops = d->n_in + d->n_out;
-  int64_t v[8 + 8 * ELT_MAX_OPERANDS];
-  for (uint32_t a = 0; a < 8; a++) {
-    v[a] = a < plan.rank ? plan.shape[a] : 1;
-    for (uint32_t j = 0; j < nops; j++)
-      v[8 + 8 * j + a] = a < plan.rank ? plan.strides[j][a] : 0;
-  }
+  int64_t v[8 + 8 * TPC_ELT_MAX_OPERANDS];
+  tpc_elt_plan_table(&plan, nops, v);
   size_t vb = (8 + 8 * (size_t)nops) * sizeof v[0];
   int32_t rank[2] = {plan.dense ? 1 : (int32_t)(plan.rank > 0 ? plan.rank : 1),
                      0};

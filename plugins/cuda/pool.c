@@ -307,10 +307,6 @@ typedef struct pool_impl {
 } pool_impl;
 
 /* The layout of role index r. */
-static const tyto_plugin_layout *role(const tcu_desc *d, int r) {
-  return r < (int)d->n_in ? &d->in[r].l : &d->out[r - (int)d->n_in].l;
-}
-
 /* Checks d and fills *g and *r: the rules all plugins share
  * (../common/geometry.c), then the argmax pass's limits. */
 static tyto_plugin_error *geometry(tyto_plugin_device *dev, const tcu_desc *d,
@@ -353,7 +349,7 @@ static tyto_plugin_error *geometry(tyto_plugin_device *dev, const tcu_desc *d,
       g->xs[k] = x->strides[k];
     g->ys[k] = y->strides[k];
     if (r->t >= 0)
-      g->ts[k] = role(d, r->t)->strides[k];
+      g->ts[k] = tpc_operand(&a, r->t)->strides[k];
   }
   return NULL;
 }

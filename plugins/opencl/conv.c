@@ -180,12 +180,6 @@ static const char source[] =
     "  }\n"
     "}\n";
 
-static int owns(uint32_t op) {
-  return op == TYTO_PLUGIN_OP_CONV2D ||
-         op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA ||
-         op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER;
-}
-
 /* How many slices the weight gradient's reduction over n columns takes. */
 static int64_t slice_count(int64_t n) {
   int64_t s = n / CONV_SLICE;
@@ -778,5 +772,5 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   }
 }
 
-const ocl_family ocl_family_conv = {"conv",  owns,   check,
-                                    prepare, launch, release};
+const ocl_family ocl_family_conv = {"conv",  tpc_conv_op, check,
+                                    prepare, launch,      release};

@@ -18,8 +18,9 @@
  * cache (cache.c) keeps it in memory and on disk.
  *
  * Layouts: at prepare the iteration space is collapsed over all operands
- * (dimensions ordered by the output's strides, size-1 ones dropped,
- * neighbours merged where every operand steps through them as one). When
+ * (common/eltwise_plan.c, shared with the CUDA plugin: dimensions ordered
+ * by the output's strides, size-1 ones dropped, neighbours merged where
+ * every operand steps through them as one). When
  * that leaves one dimension along which every operand has unit stride, the
  * "_d" kernel indexes linearly from each operand's origin; otherwise the
  * "_n" kernel splits the linear index into coordinates once per element
@@ -33,17 +34,15 @@
  */
 #include "ops.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "errors.h"
-#include "layout.h"
 #include "../common/common.h"
+#include "../common/eltwise_plan.h"
+#include "../common/text.h"
 
-/* Inputs then outputs. */
-#define ELT_MAX_OPERANDS (2 * OCL_MAX_IO)
 /* A bigger program would make a source the device compiler chews on for
  * minutes: it is refused as unsupported, so the host runs it elsewhere. */
 #define ELT_MAX_INSTRS 16384
@@ -84,75 +83,33 @@ static tyto_plugin_error *read_program(tyto_plugin_device *dev,
 
 /* ---- source text --------------------------------------------------------- */
 
-typedef struct sbuf {
-  char *text;
-  size_t len, cap;
-  int failed; /* out of memory */
-} sbuf;
-
-static void put(sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-static void put(sbuf *b, const char *fmt, ...) {
-  if (b->failed)
-    return;
-  for (;;) {
-    size_t room = b->cap - b->len;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->text != NULL ? b->text + b->len : NULL, room, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-      b->failed = 1;
-      return;
-    }
-    if ((size_t)n < room) {
-      b->len += (size_t)n;
-      return;
-    }
-    size_t cap = b->cap != 0 ? b->cap * 2 : 16384;
-    while (cap - b->len <= (size_t)n)
-      cap *= 2;
-    char *t = realloc(b->text, cap);
-    if (t == NULL) {
-      b->failed = 1;
-      return;
-    }
-    b->text = t;
-    b->cap = cap;
-  }
-}
-
 /* The exact value v rounded to the dtype, as a bit pattern: no decimal
  * digits (or locale) in between, and NaN, infinities and -0 come out
  * right. */
-static void put_literal(sbuf *b, uint32_t dtype, double v) {
+static void put_literal(tpc_text *b, uint32_t dtype, double v) {
   if (dtype == TYTO_PLUGIN_DTYPE_F32) {
     float f = (float)v;
     uint32_t u;
     memcpy(&u, &f, sizeof u);
-    put(b, "as_float((uint)0x%08lxu)", (unsigned long)u);
+    tpc_text_put(b, "as_float((uint)0x%08lxu)", (unsigned long)u);
   } else {
     uint64_t u;
     memcpy(&u, &v, sizeof u);
-    put(b, "as_double((ulong)0x%016llxul)", (unsigned long long)u);
+    tpc_text_put(b, "as_double((ulong)0x%016llxul)", (unsigned long long)u);
   }
 }
 
 /* The helper function of each op whose flag is set in used[]. */
-static void put_helpers(sbuf *b, const unsigned char *used) {
+static void put_helpers(tpc_text *b, const unsigned char *used) {
   static const char *const params[] = {"", "T x", "T x, T y", "T x, T y, T z"};
   size_t n;
   const elt_opdef *ops = tpc_eltops(&n);
-  put(b, "#pragma OPENCL FP_CONTRACT OFF\n");
+  tpc_text_put(b, "#pragma OPENCL FP_CONTRACT OFF\n");
   for (size_t i = 0; i < n; i++)
     if (used[i])
-      put(b, "T te_%s(%s%s) { return %s; }\n", ocl_op_name(ops[i].op),
-          params[ops[i].arity], tpc_eltop_has_param(ops[i].op) ? ", T pa" : "",
-          ops[i].expr);
+      tpc_text_put(b, "T te_%s(%s%s) { return %s; }\n", ocl_op_name(ops[i].op),
+                   params[ops[i].arity],
+                   tpc_eltop_has_param(ops[i].op) ? ", T pa" : "", ops[i].expr);
 }
 
 /* The kernels <prefix>_d and <prefix>_n of program fi (n instructions,
@@ -161,7 +118,7 @@ static void put_helpers(sbuf *b, const unsigned char *used) {
  * the index of the enqueue's first element, the layout table and its rank
  * (read by _n only), and with pa_arg the parameter of LEAKY_RELU / ELU
  * (else the instructions' attr is baked in). */
-static void put_kernels(sbuf *b, const char *prefix, const elt_instr *fi,
+static void put_kernels(tpc_text *b, const char *prefix, const elt_instr *fi,
                         uint32_t n, uint32_t n_in, uint32_t n_out,
                         const unsigned char *live, int pa_arg, uint32_t dtype) {
   unsigned char used_in[OCL_MAX_IO] = {0};
@@ -170,77 +127,81 @@ static void put_kernels(sbuf *b, const char *prefix, const elt_instr *fi,
       used_in[fi[i].arg[0]] = 1;
   for (int variant = 0; variant < 2; variant++) {
     const int dense = variant == 0;
-    put(b, "__kernel void %s_%s(", prefix, dense ? "d" : "n");
+    tpc_text_put(b, "__kernel void %s_%s(", prefix, dense ? "d" : "n");
     for (uint32_t j = 0; j < n_in; j++)
-      put(b, "__global const T *in%u, long io%u, ", (unsigned)j, (unsigned)j);
+      tpc_text_put(b, "__global const T *in%u, long io%u, ", (unsigned)j,
+                   (unsigned)j);
     for (uint32_t j = 0; j < n_out; j++)
-      put(b, "__global T *out%u, long oo%u, ", (unsigned)j, (unsigned)j);
-    put(b, "long n, long base, __constant long *meta, int rank%s) {\n",
-        pa_arg ? ", T pa" : "");
-    put(b, "  long i = base + (long)get_global_id(0);\n  if (i < n) {\n");
+      tpc_text_put(b, "__global T *out%u, long oo%u, ", (unsigned)j,
+                   (unsigned)j);
+    tpc_text_put(b, "long n, long base, __constant long *meta, int rank%s) {\n",
+                 pa_arg ? ", T pa" : "");
+    tpc_text_put(b,
+                 "  long i = base + (long)get_global_id(0);\n  if (i < n) {\n");
     /* Element offsets: a<j> of input j, b<j> of output j. */
     for (uint32_t j = 0; j < n_in + n_out; j++) {
       int in = j < n_in;
       unsigned jj = (unsigned)(in ? j : j - n_in);
       if (in && !used_in[j])
         continue;
-      put(b, "    long %c%u = %s%u%s;\n", in ? 'a' : 'b', jj, in ? "io" : "oo",
-          jj, dense ? " + i" : "");
+      tpc_text_put(b, "    long %c%u = %s%u%s;\n", in ? 'a' : 'b', jj,
+                   in ? "io" : "oo", jj, dense ? " + i" : "");
     }
     if (!dense) {
       /* meta: the shape (8 longs, fastest dimension first), then 8
        * strides per operand, inputs then outputs. */
-      put(b, "    long r = i;\n"
-             "    for (int k = 0; k < rank - 1; k++) {\n"
-             "      long q = r / meta[k], c = r - q * meta[k];\n");
+      tpc_text_put(b, "    long r = i;\n"
+                      "    for (int k = 0; k < rank - 1; k++) {\n"
+                      "      long q = r / meta[k], c = r - q * meta[k];\n");
       for (uint32_t j = 0; j < n_in + n_out; j++) {
         int in = j < n_in;
         if (!in || used_in[j])
-          put(b, "      %c%u += c * meta[%u + k];\n", in ? 'a' : 'b',
-              (unsigned)(in ? j : j - n_in), (unsigned)(8 + 8 * j));
+          tpc_text_put(b, "      %c%u += c * meta[%u + k];\n", in ? 'a' : 'b',
+                       (unsigned)(in ? j : j - n_in), (unsigned)(8 + 8 * j));
       }
-      put(b, "      r = q;\n    }\n");
+      tpc_text_put(b, "      r = q;\n    }\n");
       for (uint32_t j = 0; j < n_in + n_out; j++) {
         int in = j < n_in;
         if (!in || used_in[j])
-          put(b, "    %c%u += r * meta[%u + rank - 1];\n", in ? 'a' : 'b',
-              (unsigned)(in ? j : j - n_in), (unsigned)(8 + 8 * j));
+          tpc_text_put(b, "    %c%u += r * meta[%u + rank - 1];\n",
+                       in ? 'a' : 'b', (unsigned)(in ? j : j - n_in),
+                       (unsigned)(8 + 8 * j));
       }
     }
     /* Every load first, then the arithmetic, then every store. */
     for (uint32_t i = 0; i < n; i++)
       if (live[i] && fi[i].op == TYTO_PLUGIN_FUSED_INPUT)
-        put(b, "    T v%u = in%u[a%u];\n", (unsigned)i, (unsigned)fi[i].arg[0],
-            (unsigned)fi[i].arg[0]);
+        tpc_text_put(b, "    T v%u = in%u[a%u];\n", (unsigned)i,
+                     (unsigned)fi[i].arg[0], (unsigned)fi[i].arg[0]);
     for (uint32_t i = 0; i < n; i++) {
       const elt_instr *x = &fi[i];
       if (!live[i] || x->op == TYTO_PLUGIN_FUSED_INPUT ||
           x->op == TYTO_PLUGIN_FUSED_OUTPUT)
         continue;
-      put(b, "    T v%u = ", (unsigned)i);
+      tpc_text_put(b, "    T v%u = ", (unsigned)i);
       if (x->op == TYTO_PLUGIN_FUSED_CONST) {
         put_literal(b, dtype, x->attr);
-        put(b, ";\n");
+        tpc_text_put(b, ";\n");
         continue;
       }
       const elt_opdef *o = tpc_eltop_find(x->op);
-      put(b, "te_%s(", ocl_op_name(x->op));
+      tpc_text_put(b, "te_%s(", ocl_op_name(x->op));
       for (int k = 0; k < o->arity; k++)
-        put(b, "%sv%u", k > 0 ? ", " : "", (unsigned)x->arg[k]);
+        tpc_text_put(b, "%sv%u", k > 0 ? ", " : "", (unsigned)x->arg[k]);
       if (tpc_eltop_has_param(x->op)) {
-        put(b, ", ");
+        tpc_text_put(b, ", ");
         if (pa_arg)
-          put(b, "pa");
+          tpc_text_put(b, "pa");
         else
           put_literal(b, dtype, x->attr);
       }
-      put(b, ");\n");
+      tpc_text_put(b, ");\n");
     }
     for (uint32_t i = 0; i < n; i++)
       if (fi[i].op == TYTO_PLUGIN_FUSED_OUTPUT)
-        put(b, "    out%u[b%u] = v%u;\n", (unsigned)fi[i].arg[1],
-            (unsigned)fi[i].arg[1], (unsigned)fi[i].arg[0]);
-    put(b, "  }\n}\n");
+        tpc_text_put(b, "    out%u[b%u] = v%u;\n", (unsigned)fi[i].arg[1],
+                     (unsigned)fi[i].arg[1], (unsigned)fi[i].arg[0]);
+    tpc_text_put(b, "  }\n}\n");
   }
 }
 
@@ -248,7 +209,7 @@ static void put_kernels(sbuf *b, const char *prefix, const elt_instr *fi,
  * the program "inputs, op, output" with the parameter as an argument.
  * Returns NULL when out of memory; the caller frees the text. */
 static char *single_ops_source(uint32_t dtype) {
-  sbuf b = {NULL, 0, 0, 0};
+  tpc_text b = {0};
   size_t n_ops;
   const elt_opdef *ops = tpc_eltops(&n_ops);
   unsigned char all[ELT_MAX_OPS];
@@ -256,31 +217,21 @@ static char *single_ops_source(uint32_t dtype) {
   put_helpers(&b, all);
   for (size_t i = 0; i < n_ops; i++) {
     const elt_opdef *o = &ops[i];
-    elt_instr fi[5];
-    unsigned char live[5];
-    uint32_t n = 0;
-    for (int k = 0; k < o->arity; k++)
-      fi[n++] = (elt_instr){TYTO_PLUGIN_FUSED_INPUT, {(uint32_t)k, 0, 0}, 0};
-    fi[n++] = (elt_instr){o->op, {0, 1, 2}, 0};
-    fi[n] = (elt_instr){TYTO_PLUGIN_FUSED_OUTPUT, {n - 1, 0, 0}, 0};
-    n++;
-    tpc_fused_live(fi, n, live);
+    elt_instr fi[TPC_FUSED_SINGLE_MAX];
+    unsigned char live[TPC_FUSED_SINGLE_MAX];
+    uint32_t n = tpc_fused_single(o, fi, live);
     char prefix[64];
     snprintf(prefix, sizeof prefix, "tyto_%s", ocl_op_name(o->op));
     put_kernels(&b, prefix, fi, n, (uint32_t)o->arity, 1, live, 1, dtype);
   }
-  if (b.failed) {
-    free(b.text);
-    return NULL;
-  }
-  return b.text;
+  return tpc_text_take(&b);
 }
 
 /* The source of a fused program: kernels tyto_fused_d and tyto_fused_n.
  * Returns NULL when out of memory; the caller frees the text. */
 static char *fused_source(const elt_instr *fi, uint32_t n, uint32_t n_in,
                           uint32_t n_out, uint32_t dtype) {
-  sbuf b = {NULL, 0, 0, 0};
+  tpc_text b = {0};
   size_t n_ops;
   const elt_opdef *ops = tpc_eltops(&n_ops);
   unsigned char used[ELT_MAX_OPS] = {0};
@@ -296,82 +247,16 @@ static char *fused_source(const elt_instr *fi, uint32_t n, uint32_t n_in,
   put_helpers(&b, used);
   put_kernels(&b, "tyto_fused", fi, n, n_in, n_out, live, 0, dtype);
   free(live);
-  if (b.failed) {
-    free(b.text);
-    return NULL;
-  }
-  return b.text;
-}
-
-/* ---- layouts ------------------------------------------------------------- */
-
-/* The iteration space collapsed over every operand (inputs, then outputs),
- * fastest dimension first. */
-typedef struct elt_plan {
-  uint32_t rank; /* 0: one element */
-  int dense;     /* rank <= 1 and every operand has unit stride */
-  int64_t shape[TYTO_PLUGIN_MAX_RANK];
-  int64_t strides[ELT_MAX_OPERANDS][TYTO_PLUGIN_MAX_RANK];
-} elt_plan;
-
-static const tyto_plugin_layout *operand(const ocl_desc *d, uint32_t j) {
-  return j < d->n_in ? &d->in[j].l : &d->out[j - d->n_in].l;
-}
-
-static uint64_t magnitude(int64_t v) {
-  return v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-}
-
-/* Drops size-1 dimensions and merges a dimension into the faster one next
- * to it when every operand's stride continues that one's. Call with a
- * checked, non-empty descriptor. */
-static void plan_make(const ocl_desc *d, elt_plan *p) {
-  const uint32_t nops = d->n_in + d->n_out;
-  const tyto_plugin_layout *out = &d->out[0].l;
-  memset(p, 0, sizeof *p);
-  /* The dimensions from the output's largest stride to its smallest, so
-   * that consecutive work-items write neighbouring elements whatever the
-   * order of the output's dimensions (the order of elementwise work is
-   * free). Insertion sort, stable: at most 8 dimensions. */
-  uint32_t order[TYTO_PLUGIN_MAX_RANK], n_dims = 0;
-  for (uint32_t a = 0; a < out->rank; a++) {
-    if (out->shape[a] == 1)
-      continue;
-    uint32_t at = n_dims++;
-    for (; at > 0 &&
-           magnitude(out->strides[order[at - 1]]) < magnitude(out->strides[a]);
-         at--)
-      order[at] = order[at - 1];
-    order[at] = a;
-  }
-  uint32_t r = 0;
-  for (uint32_t q = n_dims; q-- > 0;) {
-    const uint32_t a = order[q];
-    int64_t size = out->shape[a];
-    int merge = r > 0;
-    for (uint32_t j = 0; j < nops && merge; j++) {
-      int64_t step;
-      if (__builtin_mul_overflow(p->strides[j][r - 1], p->shape[r - 1],
-                                 &step) ||
-          step != operand(d, j)->strides[a])
-        merge = 0;
-    }
-    if (merge) {
-      p->shape[r - 1] *= size; /* at most the element count */
-      continue;
-    }
-    p->shape[r] = size;
-    for (uint32_t j = 0; j < nops; j++)
-      p->strides[j][r] = operand(d, j)->strides[a];
-    r++;
-  }
-  p->rank = r;
-  p->dense = r <= 1;
-  for (uint32_t j = 0; j < nops && r == 1; j++)
-    p->dense &= p->strides[j][0] == 1;
+  return tpc_text_take(&b);
 }
 
 /* ---- the family ---------------------------------------------------------- */
+
+/* d's layouts as the shared checks and planner see them. */
+static void operands(const ocl_desc *d, tpc_operands *a) {
+  tpc_operands_init(a, d->d, d->n_in, &d->in[0].l, sizeof d->in[0], d->n_out,
+                    &d->out[0].l, sizeof d->out[0], 0);
+}
 
 typedef struct elt_kernel {
   cl_kernel kernel;
@@ -409,25 +294,12 @@ static tyto_plugin_error *check(tyto_plugin_device *dev, const ocl_desc *d) {
                        d->op == TYTO_PLUGIN_OP_ELU ? "alpha" : "negative slope",
                        (unsigned)d->d->n_fattrs);
   }
-  const tyto_plugin_layout *o = &d->out[0].l;
-  const char *ref = d->n_out > 1 ? "output 0" : "the output";
-  for (uint32_t j = 0; j < d->n_in + d->n_out; j++) {
-    const tyto_plugin_layout *l = operand(d, j);
-    int in = j < d->n_in;
-    if (l->rank != o->rank ||
-        memcmp(l->shape, o->shape, o->rank * sizeof o->shape[0]) != 0) {
-      char s1[160], s2[160];
-      ocl_format_shape(l, s1, sizeof s1);
-      ocl_format_shape(o, s2, sizeof s2);
-      return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                       "%s: %s %u has shape %s but %s has shape %s (%s)", op,
-                       in ? "input" : "output",
-                       (unsigned)(in ? j : j - d->n_in), s1, ref, s2,
-                       in ? "inputs must arrive broadcast to the output's "
-                            "shape"
-                          : "all outputs must have one shape");
-    }
-  }
+  tpc_operands opnds;
+  operands(d, &opnds);
+  char why[512];
+  int code = tpc_elt_check_shapes(&opnds, why, sizeof why);
+  if (code != 0)
+    return ocl_error(host, (tyto_plugin_code)code, "%s", why);
   for (uint32_t j = 0; j < d->n_out && d->out[0].n > 0; j++) {
     const tyto_plugin_layout *l = &d->out[j].l;
     for (uint32_t a = 0; a < l->rank; a++)
@@ -498,8 +370,10 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   if (d->out[0].n == 0)
     return NULL; /* never launched */
 
-  elt_plan plan;
-  plan_make(d, &plan);
+  tpc_operands opnds;
+  operands(d, &opnds);
+  tpc_elt_plan plan;
+  tpc_elt_plan_make(&opnds, &plan);
   c->rank = plan.dense ? 0 : (cl_int)plan.rank;
   char name[64];
   char *source;
@@ -540,13 +414,9 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
     return NULL;
 
   /* The _n kernel's table: shape, then each operand's strides. */
-  cl_long meta[8 + 8 * ELT_MAX_OPERANDS];
+  cl_long meta[8 + 8 * TPC_ELT_MAX_OPERANDS];
   const uint32_t nops = d->n_in + d->n_out;
-  for (uint32_t a = 0; a < 8; a++) {
-    meta[a] = a < plan.rank ? plan.shape[a] : 1;
-    for (uint32_t j = 0; j < nops; j++)
-      meta[8 + 8 * j + a] = a < plan.rank ? plan.strides[j][a] : 0;
-  }
+  tpc_elt_plan_table(&plan, nops, meta);
   size_t bytes = (8 + 8 * (size_t)nops) * sizeof meta[0];
   c->meta = clCreateBuffer(
       dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, meta, &err);

@@ -312,11 +312,6 @@ typedef struct pool_impl {
   int cells; /* MAX_POOL2D_BACKWARD by cells (windows do not overlap) */
 } pool_impl;
 
-/* The layout of role r (an index as in pool_geom). */
-static const tyto_plugin_layout *role(const ocl_desc *d, int r) {
-  return r < (int)d->n_in ? &d->in[r].l : &d->out[r - (int)d->n_in].l;
-}
-
 /* Checks d and fills *g: the rules all plugins share
  * (../common/geometry.c), then the argmax pass's limits. */
 static tyto_plugin_error *geometry(tyto_plugin_device *dev, const ocl_desc *d,
@@ -474,8 +469,10 @@ static cl_long4 strides4(const tyto_plugin_layout *l) {
  * get the output's first element instead, with strides 0. */
 static void arg_tensor(ocl_args *a, const ocl_desc *d, const ocl_arg *in,
                        const ocl_arg *out, int r) {
-  const ocl_arg *v = r < (int)d->n_in ? &in[r] : &out[r - (int)d->n_in];
-  const tyto_plugin_layout *l = role(d, r);
+  const int is_in = r < (int)d->n_in;
+  const ocl_arg *v = is_in ? &in[r] : &out[r - (int)d->n_in];
+  const tyto_plugin_layout *l =
+      is_in ? &d->in[r].l : &d->out[r - (int)d->n_in].l;
   cl_long4 s = strides4(l);
   cl_mem mem = v->mem;
   cl_long origin = v->origin;

@@ -2,7 +2,8 @@
  * Reductions (SUM .. NORM_L2), SOFTMAX and LOG_SOFTMAX, as the CPU plugin
  * (plugins/cpu/reduce.c) defines them, over any strided layouts.
  *
- * Prepare splits the input's axes into kept ones (one output element per
+ * Prepare (common/reduce_plan.c, shared with the CUDA plugin) splits the
+ * input's axes into kept ones (one output element per
  * index) and reduced ones, drops extent-1 axes, orders each set by input
  * stride (fastest first) and merges neighbours that step as one axis. A
  * work-group of at most 256 work-items handles Lx outputs with Ly lanes
@@ -43,19 +44,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "errors.h"
-#include "layout.h"
 #include "../common/common.h"
+#include "../common/reduce_plan.h"
+#include "errors.h"
 
-/* Work-group size at most; elements a lane folds at least (GPU, CPU) when
- * picking the lanes; elements one work-item folds in sequence at most, and
- * at least when cutting chunks; the partial states' budget (bytes). */
+/* Work-group size at most (the cut: common/reduce_plan.c). */
 #define RED_WG 256
-#define RED_LANE_MIN 16
-#define RED_LANE_MIN_CPU 1024
-#define RED_MAX_SEQ 4096
-#define RED_MIN_SEQ 256
-#define RED_WS_CAP ((int64_t)64 << 20)
 /* Work-groups along dimension 0 of one enqueue at most. */
 #define RED_MAX_GROUPS ((int64_t)1 << 20)
 
@@ -200,206 +194,32 @@ static const char source_2[] =
  * string literals at 4095 characters, hence the pieces). */
 static const char *const source_parts[] = {source_0, source_1, source_2};
 
-/* Axes of one side of the split, fastest first: extents, input strides and
- * (kept axes) output strides. */
-typedef struct red_dims {
-  int rank;
-  int64_t sh[TYTO_PLUGIN_MAX_RANK], xs[TYTO_PLUGIN_MAX_RANK],
-      ys[TYTO_PLUGIN_MAX_RANK];
-} red_dims;
-
-/* A planned launch: groups of `lanes` work-items, each Lx = 2^lxs outputs
- * by Ly = lanes / Lx lanes; `tiles` groups cover the outputs. */
-typedef struct red_grid {
-  int lxs;
-  size_t lanes;
-  int64_t tiles;
-} red_grid;
-
+/* The plan (common/reduce_plan.h) and the kernel that runs it. */
 typedef struct red_impl {
   cl_kernel kernel; /* tyto_reduce (both passes) or tyto_softmax */
-  uint32_t op;
-  int softmax, logsm;
-  red_dims kept, red;
-  int64_t nout, count;  /* outputs (softmax: rows), elements of each */
-  int64_t chunk, chunks; /* pass 1 cuts each output's elements so */
-  int64_t sy;            /* softmax: output stride along the axis */
-  int64_t span; /* elements of a lane's block; 0: lanes interleave */
-  red_grid grid, mgrid; /* pass 1 (softmax), pass 2 */
+  tpc_reduce_plan plan;
 } red_impl;
 
 static int owns(uint32_t op) {
-  return (op >= TYTO_PLUGIN_OP_SUM && op <= TYTO_PLUGIN_OP_NORM_L2) ||
-         op == TYTO_PLUGIN_OP_SOFTMAX || op == TYTO_PLUGIN_OP_LOG_SOFTMAX;
+  return tpc_reduce_op(op);
 }
 
-static int is_softmax(uint32_t op) {
-  return op == TYTO_PLUGIN_OP_SOFTMAX || op == TYTO_PLUGIN_OP_LOG_SOFTMAX;
-}
-
-static int is_arg(uint32_t op) {
-  return op == TYTO_PLUGIN_OP_ARGMAX || op == TYTO_PLUGIN_OP_ARGMIN;
+/* d's layouts as the shared checks and planner see them. */
+static void operands(const ocl_desc *d, tpc_operands *a) {
+  tpc_operands_init(a, d->d, d->n_in, &d->in[0].l, sizeof d->in[0], d->n_out,
+                    &d->out[0].l, sizeof d->out[0], 0);
 }
 
 /* Checks the operands, the axes (iattrs) and the output's shape, as the
  * CPU plugin does. */
 static tyto_plugin_error *check(tyto_plugin_device *dev, const ocl_desc *d) {
-  const tyto_plugin_host *host = OCL_HOST(dev);
-  const char *name = ocl_op_name(d->op);
-  int softmax = is_softmax(d->op);
-  if (d->n_in != 1 || d->n_out != 1)
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: expected 1 input and 1 output, got %u and %u", name,
-                     (unsigned)d->n_in, (unsigned)d->n_out);
-  const tyto_plugin_layout *in = &d->in[0].l, *out = &d->out[0].l;
-  uint32_t n = d->d->n_iattrs;
-  const int64_t *ax = d->d->iattrs;
-  if (softmax && n != 1)
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: expected the axis as the only integer attribute, "
-                     "got %u integer attributes",
-                     name, (unsigned)n);
-  if (is_arg(d->op) && n != 1)
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: expected exactly one axis as integer attribute, got "
-                     "%u axes",
-                     name, (unsigned)n);
-  unsigned char reduced[TYTO_PLUGIN_MAX_RANK] = {0};
-  for (uint32_t i = 0; i < n; i++) {
-    if (ax[i] < 0 || ax[i] >= (int64_t)in->rank)
-      return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                       "%s: axis %lld is out of range for an input of rank %u "
-                       "(axes are 0 to rank - 1)",
-                       name, (long long)ax[i], (unsigned)in->rank);
-    if (i > 0 && ax[i] == ax[i - 1])
-      return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                       "%s: axis %lld is repeated; each axis may be reduced "
-                       "once",
-                       name, (long long)ax[i]);
-    if (i > 0 && ax[i] < ax[i - 1])
-      return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                       "%s: axes must be ascending, but axis %lld follows axis "
-                       "%lld",
-                       name, (long long)ax[i], (long long)ax[i - 1]);
-    reduced[ax[i]] = 1;
-  }
-  int bad = out->rank != in->rank;
-  tyto_plugin_layout want = *in;
-  for (uint32_t a = 0; a < in->rank; a++) {
-    want.shape[a] = reduced[a] && !softmax ? 1 : in->shape[a];
-    bad |= !bad && out->shape[a] != want.shape[a];
-  }
-  if (bad) {
-    char got[160], exp_[160];
-    ocl_format_shape(out, got, sizeof got);
-    ocl_format_shape(&want, exp_, sizeof exp_);
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: output shape %s should be %s (%s)", name, got, exp_,
-                     softmax ? "the input's shape"
-                             : "the input's, with each reduced axis kept at "
-                               "extent 1");
-  }
-  if (is_arg(d->op) && in->shape[ax[0]] == 0)
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: axis %lld has extent 0, and an empty axis has no "
-                     "index of its extreme",
-                     name, (long long)ax[0]);
+  tpc_operands a;
+  operands(d, &a);
+  char why[512];
+  int code = tpc_reduce_check(&a, why, sizeof why);
+  if (code != 0)
+    return ocl_error(OCL_HOST(dev), (tyto_plugin_code)code, "%s", why);
   return NULL;
-}
-
-/* Appends an axis (extent-1 axes carry nothing and are skipped). */
-static void dims_add(red_dims *d, int64_t sh, int64_t xs, int64_t ys) {
-  if (sh == 1)
-    return;
-  d->sh[d->rank] = sh;
-  d->xs[d->rank] = xs;
-  d->ys[d->rank] = ys;
-  d->rank++;
-}
-
-/* |v|; strides are never INT64_MIN (kernels.c bounds their reach). */
-static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
-
-/* a / b rounded up, for a >= 0 and b > 0, without overflow. */
-static int64_t ceil_div(int64_t a, int64_t b) {
-  return a / b + (a % b != 0);
-}
-
-/* Whether an axis of stride `outer` continues one of stride `inner` and
- * extent `extent` (outer == inner * extent, without overflow). */
-static int continues(int64_t inner, int64_t extent, int64_t outer) {
-  if (inner == 0)
-    return outer == 0;
-  if (inner == -1)
-    return outer == -extent;
-  return outer % inner == 0 && outer / inner == extent;
-}
-
-/* Orders the axes by input stride, fastest first (stable: equal strides
- * keep the layout's order), and merges an axis into the one before it
- * when it continues it (in input and, with `with_ys`, output strides). */
-static void dims_simplify(red_dims *d, int with_ys) {
-  for (int i = 1; i < d->rank; i++)
-    for (int k = i; k > 0 && abs64(d->xs[k]) < abs64(d->xs[k - 1]); k--) {
-      int64_t s = d->sh[k], x = d->xs[k], y = d->ys[k];
-      d->sh[k] = d->sh[k - 1];
-      d->xs[k] = d->xs[k - 1];
-      d->ys[k] = d->ys[k - 1];
-      d->sh[k - 1] = s;
-      d->xs[k - 1] = x;
-      d->ys[k - 1] = y;
-    }
-  int m = 0;
-  for (int i = 1; i < d->rank; i++) {
-    if (continues(d->xs[m], d->sh[m], d->xs[i]) &&
-        (!with_ys || continues(d->ys[m], d->sh[m], d->ys[i]))) {
-      d->sh[m] *= d->sh[i];
-    } else {
-      m++;
-      d->sh[m] = d->sh[i];
-      d->xs[m] = d->xs[i];
-      d->ys[m] = d->ys[i];
-    }
-  }
-  if (d->rank > 0)
-    d->rank = m + 1;
-}
-
-/* The smallest k with 2^k >= n (n >= 1). */
-static int log2_ceil(int64_t n) {
-  int k = 0;
-  while (k < 62 && ((int64_t)1 << k) < n)
-    k++;
-  return k;
-}
-
-/* Splits a group of at most 2^wgl work-items into Lx outputs by Ly lanes
- * for nout outputs of count items each, each lane folding at least
- * lane_min items where it can (fewer lanes, fewer tree steps). kept_fast:
- * neighbouring outputs are neighbouring elements while the reduced ones
- * are not, so 32 outputs share a group where the group is that large. */
-static red_grid plan_grid(int wgl, int64_t nout, int64_t count,
-                          int64_t lane_min, int kept_fast) {
-  int lyl_max = kept_fast ? (wgl > 5 ? wgl - 5 : 0) : wgl;
-  int64_t per = ceil_div(count, lane_min);
-  int want_y = log2_ceil(per > 1 ? per : 1);
-  int want_x = log2_ceil(nout > 1 ? nout : 1);
-  int lyl = want_y < lyl_max ? want_y : lyl_max;
-  int lxl = want_x < wgl - lyl ? want_x : wgl - lyl;
-  /* Few outputs: the spare work-items become lanes. */
-  if (want_y > lyl)
-    lyl = want_y < wgl - lxl ? want_y : wgl - lxl;
-  red_grid g;
-  g.lxs = lxl;
-  g.lanes = (size_t)1 << (lxl + lyl);
-  g.tiles = ceil_div(nout, (int64_t)1 << lxl);
-  return g;
-}
-
-/* Bytes of nout * chunks partial states: two elements and an index each,
- * and room to align the indices. */
-static int64_t ws_bytes(int64_t states, size_t elem) {
-  return states * (2 * (int64_t)elem + 8) + 8;
 }
 
 static tyto_plugin_error *prepare(tyto_plugin_device *dev,
@@ -411,43 +231,17 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
     return ocl_error(host, TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                      "prepare: out of host memory");
   k->impl = r;
-  r->op = d->op;
-  r->softmax = is_softmax(d->op);
-  r->logsm = d->op == TYTO_PLUGIN_OP_LOG_SOFTMAX;
-  const tyto_plugin_layout *in = &d->in[0].l, *out = &d->out[0].l;
-  unsigned char reduced[TYTO_PLUGIN_MAX_RANK] = {0};
-  for (uint32_t i = 0; i < d->d->n_iattrs; i++)
-    reduced[d->d->iattrs[i]] = 1;
-  r->nout = 1;
-  r->count = 1;
-  for (uint32_t a = 0; a < in->rank; a++) {
-    if (!reduced[a]) {
-      r->nout *= in->shape[a];
-      dims_add(&r->kept, in->shape[a], in->strides[a], out->strides[a]);
-    } else {
-      r->count *= in->shape[a];
-      dims_add(&r->red, in->shape[a], in->strides[a], 0);
-      if (r->softmax)
-        r->sy = out->strides[a];
-    }
-  }
-  dims_simplify(&r->kept, 1);
-  if (r->softmax) {
-    /* The axis as it is (its stride is unused at extent 1). */
-    r->red.rank = 1;
-    r->red.sh[0] = r->count;
-    r->red.xs[0] = in->strides[d->d->iattrs[0]];
-  } else {
-    dims_simplify(&r->red, 0);
-  }
+  tpc_operands a;
+  operands(d, &a);
+  tpc_reduce_split(&a, &r->plan);
   char *source = ocl_source_join(source_parts,
                                  sizeof source_parts / sizeof source_parts[0]);
   if (source == NULL)
     return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                      "prepare: out of host memory");
-  tyto_plugin_error *e =
-      ocl_kernel_new(dev, d->dtype, source, NULL,
-                     r->softmax ? "tyto_softmax" : "tyto_reduce", &r->kernel);
+  tyto_plugin_error *e = ocl_kernel_new(
+      dev, d->dtype, source, NULL,
+      r->plan.softmax ? "tyto_softmax" : "tyto_reduce", &r->kernel);
   free(source);
   if (e != NULL)
     return e;
@@ -456,9 +250,9 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   size_t wg = 0, items[16] = {0}; /* CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS */
   cl_device_type type = 0;
   const char *call = "clGetKernelWorkGroupInfo";
-  cl_int err = clGetKernelWorkGroupInfo(r->kernel, dev->info->id,
-                                        CL_KERNEL_WORK_GROUP_SIZE, sizeof wg,
-                                        &wg, NULL);
+  cl_int err =
+      clGetKernelWorkGroupInfo(r->kernel, dev->info->id,
+                               CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
   if (err == CL_SUCCESS) {
     call = "clGetDeviceInfo";
     err = clGetDeviceInfo(dev->info->id, CL_DEVICE_MAX_WORK_ITEM_SIZES,
@@ -481,52 +275,10 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
    * through a block of its own, and lanes fold more elements each, since
    * every barrier costs a pass over the group. A GPU wants neighbouring
    * work-items at neighbouring elements. */
-  int cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
-  int kept_fast = r->kept.rank > 0 && abs64(r->kept.xs[0]) == 1 &&
-                  !(r->red.rank > 0 && abs64(r->red.xs[0]) == 1);
-  r->grid = plan_grid(wgl, r->nout, r->count,
-                      cpu ? RED_LANE_MIN_CPU : RED_LANE_MIN, kept_fast);
-  int64_t ly = (int64_t)(r->grid.lanes >> r->grid.lxs);
-  r->chunks = 1;
-  r->chunk = r->count;
-  if (cpu)
-    r->span = ceil_div(r->count, ly);
-  if (r->softmax || r->count < 2 || r->nout == 0)
-    return NULL;
-  /* Chunks: enough work-groups to fill the device, each lane folding at
-   * least RED_MIN_SEQ and at most RED_MAX_SEQ elements in sequence, the
-   * partial states within RED_WS_CAP bytes. */
-  int64_t per_lane = ceil_div(r->count, ly);
-  int64_t target = 8 * (int64_t)(dev->info->compute_units > 0
-                                     ? dev->info->compute_units
-                                     : 1);
-  int64_t ch = 1;
-  if (r->grid.tiles < target) {
-    int64_t want = ceil_div(target, r->grid.tiles);
-    int64_t most = ceil_div(per_lane, RED_MIN_SEQ);
-    ch = want < most ? want : most;
-  }
-  int64_t need = ceil_div(per_lane, RED_MAX_SEQ);
-  if (ch < need)
-    ch = need;
-  int64_t cap = r->nout > RED_WS_CAP / 32
-                    ? 1
-                    : RED_WS_CAP / ws_bytes(r->nout, d->elem);
-  if (ch > cap)
-    ch = cap;
-  if (ch < 2)
-    return NULL;
-  r->chunk = ceil_div(r->count, ch);
-  r->chunks = ceil_div(r->count, r->chunk);
-  if (r->chunks < 2) {
-    r->chunks = 1;
-    r->chunk = r->count;
-    return NULL;
-  }
-  if (cpu)
-    r->span = ceil_div(r->chunk, ly);
-  r->mgrid = plan_grid(wgl, r->nout, r->chunks, RED_LANE_MIN, 0);
-  k->workspace_bytes = (uint64_t)ws_bytes(r->nout * r->chunks, d->elem);
+  const tpc_reduce_device rd = {wgl, (int64_t)dev->info->compute_units,
+                                INT64_MAX, (type & CL_DEVICE_TYPE_CPU) != 0};
+  tpc_reduce_cut(&r->plan, &rd, d->elem);
+  k->workspace_bytes = r->plan.ws_bytes;
   return NULL;
 }
 
@@ -541,7 +293,8 @@ static void release(tyto_plugin_kernel *k) {
 }
 
 /* Extents (unused entries 1) or strides (unused 0) as a long8. */
-static cl_long8 long8_of(const red_dims *d, const int64_t *v, int64_t fill) {
+static cl_long8 long8_of(const tpc_reduce_dims *d, const int64_t *v,
+                         int64_t fill) {
   cl_long8 r;
   for (int i = 0; i < 8; i++)
     r.s[i] = i < d->rank ? v[i] : fill;
@@ -560,14 +313,14 @@ static void arg_locals(ocl_args *a, size_t lanes, size_t elem) {
  * groups of one work-item. */
 static tyto_plugin_error *enqueue_tiles(tyto_plugin_device *dev,
                                         tyto_plugin_stream *s, cl_kernel kern,
-                                        const red_grid *g, cl_uint tile_arg,
-                                        int64_t chunks, const char *what) {
+                                        const tpc_reduce_grid *g,
+                                        cl_uint tile_arg, int64_t chunks,
+                                        const char *what) {
   for (int64_t t0 = 0; t0 < g->tiles; t0 += RED_MAX_GROUPS) {
-    int64_t n = g->tiles - t0 < RED_MAX_GROUPS ? g->tiles - t0
-                                               : RED_MAX_GROUPS;
+    int64_t n = g->tiles - t0 < RED_MAX_GROUPS ? g->tiles - t0 : RED_MAX_GROUPS;
     cl_long tile0 = t0;
-    tyto_plugin_error *e = ocl_set_arg(dev, kern, tile_arg, sizeof tile0,
-                                       &tile0);
+    tyto_plugin_error *e =
+        ocl_set_arg(dev, kern, tile_arg, sizeof tile0, &tile0);
     if (e != NULL)
       return e;
     size_t global[2] = {(size_t)n * g->lanes, (size_t)chunks};
@@ -581,7 +334,7 @@ static tyto_plugin_error *enqueue_tiles(tyto_plugin_device *dev,
 /* The arguments both kernels take in a row: x, its origin, the kept axes
  * (extents, input and output strides, rank), nout, then tile0 (0), whose
  * index goes to *tile_arg. */
-static void arg_kept(ocl_args *a, const red_impl *r, const ocl_arg *x,
+static void arg_kept(ocl_args *a, const tpc_reduce_plan *r, const ocl_arg *x,
                      cl_uint *tile_arg) {
   cl_long8 ksh = long8_of(&r->kept, r->kept.sh, 1),
            kxs = long8_of(&r->kept, r->kept.xs, 0),
@@ -599,14 +352,15 @@ static void arg_kept(ocl_args *a, const red_impl *r, const ocl_arg *x,
 static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
                                  tyto_plugin_kernel *k, const ocl_arg *in,
                                  const ocl_arg *out, const ocl_arg *ws) {
-  red_impl *r = k->impl;
+  red_impl *im = k->impl;
+  const tpc_reduce_plan *r = &im->plan;
   size_t elem = k->desc.elem;
   cl_long8 rsh = long8_of(&r->red, r->red.sh, 1),
            rxs = long8_of(&r->red, r->red.xs, 0);
   cl_int rrank = r->red.rank, lxs = r->grid.lxs;
   cl_long count = r->count, span = r->span;
   cl_uint tile_arg;
-  ocl_args a = OCL_ARGS(dev, r->kernel);
+  ocl_args a = OCL_ARGS(dev, im->kernel);
   if (r->softmax) {
     cl_long sx = r->red.xs[0], sy = r->sy;
     cl_int logsm = r->logsm;
@@ -621,7 +375,7 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
     arg_locals(&a, r->grid.lanes, elem);
     if (a.e != NULL)
       return a.e;
-    return enqueue_tiles(dev, s, r->kernel, &r->grid, tile_arg, 1,
+    return enqueue_tiles(dev, s, im->kernel, &r->grid, tile_arg, 1,
                          r->logsm ? "log_softmax kernel" : "softmax kernel");
   }
   /* Partial states: 2 * states elements from the workspace's origin, then
@@ -629,10 +383,10 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
    * reads or writes them (ws->mem is NULL, an allowed argument). */
   cl_long wibase = 0;
   if (r->chunks > 1)
-    wibase = (cl_long)(((uint64_t)(ws->origin + 2 * r->nout * r->chunks) *
-                            elem +
-                        7) /
-                       8);
+    wibase =
+        (cl_long)(((uint64_t)(ws->origin + 2 * r->nout * r->chunks) * elem +
+                   7) /
+                  8);
   cl_int op = (cl_int)r->op, merge = 0;
   cl_long chunk = r->chunk;
   ocl_args_put(&a, sizeof op, &op);
@@ -655,7 +409,7 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   arg_locals(&a, r->grid.lanes, elem);
   if (a.e != NULL)
     return a.e;
-  tyto_plugin_error *e = enqueue_tiles(dev, s, r->kernel, &r->grid, tile_arg,
+  tyto_plugin_error *e = enqueue_tiles(dev, s, im->kernel, &r->grid, tile_arg,
                                        r->chunks, "reduction kernel");
   if (e != NULL || r->chunks < 2)
     return e;
@@ -677,7 +431,7 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   arg_locals(&a, r->mgrid.lanes, elem);
   if (a.e != NULL)
     return a.e;
-  return enqueue_tiles(dev, s, r->kernel, &r->mgrid, tile_arg, 1,
+  return enqueue_tiles(dev, s, im->kernel, &r->mgrid, tile_arg, 1,
                        "reduction merge kernel");
 }
 
