@@ -23,7 +23,8 @@
  *   --exact           tyto_dp_options.exact_exchange
  *   --wider-on R      rank R builds a wider hidden layer (a mismatch)
  *   --fault R:S:KIND  rank R, before step S (1-based), stops itself
- *                     (KIND stop: SIGSTOP, a hang) or dies (kill: SIGKILL)
+ *                     (KIND stop: SIGSTOP, a hang), dies (kill: SIGKILL)
+ *                     or fails the step (input: a NULL input)
  * Exit: 0 done (and equal), 1 a difference, 2 usage, 3 a tyto error
  * (printed as "rank R: message").
  */
@@ -263,11 +264,14 @@ int main(int argc, char **argv) {
     return fail("memory");
   double bytes = 0;
   for (int s = 0; s < steps; s++) {
+    const void *in[2] = {x, lab};
     if (me == f_rank && s + 1 == f_step) {
       fprintf(stderr, "rank %d: fault before step %d: %s\n", me, s + 1, f_kind);
-      raise(!strcmp(f_kind, "kill") ? SIGKILL : SIGSTOP);
+      if (!strcmp(f_kind, "input"))
+        in[1] = NULL;
+      else
+        raise(!strcmp(f_kind, "kill") ? SIGKILL : SIGSTOP);
     }
-    const void *in[2] = {x, lab};
     if (tyto_dp_step(dp, in, &out[s]) != TYTO_OK)
       return fail("step");
     bytes += tyto_dp_network_bytes(dp);

@@ -17,7 +17,8 @@
 #     a launcher's process count that MPI does not see is refused;
 #  6. a rank that hangs (SIGSTOP) before step 5 makes the other fail
 #     within the timeout (TYTO_DIST_TIMEOUT=3), naming the rank, and
-#     tyto_dist_finalize then returns instead of waiting for it; a rank
+#     tyto_dist_finalize then returns instead of waiting for it; a step
+#     that fails on rank 1 alone fails on rank 0 at once, naming rank 1; a rank
 #     killed (SIGKILL) ends the run, the launcher naming the rank;
 #  7. tyto-train under mpirun: 2 ranks follow 1 process (30 steps of the
 #     MLP on Fashion-MNIST), rank 0 alone prints and writes the
@@ -135,6 +136,23 @@ if [ $rc -eq 0 ] || [ $t -gt 30 ] ||
   cat $out/hang.txt
 else
   echo "rank 1 hung: exit $rc after $t s: $(grep -m1 'never reached' $out/hang.txt | cut -c1-160)"
+fi
+
+# A step that fails on rank 1 alone (a NULL input): rank 1 still makes
+# the step's collectives, saying it failed, so rank 0 fails the same step
+# at once, naming rank 1, instead of timing out.
+t0=$(date +%s)
+TYTO_DIST_TIMEOUT=30 run2 -x TYTO_DIST_TIMEOUT "$train" mlp cpu:0 $out/fail.out \
+  --fault 1:5:input >$out/fail.txt 2>&1
+rc=$?
+t=$(($(date +%s) - t0))
+if [ $rc -eq 0 ] || [ $t -gt 20 ] ||
+  ! grep -q "rank 0: step 5 failed on rank 1 (its own error says why)" $out/fail.txt ||
+  ! grep -q "rank 1: step: tyto_dp_step: input 1 is NULL" $out/fail.txt; then
+  fail "a step failed on rank 1: exit $rc after $t s"
+  cat $out/fail.txt
+else
+  echo "step 5 failed on rank 1: exit $rc after $t s: $(grep -m1 'failed on rank 1' $out/fail.txt)"
 fi
 
 # A death: the launcher ends the run and names the rank.

@@ -99,7 +99,8 @@ struct tyto_dp {
   int rank, ranks;
   int dist_failed; /* a step failed over several ranks: no more */
   int64_t local_batch, rank_start;
-  size_t *slot;                  /* per gradient: its place in the exchange */
+  size_t *slot; /* per gradient: its place in the exchange */
+  char *xdone;  /* per gradient: finished in this step's exchange */
   double net_bytes, net_seconds; /* the last step's, between processes */
   size_t n_sums; /* the model's sums, and the last step's totals */
   double sums[8];

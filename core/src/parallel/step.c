@@ -19,6 +19,7 @@
 #include <tyto/program.h>
 
 #include "collective.h"
+#include "dist.h"
 #include "../runtime/error.h"
 #include "../runtime/runtime.h"
 
@@ -29,6 +30,8 @@
 
 /* The overlapped exchange's buffers (rebuilt with the replicas). */
 void dp_free_exchange(tyto_dp *dp) {
+  free(dp->xdone);
+  dp->xdone = NULL;
   free(dp->order);
   free(dp->reduced);
   free(dp->red_off);
@@ -57,7 +60,8 @@ tyto_status dp_build_exchange(tyto_dp *dp) {
   dp->order = malloc((dp->n_gx ? dp->n_gx : 1) * sizeof *dp->order);
   dp->red_off = malloc((dp->n_gx ? dp->n_gx : 1) * sizeof *dp->red_off);
   dp->red_t = malloc(2 * (dp->n_gx + 1) * sizeof *dp->red_t);
-  if (!all || !dp->order || !dp->red_off || !dp->red_t) {
+  dp->xdone = calloc(dp->n_gx ? dp->n_gx : 1, 1);
+  if (!all || !dp->order || !dp->red_off || !dp->red_t || !dp->xdone) {
     free(all);
     return dp_oom();
   }
@@ -246,6 +250,64 @@ static tyto_status reduce_send(tyto_dp *dp, size_t k, int streamed) {
   if (st == TYTO_OK)
     st = co->finish(dp->coll, dp->dtype,
                     (char *)dp->reduced + dp->red_off[k] * es);
+  if (st == TYTO_OK)
+    dp->xdone[k] = 1;
+  return st;
+}
+
+/* The loss, the sums and, over several ranks, which ranks failed the
+ * step, added over the ranks in one call: x[0] the mean's part, then the
+ * n_sums sums, then one flag per rank. Returns the first failed rank, or
+ * -1 (and -2 when the sum itself failed: st says why). */
+static int sum_figures(tyto_dp *dp, double *mean, double *sums, int failed,
+                       tyto_status *st) {
+  size_t n = 1 + dp->n_sums + (size_t)dp->ranks;
+  double *x = calloc(n, sizeof *x);
+  if (!x) {
+    *st = dp_oom();
+    return -2;
+  }
+  x[0] = *mean;
+  memcpy(x + 1, sums, dp->n_sums * sizeof *x);
+  x[1 + dp->n_sums + (size_t)dp->rank] = failed;
+  *st = dp->coll->ops->sum(dp->coll, x, n);
+  int first = *st == TYTO_OK ? -1 : -2;
+  for (int r = 0; r < dp->ranks && first == -1; r++)
+    if (x[1 + dp->n_sums + (size_t)r] != 0)
+      first = r;
+  *mean = x[0];
+  memcpy(sums, x + 1, dp->n_sums * sizeof *x);
+  free(x);
+  return first;
+}
+
+/* Over several ranks, a rank whose step failed (status st, its message
+ * set) still makes every collective the others make in that step: the
+ * weights' sum unless made (shares_done), each gradient not yet finished,
+ * as zeros, the flush and the figures' sum carrying its failure, so that
+ * the others fail the same step at once, naming it, instead of waiting
+ * for it until their timeout. Returns st with its message. */
+static tyto_status fail_together(tyto_dp *dp, tyto_status st, int shares_done) {
+  if (dp->ranks < 2 || dist_usable() != TYTO_OK)
+    return st;
+  char *msg = rt_strdup(tyto_errmsg());
+  const coll_ops *co = dp->coll->ops;
+  size_t es = tyto_dtype_size(dp->dtype);
+  double total = 0, mean = 0, sums[8] = {0};
+  tyto_status s2 = shares_done ? TYTO_OK : co->sum(dp->coll, &total, 1);
+  for (size_t k = 0; k < dp->n_gx && s2 == TYTO_OK; k++)
+    if (!dp->xdone[k]) {
+      s2 = co->begin(dp->coll, dp->slot[k], dp->x_numel[k]);
+      if (s2 == TYTO_OK)
+        s2 = co->finish(dp->coll, dp->dtype,
+                        (char *)dp->reduced + dp->red_off[k] * es);
+    }
+  if (s2 == TYTO_OK)
+    s2 = co->flush(dp->coll);
+  if (s2 == TYTO_OK)
+    sum_figures(dp, &mean, sums, 1, &s2);
+  st = rt_fail(st, "%s", msg ? msg : "dp: the step failed");
+  free(msg);
   return st;
 }
 
@@ -303,14 +365,17 @@ tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
 static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
   tyto_status st = TYTO_OK;
   dp->failed = -1;
+  memset(dp->xdone, 0, dp->n_gx ? dp->n_gx : 1);
   /* Each replica's slice of each input. */
   for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
     replica *r = &dp->r[i];
     for (size_t k = 0; k < r->n_inputs && st == TYTO_OK; k++) {
       const tyto_tensor *x = r->inputs[k];
-      if (!inputs[k])
-        return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                       "tyto_dp_step: input %zu is NULL", k);
+      if (!inputs[k]) {
+        st = rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "tyto_dp_step: input %zu is NULL", k);
+        break;
+      }
       size_t row = (size_t)(tyto_tensor_numel(x) / r->shard) *
                    tyto_dtype_size(tyto_tensor_dtype(x));
       st = tyto_program_set_input(
@@ -319,7 +384,7 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
     }
   }
   if (st != TYTO_OK)
-    return st;
+    return fail_together(dp, st, 0);
   /* Phase 0 on every replica, and the exchange as the gradients arrive
    * (streamed), in the order replica 0 computes them: each combined once
    * every replica has it, while the backward pass goes on. */
@@ -327,12 +392,13 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
   int multi = dp->n > 1 || dp->ranks > 1;
   int streamed = !dp->o.no_overlap && multi;
   size_t n_red = 0; /* gradients summed, with their times in red_t */
-  int ok = 1;
+  int ok = 1, shared = 0;
   all_start(dp, 0);
   if (streamed) {
     ok = !dp->weighted || await_send(dp, dp->r[0].x_weight);
     if (ok)
       st = shares(dp, 1);
+    shared = ok;
     for (size_t j = 0; j < dp->n_gx && ok && st == TYTO_OK; j++) {
       size_t k = dp->order[j];
       if ((ok = await_send(dp, k))) {
@@ -350,12 +416,14 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
   }
   tyto_status sj = all_join(dp, 0);
   if (sj != TYTO_OK)
-    return sj;
+    return fail_together(dp, sj, shared);
   if (!ok) /* every phase 0 ran, yet a send never came */
-    return rt_fail(TYTO_ERR_INTERNAL,
-                   "dp: step %lld: a replica's phase 0 ended without "
-                   "streaming all its sends",
-                   (long long)dp->steps + 1);
+    return fail_together(dp,
+                         rt_fail(TYTO_ERR_INTERNAL,
+                                 "dp: step %lld: a replica's phase 0 ended "
+                                 "without streaming all its sends",
+                                 (long long)dp->steps + 1),
+                         shared);
   if (st == TYTO_OK && !streamed) {
     dp->red_t[0] = dp_now();
     st = shares(dp, 0);
@@ -383,14 +451,24 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
     }
   }
   /* Over every process: the shares are of the global batch, so the
-   * ranks' parts of the mean add up to it. */
+   * ranks' parts of the mean add up to it; a rank that failed the step
+   * says so in the same sum (fail_together), and every rank fails it. */
+  if (st != TYTO_OK && dp->ranks > 1 && dist_usable() == TYTO_OK) {
+    char *msg = rt_strdup(tyto_errmsg());
+    tyto_status s2;
+    sum_figures(dp, &mean, sums, 1, &s2);
+    st = rt_fail(st, "%s", msg ? msg : "dp: the step failed");
+    free(msg);
+    return st;
+  }
   if (st == TYTO_OK && dp->ranks > 1) {
-    double x[9];
-    x[0] = mean;
-    memcpy(x + 1, sums, dp->n_sums * sizeof *x);
-    st = dp->coll->ops->sum(dp->coll, x, 1 + dp->n_sums);
-    mean = x[0];
-    memcpy(sums, x + 1, dp->n_sums * sizeof *x);
+    int lost = sum_figures(dp, &mean, sums, 0, &st);
+    if (lost >= 0)
+      return rt_fail(TYTO_ERR_UNAVAILABLE,
+                     "dp: rank %d: step %lld failed on rank %d (its own "
+                     "error says why); every rank stops with it, before "
+                     "the update",
+                     dp->rank, (long long)dp->steps + 1, lost);
   }
   if (st == TYTO_OK) {
     dp->loss = mean;
