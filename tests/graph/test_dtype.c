@@ -82,6 +82,34 @@ static uint32_t next_u32(void) {
   return rng;
 }
 
+/* enc agrees with ref on 200000 random floats (NaNs left out). */
+static void check_random_floats(const char *name, uint16_t (*enc)(double),
+                                uint16_t (*ref)(float)) {
+  for (int i = 0; i < 200000; i++) {
+    uint32_t u = next_u32();
+    float f;
+    memcpy(&f, &u, sizeof f);
+    if (isnan(f))
+      continue;
+    uint16_t got = enc((double)f), want = ref(f);
+    ck_assert_msg(got == want, "%s(%a) = 0x%04x, expected 0x%04x", name,
+                  (double)f, got, want);
+  }
+}
+
+/* Every pattern decodes to a value that encodes back to it, but the NaNs
+ * (all of exp's bits set), which decode to NaN. */
+static void check_every_pattern(uint16_t (*enc)(double),
+                                double (*dec)(uint16_t), uint16_t exp) {
+  for (uint32_t h = 0; h < 0x10000; h++) {
+    double v = dec((uint16_t)h);
+    if (!isnan(v))
+      ck_assert_uint_eq(enc(v), h);
+    else
+      ck_assert_uint_eq(h & exp, exp);
+  }
+}
+
 START_TEST(bf16_bits) {
   static const struct {
     double v;
@@ -113,30 +141,21 @@ START_TEST(bf16_bits) {
   ck_assert_uint_eq(dtype_bf16_from_double(NAN) & 0x7fc0, 0x7fc0);
   ck_assert(isnan(dtype_bf16_to_double(0x7fc1)));
   ck_assert(signbit(dtype_bf16_to_double(0x8000)));
-  for (int i = 0; i < 200000; i++) {
-    uint32_t u = next_u32();
-    float f;
-    memcpy(&f, &u, sizeof f);
-    if (isnan(f))
-      continue;
-    uint16_t got = dtype_bf16_from_double((double)f);
-    ck_assert_msg(got == ref_bf16(f), "bf16(%a) = 0x%04x, expected 0x%04x",
-                  (double)f, got, ref_bf16(f));
-  }
-  /* Every pattern decodes to a value that encodes back to it. */
-  for (uint32_t h = 0; h < 0x10000; h++) {
-    double v = dtype_bf16_to_double((uint16_t)h);
-    if (!isnan(v))
-      ck_assert_uint_eq(dtype_bf16_from_double(v), h);
-    else
-      ck_assert_uint_eq(h & 0x7f80, 0x7f80);
-  }
+  check_random_floats("bf16", dtype_bf16_from_double, ref_bf16);
+  check_every_pattern(dtype_bf16_from_double, dtype_bf16_to_double, 0x7f80);
 }
 END_TEST
 
 #ifdef __FLT16_MAX__
-/* The compiler's binary16, an independent reference converter. */
+/* The compiler's binary16 conversion, an independent reference that rounds
+ * to nearest even too. */
 __extension__ typedef _Float16 ref_half;
+static uint16_t ref_f16(float f) {
+  ref_half r = (ref_half)f;
+  uint16_t u;
+  memcpy(&u, &r, sizeof u);
+  return u;
+}
 #endif
 
 START_TEST(f16_bits) {
@@ -168,28 +187,9 @@ START_TEST(f16_bits) {
   ck_assert_uint_eq(dtype_f16_from_double(NAN) & 0x7e00, 0x7e00);
   ck_assert_uint_eq(dtype_f16_from_double(-NAN) & 0x8000, 0x8000);
 #ifdef __FLT16_MAX__
-  /* The compiler's _Float16 conversion rounds to nearest even too. */
-  for (int i = 0; i < 200000; i++) {
-    uint32_t u = next_u32();
-    float f;
-    memcpy(&f, &u, sizeof f);
-    if (isnan(f))
-      continue;
-    ref_half r = (ref_half)f;
-    uint16_t want;
-    memcpy(&want, &r, sizeof want);
-    uint16_t got = dtype_f16_from_double((double)f);
-    ck_assert_msg(got == want, "f16(%a) = 0x%04x, expected 0x%04x", (double)f,
-                  got, want);
-  }
+  check_random_floats("f16", dtype_f16_from_double, ref_f16);
 #endif
-  for (uint32_t h = 0; h < 0x10000; h++) {
-    double v = dtype_f16_to_double((uint16_t)h);
-    if (!isnan(v))
-      ck_assert_uint_eq(dtype_f16_from_double(v), h);
-    else
-      ck_assert_uint_eq(h & 0x7c00, 0x7c00);
-  }
+  check_every_pattern(dtype_f16_from_double, dtype_f16_to_double, 0x7c00);
 }
 END_TEST
 
