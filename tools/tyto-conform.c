@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tyto/graph.h>
+
 #include "conform/catalogue.h"
 #include "conform/compare.h"
 #include "conform/contract.h"
@@ -125,10 +127,11 @@ static int parse(int argc, char **argv, options *o) {
   return 0;
 }
 
+/* ABI dtypes carry the graph's numbers: the core's table names them. */
 static const char *dtype_name(uint32_t d) {
-  return d == TYTO_PLUGIN_DTYPE_F32   ? "f32"
-         : d == TYTO_PLUGIN_DTYPE_F64 ? "f64"
-                                      : "-";
+  return d < 32 && tyto_dtype_size((tyto_dtype)d)
+             ? tyto_dtype_name((tyto_dtype)d)
+             : "-";
 }
 
 /* ------------------------------------------------------------ test mode -- */

@@ -219,6 +219,81 @@ static size_t make_file(unsigned char *buf, const char *header,
   return 8 + n + data_len;
 }
 
+/* f16 and bf16 as PyTorch's safetensors writes them: "F16" and "BF16" in
+ * the header, 2-byte little-endian patterns in the data. The bytes are
+ * written here by hand: f16 1, -2, 0.1 (0x3c00, 0xc000, 0x2e66) and bf16
+ * 1, pi, -inf, 0.1 (0x3f80, 0x4049, 0xff80, 0x3dcd). */
+START_TEST(test_half_formats) {
+  static const unsigned char half_data[14] = {
+      0x00, 0x3c, 0x00, 0xc0, 0x66, 0x2e,              /* h, F16 */
+      0x80, 0x3f, 0x49, 0x40, 0x80, 0xff, 0xcd, 0x3d}; /* b, BF16 */
+  static const uint16_t h_want[3] = {0x3c00, 0xc000, 0x2e66};
+  static const uint16_t b_want[4] = {0x3f80, 0x4049, 0xff80, 0x3dcd};
+  /* Padded with spaces to a multiple of 8, as PyTorch does. */
+  const char *header =
+      "{\"__metadata__\":{\"format\":\"pt\"},"
+      "\"b\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[6,14]},"
+      "\"h\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[0,6]}}  ";
+  ck_assert_uint_eq(strlen(header) % 8, 0);
+  unsigned char buf[512];
+  size_t len = make_file(buf, header, half_data, sizeof half_data);
+  const char *path = in_dir("torch-half.safetensors");
+  write_bytes(path, buf, len);
+  for (int pass = 0; pass < 2; pass++) {
+    tyto_checkpoint *ck;
+    OK(tyto_checkpoint_load(path, &ck));
+    ck_assert_uint_eq(tyto_checkpoint_count(ck), 2);
+    tyto_checkpoint_dtype dt;
+    int rank;
+    const int64_t *shape;
+    const void *data;
+    size_t bytes;
+    OK(tyto_checkpoint_find(ck, "h", &dt, &rank, &shape, &data, &bytes));
+    ck_assert_int_eq(dt, TYTO_CHECKPOINT_F16);
+    ck_assert_int_eq(dt, tyto_checkpoint_dtype_of(TYTO_F16));
+    ck_assert_int_eq(rank, 1);
+    ck_assert_int_eq(shape[0], 3);
+    ck_assert_uint_eq(bytes, 6);
+    ck_assert_mem_eq(data, h_want, 6);
+    OK(tyto_checkpoint_find(ck, "b", &dt, &rank, &shape, &data, &bytes));
+    ck_assert_int_eq(dt, TYTO_CHECKPOINT_BF16);
+    ck_assert_int_eq(dt, tyto_checkpoint_dtype_of(TYTO_BF16));
+    ck_assert_int_eq(rank, 2);
+    ck_assert_uint_eq(bytes, 8);
+    ck_assert_mem_eq(data, b_want, 8);
+
+    /* A model that wants them in f32 is told the file's dtype. */
+    tyto_checkpoint_spec spec = {"b", TYTO_CHECKPOINT_F32, 2,
+                                 (int64_t[]){2, 2}};
+    expect_error(
+        tyto_checkpoint_expect(ck, 1, &spec, TYTO_CHECKPOINT_ALLOW_EXTRA),
+        TYTO_ERR_INVALID_ARGUMENT,
+        "'b' is bf16[2,2] in the file, f32[2,2] here");
+    if (pass == 0) {
+      /* tyto writes them back under the same names and bytes. */
+      path = in_dir("tyto-half.safetensors");
+      OK(tyto_checkpoint_save(ck, path));
+      size_t n;
+      unsigned char *got = slurp(path, &n);
+      uint64_t hl = 0;
+      for (int i = 0; i < 8; i++)
+        hl |= (uint64_t)got[i] << (8 * i);
+      ck_assert_uint_eq(n, 8 + hl + 14);
+      ck_assert_ptr_nonnull(strstr((const char *)got + 8,
+                                   "\"b\":{\"dtype\":\"BF16\",\"shape\":[2,2],"
+                                   "\"data_offsets\":[0,8]}"));
+      ck_assert_ptr_nonnull(strstr((const char *)got + 8,
+                                   "\"h\":{\"dtype\":\"F16\",\"shape\":[3],"
+                                   "\"data_offsets\":[8,14]}"));
+      ck_assert_mem_eq(got + 8 + hl, half_data + 6, 8);
+      ck_assert_mem_eq(got + 8 + hl + 8, half_data, 6);
+      free(got);
+    }
+    tyto_checkpoint_free(ck);
+  }
+}
+END_TEST
+
 START_TEST(test_other_writers) {
   /* Tensors in another order than their offsets, metadata last, spaces
    * inside and a padding that is not ours (the reference writer pads to
@@ -264,9 +339,11 @@ static const bad_case bad_cases[] = {
      "object"},
     {"{\"a\":", 0, "header is not valid JSON: "},
     {"", 0, "header is not valid JSON"},
-    {"{\"w\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4,
-     "tensor 'w': dtype \"BF16\" is not supported (tyto reads F32, F64, I64 "
-     "and U64)"},
+    {"{\"w\":{\"dtype\":\"I8\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2,
+     "tensor 'w': dtype \"I8\" is not supported (tyto reads F32, F64, F16, "
+     "BF16, I64 and U64)"},
+    {"{\"w\":{\"dtype\":\"BF16\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", 24,
+     "tensor 'w': bf16[2,3] needs 12 bytes, data_offsets [0, 24] hold 24"},
     {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,20]}}", 20,
      "tensor 'w': f32[2,3] needs 24 bytes, data_offsets "
      "[0, 20] hold 20"},
@@ -713,6 +790,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_round_trip);
   tcase_add_test(tc, test_byte_exact);
   tcase_add_test(tc, test_other_writers);
+  tcase_add_test(tc, test_half_formats);
   tcase_add_loop_test(tc, test_bad_files, 0,
                       (int)(sizeof bad_cases / sizeof bad_cases[0]));
   tcase_add_test(tc, test_bad_sizes);

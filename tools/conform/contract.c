@@ -446,6 +446,13 @@ static uint32_t kernel_dtype(const cf_device *d) {
                                                          : UINT32_MAX;
 }
 
+/* How many elements of dtype dt fill `bytes` (0 for UINT32_MAX, which the
+ * checks then skip). */
+static int64_t elements(uint32_t dt, size_t bytes) {
+  const size_t es = cf_dtype_size(dt);
+  return es ? (int64_t)(bytes / es) : 0;
+}
+
 /* Whether every element of p (n of dtype dt) equals v. */
 static int all_equal(const unsigned char *p, uint32_t dt, int64_t n, double v,
                      int64_t *at) {
@@ -509,7 +516,7 @@ static int kernels_or_skip(cf_device *d, uint32_t dt, int64_t n,
 static void in_order_kernels(cf_device *d, cf_contract_row row, void *ctx) {
   static const char name[] = "stream order: kernels";
   const uint32_t dt = kernel_dtype(d);
-  const int64_t n = (int64_t)(BIG / (dt == TYTO_PLUGIN_DTYPE_F64 ? 8 : 4));
+  const int64_t n = elements(dt, BIG);
   tyto_plugin_kernel *cp, *f1, *f2;
   chk c;
   watch(name);
@@ -552,7 +559,7 @@ static void in_order_kernels(cf_device *d, cf_contract_row row, void *ctx) {
 static void release_queued(cf_device *d, cf_contract_row row, void *ctx) {
   static const char name[] = "kernel released with launches queued";
   const uint32_t dt = kernel_dtype(d);
-  const int64_t n = (int64_t)(BIG / (dt == TYTO_PLUGIN_DTYPE_F64 ? 8 : 4));
+  const int64_t n = elements(dt, BIG);
   tyto_plugin_kernel *cp, *f1;
   chk c;
   watch(name);
@@ -712,8 +719,7 @@ static void threads(cf_device *d, cf_contract_row row, void *ctx) {
     w[i].dt = dt;
     /* prepare() is never called concurrently for one device: here. */
     if (dt != UINT32_MAX) {
-      const int64_t n =
-          (int64_t)(SMALL / (dt == TYTO_PLUGIN_DTYPE_F64 ? 8 : 4));
+      const int64_t n = elements(dt, SMALL);
       tyto_plugin_error *e = kernel(d, TYTO_PLUGIN_OP_COPY, dt, n, 0, &w[i].k);
       if (e) {
         cf_error_free(e);

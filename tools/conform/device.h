@@ -58,7 +58,8 @@ cf_status cf_prepare_agreed(cf_device *d, const tyto_plugin_op_desc *desc,
                             tyto_plugin_kernel **k, tyto_plugin_kernel_info *ki,
                             cf_run *r);
 
-/* Size in bytes of one element of dtype (F32, F64 only; 0 otherwise). */
+/* Size in bytes of one element of ABI dtype `dtype`, from the core's dtype
+ * table (0 for a dtype the graph does not have). */
 size_t cf_dtype_size(uint32_t dtype);
 
 #endif

@@ -159,7 +159,8 @@ int resume(run *r) {
   }
   for (size_t i = 0; i < r->n_state; i++) {
     specs[i].name = tyto_tensor_name(r->state[i]);
-    specs[i].dtype = (tyto_checkpoint_dtype)tyto_tensor_dtype(r->state[i]);
+    specs[i].dtype = (tyto_checkpoint_dtype)tyto_checkpoint_dtype_of(
+        tyto_tensor_dtype(r->state[i]));
     specs[i].rank = tyto_tensor_rank(r->state[i]);
     specs[i].shape = tyto_tensor_shape(r->state[i]);
   }

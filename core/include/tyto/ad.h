@@ -242,7 +242,8 @@ typedef struct tyto_gradcheck_report {
  * it went), or an error as tyto_program_compile() and tyto_program_run()
  * with tyto_errmsg() saying why ("gradcheck: y depends on input 'b' (#3),
  * which is neither checked nor fixed"). Differences in f32 are coarse:
- * check in f64 where the device has it. */
+ * check in f64 where the device has it. A y of f16 or bf16 is refused
+ * (TYTO_ERR_INVALID_ARGUMENT naming the dtype). */
 TYTO_API tyto_status tyto_gradcheck(tyto_context *ctx, tyto_tensor *y, size_t n,
                                     tyto_tensor *const *xs,
                                     const void *const *values,

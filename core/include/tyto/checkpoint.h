@@ -5,8 +5,10 @@
  * A tyto_checkpoint is an in-memory set of tensors (each a name, a dtype, a
  * shape and a copy of its values, row-major, little-endian on disk) plus a
  * string-to-string metadata map (the model description, versions...). The
- * dtypes are f32 and f64 for parameters and optimiser state, and i64 and
- * u64 for counters and random-number state (the step, Philox keys).
+ * dtypes are those of the graph (f32, f64, f16, bf16) for parameters and
+ * optimiser state, and i64 and u64 for counters and random-number state
+ * (the step, Philox keys). f16 and bf16 are stored as PyTorch stores them:
+ * 2-byte IEEE binary16 and bfloat16 bit patterns, little-endian.
  *
  * The file: an 8-byte little-endian header size N, N bytes of JSON (an
  * object mapping each tensor name to {"dtype","shape","data_offsets"}, plus
@@ -38,14 +40,22 @@ extern "C" {
 
 typedef struct tyto_checkpoint tyto_checkpoint;
 
-/* Element types of checkpoint tensors; F32 and F64 equal TYTO_F32 and
- * TYTO_F64. On disk: "F32", "F64", "I64", "U64". */
+/* Element types of checkpoint tensors. On disk: "F32", "F64", "I64",
+ * "U64", "F16", "BF16" (PyTorch's names). Only F32 and F64 have the
+ * numbers of their tyto_dtype: convert a graph dtype with
+ * tyto_checkpoint_dtype_of(), never with a cast. Append-only. */
 typedef enum tyto_checkpoint_dtype {
   TYTO_CHECKPOINT_F32 = 0,
   TYTO_CHECKPOINT_F64 = 1,
   TYTO_CHECKPOINT_I64 = 2,
-  TYTO_CHECKPOINT_U64 = 3
+  TYTO_CHECKPOINT_U64 = 3,
+  TYTO_CHECKPOINT_F16 = 4,
+  TYTO_CHECKPOINT_BF16 = 5
 } tyto_checkpoint_dtype;
+
+/* The checkpoint dtype that stores tensors of graph dtype dtype (a
+ * tyto_checkpoint_dtype value), or -1 when dtype is not a tyto_dtype. */
+TYTO_API int tyto_checkpoint_dtype_of(tyto_dtype dtype);
 
 /* One tensor a caller expects (tyto_checkpoint_expect()). */
 typedef struct tyto_checkpoint_spec {

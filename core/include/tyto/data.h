@@ -143,7 +143,8 @@ typedef struct tyto_batcher_options {
   /* Non-zero: a last batch smaller than batch_size is not served (default:
    * it is, partly filled). */
   int drop_last;
-  /* Element type of both buffers (default TYTO_F32). */
+  /* Element type of both buffers (default TYTO_F32; f16 and bf16 are
+   * rounded to nearest). */
   tyto_dtype dtype;
   /* Images are multiplied by it (default 1; 1.0 / 255 maps bytes to
    * [0, 1]). */
@@ -158,7 +159,8 @@ TYTO_API void tyto_batcher_options_init(tyto_batcher_options *opts);
 /* A batcher over a range of d, positioned at the start of epoch 0. d must
  * outlive it. On success *out owns it; free with tyto_batcher_free().
  * Errors: TYTO_ERR_INVALID_ARGUMENT for a range outside d, batch_size < 1,
- * an unknown dtype; TYTO_ERR_OUT_OF_MEMORY. */
+ * an unknown dtype, class indices (one_hot zero) that the dtype cannot
+ * hold exactly; TYTO_ERR_OUT_OF_MEMORY. */
 TYTO_API tyto_status tyto_batcher_new(const tyto_dataset *d,
                                       const tyto_batcher_options *opts,
                                       tyto_batcher **out);

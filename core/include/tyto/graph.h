@@ -40,8 +40,18 @@ extern "C" {
 typedef struct tyto_graph tyto_graph;
 typedef struct tyto_tensor tyto_tensor;
 
-/* Element types. The values equal the plugin ABI's TYTO_PLUGIN_DTYPE_*. */
-typedef enum tyto_dtype { TYTO_F32 = 0, TYTO_F64 = 1 } tyto_dtype;
+/* Element types. The values equal the plugin ABI's TYTO_PLUGIN_DTYPE_*.
+ * F16 (IEEE 754 binary16) and BF16 (bfloat16) are storage formats: 2 bytes
+ * an element, with arithmetic in f32 where a device runs them. Graphs of
+ * every dtype can be built; compiling one needs a device whose plugin runs
+ * its dtype, and the host-side helpers (gradient checks, initialisers,
+ * optimisers, datasets) handle f32 and f64 only and say so. */
+typedef enum tyto_dtype {
+  TYTO_F32 = 0,
+  TYTO_F64 = 1,
+  TYTO_F16 = 2,
+  TYTO_BF16 = 3
+} tyto_dtype;
 
 /* What a tensor is. */
 typedef enum tyto_kind {
@@ -240,10 +250,12 @@ typedef enum tyto_op {
   TYTO_OP_CUSTOM_DERIVATIVE
 } tyto_op;
 
-/* Short lower-case names: "f32", "parameter", "matmul", "reduce_max".
- * Never NULL ("?" for an unknown value). */
+/* Short lower-case names: "f32", "f64", "f16", "bf16", "parameter",
+ * "matmul", "reduce_max". Never NULL ("?" for an unknown value). */
 TYTO_API const char *tyto_dtype_name(tyto_dtype dtype);
-TYTO_API size_t tyto_dtype_size(tyto_dtype dtype); /* bytes; 0 if unknown */
+/* Bytes of one stored element (4, 8, 2, 2); 0 for a value that is not a
+ * tyto_dtype, so that callers can check a dtype with it. */
+TYTO_API size_t tyto_dtype_size(tyto_dtype dtype);
 TYTO_API const char *tyto_kind_name(tyto_kind kind);
 TYTO_API const char *tyto_op_name(tyto_op op);
 
@@ -303,7 +315,8 @@ TYTO_API size_t tyto_tensor_iattr_count(const tyto_tensor *t);
 TYTO_API const int64_t *tyto_tensor_iattrs(const tyto_tensor *t);
 TYTO_API size_t tyto_tensor_fattr_count(const tyto_tensor *t);
 TYTO_API const double *tyto_tensor_fattrs(const tyto_tensor *t);
-/* A TYTO_OP_CONSTANT's values in its dtype (float or double), row-major;
+/* A TYTO_OP_CONSTANT's values in its dtype (float, double, or the 16-bit
+ * patterns of f16 and bf16 as uint16_t), row-major;
  * NULL for every other op. */
 TYTO_API const void *tyto_tensor_data(const tyto_tensor *t);
 

@@ -88,7 +88,9 @@ typedef struct tyto_nn_options {
   /* sizeof(tyto_nn_options) as the caller compiled it; set by
    * tyto_nn_options_init(). Fields past it are taken as defaults. */
   size_t struct_size;
-  tyto_dtype dtype;  /* of every parameter and input (default TYTO_F32) */
+  /* Of every parameter and input: TYTO_F32 (the default) or TYTO_F64;
+   * tyto_nn_new() refuses the 2-byte formats. */
+  tyto_dtype dtype;
   uint64_t seed;     /* initial values and dropout masks (default 0) */
   tyto_nn_mode mode; /* default TYTO_NN_TRAIN */
 } tyto_nn_options;

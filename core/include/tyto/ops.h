@@ -43,8 +43,9 @@ TYTO_API tyto_tensor *tyto_input(tyto_graph *g, tyto_dtype dtype, int rank,
 TYTO_API tyto_tensor *tyto_parameter(tyto_graph *g, tyto_dtype dtype, int rank,
                                      const int64_t *shape, const char *name);
 /* A constant holding numel(shape) values, row-major, converted to dtype
- * and copied (op TYTO_OP_CONSTANT). values may be NULL only when the shape
- * has no element; otherwise "constant: values is NULL". */
+ * (rounded to nearest, ties to even) and copied (op TYTO_OP_CONSTANT). values
+ * may be NULL only when the shape has no element; otherwise "constant: values
+ * is NULL". */
 TYTO_API tyto_tensor *tyto_constant(tyto_graph *g, tyto_dtype dtype, int rank,
                                     const int64_t *shape, const double *values);
 /* A constant whose every element is `value` (op TYTO_OP_FULL, no data). */

@@ -6,8 +6,9 @@
  * A program holds one device buffer per tensor it needs (inputs,
  * parameters and constants included) and one prepared kernel per launch;
  * running it costs only the launches. Values cross as the tensor's dtype
- * (float or double), row-major, with exactly numel * dtype size bytes.
- * Parameters live on the device between runs; they start as zeros.
+ * (float, double, or uint16_t bit patterns for f16 and bf16), row-major, with
+ * exactly numel * dtype size bytes. Parameters live on the device between runs;
+ * they start as zeros.
  *
  * A program uses the graph's tensors as handles only: the graph may be
  * changed (new tensors added) after compiling, and must outlive the

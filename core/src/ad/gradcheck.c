@@ -13,6 +13,7 @@
 #include <tyto/ad.h>
 #include <tyto/program.h>
 
+#include "../graph/dtype.h"
 #include "../graph/shape.h"
 #include "../runtime/error.h"
 #include "rules.h"
@@ -49,23 +50,23 @@ static size_t bytes_of(const tyto_tensor *t) {
 }
 
 static void to_dtype(void *dst, const double *src, int64_t n, tyto_dtype dt) {
-  for (int64_t i = 0; i < n; i++) {
-    if (dt == TYTO_F32)
-      ((float *)dst)[i] = (float)src[i];
-    else
-      ((double *)dst)[i] = src[i];
-  }
+  const dtype_info *di = dtype_info_of(dt);
+  for (int64_t i = 0; i < n; i++)
+    di->store(dst, (size_t)i, src[i]);
 }
 
 static void from_dtype(double *dst, const void *src, int64_t n, tyto_dtype dt) {
+  const dtype_info *di = dtype_info_of(dt);
   for (int64_t i = 0; i < n; i++)
-    dst[i] = dt == TYTO_F32 ? (double)((const float *)src)[i]
-                            : ((const double *)src)[i];
+    dst[i] = di->load(src, (size_t)i);
 }
 
 /* v as the device holds it in dtype. */
 static double rounded(tyto_dtype dtype, double v) {
-  return dtype == TYTO_F32 ? (double)(float)v : v;
+  double r;
+  to_dtype(&r, &v, 1, dtype);
+  from_dtype(&r, &r, 1, dtype);
+  return r;
 }
 
 /* Binds tensor k's current values into p when p uses it. */
@@ -377,6 +378,14 @@ tyto_status tyto_gradcheck(tyto_context *ctx, tyto_tensor *y, size_t n,
   if (tyto_tensor_is_error(y) || tyto_graph_status(g) != TYTO_OK)
     return graph_error(g);
   c.dtype = y->dtype;
+  /* Central differences with a step that the format can represent need
+   * at least f32's precision; the default tolerances know f32 and f64. */
+  if (!dtype_host_arith(c.dtype))
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "gradcheck: y is %s, expected f32 or f64 (finite "
+                   "differences in a 2-byte format measure its rounding, "
+                   "not the derivative); build the function in f32 or f64",
+                   tyto_dtype_name(c.dtype));
   int f64 = c.dtype == TYTO_F64;
   if (c.o.step <= 0)
     c.o.step = f64 ? 1e-6 : 1e-3;

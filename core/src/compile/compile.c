@@ -21,6 +21,7 @@
 #include <strings.h>
 
 #include "compile.h"
+#include "../graph/dtype.h"
 #include "../runtime/error.h"
 #include "../runtime/runtime.h"
 
@@ -113,6 +114,34 @@ void exec_describe(exec_kernel *k) {
   desc->blob = k->blob;
 }
 
+char *exec_dtype_refusal(const tyto_device *dev, const exec_kernel *k) {
+  uint32_t missing = 0;
+  int found = 0;
+  for (uint32_t i = 0; i < k->n_in + k->n_out && !found; i++) {
+    const tyto_plugin_layout *l =
+        i < k->n_in ? &k->in_l[i] : &k->out_l[i - k->n_in];
+    if (l->dtype < 32 && !(dev->info.dtypes & TYTO_PLUGIN_DTYPE_BIT(l->dtype)))
+      missing = l->dtype, found = 1;
+  }
+  if (!found)
+    return NULL;
+  char runs[128] = "";
+  size_t n = 0;
+  for (uint32_t d = 0; d < 32; d++) {
+    const dtype_info *di = dtype_info_of_abi(d);
+    if (di && (dev->info.dtypes & TYTO_PLUGIN_DTYPE_BIT(d)) && n < sizeof runs)
+      n += (size_t)snprintf(runs + n, sizeof runs - n, "%s%s", n ? ", " : "",
+                            di->name);
+  }
+  const dtype_info *mi = dtype_info_of_abi(missing);
+  char buf[256];
+  snprintf(buf, sizeof buf,
+           "needs %s, which plugin %s does not run (it runs %s)",
+           mi ? mi->name : "an unknown dtype", dev->plugin->pub.name,
+           n ? runs : "no tyto dtype");
+  return rt_strdup(buf);
+}
+
 /* Fills the descriptor of k, asks supports_op and prepares it on k->dev;
  * records the workspace it needs and allocates scratch for outputs of -1.
  * A copy between devices (k->xfer) prepares nothing. */
@@ -140,6 +169,22 @@ tyto_status exec_prepare(tyto_program *p, exec_kernel *k,
                    "1.3 or newer; plugin %s of %s is ABI 1.%u",
                    tyto_op_name(t->op), dev->plugin->pub.name, dev->info.id,
                    dev->plugin->pub.abi_minor);
+  /* The plugin's dtypes mask is its promise: checked here, so that every
+   * plugin's refusal reads the same whatever its supports_op says. */
+  char *why = exec_dtype_refusal(dev, k);
+  if (why) {
+    int64_t i = exec_user_index(p, t);
+    char at[64] = "made by the graph passes";
+    if (i >= 0)
+      snprintf(at, sizeof at, "tensor #%lld", (long long)i);
+    tyto_status st =
+        rt_fail(TYTO_ERR_UNSUPPORTED,
+                "compile on %s: %s (%s) %s; select a device "
+                "that runs it with TYTO_DEVICES",
+                exec_dev_id(p, k->dev), tyto_op_name(t->op), at, why);
+    free(why);
+    return st;
+  }
   tyto_plugin_error *e = NULL;
   if (f->supports_op && (e = f->supports_op(d, desc)))
     return plugin_fail(p, k->dev, e, "the device refuses a kernel", t);

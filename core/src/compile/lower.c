@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../exec/program.h"
+#include "../graph/dtype.h"
 #include "../runtime/error.h"
 #include "../runtime/runtime.h"
 
@@ -48,7 +49,7 @@ _Static_assert(TYTO_OP_CONV2D - TYTO_OP_SOFTMAX ==
 void exec_layout(tyto_plugin_layout *l, const tyto_tensor *t) {
   memset(l, 0, sizeof *l);
   l->struct_size = sizeof *l;
-  l->dtype = (uint32_t)t->dtype;
+  l->dtype = dtype_info_of(t->dtype)->abi;
   l->rank = (uint32_t)t->rank;
   int64_t n = 1;
   for (int i = t->rank; i-- > 0;) {

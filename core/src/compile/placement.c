@@ -59,6 +59,9 @@ static char *refusal(const tyto_program *p, uint32_t d, exec_kernel *k) {
              dev->plugin->pub.name, dev->plugin->pub.abi_minor);
     return rt_strdup(buf);
   }
+  char *why = exec_dtype_refusal(dev, k);
+  if (why)
+    return why;
   if (!f->supports_op)
     return NULL; /* prepare will tell */
   exec_describe(k);

@@ -111,8 +111,10 @@ static tyto_status param_spec(const char *fn, tyto_tensor *t, size_t i,
                    "%s: parameter #%" PRId64 " has no name; name it with "
                    "tyto_tensor_set_name() to keep it in a checkpoint",
                    fn, tyto_tensor_index(t));
+  /* Every graph dtype has a checkpoint dtype (safetensors.c). */
   sp->name = name;
-  sp->dtype = (tyto_checkpoint_dtype)tyto_tensor_dtype(t);
+  sp->dtype =
+      (tyto_checkpoint_dtype)tyto_checkpoint_dtype_of(tyto_tensor_dtype(t));
   sp->rank = tyto_tensor_rank(t);
   sp->shape = tyto_tensor_shape(t);
   return TYTO_OK;

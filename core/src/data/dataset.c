@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
+#include "../graph/dtype.h"
 #include "data.h"
 #include "../runtime/error.h"
 #include "../runtime/strlist.h"
@@ -287,8 +288,22 @@ tyto_status tyto_batcher_new(const tyto_dataset *d,
                    (long long)o.batch_size);
   if (!tyto_dtype_size(o.dtype))
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                   "batcher: unknown dtype %d (expected f32 or f64)",
+                   "batcher: unknown dtype %d (expected f32, f64, f16 or "
+                   "bf16)",
                    (int)o.dtype);
+  /* Class indices must survive the dtype: bf16 holds every integer only up
+   * to 256, f16 up to 2048. */
+  const dtype_info *di = dtype_info_of(o.dtype);
+  for (int64_t c = 0; !o.one_hot && c < d->classes; c++) {
+    _Alignas(8) unsigned char e[8];
+    di->store(e, 0, (double)c);
+    if (di->load(e, 0) != (double)c)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "batcher: class index %lld is not exact in %s (the "
+                     "dataset has %lld classes); use one_hot or f32",
+                     (long long)c, tyto_dtype_name(o.dtype),
+                     (long long)d->classes);
+  }
   tyto_batcher *b = calloc(1, sizeof *b);
   if (b)
     b->order = malloc((size_t)(o.count ? o.count : 1) * sizeof *b->order);
@@ -413,10 +428,7 @@ tyto_status tyto_batcher_next(tyto_batcher *b, void *images, size_t image_bytes,
       int64_t l = d->labels[b->order[start + k]];
       size_t at = (size_t)k * lrow + (b->o.one_hot ? (size_t)l : 0);
       double v = b->o.one_hot ? 1.0 : (double)l;
-      if (b->o.dtype == TYTO_F32)
-        ((float *)labels)[at] = (float)v;
-      else
-        ((double *)labels)[at] = v;
+      dtype_info_of(b->o.dtype)->store(labels, at, v);
     }
   }
   b->next++;

@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
+#include "../graph/dtype.h"
 #include "data.h"
 #include "../runtime/error.h"
 #include "../runtime/file.h"
@@ -86,15 +87,9 @@ void idx_convert(const tyto_idx *x, int64_t start, int64_t n, tyto_dtype dtype,
       o[i] = (float)((double)p[i] * scale);
     return;
   }
-  if (dtype == TYTO_F32) {
-    float *o = dst;
-    for (int64_t i = 0; i < n; i++)
-      o[i] = (float)(idx_value(x, start + i) * scale);
-  } else {
-    double *o = dst;
-    for (int64_t i = 0; i < n; i++)
-      o[i] = idx_value(x, start + i) * scale;
-  }
+  const dtype_info *di = dtype_info_of(dtype);
+  for (int64_t i = 0; i < n; i++)
+    di->store(dst, (size_t)i, idx_value(x, start + i) * scale);
 }
 
 /* zlib's message without the name it starts with: "path: " for gzopen,
@@ -382,7 +377,8 @@ tyto_status tyto_idx_read(const tyto_idx *x, int64_t first, int64_t n,
   size_t dsize = tyto_dtype_size(dtype);
   if (!dsize)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                   "idx read: unknown dtype %d (expected f32 or f64)",
+                   "idx read: unknown dtype %d (expected f32, f64, f16 or "
+                   "bf16)",
                    (int)dtype);
   if (first < 0 || n < 0 || first > x->shape[0] || n > x->shape[0] - first)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,

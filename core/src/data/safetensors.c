@@ -8,6 +8,7 @@
 
 #include "../runtime/error.h"
 #include "../runtime/file.h"
+#include "../graph/dtype.h"
 #include "checkpoint.h"
 
 #include <errno.h>
@@ -24,15 +25,56 @@
 /* The reference implementation refuses headers over 100 MB; so do we. */
 #define MAX_HEADER ((uint64_t)100 * 1000 * 1000)
 
-static const char *const file_dtype[] = {"F32", "F64", "I64", "U64"};
-static const char *const msg_dtype[] = {"f32", "f64", "i64", "u64"};
+/* The checkpoint's dtypes, indexed by tyto_checkpoint_dtype. The floating
+ * ones are graph dtypes, whose names and sizes are the dtype table's; the
+ * integer ones (counters, random state) are the checkpoint's own. */
+typedef struct ck_dtype_row {
+  int graph;              /* its tyto_dtype, or -1 */
+  const char *file, *msg; /* "I64", "i64": for the integer ones only */
+  size_t size;            /* for the integer ones only */
+} ck_dtype_row;
+
+static const ck_dtype_row ck_dtypes[] = {
+    [TYTO_CHECKPOINT_F32] = {TYTO_F32, NULL, NULL, 0},
+    [TYTO_CHECKPOINT_F64] = {TYTO_F64, NULL, NULL, 0},
+    [TYTO_CHECKPOINT_I64] = {-1, "I64", "i64", 8},
+    [TYTO_CHECKPOINT_U64] = {-1, "U64", "u64", 8},
+    [TYTO_CHECKPOINT_F16] = {TYTO_F16, NULL, NULL, 0},
+    [TYTO_CHECKPOINT_BF16] = {TYTO_BF16, NULL, NULL, 0},
+};
+
+enum { N_CK_DTYPES = (int)(sizeof ck_dtypes / sizeof *ck_dtypes) };
+
+_Static_assert(TYTO_CHECKPOINT_F32 == (int)TYTO_F32 &&
+                   TYTO_CHECKPOINT_F64 == (int)TYTO_F64,
+               "f32 and f64 keep the numbers they always had in checkpoints");
 
 int ck_dtype_ok(tyto_checkpoint_dtype d) {
-  return (unsigned)d <= TYTO_CHECKPOINT_U64;
+  return (unsigned)d < N_CK_DTYPES;
 }
 
 size_t ck_dtype_size(tyto_checkpoint_dtype d) {
-  return d == TYTO_CHECKPOINT_F32 ? 4 : 8;
+  const ck_dtype_row *r = &ck_dtypes[d];
+  return r->graph >= 0 ? dtype_info_of((tyto_dtype)r->graph)->size : r->size;
+}
+
+/* "BF16": the name in safetensors files. */
+static const char *file_dtype(tyto_checkpoint_dtype d) {
+  const ck_dtype_row *r = &ck_dtypes[d];
+  return r->graph >= 0 ? dtype_info_of((tyto_dtype)r->graph)->st_name : r->file;
+}
+
+/* "bf16": the name in messages. */
+static const char *msg_dtype(tyto_checkpoint_dtype d) {
+  const ck_dtype_row *r = &ck_dtypes[d];
+  return r->graph >= 0 ? tyto_dtype_name((tyto_dtype)r->graph) : r->msg;
+}
+
+int tyto_checkpoint_dtype_of(tyto_dtype dtype) {
+  for (int d = 0; d < N_CK_DTYPES; d++)
+    if (dtype_info_of(dtype) && ck_dtypes[d].graph == (int)dtype)
+      return d;
+  return -1;
 }
 
 static int host_is_big_endian(void) {
@@ -78,7 +120,7 @@ void ck_printf(strbuf *b, const char *fmt, ...) {
 /* Appends "f32[784,64]". */
 void ck_type(strbuf *b, tyto_checkpoint_dtype d, int rank,
              const int64_t *shape) {
-  ck_printf(b, "%s[", ck_dtype_ok(d) ? msg_dtype[d] : "?");
+  ck_printf(b, "%s[", ck_dtype_ok(d) ? msg_dtype(d) : "?");
   for (int i = 0; i < rank; i++)
     ck_printf(b, "%s%" PRId64, i ? "," : "", shape[i]);
   ck_printf(b, "]");
@@ -351,7 +393,7 @@ static char *build_header(const tyto_checkpoint *ck, size_t *len) {
         json_decref(shape), shape = NULL;
     json_t *offs =
         json_pack("[II]", (json_int_t)off, (json_int_t)(off + e->bytes));
-    json_t *t = json_pack("{s:s, s:o?, s:o?}", "dtype", file_dtype[e->dtype],
+    json_t *t = json_pack("{s:s, s:o?, s:o?}", "dtype", file_dtype(e->dtype),
                           "shape", shape, "data_offsets", offs);
     bad = !shape || !offs || !t || json_object_set_new(root, e->name, t);
     off += e->bytes;
@@ -624,13 +666,13 @@ static tyto_status parse_entry(const source *s, tyto_checkpoint *ck,
                name, json_kind(jd));
   const char *ds = json_string_value(jd);
   int dtype = -1;
-  for (int i = 0; i <= TYTO_CHECKPOINT_U64; i++)
-    if (strcmp(ds, file_dtype[i]) == 0)
+  for (int i = 0; i < N_CK_DTYPES; i++)
+    if (strcmp(ds, file_dtype((tyto_checkpoint_dtype)i)) == 0)
       dtype = i;
   if (dtype < 0)
     return bad(s,
                "tensor '%s': dtype \"%s\" is not supported (tyto reads "
-               "F32, F64, I64 and U64)",
+               "F32, F64, F16, BF16, I64 and U64)",
                name, ds);
   if (!json_is_array(js))
     return bad(s, "tensor '%s': shape is %s, expected an array of extents",

@@ -215,6 +215,12 @@ tyto_status exec_lower_update(tyto_program *p, size_t u);
 /* Fills k's descriptor (lower.c); the descriptor points into k. */
 void exec_describe(exec_kernel *k);
 
+/* NULL when device dev's plugin declares every dtype of k's layouts (its
+ * dtypes mask); otherwise the reason, naming the dtype and the ones it
+ * runs ("needs f16, which plugin cpu does not run (it runs f32, f64)"),
+ * malloc'd (NULL too when out of memory). */
+char *exec_dtype_refusal(const tyto_device *dev, const exec_kernel *k);
+
 /* Prepares k on its device (k->dev), which the caller has asked or
  * which runs the whole program (compile/compile.c). */
 tyto_status exec_prepare(tyto_program *p, exec_kernel *k, const tyto_tensor *t);

@@ -11,10 +11,6 @@
 
 #include <tyto/plugin.h>
 
-_Static_assert(TYTO_F32 == (int)TYTO_PLUGIN_DTYPE_F32,
-               "tyto_dtype follows the plugin ABI");
-_Static_assert(TYTO_F64 == (int)TYTO_PLUGIN_DTYPE_F64,
-               "tyto_dtype follows the plugin ABI");
 _Static_assert(TYTO_MAX_RANK <= TYTO_PLUGIN_MAX_RANK,
                "graph ranks fit the plugin ABI");
 

@@ -1,4 +1,5 @@
 /* Source tensors: inputs, parameters, constants and random tensors. */
+#include "dtype.h"
 #include "node.h"
 #include "shape.h"
 
@@ -7,8 +8,11 @@
 /* Validates the dtype and shape of a source made by op `name`. */
 static int source_check(tyto_graph *g, const char *name, tyto_dtype dtype,
                         int rank, const int64_t *shape) {
-  if (dtype != TYTO_F32 && dtype != TYTO_F64) {
-    graph_fail(g, "%s: unknown dtype %d", name, (int)dtype);
+  if (!dtype_info_of(dtype)) {
+    graph_fail(g,
+               "%s: unknown dtype %d (expected TYTO_F32, TYTO_F64, "
+               "TYTO_F16 or TYTO_BF16)",
+               name, (int)dtype);
     return -1;
   }
   return shape_check(g, name, rank, shape);
@@ -62,13 +66,9 @@ tyto_tensor *tyto_constant(tyto_graph *g, tyto_dtype dtype, int rank,
   if ((uint64_t)n > SIZE_MAX / tyto_dtype_size(dtype) ||
       !(t->data = graph_alloc(g, (size_t)n * tyto_dtype_size(dtype))))
     return graph_oom(g, "constant");
-  if (dtype == TYTO_F64) {
-    memcpy(t->data, values, (size_t)n * sizeof(double));
-  } else {
-    float *f = t->data;
-    for (int64_t i = 0; i < n; i++)
-      f[i] = (float)values[i];
-  }
+  const dtype_info *di = dtype_info_of(dtype);
+  for (int64_t i = 0; i < n; i++)
+    di->store(t->data, (size_t)i, values[i]);
   return t;
 }
 

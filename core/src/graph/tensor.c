@@ -1,23 +1,7 @@
-/* Tensor queries, names, and the names of dtypes, kinds and ops. */
+/* Tensor queries, names, and the names of kinds and ops (dtypes: dtype.c). */
 #include "node.h"
 
 #include <string.h>
-
-const char *tyto_dtype_name(tyto_dtype dtype) {
-  switch (dtype) {
-  case TYTO_F32: return "f32";
-  case TYTO_F64: return "f64";
-  }
-  return "?";
-}
-
-size_t tyto_dtype_size(tyto_dtype dtype) {
-  switch (dtype) {
-  case TYTO_F32: return 4;
-  case TYTO_F64: return 8;
-  }
-  return 0;
-}
 
 const char *tyto_kind_name(tyto_kind kind) {
   switch (kind) {

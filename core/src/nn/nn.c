@@ -9,6 +9,7 @@
 
 #include <tyto/program.h>
 
+#include "../graph/dtype.h"
 #include "../runtime/error.h"
 #include "nn_internal.h"
 
@@ -40,10 +41,19 @@ tyto_status tyto_nn_new(tyto_graph *g, const tyto_nn_options *opts,
                      n);
     memcpy(&o, opts, n < sizeof o ? n : sizeof o);
   }
-  if (o.dtype != TYTO_F32 && o.dtype != TYTO_F64)
+  if (!dtype_info_of(o.dtype))
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                   "tyto_nn_new: dtype %d is neither TYTO_F32 nor TYTO_F64",
+                   "tyto_nn_new: unknown dtype %d (expected TYTO_F32 or "
+                   "TYTO_F64)",
                    (int)o.dtype);
+  /* Initialisers and optimiser state compute on the host in the
+   * parameters' dtype; mixed precision keeps f32 master weights instead. */
+  if (!dtype_host_arith(o.dtype))
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "tyto_nn_new: dtype %s is not supported for a network's "
+                   "parameters (expected TYTO_F32 or TYTO_F64: initialisers "
+                   "and optimiser state run in f32 or f64)",
+                   tyto_dtype_name(o.dtype));
   if (o.mode != TYTO_NN_TRAIN && o.mode != TYTO_NN_EVAL)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "tyto_nn_new: mode %d is neither TYTO_NN_TRAIN nor "
@@ -414,13 +424,9 @@ tyto_status tyto_nn_initial_value(const tyto_nn *nn, const tyto_tensor *t,
     return rt_fail(TYTO_ERR_OUT_OF_MEMORY,
                    "tyto_nn_initial_value: out of memory for '%s'", t->name);
   nn_init_fill(e, nn->seed, v, n);
-  if (nn->dtype == TYTO_F64) {
-    memcpy(dst, v, want);
-  } else {
-    float *f = dst;
-    for (int64_t i = 0; i < n; i++)
-      f[i] = (float)v[i];
-  }
+  const dtype_info *di = dtype_info_of(nn->dtype);
+  for (int64_t i = 0; i < n; i++)
+    di->store(dst, (size_t)i, v[i]);
   free(v);
   return TYTO_OK;
 }

@@ -38,6 +38,7 @@
 
 #include "collective.h"
 #include "dist.h"
+#include "../graph/dtype.h"
 #include "../graph/node.h"
 #include "../runtime/error.h"
 #include "../runtime/runtime.h"
@@ -477,6 +478,13 @@ tyto_status dp_build_all(tyto_dp *dp, const int64_t *shard) {
   dp->n_gx = r0->n_gx;
   dp->weighted = r0->weight_in != NULL;
   dp->dtype = tyto_tensor_dtype(r0->loss);
+  /* The exchange sums and the optimiser state on the host in the
+   * gradients' dtype (collective.c, step.c). */
+  if (!dtype_host_arith(dp->dtype))
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "dp: the loss and gradients are %s, expected f32 or f64 "
+                   "(the gradient exchange sums in the model's dtype)",
+                   tyto_dtype_name(dp->dtype));
   dp->n_sums = r0->n_sums;
   size_t most = 1;
   if (!(dp->x_numel = malloc((dp->n_x ? dp->n_x : 1) * sizeof *dp->x_numel)))

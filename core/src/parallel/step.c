@@ -20,6 +20,7 @@
 
 #include "collective.h"
 #include "dist.h"
+#include "../graph/dtype.h"
 #include "../runtime/error.h"
 #include "../runtime/runtime.h"
 
@@ -163,8 +164,7 @@ static tyto_status all_run(tyto_dp *dp, int phase) {
 }
 
 static double read_scalar(const void *p, tyto_dtype dt, size_t i) {
-  return dt == TYTO_F64 ? ((const double *)p)[i]
-                        : (double)((const float *)p)[i];
+  return dtype_info_of(dt)->load(p, i);
 }
 
 /* Waits until every replica has streamed send k (1), or one's phase 0

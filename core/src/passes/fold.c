@@ -1,12 +1,12 @@
 /*
  * Constant folding: ops whose inputs are all constants are evaluated at
  * compile time, on the host in double precision (then rounded to the
- * dtype), so the device never runs them. A result of one value becomes a
- * FULL (no data, whatever its size): elementwise ops of uniform constants,
- * views and reductions of a FULL, concatenations of equal FULLs.
- * Elementwise results of other constants are materialised only up to
- * FOLD_MAX_ELEMENTS, so folding never trades a kernel for a large
- * constant upload.
+ * dtype through the dtype table, so f16 and bf16 fold too), so the device never
+ * runs them. A result of one value becomes a FULL (no data, whatever its size):
+ * elementwise ops of uniform constants, views and reductions of a FULL,
+ * concatenations of equal FULLs. Elementwise results of other constants are
+ * materialised only up to FOLD_MAX_ELEMENTS, so folding never trades a kernel
+ * for a large constant upload.
  */
 #include "config.h"
 
@@ -14,12 +14,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../graph/dtype.h"
 #include "passes.h"
 
 enum { FOLD_MAX_ELEMENTS = 4096 };
 
+/* v rounded to dt, as a double. */
 static double round_to(tyto_dtype dt, double v) {
-  return dt == TYTO_F32 ? (double)(float)v : v;
+  const dtype_info *di = dtype_info_of(dt);
+  _Alignas(8) unsigned char e[8];
+  di->store(e, 0, v);
+  return di->load(e, 0);
 }
 
 static tyto_tensor *full_like(tyto_graph *g, const tyto_tensor *t, double v) {
@@ -29,8 +34,7 @@ static tyto_tensor *full_like(tyto_graph *g, const tyto_tensor *t, double v) {
 static double elem(const tyto_tensor *x, int64_t i) {
   if (x->op == TYTO_OP_FULL)
     return x->fattrs[0];
-  return x->dtype == TYTO_F64 ? ((const double *)x->data)[i]
-                              : (double)((const float *)x->data)[i];
+  return dtype_info_of(x->dtype)->load(x->data, (size_t)i);
 }
 
 /* An elementwise op over constants, element by element with NumPy

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../graph/dtype.h"
 #include "passes.h"
 
 tyto_tensor *pass_clone(tyto_graph *g, const tyto_tensor *t,
@@ -165,8 +166,7 @@ int pass_uniform_value(const tyto_tensor *t, double *v) {
   for (int64_t i = 1; i < n; i++)
     if (memcmp(d, d + (size_t)i * e, e) != 0)
       return 0;
-  *v = t->dtype == TYTO_F64 ? *(const double *)t->data
-                            : (double)*(const float *)t->data;
+  *v = dtype_info_of(t->dtype)->load(t->data, 0);
   return 1;
 }
 

@@ -1,0 +1,155 @@
+/* The dtype table (see dtype.h) and the 2-byte formats' conversions. */
+#include "dtype.h"
+
+#include <math.h>
+#include <string.h>
+
+#include <tyto/plugin.h>
+
+_Static_assert(TYTO_F32 == (int)TYTO_PLUGIN_DTYPE_F32,
+               "tyto_dtype follows the plugin ABI");
+_Static_assert(TYTO_F64 == (int)TYTO_PLUGIN_DTYPE_F64,
+               "tyto_dtype follows the plugin ABI");
+_Static_assert(TYTO_F16 == (int)TYTO_PLUGIN_DTYPE_F16,
+               "tyto_dtype follows the plugin ABI");
+_Static_assert(TYTO_BF16 == (int)TYTO_PLUGIN_DTYPE_BF16,
+               "tyto_dtype follows the plugin ABI");
+
+/* A binary floating-point format of 1 sign bit, `ebits` exponent bits and
+ * `mbits` stored fraction bits, in the low bits of a uint16_t. */
+typedef struct small_format {
+  int ebits, mbits;
+} small_format;
+
+static const small_format F16 = {5, 10}, BF16 = {8, 7};
+
+/* Rounds v to the format, ties to even, straight from the double (never
+ * through float, which would round twice). */
+static uint16_t small_from_double(small_format f, double v) {
+  const int bias = (1 << (f.ebits - 1)) - 1, emax_biased = (1 << f.ebits) - 1;
+  const uint32_t sign = signbit(v) ? 1u << (f.ebits + f.mbits) : 0;
+  const uint32_t inf = (uint32_t)emax_biased << f.mbits;
+  if (isnan(v))
+    return (uint16_t)(sign | inf | 1u << (f.mbits - 1));
+  double a = fabs(v);
+  if (isinf(a))
+    return (uint16_t)(sign | inf);
+  if (a == 0)
+    return (uint16_t)sign;
+  int e;
+  frexp(a, &e); /* a = m * 2^e, 0.5 <= m < 1: a's exponent is e - 1 */
+  int ex = e - 1 < 1 - bias ? 1 - bias : e - 1; /* subnormals: emin */
+  if (ex > bias)
+    return (uint16_t)(sign | inf);
+  /* The significand in units of the last place: exact, a power-of-two
+   * scaling of a double that stays far from the double's own limits. */
+  double m = ldexp(a, f.mbits - ex), r = floor(m), rest = m - r;
+  if (rest > 0.5 || (rest == 0.5 && fmod(r, 2.0) != 0))
+    r += 1;
+  uint32_t q = (uint32_t)r, hidden = 1u << f.mbits;
+  if (q == hidden << 1) { /* rounded up to the next binade */
+    q = hidden;
+    ex++;
+  }
+  uint32_t biased = q >= hidden ? (uint32_t)(ex + bias) : 0;
+  if (biased >= (uint32_t)emax_biased)
+    return (uint16_t)(sign | inf);
+  return (uint16_t)(sign | biased << f.mbits | (q & (hidden - 1)));
+}
+
+static double small_to_double(small_format f, uint16_t h) {
+  const int bias = (1 << (f.ebits - 1)) - 1, emax_biased = (1 << f.ebits) - 1;
+  const uint32_t frac = h & ((1u << f.mbits) - 1);
+  const int biased = (h >> f.mbits) & emax_biased;
+  const int neg = (h >> (f.ebits + f.mbits)) & 1;
+  double v;
+  if (biased == emax_biased)
+    v = frac ? NAN : INFINITY;
+  else if (biased == 0)
+    v = ldexp((double)frac, 1 - bias - f.mbits);
+  else
+    v = ldexp((double)(frac | 1u << f.mbits), biased - bias - f.mbits);
+  return neg ? -v : v;
+}
+
+uint16_t dtype_f16_from_double(double v) {
+  return small_from_double(F16, v);
+}
+double dtype_f16_to_double(uint16_t h) {
+  return small_to_double(F16, h);
+}
+uint16_t dtype_bf16_from_double(double v) {
+  return small_from_double(BF16, v);
+}
+double dtype_bf16_to_double(uint16_t b) {
+  return small_to_double(BF16, b);
+}
+
+static double load_f32(const void *p, size_t i) {
+  return (double)((const float *)p)[i];
+}
+static double load_f64(const void *p, size_t i) {
+  return ((const double *)p)[i];
+}
+static double load_f16(const void *p, size_t i) {
+  return dtype_f16_to_double(((const uint16_t *)p)[i]);
+}
+static double load_bf16(const void *p, size_t i) {
+  return dtype_bf16_to_double(((const uint16_t *)p)[i]);
+}
+static void store_f32(void *p, size_t i, double v) {
+  ((float *)p)[i] = (float)v;
+}
+static void store_f64(void *p, size_t i, double v) {
+  ((double *)p)[i] = v;
+}
+static void store_f16(void *p, size_t i, double v) {
+  ((uint16_t *)p)[i] = dtype_f16_from_double(v);
+}
+static void store_bf16(void *p, size_t i, double v) {
+  ((uint16_t *)p)[i] = dtype_bf16_from_double(v);
+}
+
+/* Indexed by tyto_dtype. */
+static const dtype_info table[] = {
+    {TYTO_F32, "f32", "F32", 4, TYTO_PLUGIN_DTYPE_F32, TYTO_F32, load_f32,
+     store_f32},
+    {TYTO_F64, "f64", "F64", 8, TYTO_PLUGIN_DTYPE_F64, TYTO_F64, load_f64,
+     store_f64},
+    {TYTO_F16, "f16", "F16", 2, TYTO_PLUGIN_DTYPE_F16, TYTO_F32, load_f16,
+     store_f16},
+    {TYTO_BF16, "bf16", "BF16", 2, TYTO_PLUGIN_DTYPE_BF16, TYTO_F32, load_bf16,
+     store_bf16},
+};
+
+const dtype_info *dtype_info_of(tyto_dtype d) {
+  if ((unsigned)d >= sizeof table / sizeof *table)
+    return NULL;
+  return &table[d];
+}
+
+const dtype_info *dtype_info_of_abi(uint32_t abi) {
+  for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+    if (table[i].abi == abi)
+      return &table[i];
+  return NULL;
+}
+
+int dtype_host_arith(tyto_dtype d) {
+  const dtype_info *i = dtype_info_of(d);
+  return i && i->arith == d;
+}
+
+int dtype_count(void) {
+  return (int)(sizeof table / sizeof *table);
+}
+
+const char *tyto_dtype_name(tyto_dtype dtype) {
+  const dtype_info *i = dtype_info_of(dtype);
+  return i ? i->name : "?";
+}
+
+size_t tyto_dtype_size(tyto_dtype dtype) {
+  const dtype_info *i = dtype_info_of(dtype);
+  return i ? i->size : 0;
+}

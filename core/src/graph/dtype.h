@@ -1,0 +1,55 @@
+/*
+ * The dtype table: one row per tyto_dtype with everything the core needs to
+ * know about it (size, names, the plugin ABI's number, the dtype arithmetic
+ * runs in, and how one element is read and written on the host). Code that
+ * would otherwise branch on "f32 or f64" asks the table instead, so a new
+ * dtype is one new row. Internal to the core; the public queries are
+ * tyto_dtype_name() and tyto_dtype_size() in <tyto/graph.h>.
+ */
+#ifndef TYTO_GRAPH_DTYPE_H
+#define TYTO_GRAPH_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tyto/graph.h>
+
+typedef struct dtype_info {
+  tyto_dtype dtype;
+  const char *name;    /* "bf16", as tyto writes it in messages */
+  const char *st_name; /* "BF16", the safetensors (and PyTorch) name */
+  size_t size;         /* bytes of one stored element */
+  uint32_t abi;        /* its TYTO_PLUGIN_DTYPE_* */
+  /* The dtype arithmetic on it runs in: itself for f32 and f64, f32 for
+   * the 2-byte formats, which are storage formats only. */
+  tyto_dtype arith;
+  /* Element i of the array at p, exactly, as a double. */
+  double (*load)(const void *p, size_t i);
+  /* Stores v into element i of the array at p, rounded to nearest (ties
+   * to even); NaN stays NaN (quiet, sign kept), overflow becomes inf. */
+  void (*store)(void *p, size_t i, double v);
+} dtype_info;
+
+/* The row of d, or NULL when d is not a tyto_dtype. */
+const dtype_info *dtype_info_of(tyto_dtype d);
+
+/* The row whose ABI dtype is abi (TYTO_PLUGIN_DTYPE_*), or NULL for an ABI
+ * dtype the graph has no row for (the integer ones). */
+const dtype_info *dtype_info_of_abi(uint32_t abi);
+
+/* Whether host code can compute in d directly: its stored type is its
+ * arithmetic type (f32, f64), as host evaluation, constant folding of
+ * reductions, gradient checks and optimisers need. */
+int dtype_host_arith(tyto_dtype d);
+
+/* The number of rows, for loops over every dtype (0 .. dtype_count()-1 are
+ * all valid, in enum order). */
+int dtype_count(void);
+
+/* The 2-byte formats, bit for bit (IEEE 754 binary16 and bfloat16). */
+uint16_t dtype_f16_from_double(double v);
+double dtype_f16_to_double(uint16_t h);
+uint16_t dtype_bf16_from_double(double v);
+double dtype_bf16_to_double(uint16_t b);
+
+#endif
