@@ -16,18 +16,6 @@ int tpc_index_op(uint32_t op) {
          op == TYTO_PLUGIN_OP_SCATTER_ADD || op == TYTO_PLUGIN_OP_ONE_HOT;
 }
 
-/* "[2, 3, 4]" of a shape array. */
-static const char *shape_str(char *buf, size_t size, const int64_t *shape,
-                             uint32_t rank) {
-  tyto_plugin_layout l;
-  memset(&l, 0, sizeof l);
-  l.struct_size = sizeof l;
-  l.rank = rank;
-  memcpy(l.shape, shape, rank * sizeof shape[0]);
-  tpc_format_shape(&l, buf, size);
-  return buf;
-}
-
 static int same_shape(const int64_t *a, uint32_t ra, const int64_t *b,
                       uint32_t rb) {
   return ra == rb && memcmp(a, b, ra * sizeof(int64_t)) == 0;
@@ -80,8 +68,8 @@ static int pad_check(const tpc_operands *a, tpc_index *x, char *why,
   if (!same_shape(want, in->rank, out->shape, out->rank))
     return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                     "pad: expected output shape %s, found %s",
-                    shape_str(s1, sizeof s1, want, in->rank),
-                    shape_str(s2, sizeof s2, out->shape, out->rank));
+                    tpc_format_extents(want, in->rank, s1, sizeof s1),
+                    tpc_format_extents(out->shape, out->rank, s2, sizeof s2));
   return 0;
 }
 
@@ -133,14 +121,14 @@ static int axis_check(const tpc_operands *a, const char *plugin, tpc_index *x,
     return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                     "%s: expected %s shape %s (%s.shape[:%u] + indices.shape "
                     "+ %s.shape[%u:]), found %s",
-                    name, gname, shape_str(s1, sizeof s1, want, r), dname,
-                    (unsigned)ax, dname, (unsigned)(ax + 1),
-                    shape_str(s2, sizeof s2, g->shape, g->rank));
+                    name, gname, tpc_format_extents(want, r, s1, sizeof s1),
+                    dname, (unsigned)ax, dname, (unsigned)(ax + 1),
+                    tpc_format_extents(g->shape, g->rank, s2, sizeof s2));
   if (scatter && !same_shape(data->shape, data->rank, out->shape, out->rank))
     return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                     "scatter_add: expected output shape %s (base's), found %s",
-                    shape_str(s1, sizeof s1, data->shape, data->rank),
-                    shape_str(s2, sizeof s2, out->shape, out->rank));
+                    tpc_format_extents(data->shape, data->rank, s1, sizeof s1),
+                    tpc_format_extents(out->shape, out->rank, s2, sizeof s2));
   /* The sorted indices and their offsets: 16 bytes per index. */
   int64_t n = count_of(il);
   if (scatter && n > INT64_MAX / 16 - 1)
@@ -159,8 +147,8 @@ static int one_hot_check(const tpc_operands *a, char *why, size_t why_size) {
       !same_shape(in->shape, in->rank, out->shape, in->rank))
     return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                     "one_hot: expected output shape %s + [depth], found %s",
-                    shape_str(s1, sizeof s1, in->shape, in->rank),
-                    shape_str(s2, sizeof s2, out->shape, out->rank));
+                    tpc_format_extents(in->shape, in->rank, s1, sizeof s1),
+                    tpc_format_extents(out->shape, out->rank, s2, sizeof s2));
   return 0;
 }
 

@@ -12,18 +12,6 @@ int tpc_linalg_op(uint32_t op) {
   return op >= TYTO_PLUGIN_OP_INV && op <= TYTO_PLUGIN_OP_TRIANGULAR_SOLVE;
 }
 
-/* "[2, 3, 4]" of a shape array. */
-static const char *shape_str(char *buf, size_t size, const int64_t *shape,
-                             uint32_t rank) {
-  tyto_plugin_layout l;
-  memset(&l, 0, sizeof l);
-  l.struct_size = sizeof l;
-  l.rank = rank;
-  memcpy(l.shape, shape, rank * sizeof shape[0]);
-  tpc_format_shape(&l, buf, size);
-  return buf;
-}
-
 /* Checks that layout l has shape batch + [rows, cols] (rank lead + 2, or
  * lead when rows < 0: one value per matrix). */
 static int want_shape(const char *name, const char *which,
@@ -42,8 +30,8 @@ static int want_shape(const char *name, const char *which,
   char s1[160], s2[160];
   return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                   "%s: expected %s of shape %s, found %s", name, which,
-                  shape_str(s1, sizeof s1, want, r),
-                  shape_str(s2, sizeof s2, l->shape, l->rank));
+                  tpc_format_extents(want, r, s1, sizeof s1),
+                  tpc_format_extents(l->shape, l->rank, s2, sizeof s2));
 }
 
 int tpc_linalg_check(const tpc_operands *a, tpc_linalg *g, char *why,
