@@ -45,6 +45,10 @@ int tpc_mul_ok(int64_t a, int64_t b, int64_t *r);
 
 /* "[2, 3, 4]" into buf (always terminated). */
 void tpc_format_shape(const tyto_plugin_layout *l, char *buf, size_t size);
+/* The same for `rank` extents (at most TYTO_PLUGIN_MAX_RANK) given
+ * alone; returns buf. */
+const char *tpc_format_extents(const int64_t *shape, uint32_t rank, char *buf,
+                               size_t size);
 /* Whether l is dense row-major (unit dimensions may have any stride). */
 int tpc_dense(const tyto_plugin_layout *l);
 

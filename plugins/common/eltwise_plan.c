@@ -85,3 +85,41 @@ void tpc_elt_plan_table(const tpc_elt_plan *p, uint32_t nops, int64_t *v) {
       v[8 + 8 * j + d] = d < p->rank ? p->strides[j][d] : 0;
   }
 }
+
+void tpc_elt_put_body(tpc_text *b, const tpc_instr *fi, uint32_t n,
+                      const unsigned char *live, int pa_arg, uint32_t dtype,
+                      tpc_literal_writer literal) {
+  /* Every load first, then the arithmetic, then every store. */
+  for (uint32_t i = 0; i < n; i++)
+    if (live[i] && fi[i].op == TYTO_PLUGIN_FUSED_INPUT)
+      tpc_text_put(b, "    T v%u = in%u[a%u];\n", (unsigned)i,
+                   (unsigned)fi[i].arg[0], (unsigned)fi[i].arg[0]);
+  for (uint32_t i = 0; i < n; i++) {
+    const tpc_instr *x = &fi[i];
+    if (!live[i] || x->op == TYTO_PLUGIN_FUSED_INPUT ||
+        x->op == TYTO_PLUGIN_FUSED_OUTPUT)
+      continue;
+    tpc_text_put(b, "    T v%u = ", (unsigned)i);
+    if (x->op == TYTO_PLUGIN_FUSED_CONST) {
+      literal(b, dtype, x->attr);
+      tpc_text_put(b, ";\n");
+      continue;
+    }
+    const tpc_eltop *o = tpc_eltop_find(x->op);
+    tpc_text_put(b, "te_%s(", tpc_op_name(x->op));
+    for (int k = 0; k < o->arity; k++)
+      tpc_text_put(b, "%sv%u", k > 0 ? ", " : "", (unsigned)x->arg[k]);
+    if (tpc_eltop_has_param(x->op)) {
+      tpc_text_put(b, ", ");
+      if (pa_arg)
+        tpc_text_put(b, "pa");
+      else
+        literal(b, dtype, x->attr);
+    }
+    tpc_text_put(b, ");\n");
+  }
+  for (uint32_t i = 0; i < n; i++)
+    if (fi[i].op == TYTO_PLUGIN_FUSED_OUTPUT)
+      tpc_text_put(b, "    out%u[b%u] = v%u;\n", (unsigned)fi[i].arg[1],
+                   (unsigned)fi[i].arg[1], (unsigned)fi[i].arg[0]);
+}

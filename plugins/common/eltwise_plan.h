@@ -2,8 +2,9 @@
  * Elementwise work (the ops of the table in common.h and FUSED programs)
  * planned over its operands as the GPU plugins plan it: the shapes checked
  * against the output's, and the iteration space collapsed into as few
- * dimensions as every operand allows. Depends on the plugin ABI header and
- * the C library only.
+ * dimensions as every operand allows; and the arithmetic of a kernel's
+ * element loop written out. Depends on the plugin ABI header and the C
+ * library only.
  */
 #ifndef TYTO_PLUGINS_ELTWISE_PLAN_H
 #define TYTO_PLUGINS_ELTWISE_PLAN_H
@@ -13,7 +14,9 @@
 
 #include <tyto/plugin.h>
 
+#include "common.h"
 #include "geometry.h"
+#include "text.h"
 
 /* Operands of one elementwise op at most: inputs, then outputs. */
 #define TPC_ELT_MAX_OPERANDS (2 * TYTO_PLUGIN_FUSED_MAX_IO)
@@ -44,5 +47,21 @@ void tpc_elt_plan_make(const tpc_operands *a, tpc_elt_plan *p);
  * shape (1 past the rank), then 8 strides per operand (0 past the rank),
  * nops operands; 8 + 8 * nops entries in all. */
 void tpc_elt_plan_table(const tpc_elt_plan *p, uint32_t nops, int64_t *v);
+
+/* Writes into b a literal of the kernel's element type (dtype) that
+ * holds v exactly (rounded to f32 first for TYTO_PLUGIN_DTYPE_F32). */
+typedef void (*tpc_literal_writer)(tpc_text *b, uint32_t dtype, double v);
+
+/* Writes the statements of one element of program fi (n instructions,
+ * live as tpc_fused_live gives it), in the dialect OpenCL C and CUDA C++
+ * share: every live input loaded ("T v<i> = in<j>[a<j>];"), then the
+ * arithmetic ("T v<i> = te_<op>(v<x>, ...);", the parameter of LEAKY_RELU
+ * and ELU as the kernel argument pa when pa_arg, else as a literal), then
+ * every output stored ("out<j>[b<j>] = v<i>;"), each indented by four
+ * spaces. The element offsets a<j>, b<j> and the helpers te_<op> are the
+ * caller's. */
+void tpc_elt_put_body(tpc_text *b, const tpc_instr *fi, uint32_t n,
+                      const unsigned char *live, int pa_arg, uint32_t dtype,
+                      tpc_literal_writer literal);
 
 #endif /* TYTO_PLUGINS_ELTWISE_PLAN_H */

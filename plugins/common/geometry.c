@@ -24,6 +24,8 @@ void tpc_operands_init(tpc_operands *a, const tyto_plugin_op_desc *d,
   a->op = d->op;
   a->n_iattrs = d->n_iattrs;
   a->iattrs = d->iattrs;
+  a->n_fattrs = d->n_fattrs;
+  a->fattrs = d->fattrs;
   a->tight = tight;
   a->n_in = n_in < TYTO_PLUGIN_FUSED_MAX_IO ? n_in : TYTO_PLUGIN_FUSED_MAX_IO;
   a->n_out =

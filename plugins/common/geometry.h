@@ -14,8 +14,8 @@
 #include <tyto/plugin.h>
 
 /* The operands of one op as a shared check sees them: the op, the layouts
- * as the plugin read them (its own struct size), the integer attributes and
- * how messages write shapes. */
+ * as the plugin read them (its own struct size), the integer and real
+ * attributes and how messages write shapes. */
 typedef struct tpc_operands {
   uint32_t op;
   uint32_t n_in, n_out;
@@ -23,10 +23,12 @@ typedef struct tpc_operands {
   const tyto_plugin_layout *out[TYTO_PLUGIN_FUSED_MAX_IO];
   uint32_t n_iattrs;
   const int64_t *iattrs;
+  uint32_t n_fattrs;
+  const double *fattrs;
   int tight; /* shapes print "[2,3,4]" (the CPU plugin), else "[2, 3, 4]" */
 } tpc_operands;
 
-/* Fills *a for descriptor d (its op and integer attributes) and the
+/* Fills *a for descriptor d (its op and attributes) and the
  * plugin's copies of the layouts: n_in of them from `in` on, each in_step
  * bytes after the last (the layout member of the plugin's per-operand
  * struct and sizeof that struct), and so for the outputs; counts above

@@ -5,6 +5,7 @@
 #include "common.h"
 
 #include <stdio.h>
+#include <string.h>
 
 int tpc_add_ok(int64_t a, int64_t b, int64_t *r) {
   if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b))
@@ -42,6 +43,17 @@ void tpc_format_shape(const tyto_plugin_layout *l, char *buf, size_t size) {
   }
   if (w >= 0 && (used += (size_t)w) < size)
     snprintf(buf + used, size - used, "]");
+}
+
+const char *tpc_format_extents(const int64_t *shape, uint32_t rank, char *buf,
+                               size_t size) {
+  tyto_plugin_layout l;
+  memset(&l, 0, sizeof l);
+  l.struct_size = sizeof l;
+  l.rank = rank;
+  memcpy(l.shape, shape, rank * sizeof shape[0]);
+  tpc_format_shape(&l, buf, size);
+  return buf;
 }
 
 int tpc_dense(const tyto_plugin_layout *l) {

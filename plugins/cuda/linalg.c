@@ -45,6 +45,8 @@
 
 #include "ops.h"
 
+#include "../common/linalg_plan.h"
+
 static const char *const source_parts[] = {
     "/* Pointer arrays of the batched calls: p[b] = base + b * slot. */\n"
     "extern \"C\" __global__ void tyto_la_ptrs(T **p0, T *b0, i64 s0,\n"
@@ -202,111 +204,24 @@ typedef struct la_impl {
 } la_impl;
 
 static int owns(uint32_t op) {
-  return op >= TYTO_PLUGIN_OP_INV && op <= TYTO_PLUGIN_OP_TRIANGULAR_SOLVE;
+  return tpc_linalg_op(op);
 }
 
-/* "[2, 3, 4]" of a shape array. */
-static const char *shape_str(char *buf, size_t size, const int64_t *shape,
-                             uint32_t rank) {
-  tyto_plugin_layout l;
-  memset(&l, 0, sizeof l);
-  l.rank = rank;
-  memcpy(l.shape, shape, rank * sizeof shape[0]);
-  return tcu_shape_str(&l, buf, size);
-}
-
-/* Checks that layout l has shape batch + [rows, cols] (rank lead + 2, or
- * lead when rows < 0: one value per matrix). */
-static tyto_plugin_error *want_shape(const tyto_plugin_host *h,
-                                     const char *name, const char *which,
-                                     const tyto_plugin_layout *l,
-                                     const int64_t *batch, uint32_t lead,
-                                     int64_t rows, int64_t cols) {
-  int64_t want[TYTO_PLUGIN_MAX_RANK];
-  uint32_t r = lead;
-  memcpy(want, batch, lead * sizeof(int64_t));
-  if (rows >= 0) {
-    want[r++] = rows;
-    want[r++] = cols;
-  }
-  if (l->rank == r && memcmp(want, l->shape, r * sizeof(int64_t)) == 0)
-    return NULL;
-  char s1[160], s2[160];
-  return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                      "%s: expected %s of shape %s, found %s", name, which,
-                      shape_str(s1, sizeof s1, want, r),
-                      shape_str(s2, sizeof s2, l->shape, l->rank));
-}
-
-/* The checks of plugins/cpu/linalg.c, in its order, filling *c. */
+/* The checks of plugins/cpu/linalg.c (plugins/common/linalg_plan.c), then
+ * the libraries' limits, filling *c. */
 static tyto_plugin_error *check_into(tyto_plugin_device *dev, const tcu_desc *d,
                                      la_impl *c) {
   const tyto_plugin_host *h = TCU_HOST(dev);
-  const char *name = tcu_op_name(d->op);
-  int two =
-      d->op == TYTO_PLUGIN_OP_SOLVE || d->op == TYTO_PLUGIN_OP_TRIANGULAR_SOLVE;
-  uint32_t n_in = two ? 2 : 1, n_out = d->op == TYTO_PLUGIN_OP_QR ? 2 : 1;
-  if (d->n_in != n_in || d->n_out != n_out)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: expected %u input%s and %u output%s, got %u and "
-                        "%u",
-                        name, (unsigned)n_in, n_in > 1 ? "s" : "",
-                        (unsigned)n_out, n_out > 1 ? "s" : "",
-                        (unsigned)d->n_in, (unsigned)d->n_out);
-  const tyto_plugin_layout *a = &d->in[0].l;
-  if (a->rank < 2)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: expected a matrix or a batch of them (rank >= "
-                        "2), found rank %u",
-                        name, (unsigned)a->rank);
-  uint32_t lead = a->rank - 2;
-  int64_t m = a->shape[lead], n = a->shape[lead + 1], k = 0;
-  if (d->op != TYTO_PLUGIN_OP_QR && m != n)
-    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                        "%s: expected square matrices, found %lld x %lld", name,
-                        (long long)m, (long long)n);
-  const int64_t *bs = a->shape;
-  tyto_plugin_error *e = NULL;
-  switch (d->op) {
-  case TYTO_PLUGIN_OP_INV:
-  case TYTO_PLUGIN_OP_CHOLESKY:
-    e = want_shape(h, name, "output", &d->out[0].l, bs, lead, n, n);
-    break;
-  case TYTO_PLUGIN_OP_DET:
-  case TYTO_PLUGIN_OP_LOGDET:
-    e = want_shape(h, name, "output", &d->out[0].l, bs, lead, -1, -1);
-    break;
-  case TYTO_PLUGIN_OP_TRIANGULAR_SOLVE:
-    if (d->d->n_iattrs != 3)
-      return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                          "%s: expected 3 integer attributes (lower, "
-                          "transpose, unit_diagonal), got %u",
-                          name, (unsigned)d->d->n_iattrs);
-    c->lower = d->d->iattrs[0] != 0;
-    c->transpose = d->d->iattrs[1] != 0;
-    c->unit = d->d->iattrs[2] != 0;
-    /* B and the output are checked as SOLVE's. */
-    /* fall through */
-  case TYTO_PLUGIN_OP_SOLVE: {
-    const tyto_plugin_layout *b = &d->in[1].l;
-    k = b->rank >= 2 ? b->shape[b->rank - 1] : 0;
-    e = want_shape(h, name, "B (input 1)", b, bs, lead, n, k);
-    if (e == NULL)
-      e = want_shape(h, name, "output", &d->out[0].l, bs, lead, n, k);
-    break;
-  }
-  default: /* QR */
-    k = m < n ? m : n;
-    e = want_shape(h, name, "Q (output 0)", &d->out[0].l, bs, lead, m, k);
-    if (e == NULL)
-      e = want_shape(h, name, "R (output 1)", &d->out[1].l, bs, lead, k, n);
-    break;
-  }
-  if (e != NULL)
-    return e;
-  int64_t batch = 1;
-  for (uint32_t i = 0; i < lead; i++)
-    batch *= a->shape[i];
+  tpc_operands a;
+  tpc_operands_init(&a, d->d, d->n_in, &d->in[0].l, sizeof d->in[0], d->n_out,
+                    &d->out[0].l, sizeof d->out[0], 0);
+  tpc_linalg g;
+  memset(&g, 0, sizeof g);
+  char why[512];
+  int code = tpc_linalg_check(&a, &g, why, sizeof why);
+  if (code != 0)
+    return h->error_new((tyto_plugin_code)code, "%s", why);
+  int64_t m = g.m, n = g.n, k = g.k, batch = g.batch;
   /* cuBLAS and cuSOLVER take sizes, leading dimensions and batch counts as
    * int; the kernels index inside a slot with 64 bits. */
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX || batch > INT_MAX ||
@@ -315,13 +230,16 @@ static tyto_plugin_error *check_into(tyto_plugin_device *dev, const tcu_desc *d,
     return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
                         "%s: %lld matrices of %lld x %lld are beyond "
                         "cuBLAS's and cuSOLVER's 32-bit sizes",
-                        name, (long long)batch, (long long)m, (long long)n);
+                        tcu_op_name(d->op), (long long)batch, (long long)m,
+                        (long long)n);
   c->m = (int)m;
   c->n = (int)n;
   c->k = (int)k;
   c->batch = batch;
-  c->checked = d->op == TYTO_PLUGIN_OP_INV || d->op == TYTO_PLUGIN_OP_SOLVE ||
-               d->op == TYTO_PLUGIN_OP_CHOLESKY;
+  c->lower = g.lower;
+  c->transpose = g.transpose;
+  c->unit = g.unit;
+  c->checked = g.checked;
   return NULL;
 }
 

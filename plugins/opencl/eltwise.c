@@ -168,39 +168,7 @@ static void put_kernels(tpc_text *b, const char *prefix, const elt_instr *fi,
                        (unsigned)(8 + 8 * j));
       }
     }
-    /* Every load first, then the arithmetic, then every store. */
-    for (uint32_t i = 0; i < n; i++)
-      if (live[i] && fi[i].op == TYTO_PLUGIN_FUSED_INPUT)
-        tpc_text_put(b, "    T v%u = in%u[a%u];\n", (unsigned)i,
-                     (unsigned)fi[i].arg[0], (unsigned)fi[i].arg[0]);
-    for (uint32_t i = 0; i < n; i++) {
-      const elt_instr *x = &fi[i];
-      if (!live[i] || x->op == TYTO_PLUGIN_FUSED_INPUT ||
-          x->op == TYTO_PLUGIN_FUSED_OUTPUT)
-        continue;
-      tpc_text_put(b, "    T v%u = ", (unsigned)i);
-      if (x->op == TYTO_PLUGIN_FUSED_CONST) {
-        put_literal(b, dtype, x->attr);
-        tpc_text_put(b, ";\n");
-        continue;
-      }
-      const elt_opdef *o = tpc_eltop_find(x->op);
-      tpc_text_put(b, "te_%s(", ocl_op_name(x->op));
-      for (int k = 0; k < o->arity; k++)
-        tpc_text_put(b, "%sv%u", k > 0 ? ", " : "", (unsigned)x->arg[k]);
-      if (tpc_eltop_has_param(x->op)) {
-        tpc_text_put(b, ", ");
-        if (pa_arg)
-          tpc_text_put(b, "pa");
-        else
-          put_literal(b, dtype, x->attr);
-      }
-      tpc_text_put(b, ");\n");
-    }
-    for (uint32_t i = 0; i < n; i++)
-      if (fi[i].op == TYTO_PLUGIN_FUSED_OUTPUT)
-        tpc_text_put(b, "    out%u[b%u] = v%u;\n", (unsigned)fi[i].arg[1],
-                     (unsigned)fi[i].arg[1], (unsigned)fi[i].arg[0]);
+    tpc_elt_put_body(b, fi, n, live, pa_arg, dtype, put_literal);
     tpc_text_put(b, "  }\n}\n");
   }
 }

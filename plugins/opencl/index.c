@@ -27,11 +27,10 @@
  */
 #include "ops.h"
 
-#include <float.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/index_plan.h"
 #include "errors.h"
 #include "layout.h"
 
@@ -157,182 +156,24 @@ static const char *const source_parts[] = {
 typedef struct index_impl {
   cl_kernel main;
   cl_kernel check; /* GATHER's index check */
-  int mode;        /* PAD: 0 constant, 1 reflect */
-  int64_t before[TYTO_PLUGIN_MAX_RANK];
-  double value;  /* PAD constant */
-  float valuef;  /* the same, rounded to f32 as the CPU does */
-  uint32_t axis; /* GATHER, SCATTER_ADD */
+  tpc_index ix;    /* the attributes as the check read them */
 } index_impl;
 
 static int owns(uint32_t op) {
-  return op == TYTO_PLUGIN_OP_PAD || op == TYTO_PLUGIN_OP_GATHER ||
-         op == TYTO_PLUGIN_OP_SCATTER_ADD || op == TYTO_PLUGIN_OP_ONE_HOT;
+  return tpc_index_op(op);
 }
 
-/* "[2, 3, 4]" of a shape array. */
-static const char *shape_str(char *buf, size_t size, const int64_t *shape,
-                             uint32_t rank) {
-  tyto_plugin_layout l;
-  memset(&l, 0, sizeof l);
-  l.rank = rank;
-  memcpy(l.shape, shape, rank * sizeof shape[0]);
-  ocl_format_shape(&l, buf, size);
-  return buf;
-}
-
-static int same_shape(const int64_t *a, uint32_t ra, const int64_t *b,
-                      uint32_t rb) {
-  return ra == rb && memcmp(a, b, ra * sizeof(int64_t)) == 0;
-}
-
-/* ---- checks: the rules of plugins/cpu/layout.c ---------------------------
- */
-
-static tyto_plugin_error *pad_check(const tyto_plugin_host *h,
-                                    const ocl_desc *d, index_impl *c) {
-  const tyto_plugin_op_desc *desc = d->d;
-  const tyto_plugin_layout *in = &d->in[0].l, *out = &d->out[0].l;
-  char s1[160], s2[160];
-  if (desc->n_iattrs != 1 + 2 * in->rank)
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "pad: expected %u integer attributes (mode, then before "
-                     "and after for each of %u axes), got %u",
-                     (unsigned)(1 + 2 * in->rank), (unsigned)in->rank,
-                     (unsigned)desc->n_iattrs);
-  if (desc->iattrs[0] != 0 && desc->iattrs[0] != 1)
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "pad: expected mode 0 (constant) or 1 (reflect), got "
-                     "%lld",
-                     (long long)desc->iattrs[0]);
-  c->mode = (int)desc->iattrs[0];
-  if (c->mode == 0 && desc->n_fattrs < 1)
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "pad: constant mode expects the value as real attribute "
-                     "0, got %u real attributes",
-                     (unsigned)desc->n_fattrs);
-  c->value = c->mode == 0 ? desc->fattrs[0] : 0;
-  /* Beyond f32's range the constant becomes an infinity, as on the CPU (a
-   * plain conversion would be undefined behaviour). */
-  c->valuef = c->value > FLT_MAX    ? INFINITY
-              : c->value < -FLT_MAX ? -INFINITY
-                                    : (float)c->value;
-  int64_t want[TYTO_PLUGIN_MAX_RANK];
-  for (uint32_t a = 0; a < in->rank; a++) {
-    int64_t b = desc->iattrs[1 + 2 * a], e = desc->iattrs[2 + 2 * a];
-    if (b < 0 || e < 0 || b > INT64_MAX / 4 || e > INT64_MAX / 4)
-      return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                       "pad: axis %u: expected pads >= 0, got before %lld, "
-                       "after %lld",
-                       (unsigned)a, (long long)b, (long long)e);
-    if (c->mode == 1 &&
-        ((b > 0 && b >= in->shape[a]) || (e > 0 && e >= in->shape[a])))
-      return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                       "pad: axis %u: reflect pads must be less than the "
-                       "axis extent %lld, got before %lld, after %lld",
-                       (unsigned)a, (long long)in->shape[a], (long long)b,
-                       (long long)e);
-    c->before[a] = b;
-    want[a] = in->shape[a] + b + e;
-  }
-  if (!same_shape(want, in->rank, out->shape, out->rank))
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "pad: expected output shape %s, found %s",
-                     shape_str(s1, sizeof s1, want, in->rank),
-                     shape_str(s2, sizeof s2, out->shape, out->rank));
-  return NULL;
-}
-
-/* GATHER: out = data.shape[:axis] + indices.shape + data.shape[axis+1:].
- * SCATTER_ADD: the same rule gives the updates' shape from base's. */
-static tyto_plugin_error *axis_check(const tyto_plugin_host *h,
-                                     const ocl_desc *d, index_impl *c) {
-  const tyto_plugin_op_desc *desc = d->d;
-  const char *name = ocl_op_name(d->op);
-  int scatter = d->op == TYTO_PLUGIN_OP_SCATTER_ADD;
-  const tyto_plugin_layout *data = &d->in[0].l, *il = &d->in[1].l;
-  const tyto_plugin_layout *g = scatter ? &d->in[2].l : &d->out[0].l;
-  const char *gname = scatter ? "updates" : "output";
-  const char *dname = scatter ? "base" : "data";
-  char s1[160], s2[160];
-  if (desc->n_iattrs != 1)
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: expected 1 integer attribute (axis), got %u", name,
-                     (unsigned)desc->n_iattrs);
-  if (desc->iattrs[0] < 0 || desc->iattrs[0] >= (int64_t)data->rank)
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: expected an axis in [0, %u) for %s of rank %u, got "
-                     "%lld",
-                     name, (unsigned)data->rank, dname, (unsigned)data->rank,
-                     (long long)desc->iattrs[0]);
-  uint32_t a = (uint32_t)desc->iattrs[0];
-  if (data->rank - 1 + il->rank > TYTO_PLUGIN_MAX_RANK)
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: the %s would have rank %u, more than %d", name, gname,
-                     (unsigned)(data->rank - 1 + il->rank),
-                     TYTO_PLUGIN_MAX_RANK);
-  int64_t want[TYTO_PLUGIN_MAX_RANK];
-  uint32_t r = 0;
-  for (uint32_t k = 0; k < a; k++)
-    want[r++] = data->shape[k];
-  for (uint32_t k = 0; k < il->rank; k++)
-    want[r++] = il->shape[k];
-  for (uint32_t k = a + 1; k < data->rank; k++)
-    want[r++] = data->shape[k];
-  if (!same_shape(want, r, g->shape, g->rank))
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: expected %s shape %s (%s.shape[:%u] + indices.shape "
-                     "+ %s.shape[%u:]), found %s",
-                     name, gname, shape_str(s1, sizeof s1, want, r), dname,
-                     (unsigned)a, dname, (unsigned)(a + 1),
-                     shape_str(s2, sizeof s2, g->shape, g->rank));
-  if (scatter &&
-      !same_shape(data->shape, data->rank, d->out[0].l.shape, d->out[0].l.rank))
-    return ocl_error(
-        h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-        "scatter_add: expected output shape %s (base's), found %s",
-        shape_str(s1, sizeof s1, data->shape, data->rank),
-        shape_str(s2, sizeof s2, d->out[0].l.shape, d->out[0].l.rank));
-  /* The sorted indices and their offsets: 16 bytes per index. */
-  if (scatter && d->in[1].n > INT64_MAX / 16 - 1)
-    return ocl_error(h, TYTO_PLUGIN_ERR_UNSUPPORTED,
-                     "scatter_add: %lld indices are too many for the opencl "
-                     "plugin's workspace",
-                     (long long)d->in[1].n);
-  c->axis = a;
-  return NULL;
-}
-
-static tyto_plugin_error *one_hot_check(const tyto_plugin_host *h,
-                                        const ocl_desc *d) {
-  const tyto_plugin_layout *in = &d->in[0].l, *out = &d->out[0].l;
-  char s1[160], s2[160];
-  if (out->rank != in->rank + 1 ||
-      !same_shape(in->shape, in->rank, out->shape, in->rank))
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "one_hot: expected output shape %s + [depth], found %s",
-                     shape_str(s1, sizeof s1, in->shape, in->rank),
-                     shape_str(s2, sizeof s2, out->shape, out->rank));
-  return NULL;
-}
-
+/* The rules of plugins/cpu/layout.c (plugins/common/index_plan.c). */
 static tyto_plugin_error *check_into(tyto_plugin_device *dev, const ocl_desc *d,
                                      index_impl *c) {
-  const tyto_plugin_host *h = OCL_HOST(dev);
-  uint32_t want_in =
-      d->op == TYTO_PLUGIN_OP_PAD || d->op == TYTO_PLUGIN_OP_ONE_HOT ? 1
-      : d->op == TYTO_PLUGIN_OP_GATHER                               ? 2
-                                                                     : 3;
-  if (d->n_in != want_in || d->n_out != 1)
-    return ocl_error(h, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: expected %u input%s and 1 output, got %u and %u",
-                     ocl_op_name(d->op), (unsigned)want_in,
-                     want_in == 1 ? "" : "s", (unsigned)d->n_in,
-                     (unsigned)d->n_out);
-  switch (d->op) {
-  case TYTO_PLUGIN_OP_PAD: return pad_check(h, d, c);
-  case TYTO_PLUGIN_OP_ONE_HOT: return one_hot_check(h, d);
-  default: return axis_check(h, d, c);
-  }
+  tpc_operands a;
+  tpc_operands_init(&a, d->d, d->n_in, &d->in[0].l, sizeof d->in[0], d->n_out,
+                    &d->out[0].l, sizeof d->out[0], 0);
+  char why[1024];
+  int code = tpc_index_check(&a, "opencl", &c->ix, why, sizeof why);
+  if (code != 0)
+    return ocl_error(OCL_HOST(dev), (tyto_plugin_code)code, "%s", why);
+  return NULL;
 }
 
 static tyto_plugin_error *check(tyto_plugin_device *dev, const ocl_desc *d) {
@@ -406,10 +247,10 @@ static tyto_plugin_error *pad_launch(tyto_plugin_device *dev,
            istr = ocl_long8_rev(il->strides, rank, 0),
            oshape = ocl_long8_rev(ol->shape, rank, 1),
            ostr = ocl_long8_rev(ol->strides, rank, 0),
-           before = ocl_long8_rev(c->before, rank, 0);
-  cl_int crank = (cl_int)rank, reflect = c->mode == 1;
-  cl_float vf = c->valuef;
-  cl_double vd = c->value;
+           before = ocl_long8_rev(c->ix.before, rank, 0);
+  cl_int crank = (cl_int)rank, reflect = c->ix.mode == 1;
+  cl_float vf = c->ix.valuef;
+  cl_double vd = c->ix.value;
   cl_long n = d->out[0].n;
   ocl_args a = OCL_ARGS(dev, c->main);
   ocl_args_mem(&a, &in[0]);
@@ -469,53 +310,18 @@ static tyto_plugin_error *indices_read(tyto_plugin_device *dev,
   return NULL;
 }
 
-/* Checks the indices (input 1, read by indices_read() into `host`) in
- * row-major order as the CPU does, failing on the first that is not a whole
- * number in [0, extent). When keys is not NULL it receives each index and
- * uoff the offset of its position in updates (input 2). */
-static tyto_plugin_error *indices_scan(tyto_plugin_device *dev,
-                                       const ocl_desc *d, uint32_t axis,
-                                       const void *host, int64_t *keys,
-                                       int64_t *uoff) {
+/* The indices (input 1) read back by indices_read() into `host` as the
+ * shared scan sees them. */
+static tpc_index_host indices_host(const ocl_desc *d, uint32_t axis,
+                                   const void *host) {
   const tyto_plugin_layout *il = &d->in[1].l;
-  const char *op = ocl_op_name(d->op);
-  int64_t extent = d->in[0].l.shape[axis];
-  const int64_t *ustr = d->n_in > 2 ? d->in[2].l.strides + axis : NULL;
-  int64_t idx[TYTO_PLUGIN_MAX_RANK] = {0};
-  int64_t off = il->offset - d->in[1].lo, uo = 0;
-  for (int64_t i = 0; i < d->in[1].n; i++) {
-    double v =
-        d->elem == 4 ? ((const float *)host)[off] : ((const double *)host)[off];
-    if (v != floor(v) || isinf(v))
-      return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                       "%s: index %g at position %lld of the indices "
-                       "(row-major) is not a whole number",
-                       op, v, (long long)i);
-    if (v < 0 || v >= (double)extent)
-      return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                       "%s: index %.0f at position %lld of the indices "
-                       "(row-major) is out of range for axis %u of extent "
-                       "%lld (expected 0 to %lld)",
-                       op, v, (long long)i, (unsigned)axis, (long long)extent,
-                       (long long)extent - 1);
-    if (keys != NULL) {
-      keys[i] = (int64_t)v;
-      uoff[i] = uo;
-    }
-    /* The next position, row-major. */
-    for (uint32_t k = il->rank; k-- > 0;) {
-      off += il->strides[k];
-      if (ustr != NULL)
-        uo += ustr[k];
-      if (++idx[k] < il->shape[k])
-        break;
-      off -= idx[k] * il->strides[k];
-      if (ustr != NULL)
-        uo -= idx[k] * ustr[k];
-      idx[k] = 0;
-    }
-  }
-  return NULL;
+  return (tpc_index_host){d->op,
+                          il,
+                          d->elem,
+                          host,
+                          il->offset - d->in[1].lo,
+                          d->in[0].l.shape[axis],
+                          axis};
 }
 
 static tyto_plugin_error *gather_launch(tyto_plugin_device *dev,
@@ -524,7 +330,7 @@ static tyto_plugin_error *gather_launch(tyto_plugin_device *dev,
                                         const ocl_arg *out, const ocl_arg *ws) {
   const tyto_plugin_layout *dl = &d->in[0].l, *il = &d->in[1].l,
                            *ol = &d->out[0].l;
-  uint32_t ax = c->axis, ri = il->rank, rank = ol->rank;
+  uint32_t ax = c->ix.axis, ri = il->rank, rank = ol->rank;
   /* 1. Raise the flag in the workspace if an index is bad; read it. */
   cl_long fb = ws->origin * (cl_long)(d->elem / sizeof(cl_int));
   cl_long extent = dl->shape[ax], nind = d->in[1].n;
@@ -554,12 +360,15 @@ static tyto_plugin_error *gather_launch(tyto_plugin_device *dev,
     void *host;
     if ((e = indices_read(dev, s, d, &in[1], &host)) != NULL)
       return e;
-    e = indices_scan(dev, d, ax, host, NULL, NULL);
+    tpc_index_host ix = indices_host(d, ax, host);
+    char why[512];
+    int code = tpc_index_scan(&ix, why, sizeof why);
     free(host);
-    return e != NULL ? e
-                     : ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INTERNAL,
-                                 "gather: the device found a bad index that "
-                                 "the host does not");
+    return code != 0
+               ? ocl_error(OCL_HOST(dev), (tyto_plugin_code)code, "%s", why)
+               : ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INTERNAL,
+                           "gather: the device found a bad index that "
+                           "the host does not");
   }
   /* 2. Gather. Output dims [0, ax) and (ax + ri - 1, rank) are data's,
    * [ax, ax + ri) the indices'. */
@@ -592,17 +401,6 @@ static tyto_plugin_error *gather_launch(tyto_plugin_device *dev,
   return a.e != NULL ? a.e : ocl_enqueue_n(dev, s, c->main, n, "gather kernel");
 }
 
-typedef struct keyed {
-  int64_t key, q, uoff;
-} keyed;
-
-static int keyed_cmp(const void *pa, const void *pb) {
-  const keyed *a = pa, *b = pb;
-  if (a->key != b->key)
-    return a->key < b->key ? -1 : 1;
-  return a->q < b->q ? -1 : a->q > b->q;
-}
-
 /* Checks the indices and writes them, sorted by (index, position), then
  * the offset in updates of each, as longs into the workspace at long
  * *kb. */
@@ -615,22 +413,13 @@ static tyto_plugin_error *scatter_keys(tyto_plugin_device *dev,
   tyto_plugin_error *e = indices_read(dev, s, d, &in[1], &host);
   if (e != NULL)
     return e;
-  int64_t *arr = malloc((size_t)nq * 2 * sizeof *arr);
-  keyed *ks = malloc((size_t)nq * sizeof *ks);
-  if (arr == NULL || ks == NULL) {
-    e = ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
-                  "scatter_add: out of host memory sorting %lld indices",
-                  (long long)nq);
+  tpc_index_host ix = indices_host(d, c->ix.axis, host);
+  int64_t *arr;
+  char why[512];
+  int code = tpc_index_keys(&ix, &d->in[2].l, &arr, why, sizeof why);
+  if (code != 0) {
+    e = ocl_error(OCL_HOST(dev), (tyto_plugin_code)code, "%s", why);
     goto done;
-  }
-  if ((e = indices_scan(dev, d, c->axis, host, arr, arr + nq)) != NULL)
-    goto done;
-  for (int64_t i = 0; i < nq; i++)
-    ks[i] = (keyed){arr[i], i, arr[nq + i]};
-  qsort(ks, (size_t)nq, sizeof *ks, keyed_cmp);
-  for (int64_t i = 0; i < nq; i++) {
-    arr[i] = ks[i].key;
-    arr[nq + i] = ks[i].uoff;
   }
   /* The first 8-byte boundary at or after the binding's offset. */
   size_t byte = (size_t)ws->origin * d->elem;
@@ -642,10 +431,9 @@ static tyto_plugin_error *scatter_keys(tyto_plugin_device *dev,
                      "scatter_add: writing %lld sorted indices to the "
                      "workspace on \"%s\"",
                      (long long)nq, dev->info->name);
+  free(arr);
 done:
   free(host);
-  free(arr);
-  free(ks);
   return e;
 }
 
@@ -656,7 +444,7 @@ static tyto_plugin_error *scatter_launch(tyto_plugin_device *dev,
                                          const ocl_arg *ws) {
   const tyto_plugin_layout *bl = &d->in[0].l, *ul = &d->in[2].l,
                            *ol = &d->out[0].l;
-  uint32_t ax = c->axis, ri = d->in[1].l.rank, rank = ol->rank;
+  uint32_t ax = c->ix.axis, ri = d->in[1].l.rank, rank = ol->rank;
   /* As on the CPU, the indices are checked only when there are updates. */
   cl_long nq = d->in[2].n > 0 ? d->in[1].n : 0, kb = 0;
   if (nq > 0) {
