@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <tyto/tyto.h>
@@ -488,42 +487,6 @@ static int take_signals(void) {
   return 0;
 }
 
-/* A file the run will write (--checkpoint, --plot) is checked before the
- * first step, so that a bad path is not found only after training: it must
- * be a regular file or not exist yet, and a file must be creatable beside
- * it (where the atomic writers put their temporaries). */
-static int check_writable(const char *flag, const char *path) {
-  struct stat st;
-  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-    fprintf(stderr, PROG ": --%s: %s is %s; give the path of a file\n", flag,
-            path,
-            S_ISDIR(st.st_mode)    ? "a directory"
-            : S_ISFIFO(st.st_mode) ? "a FIFO"
-                                   : "not a regular file");
-    return -1;
-  }
-  size_t n = strlen(path);
-  char *probe = malloc(n + 16);
-  if (!probe) {
-    fprintf(stderr, PROG ": out of memory\n");
-    return -1;
-  }
-  snprintf(probe, n + 16, "%s.probe-XXXXXX", path);
-  int fd = mkstemp(probe);
-  if (fd < 0) {
-    fprintf(stderr,
-            PROG ": --%s: cannot write %s: cannot create a file beside it: "
-                 "%s\n",
-            flag, path, strerror(errno));
-    free(probe);
-    return -1;
-  }
-  close(fd);
-  unlink(probe);
-  free(probe);
-  return 0;
-}
-
 /* The devices training runs on, joined by '+', into r->devices_text. */
 static void devices_now(run *r) {
   size_t n = r->dp ? train_dp_count(r->dp) : 1, k = 0;
@@ -698,54 +661,6 @@ static int train_epochs(run *r, prefetch *pf) {
       return -1;
   }
   return interrupted || stop_signal ? -1 : 0;
-}
-
-/* Every rank must train the same run: each setting that shapes a step,
- * compared across the ranks by name, so that the error names it. */
-static int agree_run(const run *r) {
-  char v[16][256];
-  const char *what[16];
-  const void *data[16];
-  size_t bytes[16], n = 0;
-#define SETTING(name, ...)                                                     \
-  do {                                                                         \
-    snprintf(v[n], sizeof v[n], __VA_ARGS__);                                  \
-    what[n] = name;                                                            \
-    data[n] = v[n];                                                            \
-    bytes[n] = strlen(v[n]);                                                   \
-    n++;                                                                       \
-  } while (0)
-  SETTING("--batch", "%lld", (long long)r->o.batch);
-  SETTING("--seed", "%llu", (unsigned long long)r->o.seed);
-  SETTING("--epochs", "%lld", (long long)r->o.epochs);
-  SETTING("--max-steps", "%lld", (long long)r->o.max_steps);
-  SETTING("training image count (--data, --limit, --validation)", "%lld",
-          (long long)r->n_train);
-  const tyto_optim_options *o = &r->oo;
-  SETTING("optimiser (--optimizer, --lr and their options)",
-          "%s %.17g %.17g %.17g %d %.17g %.17g %.17g %.17g",
-          tyto_optim_kind_name(o->kind), o->lr, o->weight_decay, o->momentum,
-          o->nesterov, o->beta1, o->beta2, o->alpha, o->eps);
-  SETTING("schedule and clipping (--schedule, --clip-*, --accumulate)",
-          "%d %lld %.17g %lld %.17g %lld %.17g %.17g %lld", (int)o->schedule,
-          (long long)o->step_size, o->gamma, (long long)o->total_steps,
-          o->min_lr, (long long)o->warmup_steps, o->clip_value, o->clip_norm,
-          (long long)o->accumulate);
-  SETTING("--checkpoint-every", "%lld", (long long)r->o.checkpoint_every);
-  SETTING("--eval-every", "%lld", (long long)r->o.eval_every);
-  SETTING("--resume", "%d", r->o.resume);
-  SETTING("--exact-exchange", "%d", r->o.exact_exchange);
-#undef SETTING
-  const char *model = mf_canonical(r->model);
-  what[n] = "model (--model, --model-file)";
-  data[n] = model;
-  bytes[n++] = strlen(model);
-  for (size_t i = 0; i < n; i++)
-    if (tyto_dist_agree(what[i], data[i], bytes[i]) != TYTO_OK) {
-      fprintf(stderr, PROG ": %s\n", tyto_errmsg());
-      return -1;
-    }
-  return 0;
 }
 
 static void run_free(run *r) {

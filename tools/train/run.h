@@ -88,6 +88,15 @@ int dp_pull(run *r);
  * and the run's position; restores both from it (--resume), checking that
  * it belongs to this run. 0, or -1 with the message printed. */
 int save_checkpoint(run *r);
+
+/* A file the run will write (--checkpoint, --plot, named by flag): a
+ * regular file or none yet, in a directory where a file can be created;
+ * -1 with the message printed otherwise (ranks.c). */
+int check_writable(const char *flag, const char *path);
+
+/* Over several ranks: every setting that shapes a step is the same on
+ * every rank (compared by name); -1 with the message printed (ranks.c). */
+int agree_run(const run *r);
 int resume(run *r);
 
 /* report.c: the summary on stdout, as text or JSON (steps_here: the steps
