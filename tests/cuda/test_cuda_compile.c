@@ -130,15 +130,15 @@ static void all_ops(uint32_t dt) {
   }
   /* A fused program: out0 = exp(in0) * in1 + 0.5, out1 = -in0. */
   tyto_plugin_fused_instr fi[] = {
-      {sizeof fi[0], TYTO_PLUGIN_FUSED_INPUT, {0, 0, 0}, 0},
-      {sizeof fi[0], TYTO_PLUGIN_FUSED_INPUT, {1, 0, 0}, 0},
-      {sizeof fi[0], TYTO_PLUGIN_OP_EXP, {0, 0, 0}, 0},
-      {sizeof fi[0], TYTO_PLUGIN_OP_MUL, {2, 1, 0}, 0},
-      {sizeof fi[0], TYTO_PLUGIN_FUSED_CONST, {0, 0, 0}, 0.5},
-      {sizeof fi[0], TYTO_PLUGIN_OP_ADD, {3, 4, 0}, 0},
-      {sizeof fi[0], TYTO_PLUGIN_OP_NEG, {0, 0, 0}, 0},
-      {sizeof fi[0], TYTO_PLUGIN_FUSED_OUTPUT, {5, 0, 0}, 0},
-      {sizeof fi[0], TYTO_PLUGIN_FUSED_OUTPUT, {6, 1, 0}, 0},
+      {sizeof fi[0], TYTO_PLUGIN_FUSED_INPUT, {0, 0, 0}, 0, TYTO_PLUGIN_DTYPE_F32},
+      {sizeof fi[0], TYTO_PLUGIN_FUSED_INPUT, {1, 0, 0}, 0, TYTO_PLUGIN_DTYPE_F32},
+      {sizeof fi[0], TYTO_PLUGIN_OP_EXP, {0, 0, 0}, 0, TYTO_PLUGIN_DTYPE_F32},
+      {sizeof fi[0], TYTO_PLUGIN_OP_MUL, {2, 1, 0}, 0, TYTO_PLUGIN_DTYPE_F32},
+      {sizeof fi[0], TYTO_PLUGIN_FUSED_CONST, {0, 0, 0}, 0.5, TYTO_PLUGIN_DTYPE_F32},
+      {sizeof fi[0], TYTO_PLUGIN_OP_ADD, {3, 4, 0}, 0, TYTO_PLUGIN_DTYPE_F32},
+      {sizeof fi[0], TYTO_PLUGIN_OP_NEG, {0, 0, 0}, 0, TYTO_PLUGIN_DTYPE_F32},
+      {sizeof fi[0], TYTO_PLUGIN_FUSED_OUTPUT, {5, 0, 0}, 0, TYTO_PLUGIN_DTYPE_F32},
+      {sizeof fi[0], TYTO_PLUGIN_FUSED_OUTPUT, {6, 1, 0}, 0, TYTO_PLUGIN_DTYPE_F32},
   };
   tyto_plugin_fused_program prog = {sizeof prog, 9, fi};
   tyto_plugin_layout outs2[2] = {v, t};

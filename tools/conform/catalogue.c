@@ -342,6 +342,7 @@ static void instr(cf_case *c, uint32_t op, uint32_t a0, uint32_t a1,
   x->arg[1] = a1;
   x->arg[2] = a2;
   x->attr = attr;
+  x->dtype = c->dtype;
 }
 
 /* relu(x0 * x1 + 0.5) */

@@ -105,6 +105,7 @@ int cf_perf_benches(uint32_t dtype, cf_bench **out, size_t *n) {
     in->arg[0] = prog[i].a0;
     in->arg[1] = prog[i].a1;
     in->attr = prog[i].attr;
+    in->dtype = dtype;
   }
   x->work = 3.0 * es * (double)big[0];
   x->unit = "GB/s";

@@ -64,7 +64,8 @@ typedef enum tyto_kind {
 
 /* Graph-level ops. Attributes are int64 (iattrs) and double (fattrs)
  * arrays whose layout per op is given here; axes are stored normalised
- * (0 <= axis < rank). Every op's output has the dtype of its inputs.
+ * (0 <= axis < rank). Every op's output has the dtype of its inputs,
+ * except CAST's.
  * Append-only: a value never changes meaning. */
 typedef enum tyto_op {
   TYTO_OP_ERROR = 0, /* the error tensor */
@@ -116,6 +117,12 @@ typedef enum tyto_op {
   TYTO_OP_FLOOR,
   TYTO_OP_CEIL,
   TYTO_OP_ROUND, /* halves away from zero, as C's round() */
+
+  /* Conversion, 1 input, same shape: the input's value rounded to the
+   * node's dtype (to nearest, ties to even; NaN, infinities and signed
+   * zeros kept; beyond the range, an infinity). The only op whose output
+   * dtype is not its input's (tyto_cast in <tyto/ops.h>). */
+  TYTO_OP_CAST = 48,
 
   /* Elementwise binary, 2 inputs broadcast by NumPy rules. Comparisons
    * give 1 or 0 in the inputs' dtype. */

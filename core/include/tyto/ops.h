@@ -90,6 +90,14 @@ TYTO_API tyto_tensor *tyto_random_stepped(tyto_op op, tyto_tensor *step,
 /* ---------------------------------------------------------------------- */
 /* Elementwise                                                             */
 
+/* x converted to `dtype` (op TYTO_OP_CAST): each element rounded to
+ * nearest, ties to even; NaN stays NaN, infinities and signed zeros are
+ * kept, a value beyond dtype's range becomes an infinity. x itself when
+ * it has that dtype already. Differentiable: the derivative of a cast is
+ * the cast back (a gradient arrives in the dtype of what it is the
+ * gradient of). "cast: unknown dtype 9" for a dtype tyto lacks. */
+TYTO_API tyto_tensor *tyto_cast(tyto_tensor *x, tyto_dtype dtype);
+
 /* Any unary op (TYTO_OP_NEG .. TYTO_OP_ROUND but LEAKY_RELU and ELU);
  * "unary: TYTO_OP 64 is not a unary op" otherwise. */
 TYTO_API tyto_tensor *tyto_unary(tyto_op op, tyto_tensor *x);

@@ -615,7 +615,7 @@ static unsigned char *on_path(tyto_graph *g, tyto_tensor *y, tyto_tensor *x,
 static int is_eltwise(tyto_op op) {
   return (op >= TYTO_OP_NEG && op <= TYTO_OP_ROUND) ||
          (op >= TYTO_OP_ADD && op <= TYTO_OP_GE) || op == TYTO_OP_WHERE ||
-         op == TYTO_OP_FMA || op == TYTO_OP_STOP_GRADIENT;
+         op == TYTO_OP_FMA || op == TYTO_OP_STOP_GRADIENT || op == TYTO_OP_CAST;
 }
 
 /* Whether node t, whose x-dependent inputs are marked in dep (by input),

@@ -31,7 +31,7 @@ int ad_vjp(tyto_tensor *n, tyto_tensor *g, const unsigned char *need,
   }
   if (in_range(op, TYTO_OP_NEG, TYTO_OP_ROUND) ||
       in_range(op, TYTO_OP_ADD, TYTO_OP_GE) || op == TYTO_OP_WHERE ||
-      op == TYTO_OP_FMA)
+      op == TYTO_OP_FMA || op == TYTO_OP_CAST)
     return ad_vjp_eltwise(n, g, need, adj);
   if (in_range(op, TYTO_OP_SUM, TYTO_OP_NORM_L2) || op == TYTO_OP_MATMUL)
     return ad_vjp_reduce(n, g, need, adj);
@@ -54,7 +54,7 @@ tyto_tensor *ad_jvp(tyto_tensor *n, tyto_tensor *const *tan) {
     return NULL;
   if (in_range(op, TYTO_OP_NEG, TYTO_OP_ROUND) ||
       in_range(op, TYTO_OP_ADD, TYTO_OP_GE) || op == TYTO_OP_WHERE ||
-      op == TYTO_OP_FMA)
+      op == TYTO_OP_FMA || op == TYTO_OP_CAST)
     return ad_jvp_eltwise(n, tan);
   if (in_range(op, TYTO_OP_SUM, TYTO_OP_NORM_L2) || op == TYTO_OP_MATMUL)
     return ad_jvp_reduce(n, tan);

@@ -214,7 +214,9 @@ static tyto_tensor *jvp_binary(tyto_tensor *n, tyto_tensor *const *tan) {
 int ad_vjp_eltwise(tyto_tensor *n, tyto_tensor *g, const unsigned char *need,
                    tyto_tensor **adj) {
   tyto_op op = n->op;
-  if (op >= TYTO_OP_NEG && op <= TYTO_OP_ROUND) {
+  if (op == TYTO_OP_CAST) { /* the cast back */
+    adj[0] = tyto_cast(g, n->inputs[0]->dtype);
+  } else if (op >= TYTO_OP_NEG && op <= TYTO_OP_ROUND) {
     adj[0] = unary_lin(n, g);
   } else if (op >= TYTO_OP_ADD && op <= TYTO_OP_GE) {
     vjp_binary(n, g, need, adj);
@@ -247,7 +249,9 @@ int ad_vjp_eltwise(tyto_tensor *n, tyto_tensor *g, const unsigned char *need,
 tyto_tensor *ad_jvp_eltwise(tyto_tensor *n, tyto_tensor *const *tan) {
   tyto_op op = n->op;
   tyto_tensor *r;
-  if (op >= TYTO_OP_NEG && op <= TYTO_OP_ROUND) {
+  if (op == TYTO_OP_CAST) {
+    r = tan[0] ? tyto_cast(tan[0], n->dtype) : NULL;
+  } else if (op >= TYTO_OP_NEG && op <= TYTO_OP_ROUND) {
     r = unary_lin(n, tan[0]);
   } else if (op >= TYTO_OP_ADD && op <= TYTO_OP_GE) {
     r = jvp_binary(n, tan);

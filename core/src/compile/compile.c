@@ -169,6 +169,19 @@ tyto_status exec_prepare(tyto_program *p, exec_kernel *k,
                    "1.3 or newer; plugin %s of %s is ABI 1.%u",
                    tyto_op_name(t->op), dev->plugin->pub.name, dev->info.id,
                    dev->plugin->pub.abi_minor);
+  /* CAST and the 16-bit dtypes came with ABI 1.5: an older plugin that
+   * listed F16 or BF16 in its mask could not know their semantics. */
+  int needs15 = k->op == TYTO_PLUGIN_OP_CAST;
+  for (uint32_t i = 0; i < k->n_in + k->n_out; i++) {
+    uint32_t dt = i < k->n_in ? k->in_l[i].dtype : k->out_l[i - k->n_in].dtype;
+    needs15 |= dt == TYTO_PLUGIN_DTYPE_F16 || dt == TYTO_PLUGIN_DTYPE_BF16;
+  }
+  if (needs15 && dev->plugin->pub.abi_minor < 5)
+    return rt_fail(TYTO_ERR_UNSUPPORTED,
+                   "compile: %s in f16 or bf16 (or a cast) needs a plugin "
+                   "of ABI 1.5 or newer; plugin %s of %s is ABI 1.%u",
+                   tyto_op_name(t->op), dev->plugin->pub.name, dev->info.id,
+                   dev->plugin->pub.abi_minor);
   /* The plugin's dtypes mask is its promise: checked here, so that every
    * plugin's refusal reads the same whatever its supports_op says. */
   char *why = exec_dtype_refusal(dev, k);

@@ -17,6 +17,8 @@
 
 /* Graph op codes are passed to plugins as kernel op codes in these ranges;
  * keep the two enums in step. */
+_Static_assert((int)TYTO_OP_CAST == (int)TYTO_PLUGIN_OP_CAST,
+               "the graph's and the ABI's CAST codes agree");
 _Static_assert((int)TYTO_OP_NEG == (int)TYTO_PLUGIN_OP_NEG &&
                    (int)TYTO_OP_ROUND == (int)TYTO_PLUGIN_OP_ROUND,
                "unary op codes");
@@ -409,6 +411,7 @@ static tyto_status lower_fused(tyto_program *p, int s) {
     for (int a = 0; a < 3; a++)
       ins[i].arg[a] = (uint32_t)t->iattrs[2 + 4 * i + a];
     ins[i].attr = t->fattrs[i];
+    ins[i].dtype = k->out_l[0].dtype;
   }
   return TYTO_OK;
 }
@@ -441,7 +444,7 @@ tyto_status exec_lower(tyto_program *p, int s) {
     return TYTO_OK;
   }
   if ((op >= TYTO_OP_ADD && op <= TYTO_OP_GE) || op == TYTO_OP_WHERE ||
-      op == TYTO_OP_FMA)
+      op == TYTO_OP_FMA || op == TYTO_OP_CAST)
     return plain(p, s, (uint32_t)op, 1) ? TYTO_OK : oom();
   if (op >= TYTO_OP_SUM && op <= TYTO_OP_NORM_L2)
     return lower_reduce(p, s, (uint32_t)op);

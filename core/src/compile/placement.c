@@ -120,8 +120,10 @@ int compile_fuses_op(const tyto_device *dev, int op, tyto_plugin_dtype dt,
   tyto_plugin_layout ls[4] = {l, l, l, l};
   tyto_plugin_fused_instr ins[5];
   memset(ins, 0, sizeof ins);
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < 5; i++) {
     ins[i].struct_size = sizeof ins[i];
+    ins[i].dtype = (uint32_t)dt;
+  }
   for (int i = 0; i < a; i++) {
     ins[i].op = TYTO_PLUGIN_FUSED_INPUT;
     ins[i].arg[0] = (uint32_t)i;

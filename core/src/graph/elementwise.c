@@ -1,4 +1,5 @@
 /* Elementwise ops: unary, binary with NumPy broadcasting, where and fma. */
+#include "dtype.h"
 #include "node.h"
 #include "shape.h"
 
@@ -25,6 +26,21 @@ tyto_tensor *tyto_unary(tyto_op op, tyto_tensor *x) {
                       (int)op, is_unary(op) ? " without attributes" : "");
   }
   return unary_new(op, x, 0, 0);
+}
+
+tyto_tensor *tyto_cast(tyto_tensor *x, tyto_dtype dtype) {
+  tyto_tensor *err;
+  tyto_graph *g = graph_check("cast", 1, &x, 1, &err);
+  if (!g)
+    return err;
+  if (!dtype_info_of(dtype))
+    return graph_fail(g, "cast: unknown dtype %d (expected one of f32, f64, "
+                         "f16, bf16)",
+                      (int)dtype);
+  if (x->dtype == dtype)
+    return x;
+  return node_new(g, TYTO_OP_CAST, dtype, x->rank, x->shape, 1, &x, 0, NULL, 0,
+                  NULL);
 }
 
 tyto_tensor *tyto_leaky_relu(tyto_tensor *x, double slope) {

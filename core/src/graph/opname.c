@@ -11,6 +11,7 @@ const char *tyto_op_name(tyto_op op) {
   case TYTO_OP_RANDOM_UNIFORM: return "uniform";
   case TYTO_OP_RANDOM_NORMAL: return "normal";
   case TYTO_OP_RANDOM_BERNOULLI: return "bernoulli";
+  case TYTO_OP_CAST: return "cast";
   case TYTO_OP_NEG: return "neg";
   case TYTO_OP_ABS: return "abs";
   case TYTO_OP_SIGN: return "sign";

@@ -110,7 +110,7 @@ static tyto_tensor *fold_rule(void *ctx, const tyto_tensor *t,
       return NULL;
   double v;
   tyto_tensor *r = NULL;
-  if (pass_is_elementwise(t->op)) {
+  if (pass_is_elementwise(t->op) || t->op == TYTO_OP_CAST) {
     r = fold_elementwise(t, ins, g);
   } else if (t->op >= TYTO_OP_SUM && t->op <= TYTO_OP_NORM_L2) {
     if (ins[0]->op == TYTO_OP_FULL)

@@ -172,6 +172,7 @@ int pass_uniform_value(const tyto_tensor *t, double *v) {
 
 double pass_eval_scalar(tyto_op op, double x, double y, double z, double pa) {
   switch (op) {
+  case TYTO_OP_CAST: return x; /* the caller rounds to the dtype */
   case TYTO_OP_NEG: return -x;
   case TYTO_OP_ABS: return fabs(x);
   case TYTO_OP_SIGN: return x != x ? x : copysign(x == 0.0 ? 0.0 : 1.0, x);

@@ -60,7 +60,7 @@ extern "C" {
 #endif
 
 #define TYTO_PLUGIN_ABI_MAJOR 1
-#define TYTO_PLUGIN_ABI_MINOR 4
+#define TYTO_PLUGIN_ABI_MINOR 5
 
 /* True when `field` of *ptr lies wholly inside ptr->struct_size. */
 #define TYTO_PLUGIN_HAS_FIELD(ptr, type, field)                                \
@@ -221,6 +221,11 @@ typedef struct tyto_plugin_claims {
 /* Devices                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* Element types. F16 is IEEE 754 binary16 and BF16 bfloat16 (the top 16
+ * bits of a binary32); both are storage formats (ABI 1.5): an op on them
+ * computes in at least f32 and rounds its result to the dtype once
+ * (sdk/docs/ops.md, "Dtypes"). The integer dtypes are reserved for index
+ * tensors; no op takes them yet. */
 typedef enum tyto_plugin_dtype {
   TYTO_PLUGIN_DTYPE_F32 = 0,
   TYTO_PLUGIN_DTYPE_F64 = 1,
@@ -320,6 +325,13 @@ typedef enum tyto_plugin_op {
   TYTO_PLUGIN_OP_FLOOR = 45,
   TYTO_PLUGIN_OP_CEIL = 46,
   TYTO_PLUGIN_OP_ROUND = 47, /* halves away from zero, as C's round() */
+
+  /* Conversion (ABI 1.5), 1 input, the output of the same shape and
+   * (unlike every other op) any dtype: the input's value rounded to the
+   * output's dtype, to nearest with ties to even; NaN stays NaN,
+   * infinities and signed zeros are kept, a finite value beyond the
+   * output's range becomes an infinity. Any pair of F32, F64, F16, BF16. */
+  TYTO_PLUGIN_OP_CAST = 48,
 
   /* Elementwise binary, 2 inputs. Comparisons give 1 or 0 in the dtype. */
   TYTO_PLUGIN_OP_ADD = 64,
@@ -426,8 +438,9 @@ typedef enum tyto_plugin_op {
   /* A fused elementwise expression (ABI 1.2): n_inputs inputs (1 ..
    * TYTO_PLUGIN_FUSED_MAX_IO), already broadcast to the outputs' shape as
    * for any elementwise op, and n_outputs outputs (1 ..
-   * TYTO_PLUGIN_FUSED_MAX_IO) of that one shape; every operand has one
-   * dtype. The blob is a tyto_plugin_fused_program evaluated for each
+   * TYTO_PLUGIN_FUSED_MAX_IO) of that one shape; the operands have one
+   * dtype unless the program converts between dtypes with CAST (ABI
+   * 1.5). The blob is a tyto_plugin_fused_program evaluated for each
    * element position; no iattrs or fattrs. An output may be bound to the
    * same memory as an input with the same layout (the host plans such
    * in-place updates): a kernel reads all of an element's inputs before
@@ -445,16 +458,26 @@ enum {
 
 /* One instruction of a fused program. Instruction i defines value i (an
  * OUTPUT defines none): op is TYTO_PLUGIN_FUSED_INPUT/CONST/OUTPUT or an
- * elementwise op code (NEG .. ROUND with arg[0]; ADD .. GE with arg[0],
- * arg[1]; WHERE, FMA with arg[0..2]), whose operands are values of earlier
- * instructions (arg[k] < i). LEAKY_RELU and ELU take their parameter from
- * attr. Results are exactly those of the op run alone, rounded to the
- * dtype after every instruction. */
+ * elementwise op code (NEG .. ROUND and CAST with arg[0]; ADD .. GE with
+ * arg[0], arg[1]; WHERE, FMA with arg[0..2]), whose operands are values of
+ * earlier instructions (arg[k] < i). LEAKY_RELU and ELU take their
+ * parameter from attr. Results are exactly those of the op run alone,
+ * rounded to the value's dtype after every instruction.
+ *
+ * Dtypes (ABI 1.5). Every value has a dtype: an INPUT's is its input's, a
+ * CAST's is `dtype`, any other instruction's is its operands' (which all
+ * have one dtype), and a CONST's is `dtype`. An OUTPUT's value has its
+ * output's dtype. So a program whose operands differ in dtype converts
+ * between them only through CAST instructions; the host sends such
+ * programs only to plugins of ABI 1.5 or later. `dtype` is read only for
+ * CAST and CONST, and an instruction whose struct_size stops before it
+ * (a host older than 1.5) has the dtype of every operand of the op. */
 typedef struct tyto_plugin_fused_instr {
   size_t struct_size;
   uint32_t op;
   uint32_t arg[3];
   double attr;
+  uint32_t dtype; /* tyto_plugin_dtype (ABI 1.5) */
 } tyto_plugin_fused_instr;
 
 /* The blob of TYTO_PLUGIN_OP_FUSED: every output is written by exactly one
