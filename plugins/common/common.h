@@ -90,7 +90,13 @@ int tpc_eltop_has_param(uint32_t op);
 typedef struct tpc_instr {
   uint32_t op, arg[3];
   double attr;
+  /* The value's dtype (ABI 1.5): as the program gave it for CAST and CONST
+   * after tpc_fused_read (TPC_DTYPE_UNSET when its struct stops before
+   * the field), for every instruction after tpc_fused_types. */
+  uint32_t dtype;
 } tpc_instr;
+
+#define TPC_DTYPE_UNSET UINT32_MAX
 
 /* Reads and checks the fused program `blob` of an op with n_in inputs and
  * n_out outputs: every operand names an earlier value, every output is
@@ -102,6 +108,26 @@ typedef struct tpc_instr {
 int tpc_fused_read(const void *blob, size_t blob_size, uint32_t n_in,
                    uint32_t n_out, uint32_t max_instrs, const char *plugin,
                    tpc_instr **out, uint32_t *n, char *why, size_t why_size);
+
+/* Gives every value of a program read by tpc_fused_read its dtype
+ * (fi[i].dtype; an OUTPUT gets its output's) and checks them against the
+ * op's layouts d: an INPUT's is its input's, a CAST's and a CONST's are the
+ * instruction's own (a CONST of an older host: output 0's), any other op's
+ * operands share one dtype, which is its value's, and every OUTPUT writes
+ * a value of its output's dtype. A CAST converts between F32, F64, F16 and
+ * BF16. Returns 0, or TYTO_PLUGIN_ERR_INVALID_ARGUMENT with a message in
+ * why naming the instruction ("fused: instruction 4 (add) reads values of
+ * dtypes f32 and bf16; convert with CAST first"). */
+int tpc_fused_types(tpc_instr *fi, uint32_t n, const tyto_plugin_op_desc *d,
+                    char *why, size_t why_size);
+
+/* Whether a program has a CAST or operands of more than one dtype (after
+ * tpc_fused_types): plugins that run one dtype per program refuse it. */
+int tpc_fused_mixed(const tpc_instr *fi, uint32_t n);
+
+/* The arity of instruction op `op` in a fused program: 1 for CAST and the
+ * unary ops, 2, 3; 0 for INPUT, CONST, OUTPUT and unknown codes. */
+int tpc_fused_arity(uint32_t op);
 
 /* live[i] (n bytes): whether value i reaches an OUTPUT (OUTPUTs count). */
 void tpc_fused_live(const tpc_instr *fi, uint32_t n, unsigned char *live);

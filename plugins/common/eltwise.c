@@ -164,6 +164,9 @@ int tpc_fused_read(const void *blob, size_t blob_size, uint32_t n_in,
     fi[i].op = in->op;
     memcpy(fi[i].arg, in->arg, sizeof fi[i].arg);
     fi[i].attr = in->attr;
+    fi[i].dtype = TYTO_PLUGIN_HAS_FIELD(in, tyto_plugin_fused_instr, dtype)
+                      ? in->dtype
+                      : TPC_DTYPE_UNSET;
     const uint32_t *a = fi[i].arg;
     if (in->op == TYTO_PLUGIN_FUSED_INPUT) {
       if (a[0] >= n_in)
@@ -189,6 +192,8 @@ int tpc_fused_read(const void *blob, size_t blob_size, uint32_t n_in,
                         (unsigned)i, (unsigned)a[1], (int)writer[a[1]]);
       else if (code == 0)
         writer[a[1]] = (int32_t)i;
+    } else if (in->op == TYTO_PLUGIN_OP_CAST) {
+      code = check_value(fi, i, a[0], why, size);
     } else if (in->op != TYTO_PLUGIN_FUSED_CONST) {
       const tpc_eltop *o = tpc_eltop_find(in->op);
       if (o == NULL)
@@ -196,7 +201,7 @@ int tpc_fused_read(const void *blob, size_t blob_size, uint32_t n_in,
             tpc_fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                      "fused: instruction %u has op code %u, which is neither "
                      "INPUT, CONST, OUTPUT nor an elementwise op (NEG .. "
-                     "ROUND, ADD .. GE, WHERE, FMA)",
+                     "ROUND, CAST, ADD .. GE, WHERE, FMA)",
                      (unsigned)i, (unsigned)in->op);
       for (int j = 0; o != NULL && j < o->arity && code == 0; j++)
         code = check_value(fi, i, a[j], why, size);
@@ -217,6 +222,76 @@ int tpc_fused_read(const void *blob, size_t blob_size, uint32_t n_in,
   return 0;
 }
 
+int tpc_fused_arity(uint32_t op) {
+  if (op == TYTO_PLUGIN_OP_CAST)
+    return 1;
+  const tpc_eltop *o = tpc_eltop_find(op);
+  return o != NULL ? o->arity : 0;
+}
+
+static int float_dtype(uint32_t dt) {
+  return dt == TYTO_PLUGIN_DTYPE_F32 || dt == TYTO_PLUGIN_DTYPE_F64 ||
+         dt == TYTO_PLUGIN_DTYPE_F16 || dt == TYTO_PLUGIN_DTYPE_BF16;
+}
+
+int tpc_fused_types(tpc_instr *fi, uint32_t n, const tyto_plugin_op_desc *d,
+                    char *why, size_t size) {
+  for (uint32_t i = 0; i < n; i++) {
+    tpc_instr *x = &fi[i];
+    const uint32_t *a = x->arg;
+    if (x->op == TYTO_PLUGIN_FUSED_INPUT) {
+      const tyto_plugin_layout *l = tpc_at(d->inputs, a[0]);
+      x->dtype = l->dtype;
+    } else if (x->op == TYTO_PLUGIN_FUSED_OUTPUT) {
+      const tyto_plugin_layout *l = tpc_at(d->outputs, a[1]);
+      if (fi[a[0]].dtype != l->dtype)
+        return tpc_fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "fused: instruction %u writes a value of dtype %s to "
+                        "output %u, whose dtype is %s",
+                        (unsigned)i, tpc_dtype_name(fi[a[0]].dtype),
+                        (unsigned)a[1], tpc_dtype_name(l->dtype));
+      x->dtype = l->dtype;
+    } else if (x->op == TYTO_PLUGIN_FUSED_CONST ||
+               x->op == TYTO_PLUGIN_OP_CAST) {
+      if (x->dtype == TPC_DTYPE_UNSET) {
+        if (x->op == TYTO_PLUGIN_OP_CAST)
+          return tpc_fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "fused: instruction %u is a CAST, but the "
+                          "instructions stop before their dtype field "
+                          "(ABI 1.5)",
+                          (unsigned)i);
+        x->dtype = ((const tyto_plugin_layout *)tpc_at(d->outputs, 0))->dtype;
+      }
+      if (!float_dtype(x->dtype))
+        return tpc_fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "fused: instruction %u (%s) has dtype %s (%u); "
+                        "expected f32, f64, f16 or bf16",
+                        (unsigned)i,
+                        x->op == TYTO_PLUGIN_OP_CAST ? "cast" : "const",
+                        tpc_dtype_name(x->dtype), (unsigned)x->dtype);
+    } else {
+      int ar = tpc_fused_arity(x->op);
+      x->dtype = fi[a[0]].dtype;
+      for (int k = 1; k < ar; k++)
+        if (fi[a[k]].dtype != x->dtype)
+          return tpc_fail(why, size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                          "fused: instruction %u (%s) reads values of dtypes "
+                          "%s and %s; convert with CAST first",
+                          (unsigned)i, tpc_op_name(x->op),
+                          tpc_dtype_name(x->dtype),
+                          tpc_dtype_name(fi[a[k]].dtype));
+    }
+  }
+  return 0;
+}
+
+int tpc_fused_mixed(const tpc_instr *fi, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++)
+    if (fi[i].op == TYTO_PLUGIN_OP_CAST || fi[i].dtype != fi[0].dtype)
+      return 1;
+  return 0;
+}
+
 void tpc_fused_live(const tpc_instr *fi, uint32_t n, unsigned char *live) {
   memset(live, 0, n);
   for (uint32_t i = n; i-- > 0;) {
@@ -229,8 +304,7 @@ void tpc_fused_live(const tpc_instr *fi, uint32_t n, unsigned char *live) {
     if (!live[i] || x->op == TYTO_PLUGIN_FUSED_INPUT ||
         x->op == TYTO_PLUGIN_FUSED_CONST)
       continue;
-    const tpc_eltop *o = tpc_eltop_find(x->op);
-    for (int k = 0; o != NULL && k < o->arity; k++)
+    for (int k = 0; k < tpc_fused_arity(x->op); k++)
       live[x->arg[k]] = 1;
   }
 }
@@ -239,9 +313,11 @@ uint32_t tpc_fused_single(const tpc_eltop *o, tpc_instr *fi,
                           unsigned char *live) {
   uint32_t n = 0;
   for (int k = 0; k < o->arity; k++)
-    fi[n++] = (tpc_instr){TYTO_PLUGIN_FUSED_INPUT, {(uint32_t)k, 0, 0}, 0};
-  fi[n++] = (tpc_instr){o->op, {0, 1, 2}, 0};
-  fi[n] = (tpc_instr){TYTO_PLUGIN_FUSED_OUTPUT, {n - 1, 0, 0}, 0};
+    fi[n++] = (tpc_instr){TYTO_PLUGIN_FUSED_INPUT, {(uint32_t)k, 0, 0}, 0,
+                          TPC_DTYPE_UNSET};
+  fi[n++] = (tpc_instr){o->op, {0, 1, 2}, 0, TPC_DTYPE_UNSET};
+  fi[n] = (tpc_instr){TYTO_PLUGIN_FUSED_OUTPUT, {n - 1, 0, 0}, 0,
+                      TPC_DTYPE_UNSET};
   n++;
   tpc_fused_live(fi, n, live);
   return n;

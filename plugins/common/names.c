@@ -49,6 +49,7 @@ const char *tpc_op_name(uint32_t op) {
       N(FLOOR, "floor"),
       N(CEIL, "ceil"),
       N(ROUND, "round"),
+      N(CAST, "cast"),
       N(ADD, "add"),
       N(SUB, "sub"),
       N(MUL, "mul"),

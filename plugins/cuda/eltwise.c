@@ -249,6 +249,15 @@ static tyto_plugin_error *check(tyto_plugin_device *dev, const tcu_desc *d) {
                           ELT_MAX_INSTRS, "cuda", &fi, &n, why, sizeof why);
     if (code != 0)
       return host->error_new((tyto_plugin_code)code, "%s", why);
+    for (uint32_t i = 0; i < n; i++)
+      if (fi[i].op == TYTO_PLUGIN_OP_CAST) {
+        free(fi);
+        return host->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
+                               "fused: instruction %u is a CAST, which the "
+                               "cuda plugin does not run inside a fused "
+                               "program",
+                               (unsigned)i);
+      }
     free(fi);
   }
   return NULL;

@@ -78,6 +78,15 @@ static tyto_plugin_error *read_program(tyto_plugin_device *dev,
                      ELT_MAX_INSTRS, "opencl", out, n_out, why, sizeof why);
   if (code != 0)
     return ocl_error(OCL_HOST(dev), (tyto_plugin_code)code, "%s", why);
+  for (uint32_t i = 0; i < *n_out; i++)
+    if ((*out)[i].op == TYTO_PLUGIN_OP_CAST) {
+      free(*out);
+      *out = NULL;
+      return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_UNSUPPORTED,
+                       "fused: instruction %u is a CAST, which the opencl "
+                       "plugin does not run inside a fused program",
+                       (unsigned)i);
+    }
   return NULL;
 }
 
