@@ -759,7 +759,7 @@ int main(int argc, char **argv) {
                                 (r.o.data_parallel == -1 && chosen));
   /* Over several ranks every rank trains data-parallel, on its devices
    * as above (its first alone, or all). */
-  int use_dp = ranks > 1 || all_devs;
+  int use_dp = ranks > 1 || all_devs || r.o.precision != TYTO_F32;
   if (n_devs > 1 && !all_devs)
     say(&r,
         r.o.data_parallel == 0
@@ -818,6 +818,9 @@ int main(int argc, char **argv) {
                         .classes = r.classes,
                         .optim = r.oo,
                         .exact_exchange = r.o.exact_exchange,
+                        .precision = r.o.precision,
+                        .loss_scale = r.o.loss_scale,
+                        .quiet = r.o.quiet,
                         .first_only = !all_devs};
     if (train_dp_new(&sp, &r.dp, err, sizeof err) < 0) {
       fprintf(stderr, PROG ": data-parallel training: %s\n", err);

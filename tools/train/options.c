@@ -51,6 +51,14 @@ static void usage(FILE *f) {
       "  --exact-exchange      under mpirun or srun: add the ranks' "
       "gradients in double\n"
       "                        (twice the bytes; docs/distributed.md)\n"
+      "Precision\n"
+      "  --precision P         f32 (default), bf16 or f16: automatic mixed "
+      "precision,\n"
+      "                        f32 master weights (docs/precision.md)\n"
+      "  --loss-scale X        the first loss scale (default: 65536 with f16, "
+      "1 with\n"
+      "                        bf16); f16 adjusts it, skipping steps that "
+      "overflow\n"
       "Optimiser\n"
       "  --optimizer NAME      sgd, adagrad, rmsprop, adam (default), adamw\n"
       "  --lr X  --momentum X  --nesterov  --weight-decay X\n"
@@ -152,6 +160,8 @@ enum {
   O_QUIET,
   O_DIST_TIMEOUT,
   O_EXACT_EXCHANGE,
+  O_PRECISION,
+  O_LOSS_SCALE,
   O_HELP
 };
 
@@ -198,6 +208,8 @@ static const struct option long_options[] = {
     {"quiet", no_argument, NULL, O_QUIET},
     {"dist-timeout", required_argument, NULL, O_DIST_TIMEOUT},
     {"exact-exchange", no_argument, NULL, O_EXACT_EXCHANGE},
+    {"precision", required_argument, NULL, O_PRECISION},
+    {"loss-scale", required_argument, NULL, O_LOSS_SCALE},
     {"help", no_argument, NULL, O_HELP},
     {NULL, 0, NULL, 0}};
 
@@ -391,6 +403,21 @@ int options_parse(int argc, char **argv, options *o) {
     case O_NO_PROGRESS: o->progress = 0; break;
     case O_QUIET: o->quiet = 1; break;
     case O_EXACT_EXCHANGE: o->exact_exchange = 1; break;
+    case O_PRECISION:
+      if (strcmp(optarg, "f32") == 0)
+        o->precision = TYTO_F32;
+      else if (strcmp(optarg, "bf16") == 0)
+        o->precision = TYTO_BF16;
+      else if (strcmp(optarg, "f16") == 0)
+        o->precision = TYTO_F16;
+      else
+        rc = bad_value(name, "f32, bf16 or f16", optarg);
+      break;
+    case O_LOSS_SCALE:
+      rc = parse_real(name, optarg, 0, &o->loss_scale);
+      if (rc == 0 && !(o->loss_scale > 0 && o->loss_scale < 1e30))
+        rc = bad_value(name, "a number > 0", optarg);
+      break;
     case O_DIST_TIMEOUT:
       rc = parse_real(name, optarg, 0, &o->dist_timeout);
       if (rc == 0 && !(o->dist_timeout > 0))
@@ -421,6 +448,11 @@ int options_parse(int argc, char **argv, options *o) {
     o->model = "cnn";
   if (check_applicable(o) < 0)
     return -1;
+  if (o->loss_scale != 0 && o->precision == TYTO_F32) {
+    fprintf(stderr, PROG ": --loss-scale needs --precision bf16 or f16 (f32 "
+                         "training scales nothing)\n");
+    return -1;
+  }
   if ((o->resume || o->checkpoint_every) && !o->checkpoint) {
     fprintf(stderr, PROG ": --%s needs --checkpoint FILE\n",
             o->resume ? "resume" : "checkpoint-every");

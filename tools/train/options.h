@@ -29,6 +29,11 @@ typedef struct options {
    * (--dist-timeout; NaN: the library's default, TYTO_DIST_TIMEOUT). */
   double dist_timeout;
   int exact_exchange; /* --exact-exchange: tyto_dp_options' */
+  /* --precision: TYTO_F32 (default, no mixed precision), TYTO_BF16 or
+   * TYTO_F16 (automatic mixed precision, docs/precision.md); --loss-scale:
+   * the first loss scale (0: the library's default). */
+  tyto_dtype precision;
+  double loss_scale;
   /* Optimiser: the kind, and the fields given on the command line (NaN /
    * -1 when not given: the kind's defaults stay). */
   tyto_optim_kind optim;

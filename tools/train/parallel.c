@@ -22,6 +22,7 @@ struct train_dp {
   int64_t steps;
   char dropped[64];
   char build_err[512]; /* why the builder failed, or "" */
+  double scale_before; /* the loss scale the last step used */
 };
 
 tyto_tensor *model_loss(const mf_model *m, tyto_tensor *logits,
@@ -117,6 +118,11 @@ int train_dp_new(const train_dp_spec *spec, train_dp **out, char *err,
   tyto_dp_options_init(&o);
   o.batch = spec->batch;
   o.exact_exchange = spec->exact_exchange;
+  if (spec->precision != TYTO_F32) {
+    o.amp = 1;
+    o.amp_dtype = spec->precision;
+    o.loss_scale = spec->loss_scale;
+  }
   static const size_t first[1] = {0};
   if (spec->first_only) {
     o.n_devices = 1;
@@ -170,6 +176,7 @@ int train_dp_step(train_dp *t, const void *x, const void *y, int go_on,
                   double *loss, double *correct, const char **dropped) {
   const void *in[2] = {x, y};
   *dropped = NULL;
+  t->scale_before = tyto_dp_loss_scale(t->dp);
   for (;;) {
     if (tyto_dp_step(t->dp, in, loss) == TYTO_OK)
       break;
@@ -205,6 +212,19 @@ int train_dp_step(train_dp *t, const void *x, const void *y, int go_on,
   t->net_bytes += tyto_dp_network_bytes(t->dp);
   t->net_seconds += tyto_dp_network_seconds(t->dp);
   t->steps++;
+  /* f16 loss scaling: a skipped update is news (the first ten, then one
+   * in a hundred: a scale that starts too high costs a few). */
+  int64_t sk = tyto_dp_skipped_steps(t->dp);
+  if (tyto_dp_step_skipped(t->dp) && !t->spec.quiet &&
+      (sk <= 10 || sk % 100 == 0))
+    fprintf(stderr,
+            "tyto-train: step %lld skipped its update: a gradient was "
+            "infinite or NaN at loss scale %g (%s); the scale is now %g, "
+            "%lld steps skipped so far\n",
+            (long long)tyto_dp_steps(t->dp),
+            t->scale_before,
+            tyto_dtype_name(t->spec.precision), tyto_dp_loss_scale(t->dp),
+            (long long)sk);
   return 0;
 }
 
@@ -271,6 +291,14 @@ void train_dp_left_out_get(const train_dp *t, size_t i, train_dp_left *out) {
   if (tyto_dp_left_out(t->dp, i, &dev, &out->step, &out->unit_seconds,
                        &out->others_seconds) == TYTO_OK)
     out->id = tyto_device_get_info(tyto_context_device(t->spec.ctx, dev))->id;
+}
+
+double train_dp_loss_scale(const train_dp *t) {
+  return tyto_dp_loss_scale(t->dp);
+}
+
+int64_t train_dp_skipped(const train_dp *t) {
+  return tyto_dp_skipped_steps(t->dp);
 }
 
 void train_dp_network(const train_dp *t, double *bytes_per_step,

@@ -41,6 +41,11 @@ typedef struct train_dp_spec {
   tyto_optim_options optim;
   int exact_exchange; /* tyto_dp_options' (over several ranks) */
   int first_only;     /* the context's first device alone (over ranks) */
+  /* Automatic mixed precision: TYTO_F32 (off), TYTO_BF16 or TYTO_F16, and
+   * the first loss scale (0: the library's default). */
+  tyto_dtype precision;
+  double loss_scale;
+  int quiet; /* no line for each update skipped by loss scaling */
 } train_dp_spec;
 
 /* One replica per selected device, equal shares rounded to whole
@@ -99,6 +104,11 @@ void train_dp_exchange(const train_dp *t, double *seconds, double *exposed);
 
 /* Between processes (under mpirun), over the steps run so far: the bytes
  * this rank sent per step, and the seconds it waited for the others. */
+/* Loss scaling: the scale now, and the steps skipped for an infinite or
+ * NaN gradient so far. */
+double train_dp_loss_scale(const train_dp *t);
+int64_t train_dp_skipped(const train_dp *t);
+
 void train_dp_network(const train_dp *t, double *bytes_per_step,
                       double *seconds);
 

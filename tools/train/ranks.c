@@ -85,6 +85,8 @@ int agree_run(const run *r) {
   SETTING("--eval-every", "%lld", (long long)r->o.eval_every);
   SETTING("--resume", "%d", r->o.resume);
   SETTING("--exact-exchange", "%d", r->o.exact_exchange);
+  SETTING("--precision and --loss-scale", "%s %.17g",
+          tyto_dtype_name(r->o.precision), r->o.loss_scale);
 #undef SETTING
   const char *model = mf_canonical(r->model);
   what[n] = "model (--model, --model-file)";

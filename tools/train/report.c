@@ -115,6 +115,15 @@ void report_json(const run *r, int64_t steps_here) {
                       r->dp ? json_real(xs) : json_null());
   json_object_set_new(o, "exchange_exposed_seconds",
                       r->dp ? json_real(xe) : json_null());
+  /* Mixed precision (docs/precision.md). */
+  json_object_set_new(o, "precision",
+                      json_string(tyto_dtype_name(r->o.precision)));
+  json_object_set_new(o, "loss_scale",
+                      r->dp ? json_real(train_dp_loss_scale(r->dp))
+                            : json_real(1));
+  json_object_set_new(
+      o, "skipped_steps",
+      json_integer(r->dp ? (json_int_t)train_dp_skipped(r->dp) : 0));
   /* Processes (docs/distributed.md). */
   double nb = 0, ns = 0;
   if (r->dp)

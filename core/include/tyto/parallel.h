@@ -137,6 +137,31 @@ typedef struct tyto_dp_options {
    * model; with two ranks, the bits of one process over the same
    * devices). docs/distributed.md measures both. */
   int exact_exchange;
+  /* Automatic mixed precision (docs/precision.md). 0 (default): every op
+   * runs in the model's dtype. 1: the model is rewritten by tyto_autocast
+   * (<tyto/precision.h>) with amp_dtype as its low dtype before it is
+   * differentiated, so that the products, and the ops the rule list lets
+   * follow them, run forward and backward in amp_dtype, while the
+   * parameters (the master weights), their gradients, the exchange and
+   * the optimiser's state stay in the model's dtype. */
+  int amp;
+  /* TYTO_BF16 (default) or TYTO_F16 for an f32 model (TYTO_F32 for an
+   * f64 one). */
+  tyto_dtype amp_dtype;
+  /* Loss scaling, for f16's narrow range: the loss is multiplied by the
+   * scale before the backward pass, and the gradients divided by it
+   * before the update. loss_scale: the first scale (0, default: 65536
+   * with f16 AMP, else 1). dynamic_scale: -1 (default) on with f16 AMP,
+   * else off; 0 off; 1 on. With it on, a step whose gradients hold an
+   * infinity or NaN on any replica or rank skips its update (every
+   * replica alike; tyto_dp_step_skipped, tyto_dp_skipped_steps) and
+   * multiplies the scale by scale_backoff (0: 0.5); scale_interval steps
+   * in a row without one (0: 2000) multiply it by scale_growth (0: 2).
+   * A scale that is a power of two scales exactly. */
+  double loss_scale;
+  int dynamic_scale;
+  double scale_growth, scale_backoff;
+  int64_t scale_interval;
 } tyto_dp_options;
 
 typedef struct tyto_dp tyto_dp;
@@ -185,6 +210,13 @@ TYTO_API tyto_status tyto_dp_drop(tyto_dp *dp, size_t i, int *applied);
  * failed in its update still has them. n may be less than the model's
  * count, not more. */
 TYTO_API tyto_status tyto_dp_sums(const tyto_dp *dp, double *out, size_t n);
+
+/* Loss scaling (tyto_dp_options.loss_scale): the scale the next step
+ * uses (1 without scaling), whether the last step skipped its update for
+ * an infinite or NaN gradient, and how many steps did so far. */
+TYTO_API double tyto_dp_loss_scale(const tyto_dp *dp);
+TYTO_API int tyto_dp_step_skipped(const tyto_dp *dp);
+TYTO_API int64_t tyto_dp_skipped_steps(const tyto_dp *dp);
 TYTO_API double tyto_dp_loss(const tyto_dp *dp);
 
 /* The devices rebalancing left out as too slow to help (rebalance_every),

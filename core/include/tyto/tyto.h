@@ -13,6 +13,7 @@
 #include <tyto/ops.h>
 #include <tyto/program.h>
 #include <tyto/placement.h>
+#include <tyto/precision.h>
 #include <tyto/ad.h>
 #include <tyto/data.h>
 #include <tyto/checkpoint.h>

@@ -68,6 +68,8 @@ void tyto_dp_options_init(tyto_dp_options *o) {
   o->struct_size = sizeof *o;
   o->granularity = 1;
   tyto_optim_options_init(&o->optim, TYTO_OPTIM_ADAM);
+  o->amp_dtype = TYTO_BF16;
+  o->dynamic_scale = -1;
 }
 
 tyto_status dp_oom(void) {
@@ -92,6 +94,8 @@ void dp_replica_free(replica *r) {
   free(r->state);
   free(r->msg);
   free(r->got);
+  free(r->amp_uv);
+  free(r->amp_grads);
 }
 
 void tyto_dp_free(tyto_dp *dp) {
@@ -321,10 +325,17 @@ static tyto_status build_replica(tyto_dp *dp, size_t i, tyto_dp_build_fn build,
 /* Differentiates, adds the exchanges and the optimiser, and compiles. */
 static tyto_status replica_program(tyto_dp *dp, replica *r,
                                    const tyto_dp_model *mp, const char *who) {
-  const tyto_dp_model m = *mp;
+  tyto_dp_model m = *mp;
   tyto_status st;
   size_t np = m.n_params;
   r->n_params = np;
+  if ((st = dp_amp_rewrite(dp, r, &m)) != TYTO_OK) {
+    char *msg = rt_strdup(tyto_errmsg());
+    st = rt_fail(st, "dp: mixed precision for %s: %s", who,
+                 msg ? msg : "out of memory");
+    free(msg);
+    return st;
+  }
   r->loss = m.loss;
   r->n_sums = m.n_sums;
   memcpy(r->sums, m.sums, sizeof m.sums);
@@ -333,14 +344,14 @@ static tyto_status replica_program(tyto_dp *dp, replica *r,
   r->params = malloc(np * sizeof *r->params);
   r->grads = calloc(np, sizeof *r->grads);
   r->recvs = calloc(np, sizeof *r->recvs);
-  r->sends = malloc((np + 2 + m.n_sums) * sizeof *r->sends);
-  r->recv_of_send = malloc((np + 2 + m.n_sums) * sizeof *r->recv_of_send);
+  r->sends = malloc((np + 3 + m.n_sums) * sizeof *r->sends);
+  r->recv_of_send = malloc((np + 3 + m.n_sums) * sizeof *r->recv_of_send);
   r->state = malloc((m.n_updates ? m.n_updates : 1) * sizeof *r->state);
   if (!r->params || !r->grads || !r->recvs || !r->sends || !r->recv_of_send ||
       !r->state)
     return dp_oom();
   memcpy(r->params, m.params, np * sizeof *r->params);
-  tyto_grads(r->loss, np, r->params, r->grads);
+  tyto_grads(dp_amp_loss(dp, r), np, r->params, r->grads);
   for (size_t k = 0; k < np; k++) {
     if (!r->grads[k])
       continue;
@@ -379,12 +390,22 @@ static tyto_status replica_program(tyto_dp *dp, replica *r,
     r->recv_of_send[r->n_x++] =
         tyto_input(r->g, tyto_tensor_dtype(m.sums[k]), 0, NULL, name);
   }
+  tyto_tensor *flag = dp_amp_flag(dp, r);
+  if (flag) {
+    r->x_flag = r->n_x;
+    r->sends[r->n_x] = flag;
+    r->recv_of_send[r->n_x++] =
+        tyto_input(r->g, tyto_tensor_dtype(flag), 0, NULL, "dp.nonfinite");
+  }
   if (tyto_graph_status(r->g) != TYTO_OK)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "dp: %s: %s", who,
                    tyto_graph_error_message(r->g));
   /* The optimiser: on every replica, or on the first alone. */
   int optimise = !dp->o.single_optimiser || r == &dp->r[0];
-  if (optimise && (st = tyto_optim_build(&dp->o.optim, np, r->params, r->recvs,
+  tyto_tensor **ograds = r->recvs;
+  if (optimise && (st = dp_amp_grads(dp, r, &ograds)) != TYTO_OK)
+    return st;
+  if (optimise && (st = tyto_optim_build(&dp->o.optim, np, r->params, ograds,
                                          &r->opt)) != TYTO_OK)
     return st;
   /* The replica's own device; ops it refuses fall back to the first
@@ -569,7 +590,13 @@ static tyto_status agree(tyto_dp *dp) {
                                "bucket_bytes",
                                "exact_exchange",
                                "a count of sums of",
-                               "a weighted loss (1 yes, 0 no):"};
+                               "a weighted loss (1 yes, 0 no):",
+                               "amp (1 on, 0 off):",
+                               "an amp dtype numbered",
+                               "#loss scaling settings"};
+  double sd[] = {dp->scale, o->scale_growth, o->scale_backoff,
+                 (double)o->scale_interval, (double)dp->dynamic};
+  uint64_t hs = dist_hash(DIST_FNV0, sd, sizeof sd);
   int64_t vals[] = {o->batch,
                     o->granularity,
                     (int64_t)dp->dtype,
@@ -583,7 +610,10 @@ static tyto_status agree(tyto_dp *dp) {
                     (int64_t)o->bucket_bytes,
                     o->exact_exchange,
                     (int64_t)dp->n_sums,
-                    dp->weighted};
+                    dp->weighted,
+                    o->amp,
+                    o->amp ? (int64_t)o->amp_dtype : -1,
+                    (int64_t)hs};
   return dist_agree_values("dp: the ranks' models", sizeof vals / sizeof *vals,
                            names, vals);
 }
@@ -670,6 +700,8 @@ tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
         st = rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                      "tyto_dp_new: device %zu is listed twice", dp->r[i].dev);
   }
+  if (st == TYTO_OK)
+    st = dp_amp_init(dp);
   dp->build = build;
   dp->user = user;
   dp->failed = -1;

@@ -55,6 +55,13 @@ typedef struct replica {
   double seconds[2]; /* each phase's, last step */
   double wait;       /* for the slowest replica's phase 0 */
   double share;      /* of the last step's mean */
+  /* Mixed precision (amp.c): the layers' update values rewritten, and
+   * with loss scaling the scale's inputs (phase 0, phase 1), the
+   * gradients handed to the optimiser and the non-finite figure's send
+   * (x_flag, after the sums). */
+  tyto_tensor **amp_uv, **amp_grads;
+  tyto_tensor *scale_in, *inv_scale_in;
+  size_t x_flag;
 } replica;
 
 struct tyto_dp {
@@ -105,6 +112,13 @@ struct tyto_dp {
   size_t n_sums; /* the model's sums, and the last step's totals */
   double sums[8];
   double loss; /* the last step's mean loss, once its phase 0 ran */
+  /* Loss scaling (amp.c): on, dynamic, the scale the next step uses, the
+   * steps in a row without a non-finite gradient, the steps skipped, and
+   * whether the last one was. */
+  int scaling, dynamic;
+  double scale;
+  int64_t good, skipped;
+  int last_skipped;
 };
 
 tyto_status dp_oom(void);
@@ -118,6 +132,20 @@ tyto_status dp_build_all(tyto_dp *dp, const int64_t *shard);
  * built with the replicas and freed (step.c). */
 tyto_status dp_build_exchange(tyto_dp *dp);
 void dp_free_exchange(tyto_dp *dp);
+/* Mixed precision (amp.c): the options checked and defaults resolved
+ * (at tyto_dp_new); a replica's model rewritten by tyto_autocast; the
+ * tensor to differentiate (the loss, times the scale's input when
+ * scaling); the non-finite figure to send (NULL when not scaling); the
+ * gradients the optimiser takes (*out); the scale's inputs fed before
+ * phase 0 or 1; and, from the step's added figure, whether to skip its
+ * update (1), adjusting the scale. */
+tyto_status dp_amp_init(tyto_dp *dp);
+tyto_status dp_amp_rewrite(tyto_dp *dp, replica *r, tyto_dp_model *m);
+tyto_tensor *dp_amp_loss(tyto_dp *dp, replica *r);
+tyto_tensor *dp_amp_flag(tyto_dp *dp, replica *r);
+tyto_status dp_amp_grads(tyto_dp *dp, replica *r, tyto_tensor ***out);
+tyto_status dp_amp_feed(tyto_dp *dp, int phase);
+int dp_amp_after(tyto_dp *dp, double flag);
 /* Seconds on a monotonic clock (dp.c). */
 double dp_now(void);
 /* After a step: rebalances every rebalance_every steps (resplit.c). */

@@ -261,22 +261,23 @@ static tyto_status reduce_send(tyto_dp *dp, size_t k, int streamed) {
  * -1 (and -2 when the sum itself failed: st says why). */
 static int sum_figures(tyto_dp *dp, double *mean, double *sums, int failed,
                        tyto_status *st) {
-  size_t n = 1 + dp->n_sums + (size_t)dp->ranks;
+  size_t nf = dp->n_sums + (size_t)dp->scaling; /* the non-finite figure */
+  size_t n = 1 + nf + (size_t)dp->ranks;
   double *x = calloc(n, sizeof *x);
   if (!x) {
     *st = dp_oom();
     return -2;
   }
   x[0] = *mean;
-  memcpy(x + 1, sums, dp->n_sums * sizeof *x);
-  x[1 + dp->n_sums + (size_t)dp->rank] = failed;
+  memcpy(x + 1, sums, nf * sizeof *x);
+  x[1 + nf + (size_t)dp->rank] = failed;
   *st = dp->coll->ops->sum(dp->coll, x, n);
   int first = *st == TYTO_OK ? -1 : -2;
   for (int r = 0; r < dp->ranks && first == -1; r++)
-    if (x[1 + dp->n_sums + (size_t)r] != 0)
+    if (x[1 + nf + (size_t)r] != 0)
       first = r;
   *mean = x[0];
-  memcpy(sums, x + 1, dp->n_sums * sizeof *x);
+  memcpy(sums, x + 1, nf * sizeof *x);
   free(x);
   return first;
 }
@@ -293,7 +294,7 @@ static tyto_status fail_together(tyto_dp *dp, tyto_status st, int shares_done) {
   char *msg = rt_strdup(tyto_errmsg());
   const coll_ops *co = dp->coll->ops;
   size_t es = tyto_dtype_size(dp->dtype);
-  double total = 0, mean = 0, sums[8] = {0};
+  double total = 0, mean = 0, sums[9] = {0};
   tyto_status s2 = shares_done ? TYTO_OK : co->sum(dp->coll, &total, 1);
   for (size_t k = 0; k < dp->n_gx && s2 == TYTO_OK; k++)
     if (!dp->xdone[k]) {
@@ -383,6 +384,8 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
           (size_t)r->shard * row);
     }
   }
+  if (st == TYTO_OK)
+    st = dp_amp_feed(dp, 0);
   if (st != TYTO_OK)
     return fail_together(dp, st, 0);
   /* Phase 0 on every replica, and the exchange as the gradients arrive
@@ -436,11 +439,14 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
   }
   /* The step's figures, from phase 0: the mean loss (each replica's by its
    * share) and the sums, in replica order. */
-  double mean = 0, sums[8] = {0};
+  double mean = 0, sums[9] = {0};
   for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
     replica *r = &dp->r[i];
-    for (size_t k = 0; k <= dp->n_sums && st == TYTO_OK; k++) {
-      size_t x = k == 0 ? r->x_loss : r->x_sums + k - 1;
+    for (size_t k = 0; k <= dp->n_sums + (size_t)dp->scaling && st == TYTO_OK;
+         k++) {
+      size_t x = k == 0               ? r->x_loss
+                 : k <= dp->n_sums ? r->x_sums + k - 1
+                                   : r->x_flag;
       tyto_dtype dt = tyto_tensor_dtype(r->sends[x]);
       double v[1];
       st = tyto_program_read_send(r->p, x, v, tyto_dtype_size(dt));
@@ -472,7 +478,7 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
   }
   if (st == TYTO_OK) {
     dp->loss = mean;
-    memcpy(dp->sums, sums, sizeof sums);
+    memcpy(dp->sums, sums, sizeof dp->sums);
   }
   dp->coll->ops->traffic(dp->coll, &dp->net_bytes, &dp->net_seconds);
   /* The combined gradients into every replica that updates; a replica
@@ -499,9 +505,17 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
     dp->xch_seconds += b - a;
     dp->xch_exposed += b > last ? b - (a > last ? a : last) : 0;
   }
+  /* Loss scaling: the gradients' scale undone in phase 1, or the update
+   * skipped when one of them is infinite or NaN (on any replica or rank:
+   * the figure was added over them all). */
+  int skip = 0;
   if (st == TYTO_OK)
+    st = dp_amp_feed(dp, 1);
+  if (st == TYTO_OK)
+    skip = dp_amp_after(dp, sums[dp->n_sums]);
+  if (st == TYTO_OK && !skip)
     st = all_run(dp, 1);
-  if (st == TYTO_OK && dp->o.single_optimiser)
+  if (st == TYTO_OK && !skip && dp->o.single_optimiser)
     st = broadcast(dp);
   if (st == TYTO_OK && loss)
     *loss = dp->loss;
