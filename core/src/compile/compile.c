@@ -7,9 +7,10 @@
  * runs the result.
  *
  * When a device refuses a fused node, the node is split back: placement
- * records which ops (or which dtype) the device cannot fuse, and the
- * compile starts again with the passes told to leave those alone; the
- * parts are then placed one by one (a bounded loop: the list only grows).
+ * (or, for a program of one device, compile_split_refused) records which
+ * ops (or which dtype) the device cannot fuse, and the compile starts
+ * again with the passes told to leave those alone; the parts are then
+ * placed one by one (a bounded loop: the list only grows).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -581,6 +582,8 @@ static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
       return st;
     if ((st = compile_copies(p)) != TYTO_OK)
       return st;
+  } else if ((st = compile_split_refused(p, o, retry)) != TYTO_OK || *retry) {
+    return st;
   }
   for (size_t i = 0; i < p->n_kernels; i++)
     if ((st = exec_prepare(p, &p->kernels[i],

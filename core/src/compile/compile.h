@@ -57,6 +57,12 @@ void compile_describe(const tyto_program *p, const tyto_tensor *t, char *buf,
  * split and the compile started again. */
 tyto_status compile_place(tyto_program *p, compile_opts *o, int *retry);
 
+/* For a program of one device, which placement does not ask: splits a
+ * fused node the device refuses as placement would (*retry set, o->nofuse
+ * grown), so that a device that runs an op alone but not fused (CAST, say)
+ * still runs the program. */
+tyto_status compile_split_refused(tyto_program *p, compile_opts *o, int *retry);
+
 /* Adds the copies between devices: a slot per value a device reads from
  * another, written by a copy kernel (exec_kernel.xfer), placed right
  * after its source in slot order; remaps the kernels' inputs and the

@@ -197,6 +197,28 @@ static int split_fused(const tyto_program *p, compile_opts *o, uint32_t d,
   return added;
 }
 
+tyto_status compile_split_refused(tyto_program *p, compile_opts *o,
+                                  int *retry) {
+  *retry = 0;
+  for (size_t i = 0; i < p->n_kernels; i++) {
+    exec_kernel *k = &p->kernels[i];
+    if (k->op != TYTO_PLUGIN_OP_FUSED)
+      continue;
+    char *why = refusal(p, k->dev, k);
+    if (!why)
+      continue;
+    free(why);
+    int r = split_fused(p, o, k->dev, p->slots[k->slot].t);
+    if (r < 0)
+      return oom();
+    if (r > 0) {
+      *retry = 1;
+      return TYTO_OK;
+    }
+  }
+  return TYTO_OK;
+}
+
 /* ---------------------------------------------------------------------- */
 /* The cost model                                                          */
 
