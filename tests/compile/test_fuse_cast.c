@@ -4,10 +4,11 @@
  * layouts) a chain f32 -> cast f64 -> add an f64 bias -> relu -> cast f32
  * is one kernel that gives the bits of the passes switched off; on its
  * twin that runs CAST only alone, the refused fused node is split and
- * the casts run alone, with the same bits. Both match a reference
- * computed here in C, exactly: every value is a correctly rounded f64 or
- * f32 result of exact operands. The CPU plugin is not in the context: it
- * runs no CAST yet. */
+ * the casts run alone, with the same bits, on one device as on two
+ * (where placement splits only what the refusing device runs). All match
+ * a reference computed here in C, exactly: every value is a correctly
+ * rounded f64 or f32 result of exact operands. The CPU plugin is not in the
+ * context: it runs no CAST yet. */
 #include "common.h"
 
 #include <math.h>
@@ -18,7 +19,8 @@
 
 enum { N = 64, M = 16 };
 
-static tyto_context *context(const char *devices) {
+/* A context of the cast test devices named (one or two). */
+static tyto_context *context(const char *devices, size_t n_devs) {
   tyto_context_options o;
   test_options(&o, 0);
   /* Only the cast test plugins: the CPU plugin would take what they
@@ -27,7 +29,7 @@ static tyto_context *context(const char *devices) {
   o.devices = devices;
   tyto_context *ctx;
   ck_assert_msg(tyto_context_new(&o, &ctx) == TYTO_OK, "%s", tyto_errmsg());
-  ck_assert_uint_eq(tyto_context_device_count(ctx), 1);
+  ck_assert_uint_eq(tyto_context_device_count(ctx), n_devs);
   return ctx;
 }
 
@@ -36,13 +38,15 @@ static tyto_context *context(const char *devices) {
  *   z = max(cast(x, f64) * w, 0.5)                                 (f64)
  * (no product feeds a sum: the fuse pass would make an FMA of it, which
  * rounds once where the ops alone round twice)
- * and y2 = cast(cast(y, f64), f32), which algebra folds to y. */
+ * and y2 = cast(cast(y, f64), f32), which algebra folds to y; all in the
+ * device scope `scope` (-1: none). */
 typedef struct net {
   tyto_tensor *x, *bias, *w, *outs[3];
 } net;
 
-static net build(tyto_graph *g) {
+static net build(tyto_graph *g, int scope) {
   net n;
+  int old = tyto_graph_set_device_scope(g, scope);
   int64_t s[2] = {N / M, M};
   n.x = tyto_input(g, TYTO_F32, 2, s, "x");
   n.bias = tyto_input(g, TYTO_F64, 1, s + 1, "bias");
@@ -51,6 +55,7 @@ static net build(tyto_graph *g) {
   n.outs[0] = tyto_cast(tyto_relu(tyto_add(x64, n.bias)), TYTO_F32);
   n.outs[1] = tyto_max(tyto_mul(x64, n.w), tyto_scalar(g, TYTO_F64, 0.5));
   n.outs[2] = tyto_cast(tyto_cast(n.outs[0], TYTO_F64), TYTO_F32);
+  tyto_graph_set_device_scope(g, old);
   ck_assert_int_eq(tyto_graph_status(g), TYTO_OK);
   return n;
 }
@@ -84,13 +89,20 @@ typedef struct result {
   size_t fused_nodes, kernels;
 } result;
 
-static result run(const char *devices, unsigned passes_off, const data *d) {
-  tyto_context *ctx = context(devices);
+/* Compiles the net on `devices` (n_devs of them, the net in device scope
+ * `scope`) under the pinned policy, runs it on d and reads it back. */
+static result run(const char *devices, size_t n_devs, int scope,
+                  unsigned passes_off, const data *d) {
+  static const size_t both[2] = {0, 1};
+  tyto_context *ctx = context(devices, n_devs);
   tyto_graph *g = tyto_graph_new();
-  net n = build(g);
+  net n = build(g, scope);
   tyto_program_options po;
   tyto_program_options_init(&po);
   po.passes_off = passes_off;
+  po.n_devices = n_devs;
+  po.devices = both;
+  po.placement = TYTO_PLACE_PINNED;
   tyto_program *p = NULL;
   ck_assert_msg(tyto_program_compile(ctx, g, 3, n.outs, &po, &p) == TYTO_OK,
                 "%s: %s", devices, tyto_errmsg());
@@ -137,8 +149,8 @@ static void matches_reference(const result *r, const data *d,
 START_TEST(fused_casts_give_the_bits_of_unfused_ones) {
   data d;
   fill(&d);
-  result off = run("castfuse:0", TYTO_PASS_ALL, &d);
-  result on = run("castfuse:0", 0, &d);
+  result off = run("castfuse:0", 1, -1, TYTO_PASS_ALL, &d);
+  result on = run("castfuse:0", 1, -1, 0, &d);
   matches_reference(&off, &d, "passes off");
   matches_reference(&on, &d, "passes on");
   ck_assert_mem_eq(on.y, off.y, sizeof on.y);
@@ -156,8 +168,8 @@ END_TEST
 START_TEST(a_device_that_runs_cast_only_alone_gets_the_casts_unfused) {
   data d;
   fill(&d);
-  result ref = run("castfuse:0", TYTO_PASS_ALL, &d);
-  result on = run("castalone:0", 0, &d);
+  result ref = run("castfuse:0", 1, -1, TYTO_PASS_ALL, &d);
+  result on = run("castalone:0", 1, -1, 0, &d);
   matches_reference(&on, &d, "castalone");
   ck_assert_mem_eq(on.y, ref.y, sizeof on.y);
   ck_assert_mem_eq(on.z, ref.z, sizeof on.z);
@@ -170,11 +182,31 @@ START_TEST(a_device_that_runs_cast_only_alone_gets_the_casts_unfused) {
 }
 END_TEST
 
+START_TEST(on_two_devices_only_the_one_that_refuses_gets_a_split) {
+  /* Placement's path: the net pinned to castalone (device 1) is split as
+   * on castalone alone; pinned to castfuse (device 0), it is not. */
+  data d;
+  fill(&d);
+  result ref = run("castfuse:0", 1, -1, TYTO_PASS_ALL, &d);
+  result alone = run("castfuse:0,castalone:0", 2, 1, 0, &d);
+  result fused = run("castfuse:0,castalone:0", 2, 0, 0, &d);
+  matches_reference(&alone, &d, "pinned to castalone");
+  matches_reference(&fused, &d, "pinned to castfuse");
+  ck_assert_mem_eq(alone.y, ref.y, sizeof ref.y);
+  ck_assert_mem_eq(fused.z, ref.z, sizeof ref.z);
+  ck_assert_uint_eq(alone.fused_nodes, 2);
+  ck_assert_uint_eq(alone.kernels, 4);
+  ck_assert_uint_eq(fused.fused_nodes, 1);
+  ck_assert_uint_eq(fused.kernels, 1);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("compile_fuse_cast");
   TCase *tc = tcase_create("fuse_cast");
   tcase_add_test(tc, fused_casts_give_the_bits_of_unfused_ones);
   tcase_add_test(tc, a_device_that_runs_cast_only_alone_gets_the_casts_unfused);
+  tcase_add_test(tc, on_two_devices_only_the_one_that_refuses_gets_a_split);
   suite_add_tcase(s, tc);
   return test_run(s);
 }
