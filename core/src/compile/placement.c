@@ -108,6 +108,11 @@ int compile_fuses_op(const tyto_device *dev, int op, tyto_plugin_dtype dt,
     return 0;
   if (op != TYTO_OP_CAST)
     in_dt = dt;
+  /* The plugin's dtypes mask is its promise, whatever supports_op says. */
+  if (dt >= 32 || in_dt >= 32 ||
+      !(dev->info.dtypes & TYTO_PLUGIN_DTYPE_BIT(dt)) ||
+      !(dev->info.dtypes & TYTO_PLUGIN_DTYPE_BIT(in_dt)))
+    return 0;
   tyto_plugin_layout l;
   memset(&l, 0, sizeof l);
   l.struct_size = sizeof l;
