@@ -1,0 +1,138 @@
+/*
+ * The CUDA plugin's 16-bit conversions (plugins/cuda/half_src.h), the very
+ * text its kernels compile, expanded here as C and compared bit for bit
+ * with plugins/common/half.h, the CPU plugin's and the core's reference:
+ * every f16 and bf16 pattern read into f32; f32 patterns rounded to both
+ * formats (every exponent with the fraction bits around each rounding
+ * boundary, the f16 subnormal range whole, and 2^24 random patterns); f64
+ * patterns rounded through round-to-odd f32 (the boundaries of each
+ * exponent from f32's subnormals to beyond its range, and 2^22 random
+ * patterns). NaN results are compared as patterns too: the kernels keep
+ * the payload's top bits and set the quiet bit as half.h does. Also checks
+ * that the stringified text the plugin compiles names each function. Needs
+ * no GPU.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../../plugins/common/half.h"
+#include "../../plugins/cuda/half_src.h"
+
+static unsigned tyto_f2u(float f) {
+  unsigned u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+static float tyto_u2f(unsigned u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+static unsigned long long tyto_d2u(double d) {
+  unsigned long long u;
+  memcpy(&u, &d, sizeof u);
+  return u;
+}
+
+/* The kernels' functions, as host C. */
+TCU_HALF_BF16(static inline)
+TCU_HALF_F16(static inline)
+TCU_HALF_F64(static inline)
+
+#define STR_(...) #__VA_ARGS__
+#define STR(...) STR_(__VA_ARGS__)
+
+static long checks, failures;
+
+#define SAME(got, want, what, x)                                               \
+  do {                                                                         \
+    checks++;                                                                  \
+    if ((got) != (want) && failures++ < 20)                                    \
+      fprintf(stderr, "FAIL %s of 0x%llx: 0x%llx, half.h gives 0x%llx\n",      \
+              what, (unsigned long long)(x), (unsigned long long)(got),        \
+              (unsigned long long)(want));                                     \
+  } while (0)
+
+static uint64_t rng = 0x243f6a8885a308d3ull;
+static uint64_t next(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return rng;
+}
+
+static void from_f32(uint32_t u) {
+  float f = tyto_u2f(u);
+  SAME(tyto_f_f16(f), tpc_f32_to_f16(f), "f32 -> f16", u);
+  SAME(tyto_f_bf16(f), tpc_f32_to_bf16(f), "f32 -> bf16", u);
+}
+
+static void from_f64(uint64_t u) {
+  double d;
+  memcpy(&d, &u, sizeof d);
+  SAME(tyto_f2u(tyto_d_f32odd(d)), tpc_f32_bits(tpc_f64_to_f32_odd(d)),
+       "f64 -> f32 (odd)", u);
+  SAME(tyto_d_f16(d), tpc_f64_to_f16(d), "f64 -> f16", u);
+  SAME(tyto_d_bf16(d), tpc_f64_to_bf16(d), "f64 -> bf16", u);
+}
+
+int main(void) {
+  /* Every 16-bit pattern, read. */
+  for (uint32_t h = 0; h < 0x10000; h++) {
+    SAME(tyto_f2u(tyto_f16_f((unsigned short)h)),
+         tpc_f32_bits(tpc_f16_to_f32((uint16_t)h)), "f16 -> f32", h);
+    SAME(tyto_f2u(tyto_bf16_f((unsigned short)h)),
+         tpc_f32_bits(tpc_bf16_to_f32((uint16_t)h)), "bf16 -> f32", h);
+  }
+  /* f32: every sign and exponent, the fraction around the f16 and bf16
+   * rounding points (13 and 16 dropped bits: halfway, either side, ties
+   * with an odd and an even last kept bit, the largest fractions). */
+  static const uint32_t lows[] = {0,      1,      0x0fff, 0x1000, 0x1001,
+                                  0x1fff, 0x2000, 0x3000, 0x7fff, 0x8000,
+                                  0x8001, 0xffff, 0x18000};
+  for (uint32_t se = 0; se < 0x200; se++)
+    for (uint32_t hi = 0; hi < 0x80; hi++)
+      for (size_t k = 0; k < sizeof lows / sizeof lows[0]; k++)
+        from_f32((se << 23) | (hi << 16) | lows[k]);
+  /* The f16 subnormal and underflow range whole, both signs. */
+  for (uint32_t u = 0x32000000u; u <= 0x38800000u; u++) {
+    from_f32(u);
+    from_f32(u | 0x80000000u);
+  }
+  for (int i = 0; i < (1 << 24); i++)
+    from_f32((uint32_t)next());
+  /* f64: each exponent from below f32's subnormals to beyond its range,
+   * with the fraction around the 29 (and more, for subnormals) bits odd
+   * rounding drops. */
+  static const uint64_t dlows[] = {0,          1,          0x0fffffff,
+                                   0x10000000, 0x10000001, 0x1fffffff,
+                                   0x20000000, 0x3fffffff, 0xffffffffffull};
+  for (uint64_t e = 0; e < 0x800; e += (e > 0x300 && e < 0x4f0) ? 1 : 31)
+    for (uint64_t hi = 0; hi < 64; hi++)
+      for (size_t k = 0; k < sizeof dlows / sizeof dlows[0]; k++)
+        for (uint64_t sign = 0; sign < 2; sign++)
+          from_f64(sign << 63 | e << 52 | hi << 46 | dlows[k]);
+  from_f64(0x7ff0000000000000ull);
+  from_f64(0x7ff8000000000001ull);
+  from_f64(0xfff4000000000000ull);
+  for (int i = 0; i < (1 << 22); i++)
+    from_f64(next());
+
+  /* The text the plugin compiles names these functions. */
+  static const char bf[] = STR(TCU_HALF_BF16(TYTO_DEV));
+  static const char f16[] = STR(TCU_HALF_F16(TYTO_DEV));
+  static const char f64[] = STR(TCU_HALF_F64(TYTO_DEV));
+  checks++;
+  if (strstr(bf, "TYTO_DEV float tyto_bf16_f(") == NULL ||
+      strstr(bf, "TYTO_DEV unsigned short tyto_f_bf16(") == NULL ||
+      strstr(f16, "TYTO_DEV unsigned short tyto_f_f16(") == NULL ||
+      strstr(f64, "TYTO_DEV unsigned short tyto_d_f16(") == NULL) {
+    failures++;
+    fprintf(stderr, "FAIL the stringified source lacks a function:\n%s\n", bf);
+  }
+  printf("%ld checks, %ld failed\n", checks, failures);
+  return failures ? 1 : 0;
+}
