@@ -9,8 +9,9 @@
  * exponent from f32's subnormals to beyond its range, and 2^22 random
  * patterns). NaN results are compared as patterns too: the kernels keep
  * the payload's top bits and set the quiet bit as half.h does. Also checks
- * that the stringified text the plugin compiles names each function. Needs
- * no GPU.
+ * that the stringified text the plugin compiles names each function, and
+ * that half_ref.h, the GPU tests' independent reference, agrees with
+ * half.h on the same patterns (NaN payloads aside). Needs no GPU.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 
 #include "../../plugins/common/half.h"
 #include "../../plugins/cuda/half_src.h"
+#include "half_ref.h"
 
 static unsigned tyto_f2u(float f) {
   unsigned u;
@@ -64,19 +66,40 @@ static uint64_t next(void) {
   return rng;
 }
 
-static void from_f32(uint32_t u) {
+/* The GPU tests' reference (half_ref.h) agrees with half.h, NaN
+ * payloads aside (the reference gives a canonical NaN). */
+static uint32_t ref_or_nan(uint32_t ref, uint32_t want, int nan) {
+  return nan ? want : ref;
+}
+
+/* with_ref: half_ref.h too (slower: it rounds with libm). */
+static void from_f32(uint32_t u, int with_ref) {
   float f = tyto_u2f(u);
+  int nan = f != f;
   SAME(tyto_f_f16(f), tpc_f32_to_f16(f), "f32 -> f16", u);
   SAME(tyto_f_bf16(f), tpc_f32_to_bf16(f), "f32 -> bf16", u);
+  if (!with_ref)
+    return;
+  SAME(ref_or_nan(ref_bits(f, &REF_F16), tpc_f32_to_f16(f), nan),
+       tpc_f32_to_f16(f), "f32 -> f16 (half_ref.h)", u);
+  SAME(ref_or_nan(ref_bits(f, &REF_BF16), tpc_f32_to_bf16(f), nan),
+       tpc_f32_to_bf16(f), "f32 -> bf16 (half_ref.h)", u);
 }
 
 static void from_f64(uint64_t u) {
   double d;
   memcpy(&d, &u, sizeof d);
+  int nan = d != d;
   SAME(tyto_f2u(tyto_d_f32odd(d)), tpc_f32_bits(tpc_f64_to_f32_odd(d)),
        "f64 -> f32 (odd)", u);
   SAME(tyto_d_f16(d), tpc_f64_to_f16(d), "f64 -> f16", u);
   SAME(tyto_d_bf16(d), tpc_f64_to_bf16(d), "f64 -> bf16", u);
+  SAME(ref_or_nan(ref_bits(d, &REF_F16), tpc_f64_to_f16(d), nan),
+       tpc_f64_to_f16(d), "f64 -> f16 (half_ref.h)", u);
+  SAME(ref_or_nan(ref_bits(d, &REF_BF16), tpc_f64_to_bf16(d), nan),
+       tpc_f64_to_bf16(d), "f64 -> bf16 (half_ref.h)", u);
+  SAME(ref_or_nan(ref_bits(d, &REF_F32), tpc_f32_bits((float)d), nan),
+       tpc_f32_bits((float)d), "f64 -> f32 (half_ref.h)", u);
 }
 
 int main(void) {
@@ -86,6 +109,18 @@ int main(void) {
          tpc_f32_bits(tpc_f16_to_f32((uint16_t)h)), "f16 -> f32", h);
     SAME(tyto_f2u(tyto_bf16_f((unsigned short)h)),
          tpc_f32_bits(tpc_bf16_to_f32((uint16_t)h)), "bf16 -> f32", h);
+    /* half_ref.h's decoding and encoding, NaNs aside. */
+    float hf = tpc_f16_to_f32((uint16_t)h), bf = tpc_bf16_to_f32((uint16_t)h);
+    if (hf == hf) {
+      SAME(tpc_f32_bits((float)ref_decode(h, &REF_F16)), tpc_f32_bits(hf),
+           "f16 decoded (half_ref.h)", h);
+      SAME(ref_encode(hf, &REF_F16), h, "f16 encoded (half_ref.h)", h);
+    }
+    if (bf == bf) {
+      SAME(tpc_f32_bits((float)ref_decode(h, &REF_BF16)), tpc_f32_bits(bf),
+           "bf16 decoded (half_ref.h)", h);
+      SAME(ref_encode(bf, &REF_BF16), h, "bf16 encoded (half_ref.h)", h);
+    }
   }
   /* f32: every sign and exponent, the fraction around the f16 and bf16
    * rounding points (13 and 16 dropped bits: halfway, either side, ties
@@ -96,14 +131,14 @@ int main(void) {
   for (uint32_t se = 0; se < 0x200; se++)
     for (uint32_t hi = 0; hi < 0x80; hi++)
       for (size_t k = 0; k < sizeof lows / sizeof lows[0]; k++)
-        from_f32((se << 23) | (hi << 16) | lows[k]);
+        from_f32((se << 23) | (hi << 16) | lows[k], 1);
   /* The f16 subnormal and underflow range whole, both signs. */
   for (uint32_t u = 0x32000000u; u <= 0x38800000u; u++) {
-    from_f32(u);
-    from_f32(u | 0x80000000u);
+    from_f32(u, (u & 0xff) == 0x80);
+    from_f32(u | 0x80000000u, 0);
   }
   for (int i = 0; i < (1 << 24); i++)
-    from_f32((uint32_t)next());
+    from_f32((uint32_t)next(), (i & 3) == 0);
   /* f64: each exponent from below f32's subnormals to beyond its range,
    * with the fraction around the 29 (and more, for subnormals) bits odd
    * rounding drops. */
