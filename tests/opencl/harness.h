@@ -64,7 +64,7 @@ static const tyto_plugin_host host = {
     .error_free = err_free,
 };
 
-static void *so;
+static void *plugin_so;
 static const tyto_plugin_info *info;
 static tyto_plugin_state *state;
 static const tyto_plugin_device_fns *df;
@@ -87,13 +87,14 @@ static void refuse_cb(void *ctx, int32_t hw, const char *name,
 
 /* Loads (once) and inits the plugin, probes it with a CPU entry; the
  * number of claimed devices. */
-static uint32_t plugin_start(const char *path) {
-  if (so == NULL && (so = dlopen(path, RTLD_NOW | RTLD_LOCAL)) == NULL) {
+static inline uint32_t plugin_start(const char *path) {
+  if (plugin_so == NULL &&
+      (plugin_so = dlopen(path, RTLD_NOW | RTLD_LOCAL)) == NULL) {
     fprintf(stderr, "cannot load %s: %s\n", path, dlerror());
     exit(1);
   }
-  tyto_plugin_init_fn init =
-      (tyto_plugin_init_fn)(uintptr_t)dlsym(so, "tyto_plugin_opencl_LTX_init");
+  tyto_plugin_init_fn init = (tyto_plugin_init_fn)(uintptr_t)dlsym(
+      plugin_so, "tyto_plugin_opencl_LTX_init");
   if (init == NULL || !OK(init(&host, &info, &state)))
     exit(1);
   df = info->device_fns;
@@ -123,14 +124,14 @@ static uint32_t plugin_start(const char *path) {
   }
 }
 
-static void plugin_stop(void) {
+static inline void plugin_stop(void) {
   info->fns->shutdown(state);
   state = NULL;
 }
 
 /* -------------------------------------------------------------- layouts -- */
 
-static const char *dt_name(uint32_t dt) {
+static inline const char *dt_name(uint32_t dt) {
   switch (dt) {
   case TYTO_PLUGIN_DTYPE_F32: return "f32";
   case TYTO_PLUGIN_DTYPE_F64: return "f64";
@@ -140,13 +141,13 @@ static const char *dt_name(uint32_t dt) {
   }
 }
 
-static size_t dsize(uint32_t dt) {
+static inline size_t dsize(uint32_t dt) {
   return dt == TYTO_PLUGIN_DTYPE_F64 ? 8 : dt == TYTO_PLUGIN_DTYPE_F32 ? 4 : 2;
 }
 
 /* Dense row-major. */
-static tyto_plugin_layout layout(uint32_t dtype, uint32_t rank,
-                                 const int64_t *shape) {
+static inline tyto_plugin_layout layout(uint32_t dtype, uint32_t rank,
+                                        const int64_t *shape) {
   tyto_plugin_layout l;
   memset(&l, 0, sizeof l);
   l.struct_size = sizeof l;
@@ -161,7 +162,7 @@ static tyto_plugin_layout layout(uint32_t dtype, uint32_t rank,
   return l;
 }
 
-static int64_t count_of(const tyto_plugin_layout *l) {
+static inline int64_t count_of(const tyto_plugin_layout *l) {
   int64_t n = 1;
   for (uint32_t k = 0; k < l->rank; k++)
     n *= l->shape[k];
@@ -170,7 +171,7 @@ static int64_t count_of(const tyto_plugin_layout *l) {
 
 /* Elements a layout of non-negative strides reaches from its buffer's
  * start (0 when empty). */
-static int64_t span_of(const tyto_plugin_layout *l) {
+static inline int64_t span_of(const tyto_plugin_layout *l) {
   int64_t hi = l->offset;
   for (uint32_t k = 0; k < l->rank; k++) {
     if (l->shape[k] == 0)
@@ -181,7 +182,7 @@ static int64_t span_of(const tyto_plugin_layout *l) {
 }
 
 /* Element offset of row-major index i. */
-static int64_t at_of(const tyto_plugin_layout *l, int64_t i) {
+static inline int64_t at_of(const tyto_plugin_layout *l, int64_t i) {
   int64_t o = l->offset;
   for (uint32_t k = l->rank; k-- > 0;) {
     o += (i % l->shape[k]) * l->strides[k];
@@ -190,9 +191,10 @@ static int64_t at_of(const tyto_plugin_layout *l, int64_t i) {
   return o;
 }
 
-static tyto_plugin_op_desc desc_of(uint32_t op, uint32_t n_in,
-                                   const tyto_plugin_layout *in, uint32_t n_out,
-                                   const tyto_plugin_layout *out) {
+static inline tyto_plugin_op_desc desc_of(uint32_t op, uint32_t n_in,
+                                          const tyto_plugin_layout *in,
+                                          uint32_t n_out,
+                                          const tyto_plugin_layout *out) {
   tyto_plugin_op_desc d;
   memset(&d, 0, sizeof d);
   d.struct_size = sizeof d;
@@ -207,9 +209,9 @@ static tyto_plugin_op_desc desc_of(uint32_t op, uint32_t n_in,
 /* Runs d on dev: inputs from host[0 .. n_in), outputs uploaded from and
  * read back into host[n_in ..), each as span_of(layout) elements. Returns
  * the first error (prepare's included). */
-static tyto_plugin_error *run_op(tyto_plugin_device *dev,
-                                 const tyto_plugin_op_desc *d,
-                                 void *const *host_arrays) {
+static inline tyto_plugin_error *run_op(tyto_plugin_device *dev,
+                                        const tyto_plugin_op_desc *d,
+                                        void *const *host_arrays) {
   uint32_t n = d->n_inputs + d->n_outputs;
   tyto_plugin_buffer *buf[2 * TYTO_PLUGIN_FUSED_MAX_IO] = {0}, *ws = NULL;
   tyto_plugin_binding b[2 * TYTO_PLUGIN_FUSED_MAX_IO], wb;
@@ -270,7 +272,7 @@ static const fmt F_F32 = {TYTO_PLUGIN_DTYPE_F32, 24, -125, 0x1.fffffep127};
 /* x (finite or infinite, not NaN) rounded to f: to nearest, ties to even
  * (rint in the default mode), subnormals by the fixed quantum below the
  * smallest normal, beyond the largest finite value an infinity. */
-static double ref_round(double x, const fmt *f) {
+static inline double ref_round(double x, const fmt *f) {
   if (isinf(x) || x == 0)
     return x;
   int e;
@@ -283,7 +285,7 @@ static double ref_round(double x, const fmt *f) {
 }
 
 /* Bits of r, a value f16 holds (or an infinity). */
-static uint16_t ref_f16_bits(double r) {
+static inline uint16_t ref_f16_bits(double r) {
   uint16_t sign = signbit(r) ? 0x8000u : 0;
   double a = fabs(r);
   if (isinf(a))
@@ -297,7 +299,7 @@ static uint16_t ref_f16_bits(double r) {
   return sign | (uint16_t)((e + 14) << 10) | (uint16_t)((m * 2 - 1) * 1024);
 }
 
-static double ref_f16_value(uint16_t h) {
+static inline double ref_f16_value(uint16_t h) {
   double s = (h & 0x8000u) ? -1 : 1;
   int e = (h >> 10) & 0x1f, m = h & 0x3ff;
   if (e == 0x1f)
@@ -305,32 +307,32 @@ static double ref_f16_value(uint16_t h) {
   return e == 0 ? s * ldexp(m, -24) : s * ldexp(1024 + m, e - 25);
 }
 
-static uint32_t f32_bits(float f) {
+static inline uint32_t f32_bits(float f) {
   uint32_t u;
   memcpy(&u, &f, sizeof u);
   return u;
 }
 
-static float bits_f32(uint32_t u) {
+static inline float bits_f32(uint32_t u) {
   float f;
   memcpy(&f, &u, sizeof f);
   return f;
 }
 
-static uint64_t f64_bits(double d) {
+static inline uint64_t f64_bits(double d) {
   uint64_t u;
   memcpy(&u, &d, sizeof u);
   return u;
 }
 
-static double bits_f64(uint64_t u) {
+static inline double bits_f64(uint64_t u) {
   double d;
   memcpy(&d, &u, sizeof d);
   return d;
 }
 
 /* Element i of an array of dtype as a double (16-bit NaNs as NaN). */
-static double get_value(uint32_t dt, const void *p, int64_t i) {
+static inline double get_value(uint32_t dt, const void *p, int64_t i) {
   switch (dt) {
   case TYTO_PLUGIN_DTYPE_F64: return ((const double *)p)[i];
   case TYTO_PLUGIN_DTYPE_F32: return ((const float *)p)[i];
@@ -342,7 +344,7 @@ static double get_value(uint32_t dt, const void *p, int64_t i) {
 
 /* v rounded to dt stored as element i (v not NaN, or NaN as a quiet NaN
  * of the format). */
-static void put_value(uint32_t dt, void *p, int64_t i, double v) {
+static inline void put_value(uint32_t dt, void *p, int64_t i, double v) {
   switch (dt) {
   case TYTO_PLUGIN_DTYPE_F64: ((double *)p)[i] = v; return;
   case TYTO_PLUGIN_DTYPE_F32:
@@ -361,13 +363,13 @@ static void put_value(uint32_t dt, void *p, int64_t i, double v) {
 
 /* Deterministic uniform numbers in [0, 1). */
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
-static uint64_t rng_next(void) {
+static inline uint64_t rng_next(void) {
   rng_state ^= rng_state << 13;
   rng_state ^= rng_state >> 7;
   rng_state ^= rng_state << 17;
   return rng_state;
 }
-static double rng_uniform(double lo, double hi) {
+static inline double rng_uniform(double lo, double hi) {
   return lo + (hi - lo) * (double)(rng_next() >> 11) * 0x1p-53;
 }
 

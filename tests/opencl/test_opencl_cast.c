@@ -706,7 +706,7 @@ int main(int argc, char **argv) {
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
   if (system(cmd) != 0)
     fprintf(stderr, "could not remove %s\n", root);
-  dlclose(so);
+  dlclose(plugin_so);
   printf("%d checks, %d failed\n", checks, failures);
   return failures ? 1 : 0;
 }
