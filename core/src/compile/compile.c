@@ -210,18 +210,25 @@ tyto_status exec_prepare(tyto_program *p, exec_kernel *k,
    * that every plugin's refusal reads the same whatever its supports_op
    * says. */
   char *why = exec_abi_refusal(dev, k);
-  if (!why)
-    why = exec_dtype_refusal(dev, k);
+  /* A dtype the mask leaves out: the plugin may know why (a device
+   * lacking an extension), and says so when asked. */
+  tyto_plugin_error *pe = NULL;
+  if (!why && (why = exec_dtype_refusal(dev, k)) && f->supports_op)
+    pe = f->supports_op(d, desc);
   if (why) {
     int64_t i = exec_user_index(p, t);
     char at[64] = "made by the graph passes";
     if (i >= 0)
       snprintf(at, sizeof at, "tensor #%lld", (long long)i);
+    const char *pm = pe ? rt_error_message(pe) : NULL;
     tyto_status st =
         rt_fail(TYTO_ERR_UNSUPPORTED,
-                "compile on %s: %s (%s) %s; select a device "
+                "compile on %s: %s (%s) %s%s%s%s; select a device "
                 "that runs it with TYTO_DEVICES",
-                exec_dev_id(p, k->dev), tyto_op_name(t->op), at, why);
+                exec_dev_id(p, k->dev), tyto_op_name(t->op), at, why,
+                pm && *pm ? " (" : "", pm && *pm ? pm : "",
+                pm && *pm ? ")" : "");
+    rt_error_free(pe);
     free(why);
     return st;
   }
