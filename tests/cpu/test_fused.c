@@ -16,9 +16,12 @@
 #define MAXI 512 /* instructions in a test program */
 #define MAXV TYTO_PLUGIN_FUSED_MAX_IO
 
+/* dtype: the program's one dtype, which its CONSTs carry (ABI 1.5: a
+ * CONST's dtype field is read; 0 is F32). */
 typedef struct prog {
   tyto_plugin_fused_instr ins[MAXI];
   uint32_t n;
+  uint32_t dtype;
 } prog;
 
 static uint32_t emit(prog *p, uint32_t op, uint32_t a0, uint32_t a1,
@@ -32,6 +35,7 @@ static uint32_t emit(prog *p, uint32_t op, uint32_t a0, uint32_t a1,
   i->arg[1] = a1;
   i->arg[2] = a2;
   i->attr = attr;
+  i->dtype = p->dtype;
   return p->n++;
 }
 
@@ -418,7 +422,7 @@ static void random_program(harness *hx, int which) {
     out[k] = random_output(dt, rank, shape);
     alias[k] = -1;
   }
-  prog p = {.n = 0};
+  prog p = {.n = 0, .dtype = dt};
   for (uint32_t j = 0; j < n_in; j++)
     IN(&p, j);
   if (rnd_u(3) == 0)
@@ -512,7 +516,7 @@ START_TEST(test_attr_const_where_fma) {
     }
     for (int k = 0; k < 4; k++)
       out[k] = h_tensor_new(dt, 1, &n, NULL);
-    prog p = {.n = 0};
+    prog p = {.n = 0, .dtype = dt};
     uint32_t x = IN(&p, 0), y = IN(&p, 1);
     uint32_t c = CONST(&p, 0.25);
     uint32_t lr = emit(&p, TYTO_PLUGIN_OP_LEAKY_RELU, x, 0, 0, 0.125);
@@ -563,7 +567,7 @@ START_TEST(test_in_place) {
     int alias[3] = {0, 3, 2};
     for (int k = 0; k < 3; k++)
       out[k] = h_tensor_new(dt, 2, shape, NULL);
-    prog q = {.n = 0};
+    prog q = {.n = 0, .dtype = dt};
     uint32_t p = IN(&q, 0), g = IN(&q, 1), v = IN(&q, 2), m = IN(&q, 3);
     uint32_t b1 = CONST(&q, 0.9), nb1 = CONST(&q, 0.1);
     uint32_t b2 = CONST(&q, 0.999), nb2 = CONST(&q, 0.001);
@@ -578,7 +582,7 @@ START_TEST(test_in_place) {
     check_program(&hx, &q, in, 4, out, 3, alias, "adam in place");
     /* A swap: each output is the other input, stored in place of the
      * first; then a pass-through plus a sum into the same two buffers. */
-    prog sw = {.n = 0};
+    prog sw = {.n = 0, .dtype = dt};
     uint32_t x = IN(&sw, 0), y = IN(&sw, 1);
     OUT(&sw, y, 0);
     OUT(&sw, x, 1);
@@ -609,7 +613,7 @@ START_TEST(test_many_registers) {
              out = h_tensor_new(F64, 1, &n, NULL);
     for (int64_t i = 0; i < n; i++)
       in.values[i] = 0.001 * (double)i;
-    prog p = {.n = 0};
+    prog p = {.n = 0, .dtype = F64};
     uint32_t x = IN(&p, 0);
     uint32_t v[200] = {0};
     for (int k = 0; k < counts[c]; k++)
@@ -704,12 +708,14 @@ START_TEST(test_refusals) {
   q.ins[2].op = 12345;
   ck_assert_str_eq(refused(&hx, &q, 2, 1),
                    "fused: instruction 2 has op code 12345, which is neither "
-                   "INPUT, CONST, OUTPUT nor an elementwise op (NEG .. FMA)");
+                   "INPUT, CONST, OUTPUT nor an elementwise op (NEG .. "
+                   "ROUND, CAST, ADD .. GE, WHERE, FMA)");
   q = p;
   q.ins[2].op = TYTO_PLUGIN_OP_SUM; /* an op, but not elementwise */
   ck_assert_str_eq(refused(&hx, &q, 2, 1),
                    "fused: instruction 2 has op code 128, which is neither "
-                   "INPUT, CONST, OUTPUT nor an elementwise op (NEG .. FMA)");
+                   "INPUT, CONST, OUTPUT nor an elementwise op (NEG .. "
+                   "ROUND, CAST, ADD .. GE, WHERE, FMA)");
   q = p;
   OUT(&q, 2, 0); /* output 0 twice */
   ck_assert_str_eq(refused(&hx, &q, 2, 1),
@@ -780,10 +786,10 @@ START_TEST(test_refusals) {
                    "fused: the instructions' struct_size is 16, expected at "
                    "least 32 (a tyto_plugin_fused_instr of ABI 1.2)");
   fp.instrs = p.ins;
-  lin[1].dtype = F64;
+  lin[1].dtype = F64; /* ABI 1.5: mixed dtypes meet only through CAST */
   ck_assert_str_eq(refused_desc(&hx, &d),
-                   "fused: input 1 is f64 but the output is f32 (all operands "
-                   "must have one dtype)");
+                   "fused: instruction 2 (add) reads values of dtypes f32 and "
+                   "f64; convert with CAST first");
   lin[1].dtype = F32;
   lin[1].shape[0] = 3;
   lin[1].shape[1] = 2;
@@ -800,8 +806,8 @@ START_TEST(test_refusals) {
   out[1] = h_tensor_new(F64, 2, s23, NULL);
   d = fused_desc(in, 2, out, 2, lin, lout, &fp2, sizeof fp2);
   ck_assert_str_eq(refused_desc(&hx, &d),
-                   "fused: output 1 is f64 but output 0 is f32 (all operands "
-                   "must have one dtype)");
+                   "fused: instruction 4 writes a value of dtype f32 to "
+                   "output 1, whose dtype is f64");
   lout[1] = o32.layout;
   ck_assert_str_eq(refused_desc(&hx, &d),
                    "fused: output 1 has shape [3,2] but output 0 has shape "
