@@ -30,6 +30,8 @@ size_t cpu_dtype_size(uint32_t dtype) {
   switch (dtype) {
   case TYTO_PLUGIN_DTYPE_F32: return 4;
   case TYTO_PLUGIN_DTYPE_F64: return 8;
+  case TYTO_PLUGIN_DTYPE_F16:
+  case TYTO_PLUGIN_DTYPE_BF16: return 2;
   default: return 0;
   }
 }
@@ -128,7 +130,7 @@ static tyto_plugin_error *measure(const tyto_plugin_host *h, uint32_t op,
   if (!cpu_dtype_size(l->dtype))
     return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
                         "%s: dtype %s is not supported by the cpu device "
-                        "(f32 and f64 are)",
+                        "(f32, f64, f16 and bf16 are)",
                         cpu_op_name(op), cpu_dtype_name(l->dtype));
   int64_t elem = (int64_t)cpu_dtype_size(l->dtype), lo = l->offset,
           hi = l->offset, n = 1;
@@ -172,7 +174,10 @@ static const cpu_family copy_family = {cpu_copy_check, cpu_copy_prepare},
                         layout_family = {cpu_layout_check, cpu_layout_prepare},
                         random_family = {cpu_random_check, cpu_random_prepare},
                         linalg_family = {cpu_linalg_check, cpu_linalg_prepare},
-                        fused_family = {cpu_fused_check, cpu_fused_prepare};
+                        fused_family = {cpu_fused_check, cpu_fused_prepare},
+                        matmul16_family = {cpu_matmul16_check,
+                                           cpu_matmul16_prepare},
+                        conv16_family = {cpu_conv16_check, cpu_conv16_prepare};
 
 static const cpu_family *family_of(uint32_t op) {
   if (op == TYTO_PLUGIN_OP_COPY || op == TYTO_PLUGIN_OP_FILL)
@@ -195,6 +200,18 @@ static const cpu_family *family_of(uint32_t op) {
     return &linalg_family;
   if (op == TYTO_PLUGIN_OP_FUSED)
     return &fused_family;
+  return NULL;
+}
+
+/* The family that runs an op with a 16-bit operand (ABI 1.5), or NULL
+ * where none does yet. */
+static const cpu_family *family16_of(uint32_t op) {
+  if (op == TYTO_PLUGIN_OP_MATMUL)
+    return &matmul16_family;
+  if (op == TYTO_PLUGIN_OP_CONV2D ||
+      op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA ||
+      op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER)
+    return &conv16_family;
   return NULL;
 }
 
@@ -234,6 +251,22 @@ static tyto_plugin_error *describe(const tyto_plugin_host *h,
     e = h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                      "%s: %u real attributes but no array", cpu_op_name(d->op),
                      d->n_fattrs);
+  /* An op with a 16-bit operand goes to the family with a 16-bit path. */
+  const tyto_plugin_layout *half = NULL;
+  for (uint32_t i = 0; !e && !half && i < desc->n_in + desc->n_out; i++) {
+    const tyto_plugin_layout *l =
+        i < desc->n_in ? &desc->in[i].l : &desc->out[i - desc->n_in].l;
+    if (cpu_dtype_size(l->dtype) == 2)
+      half = l;
+  }
+  if (half) {
+    *family = family16_of(d->op);
+    if (!*family)
+      e = h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
+                       "%s: dtype %s is not supported by the cpu device for "
+                       "this op (f32 and f64 are)",
+                       cpu_op_name(d->op), cpu_dtype_name(half->dtype));
+  }
   return e;
 }
 

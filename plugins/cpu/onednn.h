@@ -1,5 +1,6 @@
 /*
- * oneDNN in the CPU plugin: the one engine its primitives share.
+ * oneDNN in the CPU plugin: the one engine the convolutions and the 16-bit
+ * matmul share, and running a primitive on bound pointers.
  */
 #ifndef TYTO_PLUGIN_CPU_ONEDNN_H
 #define TYTO_PLUGIN_CPU_ONEDNN_H
@@ -18,6 +19,28 @@ int cpu_dnnl_off(void);
 /* The process's CPU engine, made on first use (oneDNN engines are
  * thread-safe); NULL when oneDNN cannot make one. */
 dnnl_engine_t cpu_dnnl_engine(void);
+
+/* A primitive attribute with a user scratchpad (the kernel's workspace:
+ * oneDNN's own belongs to the thread that made the primitive, and ours
+ * run on stream workers); NULL when out of memory. */
+dnnl_primitive_attr_t cpu_dnnl_attr(void);
+
+/* The implementation oneDNN picked ("brg:avx512_core_bf16"), and whether
+ * it is its reference code ("ref:any"): correct, but slower than f32
+ * copies through OpenBLAS by far, so the 16-bit ops refuse it. */
+const char *cpu_dnnl_impl(const_dnnl_primitive_desc_t pd);
+int cpu_dnnl_is_ref(const_dnnl_primitive_desc_t pd);
+
+/* One argument of a primitive: oneDNN's argument id, the memory
+ * descriptor, the data. */
+typedef struct cpu_dnnl_arg {
+  int arg;
+  const dnnl_memory_desc_t *md;
+  void *ptr;
+} cpu_dnnl_arg;
+
+/* Runs p on the calling thread with n arguments and waits for it. */
+dnnl_status_t cpu_dnnl_exec(dnnl_primitive_t p, int n, const cpu_dnnl_arg *a);
 #endif
 
 #endif

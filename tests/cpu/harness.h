@@ -21,11 +21,14 @@
 
 #include "common.h"
 
+#include "../../plugins/common/half.h"
 #include "runtime/error.h"
 #include "runtime/runtime.h"
 
 #define F32 TYTO_PLUGIN_DTYPE_F32
 #define F64 TYTO_PLUGIN_DTYPE_F64
+#define F16 TYTO_PLUGIN_DTYPE_F16
+#define BF16 TYTO_PLUGIN_DTYPE_BF16
 
 typedef struct harness {
   tyto_context *ctx;
@@ -87,12 +90,18 @@ static inline int64_t h_at(const h_tensor *t, const int64_t *idx) {
 }
 
 static inline size_t h_size(uint32_t dtype) {
-  return dtype == F32 ? 4 : 8;
+  return dtype == F32 ? 4 : dtype == F16 || dtype == BF16 ? 2 : 8;
 }
 
+/* 16-bit values are rounded once from the double (to nearest, ties to
+ * even) and read back exactly. */
 static inline void h_pack(const h_tensor *t, unsigned char *bytes) {
   for (int64_t i = 0; i < t->storage; i++) {
-    if (t->layout.dtype == F32) {
+    if (t->layout.dtype == F16 || t->layout.dtype == BF16) {
+      uint16_t h = t->layout.dtype == F16 ? tpc_f64_to_f16(t->values[i])
+                                          : tpc_f64_to_bf16(t->values[i]);
+      memcpy(bytes + 2 * i, &h, 2);
+    } else if (t->layout.dtype == F32) {
       float f = (float)t->values[i];
       memcpy(bytes + 4 * i, &f, 4);
     } else {
@@ -103,7 +112,12 @@ static inline void h_pack(const h_tensor *t, unsigned char *bytes) {
 
 static inline void h_unpack(h_tensor *t, const unsigned char *bytes) {
   for (int64_t i = 0; i < t->storage; i++) {
-    if (t->layout.dtype == F32) {
+    if (t->layout.dtype == F16 || t->layout.dtype == BF16) {
+      uint16_t h;
+      memcpy(&h, bytes + 2 * i, 2);
+      t->values[i] =
+          t->layout.dtype == F16 ? tpc_f16_to_f32(h) : tpc_bf16_to_f32(h);
+    } else if (t->layout.dtype == F32) {
       float f;
       memcpy(&f, bytes + 4 * i, 4);
       t->values[i] = f;
