@@ -4,14 +4,35 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "onednn.h"
 
 int cpu_dnnl_off(void) {
   const char *v = getenv("TYTO_CPU_NO_DNNL");
   return v && *v && strcmp(v, "0") != 0;
+}
+
+/* What CPUID says of the 16-bit dot-product instructions. */
+static void cpu_features(int *avx512_bf16, int *amx_bf16) {
+  *avx512_bf16 = *amx_bf16 = 0;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (__get_cpuid_max(0, NULL) < 7)
+    return;
+  __cpuid_count(7, 0, a, b, c, d);
+  *amx_bf16 = (d >> 22) & 1; /* AMX-BF16 */
+  if (a >= 1) {
+    __cpuid_count(7, 1, a, b, c, d);
+    *avx512_bf16 = (a >> 5) & 1; /* AVX512_BF16 */
+  }
+#endif
 }
 
 #ifdef TYTO_HAVE_DNNL
@@ -86,4 +107,58 @@ dnnl_status_t cpu_dnnl_exec(dnnl_primitive_t p, int n, const cpu_dnnl_arg *a) {
       dnnl_memory_destroy(mem[i]);
   return st;
 }
+
+/* The implementation oneDNN gives a bf16 matmul of 256^3 (bf16 in and
+ * out, plain row-major), or NULL when it gives none. */
+static const char *bf16_gemm_impl(char *buf, size_t size) {
+  dnnl_engine_t eng = cpu_dnnl_engine();
+  if (!eng)
+    return NULL;
+  dnnl_dims_t d = {256, 256};
+  dnnl_memory_desc_t md;
+  dnnl_matmul_desc_t mm;
+  dnnl_primitive_desc_t pd = NULL;
+  if (dnnl_memory_desc_init_by_tag(&md, 2, d, dnnl_bf16, dnnl_ab) ||
+      dnnl_matmul_desc_init(&mm, &md, &md, NULL, &md) ||
+      dnnl_primitive_desc_create(&pd, &mm, NULL, eng, NULL))
+    return NULL;
+  int ref = cpu_dnnl_is_ref(pd);
+  snprintf(buf, size, "%s", cpu_dnnl_impl(pd));
+  dnnl_primitive_desc_destroy(pd);
+  return ref ? NULL : buf;
+}
 #endif
+
+void cpu_gemm16_describe(char *buf, size_t size) {
+  int bf16, amx;
+  cpu_features(&bf16, &amx);
+  char hw[64];
+  snprintf(hw, sizeof hw, "CPU: %s, %s",
+           bf16 ? "AVX512-BF16" : "no AVX512-BF16",
+           amx ? "AMX-BF16" : "no AMX");
+#ifdef TYTO_HAVE_DNNL
+  const dnnl_version_t *v = dnnl_version();
+  char impl[64];
+  if (cpu_dnnl_off()) {
+    snprintf(buf, size,
+             "oneDNN %d.%d.%d off (TYTO_CPU_NO_DNNL): bf16 and f16 matmul "
+             "and convolutions converted to f32 (%s)",
+             v->major, v->minor, v->patch, hw);
+  } else if (bf16_gemm_impl(impl, sizeof impl)) {
+    snprintf(buf, size,
+             "oneDNN %d.%d.%d: bf16 matmul and convolutions on its bf16 "
+             "kernels (%s; %s), f16 converted to f32",
+             v->major, v->minor, v->patch, impl, hw);
+  } else {
+    snprintf(buf, size,
+             "oneDNN %d.%d.%d has no fast bf16 kernel here: bf16 and f16 "
+             "matmul and convolutions converted to f32 (%s)",
+             v->major, v->minor, v->patch, hw);
+  }
+#else
+  snprintf(buf, size,
+           "built without oneDNN: bf16 and f16 matmul and convolutions "
+           "converted to f32 (%s)",
+           hw);
+#endif
+}

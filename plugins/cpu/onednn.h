@@ -1,6 +1,7 @@
 /*
  * oneDNN in the CPU plugin: the one engine the convolutions and the 16-bit
- * matmul share, and running a primitive on bound pointers.
+ * matmul share, running a primitive on bound pointers, and the line of the
+ * device description that says which path bf16 and f16 GEMMs take here.
  */
 #ifndef TYTO_PLUGIN_CPU_ONEDNN_H
 #define TYTO_PLUGIN_CPU_ONEDNN_H
@@ -14,6 +15,11 @@
 /* Whether TYTO_CPU_NO_DNNL is set (non-empty and not "0"): every op then
  * takes its portable path. Read at each prepare. */
 int cpu_dnnl_off(void);
+
+/* Writes how bf16 and f16 MATMUL and convolutions run on this machine
+ * (oneDNN's bf16 kernels, or converted to f32), with the CPU's AVX512-BF16
+ * and AMX support, into buf: one line for the device description. */
+void cpu_gemm16_describe(char *buf, size_t size);
 
 #ifdef TYTO_HAVE_DNNL
 /* The process's CPU engine, made on first use (oneDNN engines are

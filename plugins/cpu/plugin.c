@@ -15,6 +15,7 @@
 
 #include "../common/hostmem.h"
 #include "cpu.h"
+#include "onednn.h"
 #include "pool.h"
 
 static tyto_plugin_error *cpu_probe(tyto_plugin_state *st,
@@ -72,6 +73,9 @@ static tyto_plugin_error *cpu_probe(tyto_plugin_state *st,
            : strcmp(vendor, "AuthenticAMD") == 0 ? "AMD"
            : strcmp(vendor, "GenuineIntel") == 0 ? "Intel"
                                                  : vendor);
+  /* How bf16 and f16 GEMMs run here, for tyto-info (the description's
+   * driver_version: what this device's kernels run on). */
+  cpu_gemm16_describe(st->gemm16, sizeof st->gemm16);
   claims->claim(claims->ctx, (int32_t)cpu->index, 0, st->name);
   return NULL;
 }
@@ -88,7 +92,7 @@ static tyto_plugin_error *cpu_device_query(tyto_plugin_state *st,
     info->field = (value);
   SET(name, st->name)
   SET(vendor, st->vendor)
-  SET(driver_version, "")
+  SET(driver_version, st->gemm16)
   SET(dtypes, TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F32) |
                   TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F64) |
                   TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F16) |

@@ -397,11 +397,18 @@ START_TEST(mixed_dtypes_refused) {
 }
 END_TEST
 
-/* cpu:0 lists both 16-bit dtypes. */
-START_TEST(device_lists_the_dtypes) {
+/* cpu:0 lists both 16-bit dtypes and says how bf16 GEMMs run (what
+ * tyto-info prints after the vendor). */
+START_TEST(device_says_the_path) {
   const tyto_device_info *info = &hx.dev->info;
   ck_assert(info->dtypes & TYTO_PLUGIN_DTYPE_BIT(F16));
   ck_assert(info->dtypes & TYTO_PLUGIN_DTYPE_BIT(BF16));
+  const char *v = info->driver_version;
+  ck_assert_msg(strstr(v, "bf16") && strstr(v, "f32") && strstr(v, "CPU: "),
+                "driver_version \"%s\"", v);
+#ifdef TYTO_HAVE_DNNL
+  ck_assert_msg(strstr(v, "oneDNN"), "driver_version \"%s\"", v);
+#endif
 }
 END_TEST
 
@@ -419,7 +426,7 @@ int main(void) {
   tcase_add_loop_test(tc, nan_and_infinities, 0, N_PATHS);
   tcase_add_loop_test(tc, overflow_to_infinity, 0, N_PATHS);
   tcase_add_test(tc, mixed_dtypes_refused);
-  tcase_add_test(tc, device_lists_the_dtypes);
+  tcase_add_test(tc, device_says_the_path);
   suite_add_tcase(s, tc);
   return test_run(s);
 }
