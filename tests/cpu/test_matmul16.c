@@ -359,6 +359,74 @@ START_TEST(overflow_to_infinity) {
 }
 END_TEST
 
+/* Every 16-bit value times 1 comes back as itself: the conversions into
+ * f32 and back, over all 2^16 bit patterns (NaN as some NaN, -0 as a zero:
+ * a sum's zero sign is open). bf16 subnormals may come back as zeros:
+ * oneDNN's bf16 dot products read them as zeros, as DAZ allows. */
+START_TEST(every_value_round_trips) {
+  uint32_t dt = path_dtype(_i);
+  path_enter(_i);
+  int64_t m = 65536;
+  h_tensor a = h_tensor_new(dt, 2, (int64_t[]){m, 1}, NULL),
+           b = h_tensor_new(dt, 2, (int64_t[]){1, 1}, NULL),
+           c = h_tensor_new(dt, 2, (int64_t[]){m, 1}, NULL);
+  for (int64_t i = 0; i < m; i++)
+    a.values[i] =
+        dt == F16 ? tpc_f16_to_f32((uint16_t)i) : tpc_bf16_to_f32((uint16_t)i);
+  b.values[0] = 1;
+  const char *err = harness_run(&hx, TYTO_PLUGIN_OP_MATMUL, (h_tensor[]){a, b},
+                                2, &c, 1, NULL, 0, NULL, 0);
+  ck_assert_msg(err == NULL, "%s", err);
+  for (int64_t i = 0; i < m; i++) {
+    double want = a.values[i], got = c.values[i];
+    int flushed = dt == BF16 && fabs(want) < ldexp(1, -126) && got == 0;
+    ck_assert_msg(isnan(want) ? isnan(got) : got == want || flushed,
+                  "0x%04x: got %.9g, expected %.9g", (unsigned)i, got, want);
+  }
+  h_tensor_free(&a);
+  h_tensor_free(&b);
+  h_tensor_free(&c);
+}
+END_TEST
+
+/* With k = 1 each result is one product, exact in f32 (16 or 22 bits), so
+ * it must be that product rounded once to the dtype, ties to even, into
+ * the subnormals (f16) and past the largest finite value to an infinity:
+ * exponents spread over the dtype's range and beyond. A bf16 product below
+ * f32's normals may be flushed to zero (FTZ, as ops.md allows). */
+START_TEST(products_round_once) {
+  uint32_t dt = path_dtype(_i);
+  path_enter(_i);
+  int64_t m = 97, n = 101;
+  int span = dt == F16 ? 15 : 62;
+  h_tensor a = h_tensor_new(dt, 2, (int64_t[]){m, 1}, NULL),
+           b = h_tensor_new(dt, 2, (int64_t[]){1, n}, NULL),
+           c = h_tensor_new(dt, 2, (int64_t[]){m, n}, NULL);
+  fill16(&a, 7);
+  fill16(&b, 8);
+  for (int64_t i = 0; i < m; i++)
+    a.values[i] = round16(dt, ldexp(a.values[i], (int)(i % (2 * span)) - span));
+  for (int64_t j = 0; j < n; j++)
+    b.values[j] =
+        round16(dt, ldexp(b.values[j], (int)(j * 7 % (2 * span)) - span));
+  const char *err = harness_run(&hx, TYTO_PLUGIN_OP_MATMUL, (h_tensor[]){a, b},
+                                2, &c, 1, NULL, 0, NULL, 0);
+  ck_assert_msg(err == NULL, "%s", err);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double p = a.values[i] * b.values[j], want = round16(dt, p),
+             got = c.values[i * n + j];
+      int flushed = fabs(p) < ldexp(1, -126) && got == 0; /* FTZ */
+      ck_assert_msg(got == want || flushed,
+                    "%.9g * %.9g: got %.9g, expected %.9g", a.values[i],
+                    b.values[j], got, want);
+    }
+  h_tensor_free(&a);
+  h_tensor_free(&b);
+  h_tensor_free(&c);
+}
+END_TEST
+
 static void expect_error(uint32_t da, uint32_t db, uint32_t dc,
                          const char *message) {
   h_tensor a = h_tensor_new(da, 2, (int64_t[]){4, 5}, NULL),
@@ -425,6 +493,8 @@ int main(void) {
   tcase_add_loop_test(tc, empty_extents, 0, N_PATHS);
   tcase_add_loop_test(tc, nan_and_infinities, 0, N_PATHS);
   tcase_add_loop_test(tc, overflow_to_infinity, 0, N_PATHS);
+  tcase_add_loop_test(tc, every_value_round_trips, 0, N_PATHS);
+  tcase_add_loop_test(tc, products_round_once, 0, N_PATHS);
   tcase_add_test(tc, mixed_dtypes_refused);
   tcase_add_test(tc, device_says_the_path);
   suite_add_tcase(s, tc);
