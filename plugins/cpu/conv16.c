@@ -8,13 +8,15 @@
  *
  *  - bf16 on oneDNN's direct convolution primitives (forward, backward
  *    data, backward weights), bf16 tensors in and out, f32 accumulation,
- *    one rounding of each result (bias included) to bf16. The primitive
- *    chooses its own tensor formats (the blocked nChw16c / OIhw16i16o of
- *    its AVX512-BF16 kernels: several times the rate of plain nchw, which
- *    oneDNN 2.6 runs as im2col + GEMM); reorders, bit for bit, move the
- *    tensors between them and plain nchw / oihw. A tensor bound with
- *    strides or an offset that plain formats cannot say is first copied,
- *    bit for bit, to a dense block of the workspace (the output last).
+ *    one rounding of each result (bias included) to bf16. Most let the
+ *    primitive choose its tensor formats (the blocked nChw16c /
+ *    OIhw16i16o of its AVX512-BF16 kernels: several times the rate of
+ *    plain nchw, which oneDNN 2.6 runs as im2col + GEMM), with reorders,
+ *    bit for bit, between them and plain nchw / oihw; 1x1 kernels and
+ *    weight gradients over small planes run on plain formats
+ *    (cv16_layout). A tensor bound with strides or an offset that plain
+ *    formats cannot say is first copied, bit for bit, to a dense block of
+ *    the workspace (the output last).
  *  - f16 (oneDNN 2.6 has no f16 convolution on a CPU without AVX512-FP16),
  *    bf16 where oneDNN offers only its reference code, is not built in,
  *    is turned off (TYTO_CPU_NO_DNNL) or where its bf16 kernels are slow
@@ -170,41 +172,65 @@ static void cv16_destroy(cpu_op *base) {
 /* ------------------------------------------------------------------------ */
 
 #ifdef TYTO_HAVE_DNNL
-/* Whether oneDNN 2.6's bf16 kernels are slower here than the f32 path
- * (conversions included), by a fixed rule rather than a timing, so that
- * runs stay bit-reproducible: the data gradient of a convolution with few
- * input channels per group (the first layer of a CNN: 1 or 3 channels),
- * which its bf16 backward-data kernels run at a twentieth of f32's rate
- * (N 64, C 1, O 32, 28x28, 5x5 on 2 cores: 13 ms blocked, 20 ms nchw,
- * against 0.6 ms in f32). */
-static int cv16_dnnl_slow(const cv16_op *op) {
-  return op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA &&
-         op->g.C / op->g.G < 8;
+enum { CV16_BLOCKED, CV16_PLAIN, CV16_NOT };
+
+/* Where oneDNN 2.6's bf16 convolutions run fastest here, by fixed rules
+ * rather than timings, so that runs stay bit-reproducible. Measured on 2
+ * cores of an AVX512-BF16 EPYC, N 64, reorders included:
+ *  - 1x1 kernels are GEMMs, which it runs best on plain nchw: blocked
+ *    formats add reorders of whole tensors to kernels 2 to 8 times slower
+ *    (C 32, O 32, 28x28: forward 0.35 against 1.1 ms, weight gradient 0.8
+ *    against 4.3 ms);
+ *  - the data gradient of a layer with 1 or 2 input channels per group
+ *    (a CNN's first) is faster in f32, conversions included (C 1, O 32,
+ *    28x28, 5x5: 3.1 to 6.2 ms blocked, 1.7 ms f32; even at C 3, ahead
+ *    from C 4);
+ *  - the weight gradient over small planes runs best on plain formats (C
+ *    64, O 64, 7x7, 3x3: 1.4 against 4.5 ms; even at 14x14);
+ *  - everything else on blocked formats (C 32, O 64, 14x14, 3x3: forward
+ *    1.2 to 2.4 ms against 6.7, data gradient 1.8 to 2.6 against 5.6). */
+static int cv16_layout(const cv16_op *op) {
+  const tpc_conv *g = &op->g;
+  if (g->KH == 1 && g->KW == 1)
+    return CV16_PLAIN;
+  if (op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA && g->C / g->G < 3)
+    return CV16_NOT;
+  if (op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER && g->OH * g->OW <= 64)
+    return CV16_PLAIN;
+  return CV16_BLOCKED;
+}
+
+/* x, w, bias, y of the geometry in bf16: plain nchw, oihw (goihw with
+ * groups) and x, or (any) in the formats the primitive will pick, the
+ * bias plain. */
+static int cv16_mds(const tpc_conv *g, int any, dnnl_memory_desc_t md[4]) {
+  dnnl_dims_t xd = {g->N, g->C, g->H, g->W}, yd = {g->N, g->O, g->OH, g->OW},
+              bd = {g->O};
+  dnnl_format_tag_t img = any ? dnnl_format_tag_any : dnnl_nchw;
+  int ok = dnnl_memory_desc_init_by_tag(&md[0], 4, xd, dnnl_bf16, img) ==
+               dnnl_success &&
+           dnnl_memory_desc_init_by_tag(&md[2], 1, bd, dnnl_bf16, dnnl_x) ==
+               dnnl_success &&
+           dnnl_memory_desc_init_by_tag(&md[3], 4, yd, dnnl_bf16, img) ==
+               dnnl_success;
+  if (g->G > 1) {
+    dnnl_dims_t wd = {g->G, g->O / g->G, g->C / g->G, g->KH, g->KW};
+    return ok && dnnl_memory_desc_init_by_tag(&md[1], 5, wd, dnnl_bf16,
+                                              any ? dnnl_format_tag_any
+                                                  : dnnl_goihw) == dnnl_success;
+  }
+  dnnl_dims_t wd = {g->O, g->C, g->KH, g->KW};
+  return ok && dnnl_memory_desc_init_by_tag(&md[1], 4, wd, dnnl_bf16,
+                                            any ? dnnl_format_tag_any
+                                                : dnnl_oihw) == dnnl_success;
 }
 
 /* Each tensor's plain descriptor and oneDNN argument. */
 static int cv16_user_mds(cv16_op *op) {
-  const tpc_conv *g = &op->g;
-  dnnl_memory_desc_t x, w, b, y;
-  dnnl_dims_t xd = {g->N, g->C, g->H, g->W}, yd = {g->N, g->O, g->OH, g->OW},
-              bd = {g->O};
-  int ok = dnnl_memory_desc_init_by_tag(&x, 4, xd, dnnl_bf16, dnnl_nchw) ==
-               dnnl_success &&
-           dnnl_memory_desc_init_by_tag(&y, 4, yd, dnnl_bf16, dnnl_nchw) ==
-               dnnl_success &&
-           dnnl_memory_desc_init_by_tag(&b, 1, bd, dnnl_bf16, dnnl_x) ==
-               dnnl_success;
-  if (g->G > 1) {
-    dnnl_dims_t wd = {g->G, g->O / g->G, g->C / g->G, g->KH, g->KW};
-    ok = ok && dnnl_memory_desc_init_by_tag(&w, 5, wd, dnnl_bf16, dnnl_goihw) ==
-                   dnnl_success;
-  } else {
-    dnnl_dims_t wd = {g->O, g->C, g->KH, g->KW};
-    ok = ok && dnnl_memory_desc_init_by_tag(&w, 4, wd, dnnl_bf16, dnnl_oihw) ==
-                   dnnl_success;
-  }
-  if (!ok)
+  dnnl_memory_desc_t md[4];
+  if (!cv16_mds(&op->g, 0, md))
     return 0;
+  const dnnl_memory_desc_t x = md[0], w = md[1], b = md[2], y = md[3];
   switch (op->code) {
   case TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA: /* dy, w -> dx */
     op->user[0] = y, op->arg[0] = DNNL_ARG_DIFF_DST;
@@ -227,37 +253,24 @@ static int cv16_user_mds(cv16_op *op) {
   return 1;
 }
 
-/* The convolution's primitive descriptor, its tensors in the formats it
- * picks (the bias stays plain); NULL when oneDNN has none. */
-static dnnl_primitive_desc_t cv16_pd(const cv16_op *op,
+/* The convolution's primitive descriptor on plain or blocked formats (the
+ * bias always plain); NULL when oneDNN has none. */
+static dnnl_primitive_desc_t cv16_pd(const cv16_op *op, int any,
                                      dnnl_primitive_attr_t attr) {
   dnnl_engine_t eng = cpu_dnnl_engine();
   const tpc_conv *g = &op->g;
-  dnnl_memory_desc_t x, w, y, b;
-  dnnl_dims_t xd = {g->N, g->C, g->H, g->W}, yd = {g->N, g->O, g->OH, g->OW},
-              bd = {g->O}, strides = {g->sh, g->sw}, pad = {g->ph, g->pw},
+  dnnl_memory_desc_t md[4];
+  dnnl_dims_t strides = {g->sh, g->sw}, pad = {g->ph, g->pw},
               dil = {g->dh - 1, g->dw - 1};
-  int ok = dnnl_memory_desc_init_by_tag(&x, 4, xd, dnnl_bf16,
-                                        dnnl_format_tag_any) == dnnl_success &&
-           dnnl_memory_desc_init_by_tag(&y, 4, yd, dnnl_bf16,
-                                        dnnl_format_tag_any) == dnnl_success &&
-           dnnl_memory_desc_init_by_tag(&b, 1, bd, dnnl_bf16, dnnl_x) ==
-               dnnl_success;
-  if (g->G > 1) {
-    dnnl_dims_t wd = {g->G, g->O / g->G, g->C / g->G, g->KH, g->KW};
-    ok = ok && dnnl_memory_desc_init_by_tag(
-                   &w, 5, wd, dnnl_bf16, dnnl_format_tag_any) == dnnl_success;
-  } else {
-    dnnl_dims_t wd = {g->O, g->C, g->KH, g->KW};
-    ok = ok && dnnl_memory_desc_init_by_tag(
-                   &w, 4, wd, dnnl_bf16, dnnl_format_tag_any) == dnnl_success;
-  }
+  if (!cv16_mds(g, any, md))
+    return NULL;
   int fwd = op->code == TYTO_PLUGIN_OP_CONV2D;
   dnnl_convolution_desc_t cd, bwd;
-  ok = ok && dnnl_dilated_convolution_forward_desc_init(
-                 &cd, fwd ? dnnl_forward_inference : dnnl_forward_training,
-                 dnnl_convolution_direct, &x, &w, g->has_bias ? &b : NULL, &y,
-                 strides, dil, pad, pad) == dnnl_success;
+  int ok =
+      dnnl_dilated_convolution_forward_desc_init(
+          &cd, fwd ? dnnl_forward_inference : dnnl_forward_training,
+          dnnl_convolution_direct, &md[0], &md[1], g->has_bias ? &md[2] : NULL,
+          &md[3], strides, dil, pad, pad) == dnnl_success;
   dnnl_primitive_desc_t pd = NULL, hint = NULL;
   if (!ok)
     return NULL;
@@ -271,12 +284,12 @@ static dnnl_primitive_desc_t cv16_pd(const cv16_op *op,
   ok = dnnl_primitive_desc_create(&hint, &cd, NULL, eng, NULL) == dnnl_success;
   if (op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA)
     ok = ok && dnnl_dilated_convolution_backward_data_desc_init(
-                   &bwd, dnnl_convolution_direct, &x, &w, &y, strides, dil, pad,
-                   pad) == dnnl_success;
+                   &bwd, dnnl_convolution_direct, &md[0], &md[1], &md[3],
+                   strides, dil, pad, pad) == dnnl_success;
   else
     ok = ok && dnnl_dilated_convolution_backward_weights_desc_init(
-                   &bwd, dnnl_convolution_direct, &x, &w, NULL, &y, strides,
-                   dil, pad, pad) == dnnl_success;
+                   &bwd, dnnl_convolution_direct, &md[0], &md[1], NULL, &md[3],
+                   strides, dil, pad, pad) == dnnl_success;
   if (!ok ||
       dnnl_primitive_desc_create(&pd, &bwd, attr, eng, hint) != dnnl_success)
     pd = NULL;
@@ -310,12 +323,13 @@ static dnnl_primitive_t cv16_reorder(const dnnl_memory_desc_t *from,
 /* Builds oneDNN's steps into op, reserving their workspace from *used;
  * 0 when oneDNN offers no fast kernel (op is then as before). */
 static int cv16_plan_dnnl(cv16_op *op, uint64_t *used) {
-  if (!cpu_dnnl_engine() || cv16_dnnl_slow(op) || !cv16_user_mds(op))
+  int layout = cv16_layout(op);
+  if (!cpu_dnnl_engine() || layout == CV16_NOT || !cv16_user_mds(op))
     return 0;
   dnnl_primitive_attr_t attr = cpu_dnnl_attr();
   if (!attr)
     return 0;
-  dnnl_primitive_desc_t pd = cv16_pd(op, attr);
+  dnnl_primitive_desc_t pd = cv16_pd(op, layout == CV16_BLOCKED, attr);
   int ok = pd && !cpu_dnnl_is_ref(pd);
   uint32_t n = cv16_n(op);
   for (uint32_t i = 0; ok && i < n; i++) {
