@@ -88,30 +88,35 @@ static tyto_plugin_error *dnnl_failed(const cv16_op *op, dnnl_status_t st) {
 static dnnl_status_t cv16_run_dnnl(const cv16_op *op, unsigned char *const *p,
                                    unsigned char *ws) {
   uint32_t n = cv16_n(op);
-  void *scratch = ws + op->scratch_at;
+  void *scratch[CV16_STEPS];
+  for (int i = 0; i < CV16_STEPS; i++)
+    scratch[i] =
+        dnnl_memory_desc_get_size(&op->scratch[i]) ? ws + op->scratch_at : NULL;
   void *at[4];
   for (uint32_t i = 0; i < n; i++)
     at[i] = op->reorder[i] ? ws + op->inside_at[i] : p[i];
   dnnl_status_t st = dnnl_success;
   for (uint32_t i = 0; i < op->n_in && st == dnnl_success; i++)
     if (op->reorder[i]) {
-      cpu_dnnl_arg a[3] = {{DNNL_ARG_FROM, &op->user[i], p[i]},
-                           {DNNL_ARG_TO, &op->inside[i], at[i]},
-                           {DNNL_ARG_SCRATCHPAD, &op->scratch[1 + i], scratch}};
+      cpu_dnnl_arg a[3] = {
+          {DNNL_ARG_FROM, &op->user[i], p[i]},
+          {DNNL_ARG_TO, &op->inside[i], at[i]},
+          {DNNL_ARG_SCRATCHPAD, &op->scratch[1 + i], scratch[1 + i]}};
       st = cpu_dnnl_exec(op->reorder[i], 3, a);
     }
   if (st == dnnl_success) {
     cpu_dnnl_arg a[5];
     for (uint32_t i = 0; i < n; i++)
       a[i] = (cpu_dnnl_arg){op->arg[i], &op->inside[i], at[i]};
-    a[n] = (cpu_dnnl_arg){DNNL_ARG_SCRATCHPAD, &op->scratch[0], scratch};
+    a[n] = (cpu_dnnl_arg){DNNL_ARG_SCRATCHPAD, &op->scratch[0], scratch[0]};
     st = cpu_dnnl_exec(op->prim, (int)n + 1, a);
   }
   uint32_t o = op->n_in;
   if (st == dnnl_success && op->reorder[o]) {
-    cpu_dnnl_arg a[3] = {{DNNL_ARG_FROM, &op->inside[o], at[o]},
-                         {DNNL_ARG_TO, &op->user[o], p[o]},
-                         {DNNL_ARG_SCRATCHPAD, &op->scratch[1 + o], scratch}};
+    cpu_dnnl_arg a[3] = {
+        {DNNL_ARG_FROM, &op->inside[o], at[o]},
+        {DNNL_ARG_TO, &op->user[o], p[o]},
+        {DNNL_ARG_SCRATCHPAD, &op->scratch[1 + o], scratch[1 + o]}};
     st = cpu_dnnl_exec(op->reorder[o], 3, a);
   }
   return st;

@@ -92,10 +92,11 @@ static tyto_plugin_error *mm16_exec(const cpu_op *base, const cpu_desc *d,
         {DNNL_ARG_SRC, &op->md[s], p[s]},
         {DNNL_ARG_WEIGHTS, &op->md[!s], p[!s]},
         {DNNL_ARG_DST, &op->md[2], p[2]},
-        {DNNL_ARG_SCRATCHPAD, &op->scratch_md, ws ? ws + op->scratch_at : NULL},
+        {DNNL_ARG_SCRATCHPAD, &op->scratch_md,
+         dnnl_memory_desc_get_size(&op->scratch_md) ? ws + op->scratch_at
+                                                    : NULL},
     };
-    int n = dnnl_memory_desc_get_size(&op->scratch_md) ? 4 : 3;
-    dnnl_status_t st = cpu_dnnl_exec(op->prim, n, a);
+    dnnl_status_t st = cpu_dnnl_exec(op->prim, 4, a);
     if (st != dnnl_success)
       return op->host->error_new(
           st == dnnl_out_of_memory ? TYTO_PLUGIN_ERR_OUT_OF_MEMORY

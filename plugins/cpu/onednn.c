@@ -88,16 +88,19 @@ dnnl_status_t cpu_dnnl_exec(dnnl_primitive_t p, int n, const cpu_dnnl_arg *a) {
   dnnl_exec_arg_t ea[8];
   dnnl_status_t st = eng && n <= 8 ? dnnl_success : dnnl_runtime_error;
   int made = 0;
-  for (; made < n && st == dnnl_success; made++) {
-    st = dnnl_memory_create(&mem[made], a[made].md, eng, a[made].ptr);
-    ea[made].arg = a[made].arg;
+  for (int i = 0; i < n && st == dnnl_success; i++) {
+    if (!a[i].ptr)
+      continue;
+    st = dnnl_memory_create(&mem[made], a[i].md, eng, a[i].ptr);
+    ea[made].arg = a[i].arg;
     ea[made].memory = mem[made];
+    made += st == dnnl_success;
   }
   dnnl_stream_t s = NULL;
   if (st == dnnl_success)
     st = dnnl_stream_create(&s, eng, dnnl_stream_default_flags);
   if (st == dnnl_success)
-    st = dnnl_primitive_execute(p, s, n, ea);
+    st = dnnl_primitive_execute(p, s, made, ea);
   if (st == dnnl_success)
     st = dnnl_stream_wait(s);
   if (s)

@@ -45,7 +45,8 @@ typedef struct cpu_dnnl_arg {
   void *ptr;
 } cpu_dnnl_arg;
 
-/* Runs p on the calling thread with n arguments and waits for it. */
+/* Runs p on the calling thread with n arguments and waits for it; an
+ * argument with a NULL pointer (an empty scratchpad) is left out. */
 dnnl_status_t cpu_dnnl_exec(dnnl_primitive_t p, int n, const cpu_dnnl_arg *a);
 #endif
 
