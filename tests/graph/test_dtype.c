@@ -1,7 +1,8 @@
 /* The dtype table (graph/dtype.c): every row, values outside it refused at
  * every public entry point, the 2-byte formats bit for bit against
- * reference converters written here, graphs built in f16 and bf16, and
- * the compile error of a device that does not run them. */
+ * reference converters written here, graphs built in f16 and bf16, the
+ * compile error of a device that does not run them, and cpu:0 compiling
+ * them. */
 #include "common.h"
 
 #include <float.h>
@@ -261,17 +262,23 @@ START_TEST(graphs_in_f16_and_bf16) {
 }
 END_TEST
 
-static tyto_context *cpu_context(void) {
+static tyto_context *context_on(const char *plugin_dir, const char *devices) {
+  static char dirs[8192];
   tyto_context_options o;
   test_options(&o, 0);
-  o.devices = "cpu";
+  if (plugin_dir) {
+    snprintf(dirs, sizeof dirs, "%s", plugin_dir);
+    o.plugin_path = dirs;
+  }
+  o.devices = devices;
   tyto_context *ctx;
   ck_assert_msg(tyto_context_new(&o, &ctx) == TYTO_OK, "%s", tyto_errmsg());
   return ctx;
 }
 
-START_TEST(compile_refused_by_cpu) {
-  tyto_context *ctx = cpu_context();
+/* part:0 (tests/plugins/partplug.c) runs f32 only. */
+START_TEST(compile_refused_by_a_device_without_them) {
+  tyto_context *ctx = context_on(TEST_PART_PLUGIN_DIR, "part:0");
   const tyto_dtype dts[] = {TYTO_F16, TYTO_BF16};
   for (int k = 0; k < 2; k++) {
     tyto_graph *g = tyto_graph_new();
@@ -284,11 +291,31 @@ START_TEST(compile_refused_by_cpu) {
     ck_assert_ptr_null(p);
     char want[200];
     snprintf(want, sizeof want,
-             "compile on cpu:0: matmul (tensor #2) needs %s, which plugin "
-             "cpu does not run (it runs f32, f64); select a device that runs "
+             "compile on part:0: matmul (tensor #2) needs %s, which plugin "
+             "part does not run (it runs f32); select a device that runs "
              "it with TYTO_DEVICES",
              tyto_dtype_name(dts[k]));
     ck_assert_str_eq(tyto_errmsg(), want);
+    tyto_graph_free(g);
+  }
+  tyto_context_free(ctx);
+}
+END_TEST
+
+/* cpu:0 runs 16-bit matrix products (tests/cpu/test_matmul16.c checks
+ * their values). */
+START_TEST(compile_on_cpu) {
+  tyto_context *ctx = context_on(NULL, "cpu");
+  const tyto_dtype dts[] = {TYTO_F16, TYTO_BF16};
+  for (int k = 0; k < 2; k++) {
+    tyto_graph *g = tyto_graph_new();
+    tyto_tensor *a = tyto_input(g, dts[k], 2, S(2, 3), "a");
+    tyto_tensor *b = tyto_input(g, dts[k], 2, S(3, 2), "b");
+    tyto_tensor *y = tyto_matmul(a, b, 0, 0);
+    tyto_program *p = NULL;
+    ck_assert_msg(tyto_program_compile(ctx, g, 1, &y, NULL, &p) == TYTO_OK,
+                  "%s", tyto_errmsg());
+    tyto_program_free(p);
     tyto_graph_free(g);
   }
   tyto_context_free(ctx);
@@ -310,7 +337,7 @@ START_TEST(host_helpers_refuse_two_byte_formats) {
   ck_assert_int_eq(tyto_nn_new(g, &o, &nn), TYTO_ERR_INVALID_ARGUMENT);
   ck_assert_msg_contains(tyto_errmsg(), "unknown dtype 9");
 
-  tyto_context *ctx = cpu_context();
+  tyto_context *ctx = context_on(NULL, "cpu");
   tyto_tensor *x = tyto_input(g, TYTO_F16, 1, S(2), "x");
   tyto_tensor *y = tyto_sum(tyto_square(x), 0, NULL, 0);
   const uint16_t xv[2] = {0x3c00, 0x4000};
@@ -334,7 +361,8 @@ int main(void) {
   tcase_add_test(tc, f16_bits);
   tcase_add_test(tc, unknown_dtypes_refused);
   tcase_add_test(tc, graphs_in_f16_and_bf16);
-  tcase_add_test(tc, compile_refused_by_cpu);
+  tcase_add_test(tc, compile_refused_by_a_device_without_them);
+  tcase_add_test(tc, compile_on_cpu);
   tcase_add_test(tc, host_helpers_refuse_two_byte_formats);
   suite_add_tcase(s, tc);
   return test_run(s);
