@@ -12,18 +12,17 @@
  *    primitive choose its tensor formats (the blocked nChw16c /
  *    OIhw16i16o of its AVX512-BF16 kernels: several times the rate of
  *    plain nchw, which oneDNN 2.6 runs as im2col + GEMM), with reorders,
- *    bit for bit, between them and plain nchw / oihw; 1x1 kernels and
- *    weight gradients over small planes run on plain formats
- *    (cv16_layout). A tensor bound with strides or an offset that plain
- *    formats cannot say is first copied, bit for bit, to a dense block of
- *    the workspace (the output last).
+ *    bit for bit, between them and plain nchw / oihw; 1x1 kernels, data
+ *    gradients of layers with few channels and weight gradients over
+ *    small planes run on plain formats (cv16_layout). A tensor bound with
+ *    strides or an offset that plain formats cannot say is first copied,
+ *    bit for bit, to a dense block of the workspace (the output last).
  *  - f16 (oneDNN 2.6 has no f16 convolution on a CPU without AVX512-FP16),
- *    bf16 where oneDNN offers only its reference code, is not built in,
- *    is turned off (TYTO_CPU_NO_DNNL) or where its bf16 kernels are slow
- *    (below), and any op with an empty tensor: the operands are converted
- *    exactly to f32 blocks of the workspace, conv.c's f32 op (oneDNN f32
- *    or im2col + OpenBLAS) computes an f32 block, rounded once into the
- *    output.
+ *    bf16 where oneDNN offers only its reference code, is not built in or
+ *    is turned off (TYTO_CPU_NO_DNNL), and any op with an empty tensor:
+ *    the operands are converted exactly to f32 blocks of the workspace,
+ *    conv.c's f32 op (oneDNN f32 or im2col + OpenBLAS) computes an f32
+ *    block, rounded once into the output.
  *
  * Which path an op took is logged at prepare (debug level).
  */
@@ -177,7 +176,7 @@ static void cv16_destroy(cpu_op *base) {
 /* ------------------------------------------------------------------------ */
 
 #ifdef TYTO_HAVE_DNNL
-enum { CV16_BLOCKED, CV16_PLAIN, CV16_NOT };
+enum { CV16_BLOCKED, CV16_PLAIN };
 
 /* Where oneDNN 2.6's bf16 convolutions run fastest here, by fixed rules
  * rather than timings, so that runs stay bit-reproducible. Measured on 2
@@ -186,10 +185,11 @@ enum { CV16_BLOCKED, CV16_PLAIN, CV16_NOT };
  *    formats add reorders of whole tensors to kernels 2 to 8 times slower
  *    (C 32, O 32, 28x28: forward 0.35 against 1.1 ms, weight gradient 0.8
  *    against 4.3 ms);
- *  - the data gradient of a layer with 1 or 2 input channels per group
- *    (a CNN's first) is faster in f32, conversions included (C 1, O 32,
- *    28x28, 5x5: 3.1 to 6.2 ms blocked, 1.7 ms f32; even at C 3, ahead
- *    from C 4);
+ *  - so is the data gradient of a layer with few input channels per group
+ *    (a CNN's first): C 1, O 32, 28x28, 5x5: 0.5 to 0.8 ms plain, 2.2 ms
+ *    blocked (and 1.1 ms through f32 with its conversions); C 3: 1.3
+ *    against 1.8 ms; even at C 4; blocked ahead from C 8 (2.3 against 3.5
+ *    ms);
  *  - the weight gradient over small planes runs best on plain formats (C
  *    64, O 64, 7x7, 3x3: 1.4 against 4.5 ms; even at 14x14);
  *  - everything else on blocked formats (C 32, O 64, 14x14, 3x3: forward
@@ -198,8 +198,8 @@ static int cv16_layout(const cv16_op *op) {
   const tpc_conv *g = &op->g;
   if (g->KH == 1 && g->KW == 1)
     return CV16_PLAIN;
-  if (op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA && g->C / g->G < 3)
-    return CV16_NOT;
+  if (op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA && g->C / g->G < 4)
+    return CV16_PLAIN;
   if (op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER && g->OH * g->OW <= 64)
     return CV16_PLAIN;
   return CV16_BLOCKED;
@@ -328,13 +328,12 @@ static dnnl_primitive_t cv16_reorder(const dnnl_memory_desc_t *from,
 /* Builds oneDNN's steps into op, reserving their workspace from *used;
  * 0 when oneDNN offers no fast kernel (op is then as before). */
 static int cv16_plan_dnnl(cv16_op *op, uint64_t *used) {
-  int layout = cv16_layout(op);
-  if (!cpu_dnnl_engine() || layout == CV16_NOT || !cv16_user_mds(op))
+  if (!cpu_dnnl_engine() || !cv16_user_mds(op))
     return 0;
   dnnl_primitive_attr_t attr = cpu_dnnl_attr();
   if (!attr)
     return 0;
-  dnnl_primitive_desc_t pd = cv16_pd(op, layout == CV16_BLOCKED, attr);
+  dnnl_primitive_desc_t pd = cv16_pd(op, cv16_layout(op) == CV16_BLOCKED, attr);
   int ok = pd && !cpu_dnnl_is_ref(pd);
   uint32_t n = cv16_n(op);
   for (uint32_t i = 0; ok && i < n; i++) {

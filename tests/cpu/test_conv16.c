@@ -203,9 +203,9 @@ START_TEST(groups) {
 END_TEST
 
 /* Channel counts of real networks: the blocked kernels' 16-channel
- * blocks, an RGB first layer, and the seed CNN's first layer (x [N, 1,
- * 28, 28], w [32, 1, 5, 5], padding 2), whose data gradient takes the f32
- * path by rule. */
+ * blocks, an RGB first layer, the seed CNN's first layer (x [N, 1, 28,
+ * 28], w [32, 1, 5, 5], padding 2), whose data gradient runs on plain
+ * formats, and a 1x1 layer (plain formats too). */
 START_TEST(network_shapes) {
   uint32_t dt = path_dtype(_i);
   path_enter(_i);
