@@ -177,7 +177,9 @@ static const cpu_family
     layout_family = {cpu_layout_check, cpu_layout_prepare, 1},
     random_family = {cpu_random_check, cpu_random_prepare, 1},
     linalg_family = {cpu_linalg_check, cpu_linalg_prepare, 1},
-    fused_family = {cpu_fused_check, cpu_fused_prepare, 1};
+    fused_family = {cpu_fused_check, cpu_fused_prepare, 1},
+    matmul16_family = {cpu_matmul16_check, cpu_matmul16_prepare, 1},
+    conv16_family = {cpu_conv16_check, cpu_conv16_prepare, 1};
 
 static int is_pool(uint32_t op) {
   return op == TYTO_PLUGIN_OP_MAX_POOL2D || op == TYTO_PLUGIN_OP_AVG_POOL2D ||
@@ -185,8 +187,10 @@ static int is_pool(uint32_t op) {
           op <= TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD);
 }
 
-/* half: whether an operand is F16 or BF16. Pooling in those runs through
- * the widening wrapper (widen.c) around conv.c's f32 kernels. */
+/* half: whether an operand is F16 or BF16. MATMUL and the convolutions
+ * in those run in matmul16.c and conv16.c (oneDNN's bf16 kernels, or
+ * through f32); pooling through the widening wrapper (widen.c) around
+ * conv.c's f32 kernels. */
 static const cpu_family *family_of(uint32_t op, int half) {
   if (op == TYTO_PLUGIN_OP_COPY || op == TYTO_PLUGIN_OP_FILL)
     return &copy_family;
@@ -196,9 +200,11 @@ static const cpu_family *family_of(uint32_t op, int half) {
       op == TYTO_PLUGIN_OP_SOFTMAX || op == TYTO_PLUGIN_OP_LOG_SOFTMAX)
     return &reduce_family;
   if (op == TYTO_PLUGIN_OP_MATMUL)
-    return &matmul_family;
+    return half ? &matmul16_family : &matmul_family;
   if (op >= TYTO_PLUGIN_OP_CONV2D && op <= TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD)
-    return half && is_pool(op) ? &widen_family : &conv_family;
+    return !half        ? &conv_family
+           : is_pool(op) ? &widen_family
+                         : &conv16_family;
   if (op >= TYTO_PLUGIN_OP_PAD && op <= TYTO_PLUGIN_OP_ONE_HOT)
     return &layout_family;
   if (op >= TYTO_PLUGIN_OP_RANDOM_UNIFORM &&

@@ -111,6 +111,17 @@ tyto_plugin_error *cpu_widen_check(const tyto_plugin_host *h,
                                    const cpu_desc *desc);
 tyto_plugin_error *cpu_widen_prepare(const tyto_plugin_host *h,
                                      const cpu_desc *desc, cpu_op **out);
+/* matmul16.c: MATMUL in bf16 (oneDNN) and f16 (through f32). */
+tyto_plugin_error *cpu_matmul16_check(const tyto_plugin_host *h,
+                                      const cpu_desc *desc);
+tyto_plugin_error *cpu_matmul16_prepare(const tyto_plugin_host *h,
+                                        const cpu_desc *desc, cpu_op **out);
+/* conv16.c: CONV2D, CONV2D_BACKWARD_DATA, CONV2D_BACKWARD_FILTER in bf16
+ * (oneDNN) and f16 (through f32). */
+tyto_plugin_error *cpu_conv16_check(const tyto_plugin_host *h,
+                                    const cpu_desc *desc);
+tyto_plugin_error *cpu_conv16_prepare(const tyto_plugin_host *h,
+                                      const cpu_desc *desc, cpu_op **out);
 /* layout.c: PAD, GATHER, SCATTER_ADD, ONE_HOT. */
 tyto_plugin_error *cpu_layout_check(const tyto_plugin_host *h,
                                     const cpu_desc *desc);
