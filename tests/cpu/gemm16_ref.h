@@ -54,8 +54,7 @@ static inline double unit_roundoff(uint32_t dtype) {
 
 /* v rounded to the dtype and read back: exact in it. */
 static inline double round16(uint32_t dtype, double v) {
-  return dtype == F16 ? tpc_f16_to_f32(tpc_f64_to_f16(v))
-                      : tpc_bf16_to_f32(tpc_f64_to_bf16(v));
+  return ref_round(v, h_fmt(dtype));
 }
 
 /* Fills t's storage with values in [-2, 2) exact in its dtype, every bit

@@ -371,8 +371,7 @@ START_TEST(every_value_round_trips) {
            b = h_tensor_new(dt, 2, (int64_t[]){1, 1}, NULL),
            c = h_tensor_new(dt, 2, (int64_t[]){m, 1}, NULL);
   for (int64_t i = 0; i < m; i++)
-    a.values[i] =
-        dt == F16 ? tpc_f16_to_f32((uint16_t)i) : tpc_bf16_to_f32((uint16_t)i);
+    a.values[i] = ref_decode((uint32_t)i, h_fmt(dt));
   b.values[0] = 1;
   const char *err = harness_run(&hx, TYTO_PLUGIN_OP_MATMUL, (h_tensor[]){a, b},
                                 2, &c, 1, NULL, 0, NULL, 0);

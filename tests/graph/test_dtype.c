@@ -290,12 +290,14 @@ START_TEST(compile_refused_by_mask) {
     ck_assert_int_eq(tyto_program_compile(ctx, g, 1, &y, NULL, &p),
                      TYTO_ERR_UNSUPPORTED);
     ck_assert_ptr_null(p);
-    char want[200];
+    /* The core's reason, then the plugin's own (its supports_op). */
+    char want[300];
     snprintf(want, sizeof want,
              "compile on part:0: add (tensor #2) needs %s, which plugin "
-             "part does not run (it runs f32); select a device that runs "
-             "it with TYTO_DEVICES",
-             tyto_dtype_name(dts[k]));
+             "part does not run (it runs f32) (part: add: dtype %s is not "
+             "run by this test device (f32 only)); select a device that "
+             "runs it with TYTO_DEVICES",
+             tyto_dtype_name(dts[k]), tyto_dtype_name(dts[k]));
     ck_assert_str_eq(tyto_errmsg(), want);
     tyto_graph_free(g);
   }

@@ -7,7 +7,8 @@
  * times a scale fed each step (an input of phase 0), every replica sends
  * one more figure with them, the count of its gradients' elements that
  * are infinite or NaN, and phase 1 hands the
- * optimiser each gradient times the inverse scale (an input of phase 1),
+ * optimiser each gradient times the inverse scale (an input, fed with
+ * the scale before phase 0),
  * which fuses into the optimiser's own elementwise update. The host adds
  * the counts over the replicas and the ranks: any skips the update on
  * every replica and rank alike.
@@ -165,12 +166,16 @@ static tyto_status feed(replica *r, tyto_tensor *in, double v) {
   return tyto_program_set_input(r->p, in, b, tyto_dtype_size(dt));
 }
 
-tyto_status dp_amp_feed(tyto_dp *dp, int phase) {
+tyto_status dp_amp_feed(tyto_dp *dp) {
   tyto_status st = TYTO_OK;
+  /* Both before phase 0: a run binds all of its inputs first. The scale
+   * of the step does not change before its phase 1 (dp_amp_after adjusts
+   * the next step's). */
   for (size_t i = 0; i < dp->n && st == TYTO_OK && dp->scaling; i++) {
     replica *r = &dp->r[i];
-    st = phase == 0 ? feed(r, r->scale_in, dp->scale)
-                    : feed(r, r->inv_scale_in, 1.0 / dp->scale);
+    st = feed(r, r->scale_in, dp->scale);
+    if (st == TYTO_OK)
+      st = feed(r, r->inv_scale_in, 1.0 / dp->scale);
   }
   return st;
 }

@@ -137,14 +137,14 @@ void dp_free_exchange(tyto_dp *dp);
  * tensor to differentiate (the loss, times the scale's input when
  * scaling); the non-finite figure to send (NULL when not scaling); the
  * gradients the optimiser takes (*out); the scale's inputs fed before
- * phase 0 or 1; and, from the step's added figure, whether to skip its
+ * phase 0; and, from the step's added figure, whether to skip its
  * update (1), adjusting the scale. */
 tyto_status dp_amp_init(tyto_dp *dp);
 tyto_status dp_amp_rewrite(tyto_dp *dp, replica *r, tyto_dp_model *m);
 tyto_tensor *dp_amp_loss(tyto_dp *dp, replica *r);
 tyto_tensor *dp_amp_flag(tyto_dp *dp, replica *r);
 tyto_status dp_amp_grads(tyto_dp *dp, replica *r, tyto_tensor ***out);
-tyto_status dp_amp_feed(tyto_dp *dp, int phase);
+tyto_status dp_amp_feed(tyto_dp *dp);
 int dp_amp_after(tyto_dp *dp, double flag);
 /* Seconds on a monotonic clock (dp.c). */
 double dp_now(void);

@@ -385,7 +385,7 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
     }
   }
   if (st == TYTO_OK)
-    st = dp_amp_feed(dp, 0);
+    st = dp_amp_feed(dp);
   if (st != TYTO_OK)
     return fail_together(dp, st, 0);
   /* Phase 0 on every replica, and the exchange as the gradients arrive
@@ -509,8 +509,6 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
    * skipped when one of them is infinite or NaN (on any replica or rank:
    * the figure was added over them all). */
   int skip = 0;
-  if (st == TYTO_OK)
-    st = dp_amp_feed(dp, 1);
   if (st == TYTO_OK)
     skip = dp_amp_after(dp, sums[dp->n_sums]);
   if (st == TYTO_OK && !skip)
