@@ -6,23 +6,24 @@
  * fallback below needs to pass anyway); two paths run it, picked at
  * prepare:
  *
- *  - bf16 on oneDNN's direct convolution primitives (forward, backward
- *    data, backward weights), bf16 tensors in and out, f32 accumulation,
- *    one rounding of each result (bias included) to bf16. Most let the
- *    primitive choose its tensor formats (the blocked nChw16c /
- *    OIhw16i16o of its AVX512-BF16 kernels: several times the rate of
- *    plain nchw, which oneDNN 2.6 runs as im2col + GEMM), with reorders,
- *    bit for bit, between them and plain nchw / oihw; 1x1 kernels, data
- *    gradients of layers with few channels and weight gradients over
- *    small planes run on plain formats (cv16_layout). A tensor bound with
- *    strides or an offset that plain formats cannot say is first copied,
- *    bit for bit, to a dense block of the workspace (the output last).
- *  - f16 (oneDNN 2.6 has no f16 convolution on a CPU without AVX512-FP16),
- *    bf16 where oneDNN offers only its reference code, is not built in or
- *    is turned off (TYTO_CPU_NO_DNNL), and any op with an empty tensor:
- *    the operands are converted exactly to f32 blocks of the workspace,
- *    conv.c's f32 op (oneDNN f32 or im2col + OpenBLAS) computes an f32
- *    block, rounded once into the output.
+ *  - on oneDNN's direct convolution primitives (forward, backward data,
+ *    backward weights) where it has kernels for the dtype (asked at
+ *    prepare: oneDNN 2.6 has them for bf16, not for f16 on a CPU), 16-bit
+ *    tensors in and out, f32 accumulation, one rounding of each result
+ *    (bias included). Most let the primitive choose its tensor formats
+ *    (the blocked nChw16c / OIhw16i16o of its AVX512-BF16 kernels:
+ *    several times the rate of plain nchw, which oneDNN 2.6 runs as
+ *    im2col + GEMM), with reorders, bit for bit, between them and plain
+ *    nchw / oihw; 1x1 kernels, data gradients of layers with few channels
+ *    and weight gradients over small planes run on plain formats
+ *    (cv16_layout). A tensor bound with strides or an offset that plain
+ *    formats cannot say is first copied, bit for bit, to a dense block of
+ *    the workspace (the output last).
+ *  - otherwise (f16 with oneDNN 2.6, oneDNN offering only its reference
+ *    code, no oneDNN in the build, TYTO_CPU_NO_DNNL) and for any op with
+ *    an empty tensor: the operands are converted exactly to f32 blocks of
+ *    the workspace, conv.c's f32 op (oneDNN f32 or im2col + OpenBLAS)
+ *    computes an f32 block, rounded once into the output.
  *
  * Which path an op took is logged at prepare (debug level).
  */
@@ -78,9 +79,9 @@ static tyto_plugin_error *dnnl_failed(const cv16_op *op, dnnl_status_t st) {
   return op->host->error_new(
       st == dnnl_out_of_memory ? TYTO_PLUGIN_ERR_OUT_OF_MEMORY
                                : TYTO_PLUGIN_ERR_DEVICE,
-      "%s: oneDNN's bf16 convolution failed with status %d; set "
+      "%s: oneDNN's %s convolution failed with status %d; set "
       "TYTO_CPU_NO_DNNL=1 to compute through f32",
-      cpu_op_name(op->code), (int)st);
+      cpu_op_name(op->code), cpu_dtype_name(op->st[0].src.dtype), (int)st);
 }
 
 /* Runs oneDNN's steps on the tensors at p (bound or copies). */
@@ -208,24 +209,23 @@ static int cv16_layout(const cv16_op *op) {
 /* x, w, bias, y of the geometry in bf16: plain nchw, oihw (goihw with
  * groups) and x, or (any) in the formats the primitive will pick, the
  * bias plain. */
-static int cv16_mds(const tpc_conv *g, int any, dnnl_memory_desc_t md[4]) {
+static int cv16_mds(const tpc_conv *g, dnnl_data_type_t dt, int any,
+                    dnnl_memory_desc_t md[4]) {
   dnnl_dims_t xd = {g->N, g->C, g->H, g->W}, yd = {g->N, g->O, g->OH, g->OW},
               bd = {g->O};
   dnnl_format_tag_t img = any ? dnnl_format_tag_any : dnnl_nchw;
-  int ok = dnnl_memory_desc_init_by_tag(&md[0], 4, xd, dnnl_bf16, img) ==
-               dnnl_success &&
-           dnnl_memory_desc_init_by_tag(&md[2], 1, bd, dnnl_bf16, dnnl_x) ==
-               dnnl_success &&
-           dnnl_memory_desc_init_by_tag(&md[3], 4, yd, dnnl_bf16, img) ==
-               dnnl_success;
+  int ok =
+      dnnl_memory_desc_init_by_tag(&md[0], 4, xd, dt, img) == dnnl_success &&
+      dnnl_memory_desc_init_by_tag(&md[2], 1, bd, dt, dnnl_x) == dnnl_success &&
+      dnnl_memory_desc_init_by_tag(&md[3], 4, yd, dt, img) == dnnl_success;
   if (g->G > 1) {
     dnnl_dims_t wd = {g->G, g->O / g->G, g->C / g->G, g->KH, g->KW};
-    return ok && dnnl_memory_desc_init_by_tag(&md[1], 5, wd, dnnl_bf16,
+    return ok && dnnl_memory_desc_init_by_tag(&md[1], 5, wd, dt,
                                               any ? dnnl_format_tag_any
                                                   : dnnl_goihw) == dnnl_success;
   }
   dnnl_dims_t wd = {g->O, g->C, g->KH, g->KW};
-  return ok && dnnl_memory_desc_init_by_tag(&md[1], 4, wd, dnnl_bf16,
+  return ok && dnnl_memory_desc_init_by_tag(&md[1], 4, wd, dt,
                                             any ? dnnl_format_tag_any
                                                 : dnnl_oihw) == dnnl_success;
 }
@@ -233,7 +233,7 @@ static int cv16_mds(const tpc_conv *g, int any, dnnl_memory_desc_t md[4]) {
 /* Each tensor's plain descriptor and oneDNN argument. */
 static int cv16_user_mds(cv16_op *op) {
   dnnl_memory_desc_t md[4];
-  if (!cv16_mds(&op->g, 0, md))
+  if (!cv16_mds(&op->g, cpu_dnnl_type16(op->st[0].src.dtype), 0, md))
     return 0;
   const dnnl_memory_desc_t x = md[0], w = md[1], b = md[2], y = md[3];
   switch (op->code) {
@@ -267,7 +267,7 @@ static dnnl_primitive_desc_t cv16_pd(const cv16_op *op, int any,
   dnnl_memory_desc_t md[4];
   dnnl_dims_t strides = {g->sh, g->sw}, pad = {g->ph, g->pw},
               dil = {g->dh - 1, g->dw - 1};
-  if (!cv16_mds(g, any, md))
+  if (!cv16_mds(g, cpu_dnnl_type16(op->st[0].src.dtype), any, md))
     return NULL;
   int fwd = op->code == TYTO_PLUGIN_OP_CONV2D;
   dnnl_convolution_desc_t cd, bwd;
@@ -361,8 +361,9 @@ static int cv16_plan_dnnl(cv16_op *op, uint64_t *used) {
       op->prim = NULL;
   }
   if (ok)
-    op->host->log(op->host->ctx, TYTO_PLUGIN_LOG_DEBUG, "%s bf16: oneDNN %s",
-                  cpu_op_name(op->code), cpu_dnnl_impl(pd));
+    op->host->log(op->host->ctx, TYTO_PLUGIN_LOG_DEBUG, "%s %s: oneDNN %s",
+                  cpu_op_name(op->code), cpu_dtype_name(op->st[0].src.dtype),
+                  cpu_dnnl_impl(pd));
   if (pd)
     dnnl_primitive_desc_destroy(pd);
   dnnl_primitive_attr_destroy(attr);
@@ -457,8 +458,7 @@ tyto_plugin_error *cpu_conv16_prepare(const tyto_plugin_host *h,
   uint64_t used = 0;
   op->path = CV16_F32;
 #ifdef TYTO_HAVE_DNNL
-  if (dtype == TYTO_PLUGIN_DTYPE_BF16 && !empty && !cpu_dnnl_off() &&
-      cv16_plan_dnnl(op, &used))
+  if (!empty && !cpu_dnnl_off() && cv16_plan_dnnl(op, &used))
     op->path = CV16_DNNL;
 #else
   (void)empty;

@@ -5,25 +5,28 @@
  * check: shapes, transposes, broadcast batch axes, one dtype); two paths
  * run it, picked at prepare:
  *
- *  - bf16 on oneDNN's matmul primitive (bf16 source and weights, bf16
- *    destination): its kernels multiply bf16 pairs exactly into f32
+ *  - on oneDNN's matmul primitive where it has a kernel for the dtype
+ *    (asked at prepare; a primitive descriptor it cannot create, or only
+ *    its reference code, means no): 16-bit source, weights and
+ *    destination; its kernels multiply pairs exactly into f32
  *    accumulators (AVX512-BF16's vdpbf16ps, AMX's tiles, or an f32
- *    emulation) and round the f32 sum once to bf16. Each operand is given
- *    to oneDNN as a strided memory descriptor over the output's batch axes
- *    (extent 1 where it broadcasts), its transpose as swapped strides; a
- *    column-major output turns the product around (C^T = B^T A^T). When
- *    oneDNN offers only its reference code for those strides, the
- *    operands that are not dense are copied (bit for bit) to dense blocks
- *    of the workspace and it is asked again.
- *  - f16 (oneDNN 2.6 has no f16 matmul on a CPU without AVX512-FP16), bf16
- *    where oneDNN runs no fast kernel, is not built in, or is turned off
- *    (TYTO_CPU_NO_DNNL): the inputs are converted exactly to f32 blocks of
+ *    emulation for bf16) and round the f32 sum once. Each operand is
+ *    given to oneDNN as a strided memory descriptor over the output's
+ *    batch axes (extent 1 where it broadcasts), its transpose as swapped
+ *    strides; a column-major output turns the product around (C^T = B^T
+ *    A^T). When oneDNN offers only its reference code for those strides,
+ *    the operands that are not dense are copied (bit for bit) to dense
+ *    blocks of the workspace and it is asked again. oneDNN 2.6 has bf16
+ *    kernels for every x86-64 CPU with AVX-512 and none for f16 on a CPU
+ *    (it added them for AVX512-FP16 later).
+ *  - otherwise (f16 with oneDNN 2.6, no oneDNN in the build, or
+ *    TYTO_CPU_NO_DNNL): the inputs are converted exactly to f32 blocks of
  *    the workspace, matmul.c's f32 MATMUL (OpenBLAS sgemm) multiplies them
  *    into an f32 block, and that is rounded once into the output.
  *
  * k = 0 writes zeros; an empty output is nothing to do. Which path an op
  * took is logged at prepare (debug level), and the device description
- * says which one bf16 GEMMs take on this machine (onednn.c).
+ * says which one bf16 and f16 GEMMs take on this machine (onednn.c).
  */
 #include "config.h"
 
@@ -101,9 +104,9 @@ static tyto_plugin_error *mm16_exec(const cpu_op *base, const cpu_desc *d,
       return op->host->error_new(
           st == dnnl_out_of_memory ? TYTO_PLUGIN_ERR_OUT_OF_MEMORY
                                    : TYTO_PLUGIN_ERR_DEVICE,
-          "matmul: oneDNN's bf16 matmul failed with status %d; set "
+          "matmul: oneDNN's %s matmul failed with status %d; set "
           "TYTO_CPU_NO_DNNL=1 to compute through f32",
-          (int)st);
+          cpu_dtype_name(d->out[0].l.dtype), (int)st);
   }
 #endif
   if (op->staged[2])
@@ -134,6 +137,7 @@ static void mm16_destroy(cpu_op *base) {
  * cannot say it (a negative one). */
 static int mm16_md(const tyto_plugin_layout *l, uint32_t nb, int t, int swap,
                    dnnl_memory_desc_t *md) {
+  dnnl_data_type_t dt = cpu_dnnl_type16(l->dtype);
   dnnl_dims_t dims, str;
   uint32_t lb = l->rank - 2;
   int n = (int)nb + 2;
@@ -162,8 +166,7 @@ static int mm16_md(const tyto_plugin_layout *l, uint32_t nb, int t, int swap,
   for (int i = 0; i < n; i++)
     if (dims[i] == 1)
       str[i] = span;
-  return dnnl_memory_desc_init_by_strides(md, n, dims, dnnl_bf16, str) ==
-         dnnl_success;
+  return dnnl_memory_desc_init_by_strides(md, n, dims, dt, str) == dnnl_success;
 }
 
 /* Builds the primitive over the operands as they are now staged (the
@@ -213,8 +216,8 @@ static int mm16_try_dnnl(mm16_op *op, const cpu_desc *desc) {
   }
   if (ok)
     op->host->log(op->host->ctx, TYTO_PLUGIN_LOG_DEBUG,
-                  "matmul bf16: oneDNN %s%s", cpu_dnnl_impl(pd),
-                  op->swap ? ", as C^T = B^T A^T" : "");
+                  "matmul %s: oneDNN %s%s", cpu_dtype_name(l[2]->dtype),
+                  cpu_dnnl_impl(pd), op->swap ? ", as C^T = B^T A^T" : "");
   if (pd)
     dnnl_primitive_desc_destroy(pd);
   return ok;
@@ -293,8 +296,7 @@ tyto_plugin_error *cpu_matmul16_prepare(const tyto_plugin_host *h,
   else if (k == 0)
     op->path = MM16_ZEROS;
 #ifdef TYTO_HAVE_DNNL
-  else if (dtype == TYTO_PLUGIN_DTYPE_BF16 && !cpu_dnnl_off() &&
-           mm16_plan_dnnl(op, desc))
+  else if (!cpu_dnnl_off() && mm16_plan_dnnl(op, desc))
     op->path = MM16_DNNL;
 #endif
   else

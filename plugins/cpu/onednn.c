@@ -12,6 +12,8 @@
 #include <cpuid.h>
 #endif
 
+#include <tyto/plugin.h>
+
 #include "onednn.h"
 
 int cpu_dnnl_off(void) {
@@ -19,15 +21,16 @@ int cpu_dnnl_off(void) {
   return v && *v && strcmp(v, "0") != 0;
 }
 
-/* What CPUID says of the 16-bit dot-product instructions. */
-static void cpu_features(int *avx512_bf16, int *amx_bf16) {
-  *avx512_bf16 = *amx_bf16 = 0;
+/* What CPUID says of the 16-bit arithmetic instructions. */
+static void cpu_features(int *avx512_bf16, int *amx_bf16, int *avx512_fp16) {
+  *avx512_bf16 = *amx_bf16 = *avx512_fp16 = 0;
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a, b, c, d;
   if (__get_cpuid_max(0, NULL) < 7)
     return;
   __cpuid_count(7, 0, a, b, c, d);
-  *amx_bf16 = (d >> 22) & 1; /* AMX-BF16 */
+  *amx_bf16 = (d >> 22) & 1;    /* AMX-BF16 */
+  *avx512_fp16 = (d >> 23) & 1; /* AVX512-FP16 */
   if (a >= 1) {
     __cpuid_count(7, 1, a, b, c, d);
     *avx512_bf16 = (a >> 5) & 1; /* AVX512_BF16 */
@@ -78,6 +81,10 @@ const char *cpu_dnnl_impl(const_dnnl_primitive_desc_t pd) {
   return impl;
 }
 
+dnnl_data_type_t cpu_dnnl_type16(uint32_t dtype) {
+  return dtype == TYTO_PLUGIN_DTYPE_F16 ? dnnl_f16 : dnnl_bf16;
+}
+
 int cpu_dnnl_is_ref(const_dnnl_primitive_desc_t pd) {
   return strncmp(cpu_dnnl_impl(pd), "ref", 3) == 0;
 }
@@ -111,9 +118,10 @@ dnnl_status_t cpu_dnnl_exec(dnnl_primitive_t p, int n, const cpu_dnnl_arg *a) {
   return st;
 }
 
-/* The implementation oneDNN gives a bf16 matmul of 256^3 (bf16 in and
- * out, plain row-major), or NULL when it gives none. */
-static const char *bf16_gemm_impl(char *buf, size_t size) {
+/* The implementation oneDNN gives a matmul of 256^3 in dt (16-bit in
+ * and out, plain row-major), or NULL when it gives none or only its
+ * reference code. */
+static const char *gemm16_impl(dnnl_data_type_t dt, char *buf, size_t size) {
   dnnl_engine_t eng = cpu_dnnl_engine();
   if (!eng)
     return NULL;
@@ -121,7 +129,7 @@ static const char *bf16_gemm_impl(char *buf, size_t size) {
   dnnl_memory_desc_t md;
   dnnl_matmul_desc_t mm;
   dnnl_primitive_desc_t pd = NULL;
-  if (dnnl_memory_desc_init_by_tag(&md, 2, d, dnnl_bf16, dnnl_ab) ||
+  if (dnnl_memory_desc_init_by_tag(&md, 2, d, dt, dnnl_ab) ||
       dnnl_matmul_desc_init(&mm, &md, &md, NULL, &md) ||
       dnnl_primitive_desc_create(&pd, &mm, NULL, eng, NULL))
     return NULL;
@@ -133,35 +141,43 @@ static const char *bf16_gemm_impl(char *buf, size_t size) {
 #endif
 
 void cpu_gemm16_describe(char *buf, size_t size) {
-  int bf16, amx;
-  cpu_features(&bf16, &amx);
-  char hw[64];
-  snprintf(hw, sizeof hw, "CPU: %s, %s",
-           bf16 ? "AVX512-BF16" : "no AVX512-BF16",
-           amx ? "AMX-BF16" : "no AMX");
+  int bf16, amx, fp16;
+  cpu_features(&bf16, &amx, &fp16);
+  char hw[80];
+  snprintf(hw, sizeof hw, "CPU: %s, %s, %s",
+           bf16 ? "AVX512-BF16" : "no AVX512-BF16", amx ? "AMX-BF16" : "no AMX",
+           fp16 ? "AVX512-FP16" : "no AVX512-FP16");
 #ifdef TYTO_HAVE_DNNL
   const dnnl_version_t *v = dnnl_version();
-  char impl[64];
-  if (cpu_dnnl_off()) {
-    snprintf(buf, size,
-             "oneDNN %d.%d.%d off (TYTO_CPU_NO_DNNL): bf16 and f16 matmul "
-             "and convolutions converted to f32 (%s)",
-             v->major, v->minor, v->patch, hw);
-  } else if (bf16_gemm_impl(impl, sizeof impl)) {
-    snprintf(buf, size,
-             "oneDNN %d.%d.%d: bf16 matmul and convolutions on its bf16 "
-             "kernels (%s; %s), f16 converted to f32",
-             v->major, v->minor, v->patch, impl, hw);
-  } else {
-    snprintf(buf, size,
-             "oneDNN %d.%d.%d has no fast bf16 kernel here: bf16 and f16 "
-             "matmul and convolutions converted to f32 (%s)",
-             v->major, v->minor, v->patch, hw);
-  }
+  char ib[64], ih[64], what[200];
+  const char *kb =
+                 cpu_dnnl_off() ? NULL : gemm16_impl(dnnl_bf16, ib, sizeof ib),
+             *kh = cpu_dnnl_off() ? NULL : gemm16_impl(dnnl_f16, ih, sizeof ih);
+  if (kb && kh)
+    snprintf(what, sizeof what,
+             "bf16 and f16 matmul and convolutions on its 16-bit kernels "
+             "(%s, %s)",
+             kb, kh);
+  else if (kb)
+    snprintf(what, sizeof what,
+             "bf16 matmul and convolutions on its bf16 kernels (%s), f16 "
+             "converted to f32",
+             kb);
+  else if (kh)
+    snprintf(what, sizeof what,
+             "f16 matmul and convolutions on its f16 kernels (%s), bf16 "
+             "converted to f32",
+             kh);
+  else
+    snprintf(what, sizeof what,
+             "bf16 and f16 matmul and convolutions converted to f32%s",
+             cpu_dnnl_off() ? " (TYTO_CPU_NO_DNNL)" : " (no fast kernel)");
+  snprintf(buf, size, "oneDNN %d.%d.%d: %s; %s", v->major, v->minor, v->patch,
+           what, hw);
 #else
   snprintf(buf, size,
            "built without oneDNN: bf16 and f16 matmul and convolutions "
-           "converted to f32 (%s)",
+           "converted to f32; %s",
            hw);
 #endif
 }

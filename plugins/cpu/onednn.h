@@ -7,6 +7,7 @@
 #define TYTO_PLUGIN_CPU_ONEDNN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef TYTO_HAVE_DNNL
 #include <dnnl.h>
@@ -17,8 +18,9 @@
 int cpu_dnnl_off(void);
 
 /* Writes how bf16 and f16 MATMUL and convolutions run on this machine
- * (oneDNN's bf16 kernels, or converted to f32), with the CPU's AVX512-BF16
- * and AMX support, into buf: one line for the device description. */
+ * (oneDNN's 16-bit kernels, or converted to f32), with the CPU's
+ * AVX512-BF16, AMX and AVX512-FP16 support, into buf: one line for the
+ * device description. */
 void cpu_gemm16_describe(char *buf, size_t size);
 
 #ifdef TYTO_HAVE_DNNL
@@ -36,6 +38,9 @@ dnnl_primitive_attr_t cpu_dnnl_attr(void);
  * copies through OpenBLAS by far, so the 16-bit ops refuse it. */
 const char *cpu_dnnl_impl(const_dnnl_primitive_desc_t pd);
 int cpu_dnnl_is_ref(const_dnnl_primitive_desc_t pd);
+
+/* oneDNN's data type for a 16-bit plugin dtype (dnnl_bf16 or dnnl_f16). */
+dnnl_data_type_t cpu_dnnl_type16(uint32_t dtype);
 
 /* One argument of a primitive: oneDNN's argument id, the memory
  * descriptor, the data. */
