@@ -82,7 +82,10 @@ TYTO_API tyto_tensor *tyto_random_bernoulli(tyto_graph *g, tyto_dtype dtype,
  * integer s in [0, 2^53], selects Philox counter words 2 and 3
  * (sdk/docs/random.md). s = 0 draws exactly the numbers of the op without
  * a step; each other s an independent stream. The output has step's
- * dtype. "random: step must be a rank-0 tensor, got [3]". */
+ * dtype: a 16-bit step counts exactly only to 256 (bf16) or 2048 (f16),
+ * so keep the step in f32 and tyto_cast the draw (a 16-bit draw is the
+ * f32 one rounded once). "random: step must be a rank-0 tensor, got
+ * [3]". */
 TYTO_API tyto_tensor *tyto_random_stepped(tyto_op op, tyto_tensor *step,
                                           int rank, const int64_t *shape,
                                           double a, double b, uint64_t seed);
