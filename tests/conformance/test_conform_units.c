@@ -22,6 +22,12 @@
 #define F16 TYTO_PLUGIN_DTYPE_F16
 #define BF16 TYTO_PLUGIN_DTYPE_BF16
 
+/* Sample counts: fewer under valgrind, where each costs fifty times as
+ * much (make check-valgrind). */
+static int samples(int n) {
+  return getenv("TYTO_TEST_UNDER_VALGRIND") ? n / 50 : n;
+}
+
 static uint64_t rng = 0x9E3779B97F4A7C15u;
 static uint64_t next_u64(void) { /* xorshift64* */
   rng ^= rng >> 12;
@@ -155,7 +161,7 @@ START_TEST(nearest_by_search) {
   static const uint32_t dts[] = {F16, BF16, F32};
   for (size_t k = 0; k < 3; k++) {
     const cf_fmt *f = cf_fmt_of(dts[k]);
-    for (int i = 0; i < 200000; i++) {
+    for (int i = 0; i < samples(200000); i++) {
       /* Exponents across the format's range, subnormals to overflow, and
        * values one format grid point plus a bit of the next finer. */
       const int e =
@@ -176,7 +182,7 @@ END_TEST
 
 /* Against plugins/common/half.h and the machine's own f32 conversion. */
 START_TEST(agrees_with_half_h) {
-  for (int i = 0; i < 1000000; i++) {
+  for (int i = 0; i < samples(1000000); i++) {
     const uint32_t u = (uint32_t)next_u64();
     const float f = tpc_bits_f32(u);
     if (isnan(f)) {
@@ -232,7 +238,7 @@ START_TEST(tolerance_derivation) {
     const cf_fmt *f = cf_fmt_of(dts[k]);
     double rt, at;
     cf_fmt_tolerance(dts[k], CF_CLASS_TRANS, &rt, &at);
-    for (int i = 0; i < 300000; i++) {
+    for (int i = 0; i < samples(300000); i++) {
       const int e = f->emin - f->p +
                     (int)(next_u64() % (uint64_t)(f->emax - f->emin + f->p));
       double x = ldexp(1 + (double)(next_u64() >> 11) * 0x1p-53, e);
