@@ -23,8 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <tyto/graph.h>
-
 #include "conform/catalogue.h"
 #include "conform/compare.h"
 #include "conform/contract.h"
