@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../common/hostmem.h"
+#include "convert.h"
 #include "cpu.h"
 #include "pool.h"
 
@@ -88,9 +89,14 @@ static tyto_plugin_error *cpu_device_query(tyto_plugin_state *st,
     info->field = (value);
   SET(name, st->name)
   SET(vendor, st->vendor)
-  SET(driver_version, "")
+  /* No driver: tyto-info shows this field after the vendor, so it says
+   * how 16-bit data are converted ("f16: F16C conversions; bf16:
+   * AVX512-BF16 conversions", or "converted in software"). */
+  SET(driver_version, cpu_cvt_describe())
   SET(dtypes, TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F32) |
-                  TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F64))
+                  TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F64) |
+                  TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F16) |
+                  TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_BF16))
   SET(flags, TYTO_PLUGIN_CAP_UNIFIED_MEMORY | TYTO_PLUGIN_CAP_ASYNC |
                  TYTO_PLUGIN_CAP_PEER_COPY)
   SET(memory_bytes, st->memory_bytes)

@@ -1,7 +1,8 @@
 /* The dtype table (graph/dtype.c): every row, values outside it refused at
  * every public entry point, the 2-byte formats bit for bit against
  * reference converters written here, graphs built in f16 and bf16, and
- * the compile error of a device that does not run them. */
+ * the compile errors of a device that does not run them (the test plugin
+ * "part") and of the CPU device for linear algebra in them. */
 #include "common.h"
 
 #include <float.h>
@@ -261,34 +262,66 @@ START_TEST(graphs_in_f16_and_bf16) {
 }
 END_TEST
 
-static tyto_context *cpu_context(void) {
+static tyto_context *context_on(const char *devices) {
   tyto_context_options o;
   test_options(&o, 0);
-  o.devices = "cpu";
+  o.plugin_path = test_plugin_dirs_and(TEST_PART_PLUGIN_DIR);
+  o.devices = devices;
   tyto_context *ctx;
   ck_assert_msg(tyto_context_new(&o, &ctx) == TYTO_OK, "%s", tyto_errmsg());
   return ctx;
 }
 
-START_TEST(compile_refused_by_cpu) {
-  tyto_context *ctx = cpu_context();
+static tyto_context *cpu_context(void) {
+  return context_on("cpu");
+}
+
+/* A device whose dtypes mask lacks the 16-bit formats (the test plugin
+ * "part" runs f32 only) is refused by the compiler, with what it runs. */
+START_TEST(compile_refused_by_mask) {
+  tyto_context *ctx = context_on("part:0");
   const tyto_dtype dts[] = {TYTO_F16, TYTO_BF16};
   for (int k = 0; k < 2; k++) {
     tyto_graph *g = tyto_graph_new();
     tyto_tensor *a = tyto_input(g, dts[k], 2, S(2, 3), "a");
-    tyto_tensor *b = tyto_input(g, dts[k], 2, S(3, 2), "b");
-    tyto_tensor *y = tyto_matmul(a, b, 0, 0);
+    tyto_tensor *b = tyto_input(g, dts[k], 2, S(2, 3), "b");
+    tyto_tensor *y = tyto_add(a, b);
     tyto_program *p = NULL;
     ck_assert_int_eq(tyto_program_compile(ctx, g, 1, &y, NULL, &p),
                      TYTO_ERR_UNSUPPORTED);
     ck_assert_ptr_null(p);
     char want[200];
     snprintf(want, sizeof want,
-             "compile on cpu:0: matmul (tensor #2) needs %s, which plugin "
-             "cpu does not run (it runs f32, f64); select a device that runs "
+             "compile on part:0: add (tensor #2) needs %s, which plugin "
+             "part does not run (it runs f32); select a device that runs "
              "it with TYTO_DEVICES",
              tyto_dtype_name(dts[k]));
     ck_assert_str_eq(tyto_errmsg(), want);
+    tyto_graph_free(g);
+  }
+  tyto_context_free(ctx);
+}
+END_TEST
+
+/* The CPU device runs f16 and bf16, but not linear algebra in them
+ * (sdk/docs/ops.md): its refusal reaches the user with what to do. */
+START_TEST(compile_refused_by_cpu) {
+  tyto_context *ctx = cpu_context();
+  const tyto_dtype dts[] = {TYTO_F16, TYTO_BF16};
+  for (int k = 0; k < 2; k++) {
+    tyto_graph *g = tyto_graph_new();
+    tyto_tensor *a = tyto_input(g, dts[k], 2, S(3, 3), "a");
+    tyto_tensor *y = tyto_inv(a);
+    tyto_program *p = NULL;
+    ck_assert_int_eq(tyto_program_compile(ctx, g, 1, &y, NULL, &p),
+                     TYTO_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(p);
+    char want[80];
+    snprintf(want, sizeof want,
+             "inv runs in f32 or f64, not %s; cast to f32 "
+             "first",
+             tyto_dtype_name(dts[k]));
+    ck_assert_msg_contains(tyto_errmsg(), want);
     tyto_graph_free(g);
   }
   tyto_context_free(ctx);
@@ -334,6 +367,7 @@ int main(void) {
   tcase_add_test(tc, f16_bits);
   tcase_add_test(tc, unknown_dtypes_refused);
   tcase_add_test(tc, graphs_in_f16_and_bf16);
+  tcase_add_test(tc, compile_refused_by_mask);
   tcase_add_test(tc, compile_refused_by_cpu);
   tcase_add_test(tc, host_helpers_refuse_two_byte_formats);
   suite_add_tcase(s, tc);
