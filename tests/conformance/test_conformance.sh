@@ -78,7 +78,8 @@ done
 rm -f "$log.one"
 
 # The JSON reports are one object whose exit is 0 for the CPU plugin.
-for args in "--op matmul --dtype f64" "--mode grad --op conv2d --dtype f32"; do
+for args in "--op matmul --dtype f64" "--mode grad --op conv2d --dtype f32" \
+  "--op cast --dtype f32,bf16"; do
   # shellcheck disable=SC2086
   json=$("$conform" "$cpu" --reference "$cpu" --json $args)
   rc=$?
