@@ -6,8 +6,9 @@
  * Test and perf mode drive the plugin through <tyto/plugin.h> alone, as a
  * vendor's own host would; grad mode goes through libtyto.
  *
- *   tyto-conform PLUGIN.so [--mode test|perf|grad] [--json] [--dtype f32|f64]
- *                [--op NAME] [--reference CPU_PLUGIN.so]
+ *   tyto-conform PLUGIN.so [--mode test|perf|grad] [--json]
+ *                [--dtype f32,f64,f16,bf16] [--op NAME]
+ *                [--reference CPU_PLUGIN.so]
  *
  * Exit status: 0 every supported case passed; 1 a case failed; 2 usage
  * error or a plugin could not be loaded; 3 the plugin loaded but no device
@@ -22,12 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <tyto/graph.h>
-
 #include "conform/catalogue.h"
 #include "conform/compare.h"
 #include "conform/contract.h"
 #include "conform/device.h"
+#include "conform/fmt.h"
 #include "conform/grad.h"
 #include "conform/host.h"
 #include "conform/perf.h"
@@ -44,9 +44,15 @@
 #define OP_ABI "abi"
 #define NO_DTYPE UINT32_MAX
 
+/* The dtypes the kit knows, in the order it runs them (ABI numbers). */
+#define N_DTYPES 4
+
 typedef struct options {
   const char *plugin, *reference, *op;
-  int perf, grad, json, dtypes[2]; /* dtypes: run F32, F64 */
+  int perf, grad, json;
+  /* dtypes[d]: run dtype d; listed: only where the device lists it (no
+   * --dtype given). */
+  int dtypes[N_DTYPES], listed;
 } options;
 
 typedef struct tally {
@@ -56,7 +62,7 @@ typedef struct tally {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: tyto-conform PLUGIN.so [--mode test|perf|grad] [--json]\n"
-          "                    [--dtype f32|f64] [--op NAME]\n"
+          "                    [--dtype f32,f64,f16,bf16] [--op NAME]\n"
           "                    [--reference CPU_PLUGIN.so]\n"
           "Checks a tyto device plugin against the CPU plugin "
           "(sdk/docs/conformance.md).\n"
@@ -64,9 +70,30 @@ static void usage(FILE *f) {
           TYTO_CONFORM_PLUGIN_DIR);
 }
 
+/* --dtype's value: one or more of f32, f64, f16, bf16, comma-separated. */
+static int parse_dtypes(const char *v, options *o) {
+  char buf[64];
+  if (strlen(v) >= sizeof buf || v[0] == '\0')
+    return -1;
+  snprintf(buf, sizeof buf, "%s", v);
+  for (int d = 0; d < N_DTYPES; d++)
+    o->dtypes[d] = 0;
+  for (char *save = NULL, *t = strtok_r(buf, ",", &save); t;
+       t = strtok_r(NULL, ",", &save)) {
+    const uint32_t d = cf_fmt_parse(t);
+    if (d >= N_DTYPES)
+      return -1;
+    o->dtypes[d] = 1;
+  }
+  o->listed = 0;
+  return v[0] == ',' || v[strlen(v) - 1] == ',' || strstr(v, ",,") ? -1 : 0;
+}
+
 static int parse(int argc, char **argv, options *o) {
   memset(o, 0, sizeof *o);
-  o->dtypes[0] = o->dtypes[1] = 1;
+  for (int d = 0; d < N_DTYPES; d++)
+    o->dtypes[d] = 1;
+  o->listed = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -85,12 +112,13 @@ static int parse(int argc, char **argv, options *o) {
       }
       i++;
     } else if (strcmp(a, "--dtype") == 0 && v) {
-      if (strcmp(v, "f32") != 0 && strcmp(v, "f64") != 0) {
-        fprintf(stderr, "tyto-conform: --dtype is f32 or f64, not \"%s\"\n", v);
+      if (parse_dtypes(v, o) != 0) {
+        fprintf(stderr,
+                "tyto-conform: --dtype takes f32, f64, f16 or bf16, or "
+                "several of them comma-separated (f32,bf16), not \"%s\"\n",
+                v);
         return -1;
       }
-      o->dtypes[0] = strcmp(v, "f32") == 0;
-      o->dtypes[1] = !o->dtypes[0];
       i++;
     } else if (strcmp(a, "--op") == 0 && v) {
       o->op = v; /* checked below, once the mode is known */
@@ -127,11 +155,8 @@ static int parse(int argc, char **argv, options *o) {
   return 0;
 }
 
-/* ABI dtypes carry the graph's numbers: the core's table names them. */
 static const char *dtype_name(uint32_t d) {
-  return d < 32 && tyto_dtype_size((tyto_dtype)d)
-             ? tyto_dtype_name((tyto_dtype)d)
-             : "-";
+  return cf_fmt_name(d);
 }
 
 /* ------------------------------------------------------------ test mode -- */
@@ -256,8 +281,78 @@ static void contract_row(void *ctx, const char *check, cf_status st,
          -1, msg);
 }
 
+/* The dtypes of mask the device does not list, named ("f16, bf16"). */
+static void unlisted(const cf_device *d, uint32_t mask, char *buf,
+                     size_t size) {
+  size_t n = 0;
+  buf[0] = '\0';
+  for (uint32_t dt = 0; dt < N_DTYPES; dt++)
+    if ((mask & TYTO_PLUGIN_DTYPE_BIT(dt)) && !cf_device_has_dtype(d, dt) &&
+        n < size)
+      n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "",
+                            dtype_name(dt));
+}
+
+/* A row that is no result: cases not run, and why. Counted nowhere. */
+static void skipped(const options *o, json_t *cases, const cf_case *first,
+                    const char *what, const char *why) {
+  cf_case all = *first;
+  snprintf(all.name, sizeof all.name, "%s", what);
+  report(o, cases, &all, "skipped", -1, why);
+}
+
+/* Runs the cases cs[0 .. n) of one op: one row when the device refuses
+ * every one (asked first, supports_op and prepare agreeing; where the two
+ * disagree, the case's own row says so), else a row each. A case that
+ * expects a refusal (CF_EXPECT_UNSUPPORTED) always has its own row. */
+static void test_op(const options *o, cf_device *dut, cf_device *ref,
+                    cf_case *cs, size_t n, json_t *cases, tally *t) {
+  size_t refused = 0;
+  char why[1024] = "";
+  int expects_refusal = 0;
+  for (size_t k = 0; k < n; k++)
+    expects_refusal |= cs[k].expect == CF_EXPECT_UNSUPPORTED;
+  for (size_t k = 0; k < n && dut->fns->supports_op && !expects_refusal; k++) {
+    tyto_plugin_op_desc d;
+    cf_case_desc(&cs[k], &d);
+    tyto_plugin_error *e = dut->fns->supports_op(dut->dev, &d);
+    if (e && e->code == TYTO_PLUGIN_ERR_UNSUPPORTED)
+      refused++;
+    if (e && k == 0)
+      snprintf(why, sizeof why, "%s", e->msg);
+    cf_error_free(e);
+  }
+  for (size_t k = 0; k < n && refused == n && dut->fns->prepare; k++) {
+    tyto_plugin_op_desc d;
+    tyto_plugin_kernel *kern = NULL;
+    tyto_plugin_kernel_info ki = {sizeof ki, 0, 0};
+    cf_case_desc(&cs[k], &d);
+    tyto_plugin_error *e = dut->fns->prepare(dut->dev, &d, &kern, &ki);
+    if (e == NULL || e->code != TYTO_PLUGIN_ERR_UNSUPPORTED)
+      refused = 0;
+    if (e == NULL && kern && dut->fns->kernel_release)
+      dut->fns->kernel_release(dut->dev, kern);
+    cf_error_free(e);
+  }
+  if (dut->fns->prepare == NULL) {
+    refused = n;
+    snprintf(why, sizeof why, "memory-only device (no prepare)");
+  }
+  if (refused == n && n > 0) {
+    cf_case all = cs[0];
+    snprintf(all.name, sizeof all.name, "(all %zu cases)", n);
+    report(o, cases, &all, "unsupported", -1, why);
+    t->unsupported += (int)n;
+  } else {
+    for (size_t k = 0; k < n; k++)
+      run_one(o, dut, ref, &cs[k], cases, t);
+  }
+}
+
 /* Runs the device contract and every case of every wanted dtype on dut.
- * Ops whose every case is unsupported print as one row. */
+ * By default (no --dtype) the dtypes the device lists; a case that also
+ * needs a dtype the device does not list (a CAST to it, a program that
+ * converts) is skipped, in one row per op. */
 static int test_device(const options *o, cf_device *dut, cf_device *ref,
                        json_t *jdev, tally *t) {
   json_t *cases = json_array();
@@ -265,19 +360,21 @@ static int test_device(const options *o, cf_device *dut, cf_device *ref,
     contract_ctx k = {o, cases, t};
     cf_contract_run(dut, contract_row, &k);
   }
-  for (uint32_t dt = 0; dt < 2; dt++) {
+  for (uint32_t dt = 0; dt < N_DTYPES; dt++) {
     cf_case *cs = NULL;
     size_t n = 0;
     if (!o->dtypes[dt] || (o->op && strcmp(o->op, OP_CONTRACT) == 0))
+      continue;
+    const int has = cf_device_has_dtype(dut, dt);
+    if (!has && o->listed)
       continue;
     if (cf_catalogue_build(dt, o->op, &cs, &n) != 0) {
       fprintf(stderr, "tyto-conform: out of host memory\n");
       json_decref(cases);
       return -1;
     }
-    const int has = cf_device_has_dtype(dut, dt);
     for (size_t i = 0; i < n;) {
-      size_t j = i;
+      size_t j = i, kept = i;
       while (j < n && cs[j].op == cs[i].op)
         j++;
       if (!has) {
@@ -289,45 +386,33 @@ static int test_device(const options *o, cf_device *dut, cf_device *ref,
         i = j;
         continue;
       }
-      /* Ask first: one row for an op the device refuses in every case,
-       * when prepare refuses each of them too (where the two disagree,
-       * the case's own row says so). */
-      size_t refused = 0;
-      char why[1024] = "";
-      for (size_t k = i; k < j && dut->fns->supports_op; k++) {
-        tyto_plugin_op_desc d;
-        cf_case_desc(&cs[k], &d);
-        tyto_plugin_error *e = dut->fns->supports_op(dut->dev, &d);
-        if (e && e->code == TYTO_PLUGIN_ERR_UNSUPPORTED)
-          refused++;
-        if (e && k == i)
-          snprintf(why, sizeof why, "%s", e->msg);
-        cf_error_free(e);
+      /* Cases that need another dtype the device lacks go last, told. */
+      uint32_t lacking = 0;
+      for (size_t k = i; k < j; k++) {
+        char none[64];
+        unlisted(dut, cf_case_dtypes(&cs[k]), none, sizeof none);
+        if (none[0]) {
+          lacking |= cf_case_dtypes(&cs[k]);
+        } else if (k != kept) {
+          cf_case tmp = cs[kept];
+          cs[kept] = cs[k];
+          cs[k] = tmp;
+          kept++;
+        } else {
+          kept++;
+        }
       }
-      for (size_t k = i; k < j && refused == j - i && dut->fns->prepare; k++) {
-        tyto_plugin_op_desc d;
-        tyto_plugin_kernel *kern = NULL;
-        tyto_plugin_kernel_info ki = {sizeof ki, 0, 0};
-        cf_case_desc(&cs[k], &d);
-        tyto_plugin_error *e = dut->fns->prepare(dut->dev, &d, &kern, &ki);
-        if (e == NULL || e->code != TYTO_PLUGIN_ERR_UNSUPPORTED)
-          refused = 0;
-        if (e == NULL && kern && dut->fns->kernel_release)
-          dut->fns->kernel_release(dut->dev, kern);
-        cf_error_free(e);
-      }
-      if (dut->fns->prepare == NULL) {
-        refused = j - i;
-        snprintf(why, sizeof why, "memory-only device (no prepare)");
-      }
-      if (refused == j - i) {
-        cf_case all = cs[i];
-        snprintf(all.name, sizeof all.name, "(all %zu cases)", j - i);
-        report(o, cases, &all, "unsupported", -1, why);
-        t->unsupported += (int)(j - i);
-      } else {
-        for (size_t k = i; k < j; k++)
-          run_one(o, dut, ref, &cs[k], cases, t);
+      test_op(o, dut, ref, cs + i, kept - i, cases, t);
+      if (kept < j) {
+        char none[32], what[64], why[160];
+        unlisted(dut, lacking, none, sizeof none);
+        snprintf(what, sizeof what, "(%u cases with %.24s)",
+                 (unsigned)(j - kept) % 100000u, none);
+        snprintf(why, sizeof why,
+                 "the device does not list %s: a case runs where it lists "
+                 "every dtype the case has",
+                 none);
+        skipped(o, cases, &cs[kept], what, why);
       }
       i = j;
     }
@@ -345,10 +430,11 @@ static void perf_device(const options *o, cf_device *dut, cf_device *ref,
   if (!o->json)
     printf("%-10s %-5s %-28s %12s %12s  %s\n", "op", "dtype", "size", dut->id,
            ref->id, "unit");
-  for (uint32_t dt = 0; dt < 2; dt++) {
+  for (uint32_t dt = 0; dt < N_DTYPES; dt++) {
     cf_bench *b = NULL;
     size_t n = 0;
-    if (!o->dtypes[dt] || cf_perf_benches(dt, &b, &n) != 0)
+    if (!o->dtypes[dt] || (o->listed && !cf_device_has_dtype(dut, dt)) ||
+        cf_perf_benches(dt, &b, &n) != 0)
       continue;
     for (size_t i = 0; i < n; i++) {
       if (o->op && strcmp(o->op, b[i].c.op_name) != 0)
@@ -432,7 +518,7 @@ int main(int argc, char **argv) {
   if (o.grad) {
     free(dutp);
     free(refp);
-    return cf_grad_main(o.plugin, ref_path, o.op, o.json, o.dtypes);
+    return cf_grad_main(o.plugin, ref_path, o.op, o.json, o.dtypes, o.listed);
   }
 
   if (cf_plugin_load(dutp, o.plugin, err, sizeof err) != 0) {

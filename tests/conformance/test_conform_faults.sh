@@ -1,8 +1,9 @@
 #!/bin/sh
 # tyto-conform must refuse plugins with known faults: the asynchronous test
 # plugin of tests/plugins/kitplug.c conforms as built correctly (kitgood,
-# and kitnorelease, which lacks an optional function), and each build with
-# one fault fails, with the finding that names it.
+# and kitnorelease, which lacks an optional function), in f32, f64, f16 and
+# bf16, and each build with one fault fails, with the finding that names
+# it.
 set -u
 conform=../tools/tyto-conform
 cpu=../plugins/cpu/.libs/tyto_plugin_cpu.so
@@ -65,5 +66,14 @@ fault kitnullsync '^contract .*copies and host memory .*FAIL' \
   "copy_h2d with stream NULL returns before reading its source"
 fault kitdupclaim "^abi .*probe's claims .*FAIL: claimed device number 0 twice" \
   "its probe claims one device number twice"
+# The 16-bit dtypes: rounding, conversions, guard regions, refusals.
+fault kittrunc16 '^add  *f16  *special values (every pair) *FAIL: add(' \
+  "16-bit results truncated, not rounded to nearest even"
+fault kitcastf32 '^cast  *f64  *to f16: ties, overflow, subnormals *FAIL' \
+  "CAST from f64 to f16 rounds through f32 (twice)"
+fault kitwide16 '^copy  *f16  *contiguous .*out-of-bounds: copy: output 0 written past its end' \
+  "16-bit elements written as 32-bit words"
+fault kitlinalg16 '^inv  *f16  *refuses it .*FAIL: supports_op refused inv in f16 with code 1' \
+  "linear algebra in f16 refused with INVALID_ARGUMENT"
 rm -f "$log.one"
 exit $failed

@@ -78,7 +78,8 @@ done
 rm -f "$log.one"
 
 # The JSON reports are one object whose exit is 0 for the CPU plugin.
-for args in "--op matmul --dtype f64" "--mode grad --op conv2d --dtype f32"; do
+for args in "--op matmul --dtype f64" "--mode grad --op conv2d --dtype f32" \
+  "--op cast --dtype f32,bf16"; do
   # shellcheck disable=SC2086
   json=$("$conform" "$cpu" --reference "$cpu" --json $args)
   rc=$?
@@ -89,8 +90,18 @@ for args in "--op matmul --dtype f64" "--mode grad --op conv2d --dtype f32"; do
   fi
 done
 
+# grad mode does not run f16 and bf16, and says so (a row, not silence).
+out=$("$conform" "$cpu" --reference "$cpu" --mode grad --dtype bf16 --op mlp)
+rc=$?
+if [ $rc -ne 0 ] ||
+  ! printf '%s' "$out" | grep -q '^mlp  *bf16 .*skipped: grad mode does not run the 16-bit dtypes'; then
+  failed=1
+  echo "FAIL: --mode grad --dtype bf16: exit $rc, and no row saying why it is skipped"
+fi
+
 # Usage errors and unloadable plugins exit 2 with a message.
-for args in "" "$cpu --mode nope" "$cpu --dtype f16" "$cpu --op nope" \
+for args in "" "$cpu --mode nope" "$cpu --dtype f8" "$cpu --dtype f32," \
+  "$cpu --dtype f32,,bf16" "$cpu --op nope" \
   "$cpu --mode grad --op nope" "$cpu --mode grad --op add" \
   "./no_such_plugin.so" "$cpu --reference ./no_such_plugin.so" \
   "./no_such_plugin.so --mode grad" \

@@ -15,9 +15,10 @@
  * bytes every time, not by luck: an event_wait that does not wait lets
  * stream B run while A, never asked for, has not started.
  *
- * Kernels: COPY, FILL, NEG, RELU, ADD and MAX in f32 and f64 over any
- * strided layouts, with the semantics of sdk/docs/ops.md; every other op is
- * unsupported.
+ * Kernels: COPY, FILL, NEG, RELU, ADD and MAX in f32, f64, f16 and bf16
+ * and CAST between any two of them, over any strided layouts, with the
+ * semantics of sdk/docs/ops.md (16-bit values computed in f32, converted by
+ * plugins/common/half.h); every other op is unsupported.
  *
  *   KP_NAME             module name: the file is tyto_plugin_<KP_NAME>.so
  *   KP_NOOP_EVENT_WAIT  event_wait() does nothing
@@ -32,6 +33,15 @@
  *   KP_DUP_CLAIM        its probe claims device number 0 twice
  *   KP_NO_RELEASE       no kernel_release(), which is optional: not a fault
  *                       (its kernels are never freed)
+ *   KP_TRUNC16          16-bit results are truncated (rounded toward zero),
+ *                       not rounded to nearest with ties to even
+ *   KP_CAST_VIA_F32     CAST from f64 to f16 or bf16 rounds to f32 first
+ *                       (a double rounding)
+ *   KP_WIDE16           16-bit elements are written as 32-bit words whose
+ *                       upper half is zero: past the last element, and over
+ *                       the gaps of a stepped output
+ *   KP_LINALG16         linear algebra in f16 and bf16 is refused with
+ *                       INVALID_ARGUMENT, not UNSUPPORTED
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -41,6 +51,8 @@
 #include <time.h>
 
 #include <tyto/plugin.h>
+
+#include "half.h"
 
 #ifndef KP_DELAY_US
 #define KP_DELAY_US 1000
@@ -138,23 +150,65 @@ static tyto_plugin_error *oom(tyto_plugin_state *st) {
 /* ------------------------------------------------------------- kernels -- */
 
 static double load(uint32_t dt, const unsigned char *p, int64_t i) {
+  uint16_t h;
   if (dt == TYTO_PLUGIN_DTYPE_F32) {
     float f;
     memcpy(&f, p + 4 * i, 4);
     return f;
+  }
+  if (dt == TYTO_PLUGIN_DTYPE_F16 || dt == TYTO_PLUGIN_DTYPE_BF16) {
+    memcpy(&h, p + 2 * i, 2);
+    return dt == TYTO_PLUGIN_DTYPE_F16 ? tpc_f16_to_f32(h) : tpc_bf16_to_f32(h);
   }
   double d;
   memcpy(&d, p + 8 * i, 8);
   return d;
 }
 
-static void store(uint32_t dt, unsigned char *p, int64_t i, double v) {
+/* v as an f32, rounded as IEEE rounding gives: from halfway between the
+ * largest finite value and 2^128 on, an infinity; below, that largest. */
+static float to_f32(double v) {
+  if (fabs(v) >= 0x1.ffffffp127)
+    return v > 0 ? INFINITY : -INFINITY;
+  if (fabs(v) > 0x1.fffffep127)
+    return v > 0 ? 0x1.fffffep127f : -0x1.fffffep127f;
+  return (float)v;
+}
+
+/* v (an f32 result, or with from_f64 a value of f64) as 16-bit bits. */
+static uint16_t to_16(uint32_t dt, double v, int from_f64) {
+#ifdef KP_TRUNC16
+  /* The fault: drop the low bits, whatever they hold. */
+  uint32_t u = tpc_f32_bits(to_f32(v));
+  (void)from_f64;
+  if (dt == TYTO_PLUGIN_DTYPE_BF16 || (u & 0x7fffffffu) >= 0x7f800000u)
+    return dt == TYTO_PLUGIN_DTYPE_BF16 ? (uint16_t)(u >> 16)
+                                        : tpc_f32_to_f16(to_f32(v));
+  return tpc_f32_to_f16(tpc_bits_f32(u & 0xffffe000u));
+#else
+#ifdef KP_CAST_VIA_F32
+  from_f64 = 0;
+#endif
+  if (from_f64)
+    return dt == TYTO_PLUGIN_DTYPE_F16 ? tpc_f64_to_f16(v) : tpc_f64_to_bf16(v);
+  return dt == TYTO_PLUGIN_DTYPE_F16 ? tpc_f32_to_f16(to_f32(v))
+                                     : tpc_f32_to_bf16(to_f32(v));
+#endif
+}
+
+static void store(uint32_t dt, unsigned char *p, int64_t i, double v,
+                  int from_f64) {
   if (dt == TYTO_PLUGIN_DTYPE_F32) {
-    /* Beyond f32's range: an infinity, as IEEE rounding gives. */
-    float f = v > 3.4028234663852886e38    ? INFINITY
-              : v < -3.4028234663852886e38 ? -INFINITY
-                                           : (float)v;
+    float f = to_f32(v);
     memcpy(p + 4 * i, &f, 4);
+  } else if (dt == TYTO_PLUGIN_DTYPE_F16 || dt == TYTO_PLUGIN_DTYPE_BF16) {
+    uint16_t h = to_16(dt, v, from_f64);
+#ifdef KP_WIDE16
+    const uint32_t w = h; /* little-endian: the value, then two zeros */
+    memcpy(p + 2 * i, &w, 4);
+#else
+    memcpy(p + 2 * i, &h, 2);
+#endif
   } else {
     memcpy(p + 8 * i, &v, 8);
   }
@@ -162,7 +216,8 @@ static void store(uint32_t dt, unsigned char *p, int64_t i, double v) {
 
 static double apply(const kp_kernel *k, const double *x) {
   switch (k->op) {
-  case TYTO_PLUGIN_OP_COPY: return x[0];
+  case TYTO_PLUGIN_OP_COPY:
+  case TYTO_PLUGIN_OP_CAST: return x[0];
   case TYTO_PLUGIN_OP_FILL: return k->attr;
   case TYTO_PLUGIN_OP_NEG: return -x[0];
 #ifdef KP_BAD_RELU
@@ -188,12 +243,17 @@ static void run_kernel(const kp_kernel *k, unsigned char *const *args) {
       int64_t off = k->in[i].offset;
       for (uint32_t a = 0; a < o->rank; a++)
         off += idx[a] * k->in[i].strides[a];
-      x[i] = load(k->dtype, args[i], off);
+      x[i] = load(k->in[i].dtype, args[i], off);
     }
     int64_t off = o->offset;
     for (uint32_t a = 0; a < o->rank; a++)
       off += idx[a] * o->strides[a];
-    store(k->dtype, args[k->n_in], off, apply(k, x));
+    /* A CAST from f64, and FILL's attribute, round once from f64; any
+     * other result is an f32 one for a 16-bit dtype. */
+    store(k->dtype, args[k->n_in], off, apply(k, x),
+          k->op == TYTO_PLUGIN_OP_FILL ||
+              (k->op == TYTO_PLUGIN_OP_CAST &&
+               k->in[0].dtype == TYTO_PLUGIN_DTYPE_F64));
     for (uint32_t a = o->rank; a-- > 0;)
       if (++idx[a] < o->shape[a])
         break;
@@ -546,6 +606,7 @@ static int arity(uint32_t op) {
   switch (op) {
   case TYTO_PLUGIN_OP_FILL: return 0;
   case TYTO_PLUGIN_OP_COPY:
+  case TYTO_PLUGIN_OP_CAST:
   case TYTO_PLUGIN_OP_NEG:
   case TYTO_PLUGIN_OP_RELU: return 1;
   case TYTO_PLUGIN_OP_ADD:
@@ -554,10 +615,23 @@ static int arity(uint32_t op) {
   }
 }
 
+static int float_dtype(uint32_t dt) {
+  return dt == TYTO_PLUGIN_DTYPE_F32 || dt == TYTO_PLUGIN_DTYPE_F64 ||
+         dt == TYTO_PLUGIN_DTYPE_F16 || dt == TYTO_PLUGIN_DTYPE_BF16;
+}
+
 static tyto_plugin_error *check(tyto_plugin_device *d,
                                 const tyto_plugin_op_desc *desc) {
   const tyto_plugin_host *h = d->st->host;
   const int n = arity(desc->op);
+#ifdef KP_LINALG16
+  const uint32_t dt = desc->n_outputs ? desc->outputs[0].dtype : 0;
+  if (desc->op >= TYTO_PLUGIN_OP_INV &&
+      desc->op <= TYTO_PLUGIN_OP_TRIANGULAR_SOLVE &&
+      (dt == TYTO_PLUGIN_DTYPE_F16 || dt == TYTO_PLUGIN_DTYPE_BF16))
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "op %u: a 16-bit dtype", desc->op);
+#endif
   if (n < 0)
     return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
                         "op %u is not one of this test device's", desc->op);
@@ -566,16 +640,16 @@ static tyto_plugin_error *check(tyto_plugin_device *d,
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                         "op %u: expected %d inputs and 1 output", desc->op, n);
   const tyto_plugin_layout *o = &desc->outputs[0];
-  if ((o->dtype != TYTO_PLUGIN_DTYPE_F32 &&
-       o->dtype != TYTO_PLUGIN_DTYPE_F64) ||
-      o->rank > TYTO_PLUGIN_MAX_RANK)
+  if (!float_dtype(o->dtype) || o->rank > TYTO_PLUGIN_MAX_RANK)
     return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
-                        "op %u: dtype %u is not f32 or f64", desc->op,
-                        o->dtype);
+                        "op %u: dtype %u is not f32, f64, f16 or bf16",
+                        desc->op, o->dtype);
   for (int i = 0; i < n; i++) {
     const tyto_plugin_layout *l =
         TYTO_PLUGIN_AT(tyto_plugin_layout, desc->inputs, i);
-    if (l->dtype != o->dtype || l->rank != o->rank)
+    const int cast = desc->op == TYTO_PLUGIN_OP_CAST;
+    if ((cast ? !float_dtype(l->dtype) : l->dtype != o->dtype) ||
+        l->rank != o->rank)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                           "op %u: input %d differs from the output in dtype "
                           "or rank",
@@ -687,7 +761,9 @@ static tyto_plugin_error *kp_query(tyto_plugin_state *st, uint32_t ordinal,
   info->vendor = "tyto tests";
   info->driver_version = "";
   info->dtypes = TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F32) |
-                 TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F64);
+                 TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F64) |
+                 TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F16) |
+                 TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_BF16);
   info->flags = TYTO_PLUGIN_CAP_ASYNC;
   info->memory_bytes = (uint64_t)1 << 30;
   info->alignment = 64;

@@ -26,7 +26,8 @@ enum family {
   F_LAYOUT,   /* pad, gather, scatter_add, one_hot: catalogue_nn.c */
   F_CONV_BWD, /* catalogue_nn.c */
   F_POOL_BWD, /* catalogue_nn.c */
-  F_LINALG    /* catalogue_linalg.c */
+  F_LINALG,   /* catalogue_linalg.c */
+  F_CAST      /* catalogue_cast.c */
 };
 
 #define O(x) TYTO_PLUGIN_OP_##x
@@ -65,6 +66,7 @@ static const cf_op_entry ops[] = {
     {O(FLOOR), "floor", F_UNARY, T_BASE, CF_UNIFORM, -5, 5, 0, 0},
     {O(CEIL), "ceil", F_UNARY, T_BASE, CF_UNIFORM, -5, 5, 0, 0},
     {O(ROUND), "round", F_UNARY, T_BASE, CF_UNIFORM, -5, 5, 0, 0},
+    {O(CAST), "cast", F_CAST, T_BASE, CF_UNIFORM, -3, 3, 0, 0},
     {O(ADD), "add", F_BINARY, T_BASE, CF_UNIFORM, -2, 2, 0, 0},
     {O(SUB), "sub", F_BINARY, T_BASE, CF_UNIFORM, -2, 2, 0, 0},
     {O(MUL), "mul", F_BINARY, T_BASE, CF_UNIFORM, -2, 2, 0, 0},
@@ -185,21 +187,8 @@ cf_case *cf_add(cf_builder *b, const char *name) {
   c->op_name = b->e->name;
   snprintf(c->name, sizeof c->name, "%s", name);
   c->dtype = b->dtype;
-  const int f32 = b->dtype == TYTO_PLUGIN_DTYPE_F32;
-  switch (b->e->tol) {
-  case T_BASE:
-    c->rtol = f32 ? 1e-5 : 1e-12;
-    c->atol = f32 ? 1e-6 : 1e-14;
-    break;
-  case T_TRANS:
-    c->rtol = f32 ? 1e-4 : 1e-10;
-    c->atol = f32 ? 1e-5 : 1e-12;
-    break;
-  case T_ACCUM:
-    c->rtol = f32 ? 1e-4 : 1e-10;
-    c->atol = f32 ? 1e-4 : 1e-10;
-    break;
-  }
+  c->cls = (cf_class)b->e->tol;
+  cf_fmt_tolerance(b->dtype, c->cls, &c->rtol, &c->atol);
   return c;
 }
 
@@ -234,10 +223,8 @@ void cf_out_set(cf_builder *b, cf_case *c, uint32_t i, uint32_t rank,
 
 /* ---------------------------------------------------------- elementwise -- */
 
-/* The layouts every elementwise op (and FUSED, COPY) is run over: inputs of
- * arity n_in, one contiguous output of the case's shape. */
-static void eltwise_cases(cf_builder *b, uint32_t n_in, uint32_t n_out,
-                          void (*finish)(cf_builder *, cf_case *)) {
+void cf_eltwise_cases(cf_builder *b, uint32_t n_in, uint32_t n_out,
+                      void (*finish)(cf_builder *, cf_case *)) {
   static const int64_t s2[2] = {4, 33};
   cf_case *c;
   uint32_t i;
@@ -331,94 +318,12 @@ static void finish_ternary(cf_builder *b, cf_case *c) {
   }
 }
 
-/* ----------------------------------------------------------------- fused -- */
-
-static void instr(cf_case *c, uint32_t op, uint32_t a0, uint32_t a1,
-                  uint32_t a2, double attr) {
-  tyto_plugin_fused_instr *x = &c->instrs[c->n_instrs++];
-  x->struct_size = sizeof *x;
-  x->op = op;
-  x->arg[0] = a0;
-  x->arg[1] = a1;
-  x->arg[2] = a2;
-  x->attr = attr;
-  x->dtype = c->dtype;
-}
-
-/* relu(x0 * x1 + 0.5) */
-static void prog_a(cf_builder *b, cf_case *c) {
-  (void)b;
-  instr(c, TYTO_PLUGIN_FUSED_INPUT, 0, 0, 0, 0);
-  instr(c, TYTO_PLUGIN_FUSED_INPUT, 1, 0, 0, 0);
-  instr(c, TYTO_PLUGIN_OP_MUL, 0, 1, 0, 0);
-  instr(c, TYTO_PLUGIN_FUSED_CONST, 0, 0, 0, 0.5);
-  instr(c, TYTO_PLUGIN_OP_ADD, 2, 3, 0, 0);
-  instr(c, TYTO_PLUGIN_OP_RELU, 4, 0, 0, 0);
-  instr(c, TYTO_PLUGIN_FUSED_OUTPUT, 5, 0, 0, 0);
-}
-
-/* y0 = exp(x0), y1 = x0 - tanh(x1) */
-static void prog_b(cf_builder *b, cf_case *c) {
-  (void)b;
-  instr(c, TYTO_PLUGIN_FUSED_INPUT, 0, 0, 0, 0);
-  instr(c, TYTO_PLUGIN_FUSED_INPUT, 1, 0, 0, 0);
-  instr(c, TYTO_PLUGIN_OP_EXP, 0, 0, 0, 0);
-  instr(c, TYTO_PLUGIN_OP_TANH, 1, 0, 0, 0);
-  instr(c, TYTO_PLUGIN_OP_SUB, 0, 3, 0, 0);
-  instr(c, TYTO_PLUGIN_FUSED_OUTPUT, 2, 0, 0, 0);
-  instr(c, TYTO_PLUGIN_FUSED_OUTPUT, 4, 1, 0, 0);
-}
-
-/* sigmoid(fma(x0, x1, x2)) * leaky_relu(x0, 0.1) + where(x2 > 0, x1, -x1) */
-static void prog_c(cf_builder *b, cf_case *c) {
-  (void)b;
-  instr(c, TYTO_PLUGIN_FUSED_INPUT, 0, 0, 0, 0);
-  instr(c, TYTO_PLUGIN_FUSED_INPUT, 1, 0, 0, 0);
-  instr(c, TYTO_PLUGIN_FUSED_INPUT, 2, 0, 0, 0);
-  instr(c, TYTO_PLUGIN_OP_FMA, 0, 1, 2, 0);
-  instr(c, TYTO_PLUGIN_OP_SIGMOID, 3, 0, 0, 0);
-  instr(c, TYTO_PLUGIN_OP_LEAKY_RELU, 0, 0, 0, 0.1);
-  instr(c, TYTO_PLUGIN_OP_MUL, 4, 5, 0, 0);
-  instr(c, TYTO_PLUGIN_FUSED_CONST, 0, 0, 0, 0.0);
-  instr(c, TYTO_PLUGIN_OP_GT, 2, 7, 0, 0);
-  instr(c, TYTO_PLUGIN_OP_NEG, 1, 0, 0, 0);
-  instr(c, TYTO_PLUGIN_OP_WHERE, 8, 1, 9, 0);
-  instr(c, TYTO_PLUGIN_OP_ADD, 6, 10, 0, 0);
-  instr(c, TYTO_PLUGIN_FUSED_OUTPUT, 11, 0, 0, 0);
-}
-
-static void fused_cases(cf_builder *b) {
-  static const struct {
-    const char *tag;
-    uint32_t n_in, n_out;
-    void (*prog)(cf_builder *, cf_case *);
-  } progs[] = {{"relu(a*b+0.5)", 2, 1, prog_a},
-               {"exp(a), a-tanh(b)", 2, 2, prog_b},
-               {"sigmoid(fma)*lrelu+where", 3, 1, prog_c}};
-  for (size_t p = 0; p < sizeof progs / sizeof progs[0]; p++) {
-    size_t first = b->n;
-    cf_case *c;
-    eltwise_cases(b, progs[p].n_in, progs[p].n_out, progs[p].prog);
-    /* Every combination of the special values, checked against ops.md. */
-    if ((c = cf_add(b, "special values")) != NULL) {
-      cf_special_grid(b, c, progs[p].n_in, progs[p].n_out);
-      progs[p].prog(b, c);
-    }
-    for (size_t k = first; k < b->n; k++) {
-      char name[64];
-      snprintf(name, sizeof name, "%.24s: %.37s", progs[p].tag,
-               b->cases[k].name);
-      memcpy(b->cases[k].name, name, sizeof name);
-    }
-  }
-}
-
 /* ------------------------------------------------------------ copy, fill -- */
 
 static void copy_cases(cf_builder *b) {
   static const int64_t s2[2] = {4, 33};
   cf_case *c;
-  eltwise_cases(b, 1, 1, finish_none);
+  cf_eltwise_cases(b, 1, 1, finish_none);
   if ((c = cf_add(b, "transposed output")) != NULL) {
     static const int64_t st[2] = {1, 4};
     cf_in_set(b, c, 0, 2, s2, NULL, 0);
@@ -476,13 +381,19 @@ static void reduce_cases(cf_builder *b) {
   static const int64_t s3[3] = {6, 7, 8}, perm[3] = {1, 6, 42};
   static const int64_t ax0[1] = {0}, ax1[1] = {1}, ax2[1] = {2};
   static const int64_t ax02[2] = {0, 2}, ax012[3] = {0, 1, 2};
-  static const int64_t big[2] = {64, 1031}, z[2] = {3, 0};
+  static const int64_t big[2] = {64, 1031}, big16[2] = {64, 256};
+  static const int64_t z[2] = {3, 0};
   const int arg =
       b->e->op == TYTO_PLUGIN_OP_ARGMAX || b->e->op == TYTO_PLUGIN_OP_ARGMIN;
   reduce_case(b, "[6,7,8] axis 2", 3, s3, NULL, ax2, 1);
   reduce_case(b, "[6,7,8] axis 0", 3, s3, NULL, ax0, 1);
   reduce_case(b, "permuted [6,7,8] axis 1", 3, s3, perm, ax1, 1);
-  reduce_case(b, "[64,1031] axis 1", 2, big, NULL, ax1, 1);
+  /* ARG*'s index is a whole number of the dtype: a 16-bit axis holds
+   * indices up to 256 (bf16's whole numbers), f32's any. */
+  if (arg && cf_dtype_16(b->dtype))
+    reduce_case(b, "[64,256] axis 1", 2, big16, NULL, ax1, 1);
+  else
+    reduce_case(b, "[64,1031] axis 1", 2, big, NULL, ax1, 1);
   if (!arg) {
     reduce_case(b, "[6,7,8] axes 0,2", 3, s3, NULL, ax02, 2);
     reduce_case(b, "[6,7,8] all axes", 3, s3, NULL, ax012, 3);
@@ -721,16 +632,17 @@ int cf_catalogue_build(uint32_t dtype, const char *only, cf_case **out,
     switch (ops[i].family) {
     case F_COPY: copy_cases(&b); break;
     case F_FILL: fill_cases(&b); break;
-    case F_UNARY: eltwise_cases(&b, 1, 1, finish_unary); break;
-    case F_BINARY: eltwise_cases(&b, 2, 1, finish_none); break;
-    case F_TERNARY: eltwise_cases(&b, 3, 1, finish_ternary); break;
+    case F_UNARY: cf_eltwise_cases(&b, 1, 1, finish_unary); break;
+    case F_BINARY: cf_eltwise_cases(&b, 2, 1, finish_none); break;
+    case F_TERNARY: cf_eltwise_cases(&b, 3, 1, finish_ternary); break;
     case F_REDUCE: reduce_cases(&b); break;
     case F_MATMUL: matmul_cases(&b); break;
     case F_SOFTMAX: softmax_cases(&b); break;
     case F_CONV: conv_cases(&b); break;
     case F_POOL: pool_cases(&b); break;
     case F_RANDOM: random_cases(&b); break;
-    case F_FUSED: fused_cases(&b); break;
+    case F_FUSED: cf_fused_cases(&b); break;
+    case F_CAST: cf_cast_cases(&b); break;
     case F_LAYOUT: cf_layout_cases(&b); break;
     case F_CONV_BWD: cf_conv_bwd_cases(&b); break;
     case F_POOL_BWD: cf_pool_bwd_cases(&b); break;
@@ -745,6 +657,23 @@ int cf_catalogue_build(uint32_t dtype, const char *only, cf_case **out,
   *out = b.cases;
   *n = b.n;
   return 0;
+}
+
+int cf_dtype_16(uint32_t dtype) {
+  return dtype == TYTO_PLUGIN_DTYPE_F16 || dtype == TYTO_PLUGIN_DTYPE_BF16;
+}
+
+uint32_t cf_case_dtypes(const cf_case *c) {
+  uint32_t m = TYTO_PLUGIN_DTYPE_BIT(c->dtype);
+  for (uint32_t i = 0; i < c->n_in; i++)
+    m |= TYTO_PLUGIN_DTYPE_BIT(c->in[i].l.dtype);
+  for (uint32_t i = 0; i < c->n_out; i++)
+    m |= TYTO_PLUGIN_DTYPE_BIT(c->out[i].l.dtype);
+  for (uint32_t i = 0; i < c->n_instrs; i++)
+    if (c->instrs[i].op == TYTO_PLUGIN_OP_CAST ||
+        c->instrs[i].op == TYTO_PLUGIN_FUSED_CONST)
+      m |= TYTO_PLUGIN_DTYPE_BIT(c->instrs[i].dtype);
+  return m;
 }
 
 void cf_case_desc(cf_case *c, tyto_plugin_op_desc *d) {

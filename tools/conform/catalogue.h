@@ -11,6 +11,8 @@
 
 #include <tyto/plugin.h>
 
+#include "fmt.h"
+
 #define CF_MAX_IN 4
 #define CF_MAX_OUT 2
 #define CF_MAX_INSTRS 24
@@ -30,18 +32,33 @@ typedef enum cf_values {
    * diagonal: symmetric positive definite. */
   CF_SPD = 3,
   /* Magnitude uniform in [lo, hi], sign drawn: never zero when lo > 0. */
-  CF_SIGNED = 4
+  CF_SIGNED = 4,
+  /* Bit patterns of the tensor's dtype, written as they are: element j of
+   * a 16-bit tensor holds pattern j mod 2^16 (a storage of 65536 holds
+   * each once), a wider one random patterns (NaNs, infinities, subnormals
+   * and every exponent). */
+  CF_BITS_ALL = 5,
+  /* Random bit patterns whose unbiased exponent is uniform in [lo, hi]
+   * (clamped to the dtype's; below emin: subnormals), sign and fraction
+   * bits drawn: a sweep of the values near another format's range. */
+  CF_BITS_EXP = 6
 } cf_values;
 
 /* How a special-value case is checked (see specials.h). */
 typedef enum cf_expect_kind {
-  CF_EXPECT_VALUES = 0,      /* outputs as the host model of ops.md says */
-  CF_EXPECT_REFUSED = 1,     /* supports_op or prepare returns an error */
-  CF_EXPECT_RUN_ERROR = 2,   /* launch or stream_synchronize returns one */
-  CF_EXPECT_NAN_OR_ERROR = 3 /* linear algebra on a batch whose matrix 1
-                                holds a NaN: an error, or matrix 0's
-                                results as the model says and matrix 1's
-                                holding a NaN */
+  CF_EXPECT_VALUES = 0,       /* outputs as the host model of ops.md says */
+  CF_EXPECT_REFUSED = 1,      /* supports_op or prepare returns an error */
+  CF_EXPECT_RUN_ERROR = 2,    /* launch or stream_synchronize returns one */
+  CF_EXPECT_NAN_OR_ERROR = 3, /* linear algebra on a batch whose matrix 1
+                                 holds a NaN: an error, or matrix 0's
+                                 results as the model says and matrix 1's
+                                 holding a NaN */
+  /* Not defined for the dtype (linear algebra in f16 and bf16):
+   * supports_op and prepare refuse it with TYTO_PLUGIN_ERR_UNSUPPORTED. */
+  CF_EXPECT_UNSUPPORTED = 4,
+  /* FUSED: its outputs bit for bit those of its instructions run one by
+   * one as ops on the same device (stepwise.h). */
+  CF_EXPECT_STEPWISE = 5
 } cf_expect_kind;
 
 /* What is done to both devices' outputs before they are compared. */
@@ -55,7 +72,8 @@ typedef enum cf_post {
 } cf_post;
 
 /* One tensor of a case: its layout (offset and strides index into a
- * storage of `storage` elements) and, for inputs, its value domain. */
+ * storage of `storage` elements of the layout's dtype) and, for inputs,
+ * its value domain. */
 typedef struct cf_tensor {
   tyto_plugin_layout l;
   int64_t storage;
@@ -77,7 +95,8 @@ typedef struct cf_case {
   uint32_t op;
   const char *op_name;
   char name[64];
-  uint32_t dtype;
+  uint32_t dtype; /* the row's dtype: every tensor's, but CAST's output and
+                     the values of a FUSED program that converts */
   uint32_t n_in, n_out;
   cf_tensor in[CF_MAX_IN], out[CF_MAX_OUT];
   uint32_t n_iattrs;
@@ -89,19 +108,32 @@ typedef struct cf_case {
   tyto_plugin_fused_program program;
   tyto_plugin_layout lin[CF_MAX_IN], lout[CF_MAX_OUT]; /* for the desc */
   cf_post post;
+  cf_class cls; /* the op's accuracy class, and its tolerance: */
   double rtol, atol;
   /* Special-value cases (specials.h): checked against the host model of
    * sdk/docs/ops.md instead of the reference plugin. */
   int special;
   cf_expect_kind expect;
-  int exact; /* values are moved, not computed: no flush to zero */
+  int exact;   /* values are moved, not computed: no flush to zero */
+  int bitwise; /* compared bit for bit with the model (CAST) */
+  /* model.c's own, on its copy of the case: round results of a 16-bit
+   * dtype through f32 first (the other answer ops.md allows). */
+  int model_via_f32;
 } cf_case;
 
-/* Builds the cases of every catalogued op for `dtype` (F32 or F64),
- * restricted to the op named `only` when not NULL. *out is malloc'ed (free
- * it with free()). Returns -1 when out of memory. */
+/* Builds the cases of every catalogued op for `dtype` (F32, F64, F16 or
+ * BF16), restricted to the op named `only` when not NULL. Cases that also
+ * involve other dtypes (CAST to each of them, FUSED programs that convert)
+ * are included; cf_case_dtypes() tells which. *out is malloc'ed (free it
+ * with free()). Returns -1 when out of memory. */
 int cf_catalogue_build(uint32_t dtype, const char *only, cf_case **out,
                        size_t *n);
+
+/* Whether dtype is one of the 16-bit storage formats (f16, bf16). */
+int cf_dtype_16(uint32_t dtype);
+
+/* TYTO_PLUGIN_DTYPE_BIT() of every dtype c's tensors and values have. */
+uint32_t cf_case_dtypes(const cf_case *c);
 
 /* Fills desc from c (pointing into c, which must outlive desc). */
 void cf_case_desc(cf_case *c, tyto_plugin_op_desc *desc);

@@ -1,16 +1,21 @@
 /*
  * The catalogue's builder, shared by catalogue.c (the op table and the
  * elementwise, reduction, matmul, conv and pool families), catalogue_nn.c
- * (layout ops and the conv/pool derivatives) and catalogue_linalg.c.
+ * (layout ops and the conv/pool derivatives), catalogue_linalg.c,
+ * catalogue_fused.c and catalogue_cast.c.
  */
 #ifndef TYTO_CONFORM_CATALOGUE_INT_H
 #define TYTO_CONFORM_CATALOGUE_INT_H
 
 #include "catalogue.h"
 
-/* Tolerance classes: exact-ish arithmetic, transcendental functions,
- * accumulations (sums, products of matrices, factorisations). */
-enum cf_tol { T_BASE, T_TRANS, T_ACCUM };
+/* Tolerance classes (cf_class): exact-ish arithmetic, transcendental
+ * functions, accumulations (sums, products of matrices, factorisations). */
+enum cf_tol {
+  T_BASE = CF_CLASS_EXACT,
+  T_TRANS = CF_CLASS_TRANS,
+  T_ACCUM = CF_CLASS_ACCUM
+};
 
 typedef struct cf_op_entry {
   uint32_t op;
@@ -56,20 +61,28 @@ void cf_stepped(uint32_t rank, const int64_t *shape, int64_t step, int64_t *st);
 /* Output extent of a convolution or pooling axis (floor mode). */
 int64_t cf_out_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d);
 
-/* Families of catalogue_nn.c and catalogue_linalg.c, dispatching on
- * b->e->op. */
+/* Families of catalogue_nn.c, catalogue_linalg.c, catalogue_fused.c and
+ * catalogue_cast.c, dispatching on b->e->op. */
 void cf_layout_cases(cf_builder *b);
 void cf_conv_bwd_cases(cf_builder *b);
 void cf_pool_bwd_cases(cf_builder *b);
 void cf_linalg_cases(cf_builder *b);
+void cf_fused_cases(cf_builder *b);
+void cf_cast_cases(cf_builder *b);
+
+/* The layouts every elementwise op (and FUSED, COPY, CAST) is run over:
+ * n_in inputs, n_out contiguous outputs of the case's shape; finish(b, c)
+ * completes each case. */
+void cf_eltwise_cases(cf_builder *b, uint32_t n_in, uint32_t n_out,
+                      void (*finish)(cf_builder *, cf_case *));
 
 /* specials.c: the special-value cases of b->e's op (FUSED's come from
  * catalogue.c, which has the programs). */
 void cf_special_cases(cf_builder *b);
 
 /* Makes c a special-value case over every combination of the special
- * values of n_in inputs (cf_special_list), each of a contiguous [n]^n_in
- * shape, with n_out outputs of that shape. */
+ * values of n_in inputs (cf_special_list of b->dtype), each of a
+ * contiguous [n]^n_in shape, with n_out outputs of that shape. */
 void cf_special_grid(cf_builder *b, cf_case *c, uint32_t n_in, uint32_t n_out);
 
 #endif

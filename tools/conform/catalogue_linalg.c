@@ -172,6 +172,9 @@ static void qr_cases(cf_builder *b) {
 }
 
 void cf_linalg_cases(cf_builder *b) {
+  /* Not defined for f16 and bf16: specials.c's case checks the refusal. */
+  if (cf_dtype_16(b->dtype))
+    return;
   switch (b->e->op) {
   case OP(SOLVE):
   case OP(TRIANGULAR_SOLVE): solve_cases(b); break;

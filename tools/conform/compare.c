@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "device.h"
+#include "fmt.h"
 #include "model.h"
 
 /* splitmix64 (Steele, Lea, Flood 2014): a small generator whose stream
@@ -23,16 +24,14 @@ static double uniform(uint64_t *s) {
   return (double)(next(s) >> 11) * 0x1.0p-53;
 }
 
+/* Values are written rounded to the dtype, so that every input is exact
+ * in it and the model computes from what the device reads. */
 static void store(uint32_t dtype, void *p, int64_t i, double v) {
-  if (dtype == TYTO_PLUGIN_DTYPE_F32)
-    ((float *)p)[i] = (float)cf_round(dtype, v);
-  else
-    ((double *)p)[i] = v;
+  cf_fmt_store(dtype, p, i, v);
 }
 
 static double load(uint32_t dtype, const void *p, int64_t i) {
-  return dtype == TYTO_PLUGIN_DTYPE_F32 ? ((const float *)p)[i]
-                                        : ((const double *)p)[i];
+  return cf_fmt_load(dtype, p, i);
 }
 
 /* Element offset of matrix number bi of layout l (row-major over the batch
@@ -108,14 +107,43 @@ void cf_post_apply(const cf_case *c, double *const *out) {
   }
 }
 
+/* CF_BITS_ALL and CF_BITS_EXP (see cf_values). */
+static void fill_bits(const cf_tensor *t, uint32_t dtype, void *p,
+                      uint64_t *s) {
+  const cf_fmt *f = cf_fmt_of(dtype);
+  for (int64_t j = 0; j < t->storage; j++) {
+    if (t->values == CF_BITS_ALL) {
+      const uint64_t bits = f->bits == 16   ? (uint64_t)j & 0xffffu
+                            : f->bits == 32 ? next(s) >> 32
+                                            : next(s);
+      cf_fmt_store_bits(dtype, p, j, bits);
+    } else {
+      /* (1 + u) 2^e, e uniform in [lo, hi]: rounded to the dtype, which
+       * draws its fraction bits (and below its range, subnormals and
+       * zeros). */
+      const int64_t lo = (int64_t)t->lo, span = (int64_t)t->hi - lo + 1;
+      const int e = (int)(lo + (int64_t)(next(s) % (uint64_t)span));
+      const double v = ldexp(1.0 + uniform(s), e);
+      store(dtype, p, j, next(s) & 1 ? -v : v);
+    }
+  }
+}
+
 void cf_values_fill(const cf_tensor *t, uint32_t dtype, void *p,
                     uint64_t seed) {
   uint64_t s = seed;
-  for (int64_t j = 0; j < t->storage; j++) {
+  const int bits = t->values == CF_BITS_ALL || t->values == CF_BITS_EXP;
+  if (bits)
+    fill_bits(t, dtype, p, &s);
+  for (int64_t j = 0; j < t->storage && !bits; j++) {
     double u = uniform(&s), v;
-    if (t->values == CF_WHOLE)
+    if (t->values == CF_WHOLE) {
+      /* A whole number the dtype holds (not every one above 2^p is:
+       * bf16 has 299 round to 300, which would index past an axis). */
       v = floor(t->lo + u * (t->hi - t->lo + 1));
-    else if (t->values == CF_SIGNED)
+      while (v > t->lo && cf_fmt_round(dtype, v) != v)
+        v -= 1;
+    } else if (t->values == CF_SIGNED)
       v = (next(&s) & 1 ? -1 : 1) * (t->lo + u * (t->hi - t->lo));
     else
       v = t->lo + u * (t->hi - t->lo);
@@ -136,7 +164,6 @@ void cf_values_fill(const cf_tensor *t, uint32_t dtype, void *p,
 }
 
 int cf_values_make(const cf_case *c, uint64_t seed, void **in, void **out) {
-  const size_t es = cf_dtype_size(c->dtype);
   uint64_t s = seed;
   int bad = 0;
   for (uint32_t i = 0; i < CF_MAX_IN; i++)
@@ -145,6 +172,7 @@ int cf_values_make(const cf_case *c, uint64_t seed, void **in, void **out) {
     out[i] = NULL;
   for (uint32_t i = 0; i < c->n_in; i++) {
     const cf_tensor *t = &c->in[i];
+    const size_t es = cf_dtype_size(t->l.dtype);
     in[i] = malloc((size_t)(t->storage ? t->storage : 1) * es);
     if (in[i] == NULL) {
       bad = 1;
@@ -152,10 +180,11 @@ int cf_values_make(const cf_case *c, uint64_t seed, void **in, void **out) {
     }
     /* One stream per input, so that adding an input to a case leaves the
      * others' values alone. */
-    cf_values_fill(t, c->dtype, in[i], next(&s));
+    cf_values_fill(t, t->l.dtype, in[i], next(&s));
   }
   for (uint32_t i = 0; i < c->n_out; i++) {
     const cf_tensor *t = &c->out[i];
+    const size_t es = cf_dtype_size(t->l.dtype);
     out[i] = malloc((size_t)(t->storage ? t->storage : 1) * es);
     if (out[i] == NULL) {
       bad = 1;
@@ -164,7 +193,7 @@ int cf_values_make(const cf_case *c, uint64_t seed, void **in, void **out) {
     /* A value no op of the catalogue produces from these inputs: an
      * element left unwritten shows up against the reference. */
     for (int64_t j = 0; j < t->storage; j++)
-      store(c->dtype, out[i], j, -777.0);
+      store(t->l.dtype, out[i], j, -777.0);
   }
   if (bad)
     cf_values_free(in, out);

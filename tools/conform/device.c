@@ -9,6 +9,7 @@
 
 #include <tyto/graph.h>
 
+#include "fmt.h"
 #include "sentinel.h"
 
 size_t cf_dtype_size(uint32_t dtype) {
@@ -120,15 +121,8 @@ cf_status cf_prepare_agreed(cf_device *d, const tyto_plugin_op_desc *desc,
 
 static void to_double(uint32_t dtype, const unsigned char *src, int64_t n,
                       double *dst) {
-  for (int64_t i = 0; i < n; i++) {
-    if (dtype == TYTO_PLUGIN_DTYPE_F32) {
-      float f;
-      memcpy(&f, src + 4 * i, 4);
-      dst[i] = f;
-    } else {
-      memcpy(&dst[i], src + 8 * i, 8);
-    }
-  }
+  for (int64_t i = 0; i < n; i++)
+    dst[i] = cf_fmt_load(dtype, src, i);
 }
 
 /* Checks the sentinels of g (and, for an input, that its body is as
@@ -171,7 +165,6 @@ cf_status cf_run_case(cf_device *d, cf_case *c, const void *const *in_bytes,
   cf_gbuf in[CF_MAX_IN], out[CF_MAX_OUT], ws;
   tyto_plugin_binding bin[CF_MAX_IN], bout[CF_MAX_OUT], bws;
   tyto_plugin_error *e = NULL;
-  const size_t es = cf_dtype_size(c->dtype);
   uint32_t n_in = 0, n_out = 0;
   int have_ws = 0;
 
@@ -188,13 +181,17 @@ cf_status cf_run_case(cf_device *d, cf_case *c, const void *const *in_bytes,
     return r->status;
 
   for (; n_in < c->n_in && e == NULL; n_in++) {
-    e = cf_gbuf_alloc(d, &in[n_in], (uint64_t)c->in[n_in].storage * es,
+    e = cf_gbuf_alloc(d, &in[n_in],
+                      (uint64_t)c->in[n_in].storage *
+                          cf_dtype_size(c->in[n_in].l.dtype),
                       in_bytes[n_in]);
     bin[n_in] =
         (tyto_plugin_binding){sizeof bin[0], in[n_in].buf, in[n_in].guard};
   }
   for (; n_out < c->n_out && e == NULL; n_out++) {
-    e = cf_gbuf_alloc(d, &out[n_out], (uint64_t)c->out[n_out].storage * es,
+    e = cf_gbuf_alloc(d, &out[n_out],
+                      (uint64_t)c->out[n_out].storage *
+                          cf_dtype_size(c->out[n_out].l.dtype),
                       out_init[n_out]);
     bout[n_out] =
         (tyto_plugin_binding){sizeof bout[0], out[n_out].buf, out[n_out].guard};
@@ -236,7 +233,7 @@ cf_status cf_run_case(cf_device *d, cf_case *c, const void *const *in_bytes,
       cf_run_clear(r);
       goto done;
     }
-    to_double(c->dtype, cf_gbuf_body(&out[i]), n, r->out[i]);
+    to_double(c->out[i].l.dtype, cf_gbuf_body(&out[i]), n, r->out[i]);
   }
   r->status = CF_RAN;
 done:

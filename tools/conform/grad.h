@@ -56,9 +56,12 @@ const cf_grad_case *cf_grad_cases(size_t *n);
 int cf_grad_group_known(const char *group);
 
 /* Runs grad mode: plugin and reference are .so paths, only_group NULL or a
- * group, dtypes[0]/[1] run f32/f64. Prints the table or (json) the JSON
- * report. Returns the exit status (see tyto-conform.c). */
+ * group, dtypes[d] runs dtype d (f32, f64, f16, bf16), listed: only those
+ * the device lists. The 16-bit dtypes are not run: a row per device says
+ * why. Prints the table or (json) the JSON report. Returns the exit status
+ * (see tyto-conform.c). */
 int cf_grad_main(const char *plugin, const char *reference,
-                 const char *only_group, int json, const int dtypes[2]);
+                 const char *only_group, int json, const int dtypes[4],
+                 int listed);
 
 #endif

@@ -5,6 +5,8 @@
  */
 #include "model.h"
 
+#include "fmt.h"
+
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -13,17 +15,17 @@
 #define OP(x) TYTO_PLUGIN_OP_##x
 
 double cf_round(uint32_t dtype, double v) {
-  if (dtype != TYTO_PLUGIN_DTYPE_F32 || isnan(v))
-    return v;
-  /* Halfway between FLT_MAX and 2^128 and beyond rounds to an infinity;
-   * converting such a double to float is undefined in C. */
-  if (fabs(v) >= 0x1.ffffffp127)
-    return copysign(INFINITY, v);
-  return (float)v;
+  return cf_fmt_round(dtype, v);
+}
+
+double cf_model_round(const cf_case *c, uint32_t dtype, double v) {
+  if (c->model_via_f32 && cf_fmt_of(dtype) && cf_fmt_of(dtype)->bits == 16)
+    v = cf_fmt_round(TYTO_PLUGIN_DTYPE_F32, v);
+  return cf_fmt_round(dtype, v);
 }
 
 double cf_flush(uint32_t dtype, double v) {
-  const double tiny = dtype == TYTO_PLUGIN_DTYPE_F32 ? FLT_MIN : DBL_MIN;
+  const double tiny = dtype == TYTO_PLUGIN_DTYPE_F64 ? DBL_MIN : FLT_MIN;
   return v != 0 && fabs(v) < tiny ? copysign(0.0, v) : v;
 }
 
@@ -52,10 +54,12 @@ int64_t cf_shape_count(uint32_t rank, const int64_t *shape) {
 
 /* ----------------------------------------------------------- elementwise -- */
 
-double cf_model_eltwise(uint32_t op, uint32_t dtype, double x, double y,
-                        double z, double attr) {
+/* The exact value of an elementwise op, in double. */
+static double eltwise_value(uint32_t op, double x, double y, double z,
+                            double attr) {
   double v;
   switch (op) {
+  case OP(CAST): v = x; break;
   case OP(NEG): v = -x; break;
   case OP(ABS): v = fabs(x); break;
   case OP(SIGN): v = isnan(x) ? x : x == 0 ? x : copysign(1.0, x); break;
@@ -107,11 +111,16 @@ double cf_model_eltwise(uint32_t op, uint32_t dtype, double x, double y,
   case OP(WHERE): v = x != 0 ? y : z; break;
   default: /* FMA: one rounding, to the dtype */ v = fma(x, y, z); break;
   }
-  return cf_round(dtype, v);
+  return v;
+}
+
+double cf_model_eltwise(uint32_t op, uint32_t dtype, double x, double y,
+                        double z, double attr) {
+  return cf_round(dtype, eltwise_value(op, x, y, z, attr));
 }
 
 static int arity(uint32_t op) {
-  if (op == OP(COPY) || (op >= OP(NEG) && op <= OP(ROUND)))
+  if (op == OP(COPY) || (op >= OP(NEG) && op <= OP(CAST)))
     return 1;
   if (op >= OP(ADD) && op <= OP(GE))
     return 2;
@@ -121,20 +130,35 @@ static int arity(uint32_t op) {
 }
 
 /* The value of instruction program `c` at one element position, from the
- * inputs' values there; writes each output's value to y[]. */
+ * inputs' values there; writes each output's value to y[]. Each value is
+ * rounded to its dtype (an input's, CAST's and CONST's own, else its
+ * operands'). */
 static void fused_eval(const cf_case *c, const double *x, double *y) {
   double v[CF_MAX_INSTRS];
+  uint32_t dt[CF_MAX_INSTRS];
   for (uint32_t i = 0; i < c->n_instrs; i++) {
     const tyto_plugin_fused_instr *in = &c->instrs[i];
     const uint32_t *a = in->arg;
     switch (in->op) {
-    case TYTO_PLUGIN_FUSED_INPUT: v[i] = x[a[0]]; break;
-    case TYTO_PLUGIN_FUSED_CONST: v[i] = cf_round(c->dtype, in->attr); break;
+    case TYTO_PLUGIN_FUSED_INPUT:
+      v[i] = x[a[0]];
+      dt[i] = c->in[a[0]].l.dtype;
+      break;
+    case TYTO_PLUGIN_FUSED_CONST:
+      dt[i] = in->dtype;
+      v[i] = cf_model_round(c, dt[i], in->attr);
+      break;
     case TYTO_PLUGIN_FUSED_OUTPUT: y[a[1]] = v[a[0]]; break;
+    case OP(CAST):
+      dt[i] = in->dtype;
+      v[i] = cf_round(dt[i], v[a[0]]);
+      break;
     default:
-      v[i] = cf_model_eltwise(in->op, c->dtype, v[a[0]],
-                              arity(in->op) > 1 ? v[a[1]] : 0,
-                              arity(in->op) > 2 ? v[a[2]] : 0, in->attr);
+      dt[i] = dt[a[0]];
+      v[i] = cf_model_round(
+          c, dt[i],
+          eltwise_value(in->op, v[a[0]], arity(in->op) > 1 ? v[a[1]] : 0,
+                        arity(in->op) > 2 ? v[a[2]] : 0, in->attr));
     }
   }
 }
@@ -155,11 +179,14 @@ static void eltwise(const cf_case *c, double *const *in, double **out,
       fused_eval(c, x, y);
     else if (c->op == OP(COPY))
       y[0] = x[0];
+    else if (c->op == OP(CAST))
+      y[0] = cf_round(c->out[0].l.dtype, x[0]);
     else if (c->op == OP(FILL))
-      y[0] = cf_round(c->dtype, c->fattrs[0]);
+      y[0] = cf_model_round(c, c->dtype, c->fattrs[0]);
     else
-      y[0] = cf_model_eltwise(c->op, c->dtype, x[0], x[1], x[2],
-                              c->n_fattrs ? c->fattrs[0] : 0);
+      y[0] = cf_model_round(c, c->dtype,
+                            eltwise_value(c->op, x[0], x[1], x[2],
+                                          c->n_fattrs ? c->fattrs[0] : 0));
     for (uint32_t k = 0; k < c->n_out; k++) {
       const int64_t at = cf_layout_at(&c->out[k].l, idx);
       out[k][at] = y[k];
@@ -266,7 +293,7 @@ static int reductions(const cf_case *c, double *const *in, double **out,
         } while (cf_index_next(x->rank, rshape, r));
       if (!soft) {
         const int64_t at = cf_layout_at(y, k);
-        out[0][at] = cf_round(c->dtype, reduce(c->op, v, n));
+        out[0][at] = cf_model_round(c, c->dtype, reduce(c->op, v, n));
         free_sign[0][at] = 1;
         continue;
       }
@@ -285,7 +312,7 @@ static int reductions(const cf_case *c, double *const *in, double **out,
         double r2 = nan                    ? NAN
                     : c->op == OP(SOFTMAX) ? exp(v[j] - m) / s
                                            : v[j] - m - log(s);
-        out[0][pos[j]] = cf_round(c->dtype, r2);
+        out[0][pos[j]] = cf_model_round(c, c->dtype, r2);
         free_sign[0][pos[j]] = 1;
       }
     } while (cf_index_next(x->rank, kshape, k));
@@ -319,7 +346,7 @@ static void matmul(const cf_case *c, double *const *in, double **out,
       s += in[0][cf_layout_at(a, ia)] * in[1][cf_layout_at(b, ib)];
     }
     const int64_t at = cf_layout_at(y, idx);
-    out[0][at] = cf_round(c->dtype, s);
+    out[0][at] = cf_model_round(c, c->dtype, s);
     free_sign[0][at] = 1;
   } while (cf_index_next(r, y->shape, idx));
 }
@@ -346,7 +373,8 @@ static void pad(const cf_case *c, double *const *in, double **out,
       src[a] = s;
     }
     out[0][cf_layout_at(y, idx)] =
-        inside ? in[0][cf_layout_at(x, src)] : cf_round(c->dtype, c->fattrs[0]);
+        inside ? in[0][cf_layout_at(x, src)]
+               : cf_model_round(c, c->dtype, c->fattrs[0]);
   } while (cf_index_next(y->rank, y->shape, idx));
 }
 
@@ -379,13 +407,17 @@ static void gather_scatter(const cf_case *c, double *const *in, double **out,
     di[axis] = (int64_t)in[1][cf_layout_at(ix, ii)];
     for (uint32_t a = axis + 1; a < d->rank; a++)
       di[a] = idx[a - 1 + ix->rank];
-    if (scatter) {
-      const int64_t at = cf_layout_at(y, di);
-      out[0][at] = cf_round(c->dtype, out[0][at] + in[2][cf_layout_at(g, idx)]);
-    } else {
+    if (scatter) /* summed exactly (in double), rounded once below */
+      out[0][cf_layout_at(y, di)] += in[2][cf_layout_at(g, idx)];
+    else
       out[0][cf_layout_at(y, idx)] = in[0][cf_layout_at(d, di)];
-    }
   } while (cf_index_next(g->rank, g->shape, idx));
+  memset(idx, 0, sizeof idx);
+  if (scatter && cf_shape_count(y->rank, y->shape) > 0)
+    do {
+      const int64_t at = cf_layout_at(y, idx);
+      out[0][at] = cf_model_round(c, c->dtype, out[0][at]);
+    } while (cf_index_next(y->rank, y->shape, idx));
 }
 
 static void one_hot(const cf_case *c, double *const *in, double **out) {
@@ -426,7 +458,7 @@ static void linalg_diag(const cf_case *c, double *const *in, double **out,
         for (int64_t i = 0; i < n; i++)
           p = c->op == OP(DET) ? p * d[i] : p + log(fabs(d[i]));
         const int64_t at = cf_layout_at(y, iy);
-        out[o][at] = cf_round(c->dtype, p);
+        out[o][at] = cf_model_round(c, c->dtype, p);
         free_sign[o][at] = 1;
         continue;
       }
@@ -454,7 +486,7 @@ static void linalg_diag(const cf_case *c, double *const *in, double **out,
           }
           }
           const int64_t at = cf_layout_at(y, iy);
-          out[o][at] = cf_round(c->dtype, v);
+          out[o][at] = cf_model_round(c, c->dtype, v);
           free_sign[o][at] = 1;
         }
     }
@@ -472,7 +504,27 @@ void cf_expect_free(cf_expect *x) {
   }
 }
 
-int cf_model_run(const cf_case *c, double *const *in, int ftz, cf_expect *x) {
+static int model_run(const cf_case *c, double *const *in, int ftz,
+                     cf_expect *x);
+
+int cf_model_run(const cf_case *c, double *const *in, int ftz, int via_f32,
+                 cf_expect *x) {
+  /* A copy whose rounding knows the path (cf_model_round). */
+  cf_case *m = malloc(sizeof *m);
+  int rc;
+  if (m == NULL) {
+    memset(x, 0, sizeof *x);
+    return -1;
+  }
+  *m = *c;
+  m->model_via_f32 = via_f32;
+  rc = model_run(m, in, ftz, x);
+  free(m);
+  return rc;
+}
+
+static int model_run(const cf_case *c, double *const *in, int ftz,
+                     cf_expect *x) {
   double *fin[CF_MAX_IN] = {NULL};
   int rc = 0;
   memset(x, 0, sizeof *x);
@@ -483,7 +535,7 @@ int cf_model_run(const cf_case *c, double *const *in, int ftz, cf_expect *x) {
     if (!x->want[o] || !x->free_sign[o])
       rc = -1;
     for (int64_t i = 0; rc == 0 && i < c->out[o].storage; i++)
-      x->want[o][i] = cf_round(c->dtype, -777.0);
+      x->want[o][i] = cf_round(c->out[o].l.dtype, -777.0);
   }
   for (uint32_t i = 0; i < c->n_in && rc == 0; i++) {
     const int64_t n = c->in[i].storage ? c->in[i].storage : 1;
@@ -493,7 +545,7 @@ int cf_model_run(const cf_case *c, double *const *in, int ftz, cf_expect *x) {
       break;
     }
     for (int64_t j = 0; j < c->in[i].storage; j++)
-      fin[i][j] = ftz ? cf_flush(c->dtype, in[i][j]) : in[i][j];
+      fin[i][j] = ftz ? cf_flush(c->in[i].l.dtype, in[i][j]) : in[i][j];
   }
   if (rc == 0) {
     if (c->op == OP(FILL) || c->op == OP(FUSED) || arity(c->op) > 0)
@@ -517,7 +569,7 @@ int cf_model_run(const cf_case *c, double *const *in, int ftz, cf_expect *x) {
   }
   for (uint32_t o = 0; o < c->n_out && rc == 0 && ftz; o++)
     for (int64_t i = 0; i < c->out[o].storage; i++)
-      x->want[o][i] = cf_flush(c->dtype, x->want[o][i]);
+      x->want[o][i] = cf_flush(c->out[o].l.dtype, x->want[o][i]);
   for (uint32_t i = 0; i < CF_MAX_IN; i++)
     free(fin[i]);
   if (rc != 0)

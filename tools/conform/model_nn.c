@@ -86,7 +86,7 @@ static void round_all(const cf_case *c, const tyto_plugin_layout *l,
     return;
   do {
     const int64_t at = cf_layout_at(l, idx);
-    out[at] = cf_round(c->dtype, out[at]);
+    out[at] = cf_model_round(c, c->dtype, out[at]);
   } while (cf_index_next(l->rank, l->shape, idx));
 }
 

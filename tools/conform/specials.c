@@ -18,6 +18,24 @@
 
 /* ----------------------------------------------------------- the values -- */
 
+/* f16 and bf16 (ABI 1.5) under float.h's names for f32 and f64, and the
+ * values that make their roundings ties: half a unit in the last place of
+ * 1 (1 + that rounds to 1, the even neighbour), 1 plus one unit (odd: plus
+ * half a unit rounds up), and half a step of the largest binade (the
+ * largest finite value plus that is the tie that overflows). */
+#define HF_TRUE_MIN 0x1p-24
+#define HF_MIN 0x1p-14
+#define HF_MAX 65504.0
+#define HF_HALF 0x1p-11
+#define HF_ODD (1 + 0x1p-10)
+#define HF_OVER 16.0
+#define BF_TRUE_MIN 0x1p-133
+#define BF_MIN 0x1p-126
+#define BF_MAX 0x1.fep127
+#define BF_HALF 0x1p-8
+#define BF_ODD (1 + 0x1p-7)
+#define BF_OVER 0x1p119
+
 /* One input's values: both zeros, both infinities, NaN, the smallest and
  * a larger subnormal, the smallest normal and the largest finite values,
  * and the edges of the ops' domains (1 for log, acosh and atanh, 0.5 and 2
@@ -27,28 +45,51 @@
   NAN, INFINITY, -INFINITY, 0.0, -0.0, T##_TRUE_MIN, -T##_TRUE_MIN,            \
       T##_MIN / 2, -T##_MIN / 2, T##_MIN, -T##_MIN, T##_MAX, -T##_MAX, 1, -1,  \
       0.5, -0.5, 2, -2, 2.5, -2.5, 0.75, 100, -100, 1000, -1000
+/* The 16-bit formats add 1 + one unit (odd), and 12 and 300, whose exp,
+ * sinh, cosh and square overflow f16 (not f32). */
+#define UNARY16(T) UNARY(T), T##_ODD, -T##_ODD, 12, -12, 300, -300
 /* Binary ops take every pair of these (odd and even whole numbers for
- * pow's sign rules). */
+ * pow's sign rules); the 16-bit formats add the ties' makers: 1 + half a
+ * unit, 1 + one unit + half a unit, 3 * (1 + one unit) are ties, and so is
+ * the largest + half a step, which overflows. */
 #define BINARY(T)                                                              \
   NAN, INFINITY, -INFINITY, 0.0, -0.0, T##_TRUE_MIN, -T##_TRUE_MIN, T##_MAX,   \
       -T##_MAX, 1, -1, 0.5, -2, 3, -3, 2.5
+#define BINARY16(T) BINARY(T), T##_HALF, T##_ODD, T##_OVER
 /* Ternary ops every triple of these. */
 #define TERNARY(T)                                                             \
   NAN, INFINITY, -INFINITY, 0.0, -0.0, T##_TRUE_MIN, 1, -1, 0.5, T##_MAX,      \
       -2.5, 2
+#define TERNARY16(T) TERNARY(T), T##_HALF, T##_ODD
 
 static const double un32[] = {UNARY(FLT)}, un64[] = {UNARY(DBL)};
+static const double un16[] = {UNARY16(HF)}, unbf[] = {UNARY16(BF)};
 static const double bi32[] = {BINARY(FLT)}, bi64[] = {BINARY(DBL)};
+static const double bi16[] = {BINARY16(HF)}, bibf[] = {BINARY16(BF)};
 static const double te32[] = {TERNARY(FLT)}, te64[] = {TERNARY(DBL)};
+static const double te16[] = {TERNARY16(HF)}, tebf[] = {TERNARY16(BF)};
 
 #define N_OF(a) ((uint32_t)(sizeof(a) / sizeof((a)[0])))
 
+/* One of four arrays by dtype: f32, f64, f16, bf16. */
+#define BY_DTYPE(dt, a32, a64, a16, abf)                                       \
+  ((dt) == TYTO_PLUGIN_DTYPE_F64    ? (a64)                                    \
+   : (dt) == TYTO_PLUGIN_DTYPE_F16  ? (a16)                                    \
+   : (dt) == TYTO_PLUGIN_DTYPE_BF16 ? (abf)                                    \
+                                    : (a32))
+
 const double *cf_special_list(uint32_t dtype, int arity, uint32_t *n) {
-  const int f32 = dtype == TYTO_PLUGIN_DTYPE_F32;
+  const int h = cf_dtype_16(dtype);
   switch (arity) {
-  case 1: *n = N_OF(un32); return f32 ? un32 : un64;
-  case 2: *n = N_OF(bi32); return f32 ? bi32 : bi64;
-  default: *n = N_OF(te32); return f32 ? te32 : te64;
+  case 1:
+    *n = h ? N_OF(un16) : N_OF(un32);
+    return BY_DTYPE(dtype, un32, un64, un16, unbf);
+  case 2:
+    *n = h ? N_OF(bi16) : N_OF(bi32);
+    return BY_DTYPE(dtype, bi32, bi64, bi16, bibf);
+  default:
+    *n = h ? N_OF(te16) : N_OF(te32);
+    return BY_DTYPE(dtype, te32, te64, te16, tebf);
   }
 }
 
@@ -64,21 +105,22 @@ const double *cf_special_list(uint32_t dtype, int arity, uint32_t *n) {
       1, 5, 0, 1, 2, 3, NAN, NAN, -INFINITY, 0.5, -0.5, 1.5, -1.5, 2.5, 0,     \
       INFINITY, INFINITY, 1, 2, 3, 4, -0.0, 0.0, -0.0, 0.0, -0.0, 0.0
 static const double rows32[] = {ROWS(FLT)}, rows64[] = {ROWS(DBL)};
+static const double rows16[] = {ROWS(HF)}, rowsbf[] = {ROWS(BF)};
 #define N_ROWS 14
 
 /* A 4x5 matrix's specials (row-major positions) and B's infinity. */
 static const int64_t mm_at[] = {1, 7, 10, 13, 16, 17, 19}, mm_bat[] = {14};
-static const double mm_v32[] = {NAN,  INFINITY,     -INFINITY, -INFINITY,
-                                -0.0, FLT_TRUE_MIN, 0.0};
-static const double mm_v64[] = {NAN,  INFINITY,     -INFINITY, -INFINITY,
-                                -0.0, DBL_TRUE_MIN, 0.0};
+#define MM_V(T) NAN, INFINITY, -INFINITY, -INFINITY, -0.0, T##_TRUE_MIN, 0.0
+static const double mm_v32[] = {MM_V(FLT)}, mm_v64[] = {MM_V(DBL)};
+static const double mm_v16[] = {MM_V(HF)}, mm_vbf[] = {MM_V(BF)};
 static const double inf1[] = {INFINITY};
 
 /* x [1,2,5,5] of conv2d (and conv2d_backward_filter), dy [1,3,5,5] of
  * conv2d_backward_data. */
 static const int64_t cx_at[] = {6, 43, 20, 29, 13};
-static const double cx_v32[] = {NAN, INFINITY, -INFINITY, -0.0, FLT_TRUE_MIN};
-static const double cx_v64[] = {NAN, INFINITY, -INFINITY, -0.0, DBL_TRUE_MIN};
+#define CX_V(T) NAN, INFINITY, -INFINITY, -0.0, T##_TRUE_MIN
+static const double cx_v32[] = {CX_V(FLT)}, cx_v64[] = {CX_V(DBL)};
+static const double cx_v16[] = {CX_V(HF)}, cx_vbf[] = {CX_V(BF)};
 static const int64_t cdy_at[] = {6, 68, 45};
 static const double cdy_v[] = {NAN, INFINITY, -INFINITY};
 
@@ -91,6 +133,7 @@ static const int64_t px_at[] = {0,  15, 35, 10, 36, 37, 42, 43, 57,
   NAN, INFINITY, -INFINITY, T##_TRUE_MIN, -INFINITY, -INFINITY, -INFINITY,     \
       -INFINITY, -1, -1, -1, -1, -0.0, -1, -1, -1, -1
 static const double px_v32[] = {PX_V(FLT)}, px_v64[] = {PX_V(DBL)};
+static const double px_v16[] = {PX_V(HF)}, px_vbf[] = {PX_V(BF)};
 static const int64_t pdy_at[] = {4, 9, 13};
 static const double pdy_v[] = {NAN, INFINITY, NAN};
 
@@ -166,18 +209,28 @@ static void eltwise_special(cf_builder *b, uint32_t n_in) {
 }
 
 static void fill_special(cf_builder *b) {
-  const double sub =
-      b->dtype == TYTO_PLUGIN_DTYPE_F32 ? FLT_TRUE_MIN : DBL_TRUE_MIN;
+  const uint32_t dt = b->dtype;
+  const double sub = cf_fmt_true_min(dt);
+  const int h = cf_dtype_16(dt);
+  const double half = h ? BY_DTYPE(dt, 0, 0, HF_HALF, BF_HALF) : 0;
+  const double odd = h ? BY_DTYPE(dt, 0, 0, HF_ODD, BF_ODD) : 0;
+  const double over = h ? BY_DTYPE(dt, 0, 0, HF_OVER, BF_OVER) : 0;
   const struct {
     const char *name;
     double v;
-  } fs[] = {{"special value NaN", NAN},
-            {"special value -0", -0.0},
-            {"special value -inf", -INFINITY},
-            {"special value 1e300 (inf in f32)", 1e300},
-            {"special value: a subnormal", sub}};
+  } fs[] = {
+      {"special value NaN", NAN},
+      {"special value -0", -0.0},
+      {"special value -inf", -INFINITY},
+      {"special value 1e300 (inf in f32)", 1e300},
+      {"special value: a subnormal", sub},
+      /* 16-bit: ties of the format, the overflow threshold */
+      {"a tie: 1 + half a unit (1)", 1 + half},
+      {"a tie: 1 + 1.5 units (1 + 2 units)", odd + half},
+      {"the largest + half a step (inf)", cf_fmt_max(dt) + over},
+      {"the largest + 1/4 step (the largest)", cf_fmt_max(dt) + over / 2}};
   static const int64_t s1[1] = {7};
-  for (size_t k = 0; k < sizeof fs / sizeof fs[0]; k++) {
+  for (size_t k = 0; k < (h ? 9u : 5u); k++) {
     cf_case *c = special(b, fs[k].name, CF_EXPECT_VALUES);
     if (c == NULL)
       return;
@@ -192,7 +245,7 @@ static void reduce_special(cf_builder *b) {
   const uint32_t op = b->e->op;
   const int soft = op == OP(SOFTMAX) || op == OP(LOG_SOFTMAX);
   const int arg = op == OP(ARGMAX) || op == OP(ARGMIN);
-  const double *rows = b->dtype == TYTO_PLUGIN_DTYPE_F32 ? rows32 : rows64;
+  const double *rows = BY_DTYPE(b->dtype, rows32, rows64, rows16, rowsbf);
   static const int64_t s[2] = {N_ROWS, 6}, st[2] = {6, N_ROWS}, tr[2] = {1, 6},
                        z[2] = {0, 3};
   for (int t = 0; t < 2; t++) {
@@ -233,7 +286,7 @@ static void matmul_special(cf_builder *b) {
   cf_in_set(b, c, 1, 2, bs, NULL, 0);
   cf_in_values(c, 0, CF_SIGNED, 0.25, 1);
   cf_in_values(c, 1, CF_SIGNED, 0.25, 1);
-  sprinkle(c, 0, mm_at, b->dtype == TYTO_PLUGIN_DTYPE_F32 ? mm_v32 : mm_v64,
+  sprinkle(c, 0, mm_at, BY_DTYPE(b->dtype, mm_v32, mm_v64, mm_v16, mm_vbf),
            N_OF(mm_at));
   sprinkle(c, 1, mm_bat, inf1, 1);
   cf_out_set(b, c, 0, 2, ys, NULL, 0);
@@ -244,7 +297,7 @@ static void conv_special(cf_builder *b) {
   static const int64_t xs[4] = {1, 2, 5, 5}, ws[4] = {3, 2, 3, 3};
   static const int64_t ys[4] = {1, 3, 5, 5}, bias[1] = {3};
   const uint32_t op = b->e->op;
-  const double *xv = b->dtype == TYTO_PLUGIN_DTYPE_F32 ? cx_v32 : cx_v64;
+  const double *xv = BY_DTYPE(b->dtype, cx_v32, cx_v64, cx_v16, cx_vbf);
   cf_case *c = special(b,
                        op == OP(CONV2D_BACKWARD_DATA)
                            ? "NaN and infinities in dy"
@@ -281,7 +334,7 @@ static void pool_special(cf_builder *b) {
   static const int64_t xs[4] = {1, 2, 6, 6}, ps[4] = {1, 2, 3, 3};
   static const int64_t at[6] = {3, 3, 2, 2, 1, 1};
   const uint32_t op = b->e->op;
-  const double *xv = b->dtype == TYTO_PLUGIN_DTYPE_F32 ? px_v32 : px_v64;
+  const double *xv = BY_DTYPE(b->dtype, px_v32, px_v64, px_v16, px_vbf);
   cf_case *c = special(b,
                        op == OP(AVG_POOL2D_BACKWARD)
                            ? "NaN and +inf in dy, 3x3 s2 p1"
@@ -423,11 +476,17 @@ static void random_special(cf_builder *b) {
   }
 }
 
+/* A batch of diagonal matrices, the second holding a NaN; in f16 and bf16,
+ * where linear algebra is not defined, the same descriptor must be
+ * refused as unsupported. */
 static void linalg_special(cf_builder *b) {
   static const int64_t as[3] = {2, 3, 3}, bs[3] = {2, 3, 2}, ds[1] = {2};
   const uint32_t op = b->e->op;
-  cf_case *c =
-      special(b, "diagonal batch, NaN in matrix 1", CF_EXPECT_NAN_OR_ERROR);
+  const int h = cf_dtype_16(b->dtype);
+  cf_case *c = special(b,
+                       h ? "refuses it (not defined in 16-bit)"
+                         : "diagonal batch, NaN in matrix 1",
+                       h ? CF_EXPECT_UNSUPPORTED : CF_EXPECT_NAN_OR_ERROR);
   if (c == NULL)
     return;
   cf_in_set(b, c, 0, 3, as, NULL, 0);
@@ -482,207 +541,4 @@ void cf_special_cases(cf_builder *b) {
   else if (op >= OP(INV) && op <= OP(TRIANGULAR_SOLVE))
     linalg_special(b);
   /* FUSED: catalogue.c's fused_cases, which has the programs. */
-}
-
-/* ------------------------------------------------------------ the checks -- */
-
-static double *as_doubles(const cf_case *c, const cf_tensor *t,
-                          const void *bytes) {
-  double *d = malloc((size_t)(t->storage ? t->storage : 1) * sizeof *d);
-  if (d == NULL)
-    return NULL;
-  for (int64_t i = 0; i < t->storage; i++) {
-    if (c->dtype == TYTO_PLUGIN_DTYPE_F32) {
-      float f;
-      memcpy(&f, (const char *)bytes + 4 * i, 4);
-      d[i] = f;
-    } else {
-      memcpy(&d[i], (const char *)bytes + 8 * i, 8);
-    }
-  }
-  return d;
-}
-
-/* Whether got matches want: NaN for NaN, the same infinity, a zero of the
- * same sign unless free_sign, else within the case's tolerance. */
-static int match(const cf_case *c, double got, double want, int free_sign) {
-  if (isnan(want))
-    return isnan(got);
-  if (isinf(want) || !isfinite(got))
-    return got == want;
-  if (want == 0 && got == 0 && !free_sign)
-    return signbit(want) == signbit(got);
-  return fabs(got - want) <= c->atol + c->rtol * fabs(want);
-}
-
-static int elementwise(const cf_case *c) {
-  return c->op == OP(FUSED) || c->op == OP(COPY) ||
-         (c->op >= OP(NEG) && c->op <= OP(FMA));
-}
-
-/* Compares outputs got[] with the model over the elements of output
- * positions whose batch index (axis 0) is `only` (-1: every element).
- * Returns the number of mismatches; the first is described in msg. */
-static int64_t compare(const cf_case *c, double *const *in, double *const *got,
-                       const cf_expect *w, const cf_expect *wf, int64_t only,
-                       char *msg, size_t size) {
-  int64_t bad = 0;
-  for (uint32_t o = 0; o < c->n_out; o++) {
-    const tyto_plugin_layout *l = &c->out[o].l;
-    int64_t idx[TYTO_PLUGIN_MAX_RANK] = {0};
-    if (cf_shape_count(l->rank, l->shape) == 0)
-      continue;
-    do {
-      if (only >= 0 && idx[0] != only)
-        continue;
-      const int64_t at = cf_layout_at(l, idx);
-      const double g = got[o][at], v = w->want[o][at];
-      if (match(c, g, v, w->free_sign[o][at]) ||
-          (wf && match(c, g, wf->want[o][at], wf->free_sign[o][at])))
-        continue;
-      if (bad++ > 0)
-        continue;
-      char flush[64] = "";
-      if (wf && !(isnan(v) && isnan(wf->want[o][at])) && wf->want[o][at] != v)
-        snprintf(flush, sizeof flush, " (or %.9g, flushing subnormals)",
-                 wf->want[o][at]);
-      if (elementwise(c) && c->n_in > 0) {
-        char args[160] = "";
-        size_t n = 0;
-        for (uint32_t i = 0; i < c->n_in && n < sizeof args; i++)
-          n += (size_t)snprintf(args + n, sizeof args - n, "%s%.9g",
-                                i ? ", " : "", in[i][at]);
-        snprintf(msg, size, "%s(%s) output %u: got %.9g, want %.9g%s",
-                 c->op_name, args, o, g, v, flush);
-      } else {
-        snprintf(msg, size, "output %u element %lld: got %.9g, want %.9g%s", o,
-                 (long long)at, g, v, flush);
-      }
-    } while (cf_index_next(l->rank, l->shape, idx));
-  }
-  return bad;
-}
-
-/* Whether some element of matrix `b` (axis 0) of c's outputs is NaN. */
-static int has_nan(const cf_case *c, double *const *got, int64_t b) {
-  for (uint32_t o = 0; o < c->n_out; o++) {
-    const tyto_plugin_layout *l = &c->out[o].l;
-    int64_t idx[TYTO_PLUGIN_MAX_RANK] = {0};
-    do {
-      if (idx[0] == b && isnan(got[o][cf_layout_at(l, idx)]))
-        return 1;
-    } while (cf_index_next(l->rank, l->shape, idx));
-  }
-  return 0;
-}
-
-/* prepare (and supports_op) must refuse c. */
-static cf_verdict expect_refused(cf_device *d, cf_case *c, char *msg,
-                                 size_t size) {
-  tyto_plugin_op_desc desc;
-  tyto_plugin_kernel *k = NULL;
-  tyto_plugin_kernel_info ki;
-  if (d->fns->prepare == NULL) {
-    snprintf(msg, size, "memory-only device (no prepare)");
-    return CF_V_UNSUPPORTED;
-  }
-  cf_case_desc(c, &desc);
-  memset(&ki, 0, sizeof ki);
-  ki.struct_size = sizeof ki;
-  tyto_plugin_error *e = d->fns->prepare(d->dev, &desc, &k, &ki);
-  if (e != NULL) {
-    tyto_plugin_code code = cf_error_take(e, msg, size);
-    return code == TYTO_PLUGIN_ERR_UNSUPPORTED ? CF_V_UNSUPPORTED : CF_V_PASS;
-  }
-  if (k && d->fns->kernel_release)
-    d->fns->kernel_release(d->dev, k);
-  snprintf(msg, size,
-           "prepare accepted attributes (%g, %g): expected an error, "
-           "INVALID_ARGUMENT (sdk/docs/random.md)",
-           c->fattrs[0], c->n_fattrs > 1 ? c->fattrs[1] : 0.0);
-  return CF_V_FAIL;
-}
-
-cf_verdict cf_special_run(cf_device *d, cf_case *c, const void *const *in_bytes,
-                          const void *const *out_init, char *msg, size_t size) {
-  double *in[CF_MAX_IN] = {NULL};
-  cf_expect w, wf;
-  cf_run r;
-  cf_verdict v = CF_V_PASS;
-  tyto_plugin_stream *saved = d->stream, *fresh = NULL;
-  msg[0] = '\0';
-  if (c->expect == CF_EXPECT_REFUSED)
-    return expect_refused(d, c, msg, size);
-  /* A launch expected to fail runs on a stream of its own, so that its
-   * error cannot reach later cases. */
-  if (c->expect != CF_EXPECT_VALUES) {
-    tyto_plugin_error *e = d->fns->stream_create(d->dev, &fresh);
-    if (e != NULL) {
-      cf_error_take(e, msg, size);
-      return CF_V_ERROR;
-    }
-    d->stream = fresh;
-  }
-  cf_status st = cf_run_case(d, c, in_bytes, out_init, &r);
-  d->stream = saved;
-  if (fresh)
-    d->fns->stream_destroy(d->dev, fresh);
-  if (st == CF_UNSUPPORTED) {
-    snprintf(msg, size, "%s", r.msg);
-    return CF_V_UNSUPPORTED;
-  }
-  if (st == CF_FAILED) {
-    const int launch = strncmp(r.msg, "launch:", 7) == 0;
-    snprintf(msg, size, "%s", r.msg);
-    if (launch && c->expect != CF_EXPECT_VALUES)
-      return CF_V_PASS; /* the error it must (or may) give */
-    return CF_V_ERROR;
-  }
-  if (r.oob) {
-    snprintf(msg, size, "%s", r.oob_msg);
-    cf_run_clear(&r);
-    return CF_V_OOB;
-  }
-  if (c->expect == CF_EXPECT_RUN_ERROR) {
-    snprintf(msg, size,
-             "the launch succeeded: expected launch or stream_synchronize "
-             "to fail (INVALID_ARGUMENT) for a step that is not a whole "
-             "number in [0, 2^53] (sdk/docs/random.md)");
-    cf_run_clear(&r);
-    return CF_V_FAIL;
-  }
-  for (uint32_t i = 0; i < c->n_in; i++)
-    if ((in[i] = as_doubles(c, &c->in[i], in_bytes[i])) == NULL)
-      v = CF_V_ERROR;
-  memset(&wf, 0, sizeof wf);
-  if (v == CF_V_PASS && (cf_model_run(c, in, 0, &w) != 0 ||
-                         (!c->exact && cf_model_run(c, in, 1, &wf) != 0))) {
-    cf_expect_free(&w);
-    v = CF_V_ERROR;
-  }
-  if (v == CF_V_ERROR) {
-    snprintf(msg, size, "out of host memory");
-  } else {
-    cf_post_apply(c, r.out);
-    int64_t bad =
-        compare(c, in, r.out, &w, c->exact ? NULL : &wf,
-                c->expect == CF_EXPECT_NAN_OR_ERROR ? 0 : -1, msg, size);
-    if (bad > 0) {
-      size_t n = strlen(msg);
-      snprintf(msg + n, size - n, " (%lld elements differ from ops.md)",
-               (long long)bad);
-      v = CF_V_FAIL;
-    } else if (c->expect == CF_EXPECT_NAN_OR_ERROR && !has_nan(c, r.out, 1)) {
-      snprintf(msg, size,
-               "matrix 1 of the batch holds a NaN, but none of its results "
-               "is NaN: expected an error or a NaN in its results");
-      v = CF_V_FAIL;
-    }
-    cf_expect_free(&w);
-    cf_expect_free(&wf);
-  }
-  for (uint32_t i = 0; i < CF_MAX_IN; i++)
-    free(in[i]);
-  cf_run_clear(&r);
-  return v;
 }
