@@ -402,6 +402,38 @@ static void cv_f64_bf16(size_t n, void *d, const void *s) {
     o[i] = tpc_f64_to_bf16(x[i]);
 }
 
+/* bf16 into f32 for arithmetic: as cv_bf16_f32, then, when the calling
+ * thread reads subnormals as zero (DAZ, as the plugin's workers do), the
+ * subnormals made zeros of their sign here, so that an op that compares
+ * and then moves a value (relu, max, min, where) sees and moves the same
+ * zero that its arithmetic does: the flushed result sdk/docs/ops.md
+ * allows, instead of a mix. */
+static int thread_daz(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  return (_mm_getcsr() & 0x0040) != 0;
+#else
+  return 0;
+#endif
+}
+
+static void cv_bf16_f32_arith(size_t n, void *d, const void *s) {
+  cv_bf16_f32(n, d, s);
+  if (!thread_daz())
+    return;
+  uint32_t *o = d;
+  for (size_t i = 0; i < n; i++)
+    if ((o[i] & 0x7f800000u) == 0)
+      o[i] &= 0x80000000u;
+}
+
+cpu_cvt_fn cpu_cvt_arith(uint32_t from) {
+  if (from == TYTO_PLUGIN_DTYPE_BF16) {
+    pthread_once(&cv_once, cv_pick);
+    return cv_bf16_f32_arith;
+  }
+  return cpu_cvt(TYTO_PLUGIN_DTYPE_F32, from);
+}
+
 cpu_cvt_fn cpu_cvt(uint32_t to, uint32_t from) {
   enum { F32 = TYTO_PLUGIN_DTYPE_F32, F64 = TYTO_PLUGIN_DTYPE_F64 };
   enum { F16 = TYTO_PLUGIN_DTYPE_F16, BF16 = TYTO_PLUGIN_DTYPE_BF16 };

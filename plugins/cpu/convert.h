@@ -38,6 +38,13 @@ static inline uint32_t cpu_dtype_compute(uint32_t dtype) {
  * as sdk/docs/ops.md's CAST says; NULL for another dtype. */
 cpu_cvt_fn cpu_cvt(uint32_t to, uint32_t from);
 
+/* The widening of a 16-bit operand into f32 for an op's arithmetic (not
+ * for CAST or a move): cpu_cvt(F32, from), except that bf16 subnormals
+ * read as zeros of their sign when the calling thread has DAZ set, as
+ * its f32 arithmetic reads them, so that comparisons and the values they
+ * select agree. */
+cpu_cvt_fn cpu_cvt_arith(uint32_t from);
+
 /* dst[i] = src[i] rounded to the precision of dtype (F16, BF16) and
  * widened back: what storing it in that dtype and reading it again would
  * give. F32 copies. dst may be src. */

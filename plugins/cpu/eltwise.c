@@ -652,7 +652,7 @@ tyto_plugin_error *cpu_eltwise_prepare(const tyto_plugin_host *h,
   cpu_elt_space_init(&op->sp, desc, cpu_eltwise_slow(d->op));
   op->sp.scratch_bytes = (op->n_in + 1) * ELT_BLOCK * op->sp.esize;
   if (cpu_dtype_half(dt)) {
-    op->widen = cpu_cvt(TYTO_PLUGIN_DTYPE_F32, dt);
+    op->widen = cpu_cvt_arith(dt);
     op->narrow = cpu_cvt(dt, TYTO_PLUGIN_DTYPE_F32);
     op->sp.scratch_bytes = (op->n_in + 1) * ELT_BLOCK * 4 + ELT_BLOCK * 2;
   }

@@ -540,6 +540,9 @@ typedef struct fu_value {
   int freeable; /* a register of its own, given back after `last` */
   uint32_t last;
   int32_t ref;
+  /* Read by an op's arithmetic (not only by CAST or an OUTPUT): a bf16
+   * input is then widened as the ops alone widen it (cpu_cvt_arith). */
+  int arith;
 } fu_value;
 
 typedef struct fu_alloc {
@@ -609,7 +612,9 @@ static void compile_input(fu_op *op, const cpu_desc *desc, uint32_t j,
       pin_of_input[j] = reg_pin(al);
       op->pins[op->n_pins++] =
           (fu_pin){pin_of_input[j], (int32_t)j, 0.0, cpu_dtype_compute(dt),
-                   half ? cpu_cvt(TYTO_PLUGIN_DTYPE_F32, dt) : NULL};
+                   !half     ? NULL
+                   : v->arith ? cpu_cvt_arith(dt)
+                              : cpu_cvt(TYTO_PLUGIN_DTYPE_F32, dt)};
     }
     v->ref = pin_of_input[j];
   } else {
@@ -618,7 +623,9 @@ static void compile_input(fu_op *op, const cpu_desc *desc, uint32_t j,
     s->dst = v->ref = reg_new(al);
     s->input = j;
     s->dtype = dt;
-    s->cvt[0] = half ? cpu_cvt(TYTO_PLUGIN_DTYPE_F32, dt) : NULL;
+    s->cvt[0] = !half     ? NULL
+                : v->arith ? cpu_cvt_arith(dt)
+                           : cpu_cvt(TYTO_PLUGIN_DTYPE_F32, dt);
     v->freeable = 1;
   }
 }
@@ -654,6 +661,7 @@ static tyto_plugin_error *compile(const tyto_plugin_host *h, fu_op *op,
       if (!x->live)
         x->last = i; /* the first reader seen backwards is the last */
       x->live = 1;
+      x->arith |= fi[i].op != TYTO_PLUGIN_OP_CAST;
     }
   }
   /* Registers hold doubles as soon as one live value is an f64. */

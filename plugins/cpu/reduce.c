@@ -374,7 +374,7 @@ tyto_plugin_error *cpu_reduce_prepare(const tyto_plugin_host *h,
   p->op = d->op;
   p->dtype = in->dtype;
   if (cpu_dtype_half(p->dtype)) {
-    p->widen = cpu_cvt(TYTO_PLUGIN_DTYPE_F32, p->dtype);
+    p->widen = cpu_cvt_arith(p->dtype);
     p->from_f64 = cpu_cvt(p->dtype, TYTO_PLUGIN_DTYPE_F64);
   }
   p->softmax = softmax;

@@ -150,6 +150,8 @@ START_TEST(rewrite_errors) {
   ck_assert_int_eq(tyto_autocast((tyto_dtype)9, 1, ys),
                    TYTO_ERR_INVALID_ARGUMENT);
   ck_assert_ptr_nonnull(strstr(tyto_errmsg(), "unknown low dtype 9"));
+  ck_assert_int_eq(tyto_autocast(TYTO_F64, 1, ys), TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(tyto_errmsg(), "low dtype 1 (expected bf16"));
   ck_assert_int_eq(tyto_autocast(TYTO_BF16, 0, ys), TYTO_ERR_INVALID_ARGUMENT);
   ck_assert_int_eq(tyto_autocast(TYTO_BF16, 1, NULL),
                    TYTO_ERR_INVALID_ARGUMENT);

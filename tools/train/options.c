@@ -416,7 +416,7 @@ int options_parse(int argc, char **argv, options *o) {
     case O_LOSS_SCALE:
       rc = parse_real(name, optarg, 0, &o->loss_scale);
       if (rc == 0 && !(o->loss_scale > 0 && o->loss_scale < 1e30))
-        rc = bad_value(name, "a number > 0", optarg);
+        rc = bad_value(name, "a number > 0 and below 1e30", optarg);
       break;
     case O_DIST_TIMEOUT:
       rc = parse_real(name, optarg, 0, &o->dist_timeout);

@@ -186,11 +186,11 @@ tyto_status tyto_autocast(tyto_dtype low, size_t n, tyto_tensor **ys) {
                    "tyto_autocast: no tensors given (ys %s, n %zu)",
                    ys ? "set" : "NULL", n);
   const dtype_info *li = dtype_info_of(low);
-  if (!li)
+  if (!li || (low != TYTO_BF16 && low != TYTO_F16 && low != TYTO_F32))
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                   "tyto_autocast: unknown low dtype %d (expected bf16, f16 "
-                   "or f32)",
-                   (int)low);
+                   "tyto_autocast: %s low dtype %d (expected bf16, f16 or "
+                   "f32)",
+                   li ? "the" : "unknown", (int)low);
   tyto_graph *g = NULL;
   for (size_t i = 0; i < n; i++) {
     if (!ys[i])
