@@ -313,11 +313,11 @@ uint32_t tpc_fused_single(const tpc_eltop *o, tpc_instr *fi,
                           unsigned char *live) {
   uint32_t n = 0;
   for (int k = 0; k < o->arity; k++)
-    fi[n++] = (tpc_instr){TYTO_PLUGIN_FUSED_INPUT, {(uint32_t)k, 0, 0}, 0,
-                          TPC_DTYPE_UNSET};
+    fi[n++] = (tpc_instr){
+        TYTO_PLUGIN_FUSED_INPUT, {(uint32_t)k, 0, 0}, 0, TPC_DTYPE_UNSET};
   fi[n++] = (tpc_instr){o->op, {0, 1, 2}, 0, TPC_DTYPE_UNSET};
-  fi[n] = (tpc_instr){TYTO_PLUGIN_FUSED_OUTPUT, {n - 1, 0, 0}, 0,
-                      TPC_DTYPE_UNSET};
+  fi[n] =
+      (tpc_instr){TYTO_PLUGIN_FUSED_OUTPUT, {n - 1, 0, 0}, 0, TPC_DTYPE_UNSET};
   n++;
   tpc_fused_live(fi, n, live);
   return n;

@@ -612,7 +612,7 @@ static void compile_input(fu_op *op, const cpu_desc *desc, uint32_t j,
       pin_of_input[j] = reg_pin(al);
       op->pins[op->n_pins++] =
           (fu_pin){pin_of_input[j], (int32_t)j, 0.0, cpu_dtype_compute(dt),
-                   !half     ? NULL
+                   !half      ? NULL
                    : v->arith ? cpu_cvt_arith(dt)
                               : cpu_cvt(TYTO_PLUGIN_DTYPE_F32, dt)};
     }
@@ -623,7 +623,7 @@ static void compile_input(fu_op *op, const cpu_desc *desc, uint32_t j,
     s->dst = v->ref = reg_new(al);
     s->input = j;
     s->dtype = dt;
-    s->cvt[0] = !half     ? NULL
+    s->cvt[0] = !half      ? NULL
                 : v->arith ? cpu_cvt_arith(dt)
                            : cpu_cvt(TYTO_PLUGIN_DTYPE_F32, dt);
     v->freeable = 1;

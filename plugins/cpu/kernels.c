@@ -202,9 +202,7 @@ static const cpu_family *family_of(uint32_t op, int half) {
   if (op == TYTO_PLUGIN_OP_MATMUL)
     return half ? &matmul16_family : &matmul_family;
   if (op >= TYTO_PLUGIN_OP_CONV2D && op <= TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD)
-    return !half        ? &conv_family
-           : is_pool(op) ? &widen_family
-                         : &conv16_family;
+    return !half ? &conv_family : is_pool(op) ? &widen_family : &conv16_family;
   if (op >= TYTO_PLUGIN_OP_PAD && op <= TYTO_PLUGIN_OP_ONE_HOT)
     return &layout_family;
   if (op >= TYTO_PLUGIN_OP_RANDOM_UNIFORM &&

@@ -54,8 +54,8 @@ static int count_op(tyto_graph *g, tyto_tensor *y, tyto_op op, tyto_dtype dt) {
  * argmax of the logits (an index: must stay f32). */
 static tyto_tensor *mlp_graph(tyto_graph *g, int64_t b, tyto_tensor **argmax,
                               tyto_tensor **params) {
-  int64_t xs[2] = {b, IN}, ts[2] = {b, OUT}, w1s[2] = {IN, HID},
-          b1s[1] = {HID}, w2s[2] = {HID, OUT}, b2s[1] = {OUT};
+  int64_t xs[2] = {b, IN}, ts[2] = {b, OUT}, w1s[2] = {IN, HID}, b1s[1] = {HID},
+          w2s[2] = {HID, OUT}, b2s[1] = {OUT};
   tyto_tensor *x = tyto_input(g, TYTO_F32, 2, xs, "x");
   tyto_tensor *t = tyto_input(g, TYTO_F32, 2, ts, "t");
   params[0] = tyto_parameter(g, TYTO_F32, 2, w1s, "w1");
@@ -201,9 +201,8 @@ static tyto_status build(void *user, tyto_graph *g, int64_t b,
   tyto_tensor *c = tyto_conv2d(x, params[0], params[1], &cp);
   tyto_tensor *p = tyto_max_pool2d(tyto_relu(c), 2, 2, 2, 2, 0, 0);
   int64_t fs[2] = {b, CH * (IMG / 2) * (IMG / 2)};
-  tyto_tensor *y = tyto_add(tyto_matmul(tyto_reshape(p, 2, fs), params[2], 0,
-                                        0),
-                            params[3]);
+  tyto_tensor *y =
+      tyto_add(tyto_matmul(tyto_reshape(p, 2, fs), params[2], 0, 0), params[3]);
   int ax = 1;
   m->loss = tyto_mean(
       tyto_neg(tyto_sum(tyto_mul(t, tyto_log_softmax(y, 1)), 1, &ax, 0)), 0,
@@ -233,9 +232,8 @@ static void batch(int s, float *x, float *t, size_t nx) {
     for (int c = 0; c < OUT; c++) {
       double v = 0;
       for (size_t j = 0; j < per; j++)
-        v += x[(size_t)b * per + j] * (float)((int)((j * 7 + (size_t)c * 3) %
-                                                    11) -
-                                              5);
+        v += x[(size_t)b * per + j] *
+             (float)((int)((j * 7 + (size_t)c * 3) % 11) - 5);
       if (v > bv)
         bv = v, best = c;
     }
@@ -255,8 +253,8 @@ static tyto_context *cpu(void) {
 
 /* STEPS steps; loss[s] per step; returns the dp for queries (freed by
  * the caller). */
-static tyto_dp *train(tyto_context *ctx, int amp, tyto_dtype low,
-                      double scale0, double *loss) {
+static tyto_dp *train(tyto_context *ctx, int amp, tyto_dtype low, double scale0,
+                      double *loss) {
   tyto_dp_options o;
   tyto_dp_options_init(&o);
   o.batch = BATCH;
@@ -325,10 +323,14 @@ static void bf16_tracks(int cnn) {
   tyto_context_free(ctx);
 }
 
-START_TEST(mlp_bf16_tracks_f32) { bf16_tracks(0); }
+START_TEST(mlp_bf16_tracks_f32) {
+  bf16_tracks(0);
+}
 END_TEST
 
-START_TEST(cnn_bf16_tracks_f32) { bf16_tracks(1); }
+START_TEST(cnn_bf16_tracks_f32) {
+  bf16_tracks(1);
+}
 END_TEST
 
 START_TEST(f16_scale_too_high_recovers) {

@@ -74,12 +74,13 @@ int main(int argc, char **argv) {
     const uint16_t *h = data;
     const double *r = rdata;
     for (size_t k = 0; k < bytes / 2; k++) {
-      double v = dt == TYTO_CHECKPOINT_BF16 ? decode(h[k], 8, 7)
-                                            : decode(h[k], 5, 10);
+      double v =
+          dt == TYTO_CHECKPOINT_BF16 ? decode(h[k], 8, 7) : decode(h[k], 5, 10);
       if (!(v == r[k] || (isnan(v) && isnan(r[k]))) ||
           (v == 0 && signbit(v) != signbit(r[k]))) {
-        fprintf(stderr, "st16_tool: %s[%zu]: 0x%04x reads %.17g, PyTorch %.17g\n",
-                name, k, h[k], v, r[k]);
+        fprintf(stderr,
+                "st16_tool: %s[%zu]: 0x%04x reads %.17g, PyTorch %.17g\n", name,
+                k, h[k], v, r[k]);
         bad++;
       }
     }

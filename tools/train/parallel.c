@@ -221,8 +221,7 @@ int train_dp_step(train_dp *t, const void *x, const void *y, int go_on,
             "tyto-train: step %lld skipped its update: a gradient was "
             "infinite or NaN at loss scale %g (%s); the scale is now %g, "
             "%lld steps skipped so far\n",
-            (long long)tyto_dp_steps(t->dp),
-            t->scale_before,
+            (long long)tyto_dp_steps(t->dp), t->scale_before,
             tyto_dtype_name(t->spec.precision), tyto_dp_loss_scale(t->dp),
             (long long)sk);
   return 0;

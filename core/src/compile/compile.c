@@ -221,13 +221,12 @@ tyto_status exec_prepare(tyto_program *p, exec_kernel *k,
     if (i >= 0)
       snprintf(at, sizeof at, "tensor #%lld", (long long)i);
     const char *pm = pe ? rt_error_message(pe) : NULL;
-    tyto_status st =
-        rt_fail(TYTO_ERR_UNSUPPORTED,
-                "compile on %s: %s (%s) %s%s%s%s; select a device "
-                "that runs it with TYTO_DEVICES",
-                exec_dev_id(p, k->dev), tyto_op_name(t->op), at, why,
-                pm && *pm ? " (" : "", pm && *pm ? pm : "",
-                pm && *pm ? ")" : "");
+    tyto_status st = rt_fail(TYTO_ERR_UNSUPPORTED,
+                             "compile on %s: %s (%s) %s%s%s%s; select a device "
+                             "that runs it with TYTO_DEVICES",
+                             exec_dev_id(p, k->dev), tyto_op_name(t->op), at,
+                             why, pm && *pm ? " (" : "", pm && *pm ? pm : "",
+                             pm && *pm ? ")" : "");
     rt_error_free(pe);
     free(why);
     return st;

@@ -194,8 +194,9 @@ tyto_status tyto_autocast(tyto_dtype low, size_t n, tyto_tensor **ys) {
   tyto_graph *g = NULL;
   for (size_t i = 0; i < n; i++) {
     if (!ys[i])
-      return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "tyto_autocast: ys[%zu] is "
-                                                "NULL",
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "tyto_autocast: ys[%zu] is "
+                     "NULL",
                      i);
     if (g && ys[i]->graph != g)
       return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
@@ -209,13 +210,18 @@ tyto_status tyto_autocast(tyto_dtype low, size_t n, tyto_tensor **ys) {
                    "tyto_autocast: the graph is in error: %s",
                    g ? g->message : "an error tensor was given");
   size_t n0 = g->n_nodes;
-  amp a = {g, low, li->size, calloc(n0, sizeof(tyto_tensor *)),
-           calloc(n0, sizeof(tyto_tensor *)), calloc(n0, sizeof(tyto_tensor *))};
+  amp a = {g,
+           low,
+           li->size,
+           calloc(n0, sizeof(tyto_tensor *)),
+           calloc(n0, sizeof(tyto_tensor *)),
+           calloc(n0, sizeof(tyto_tensor *))};
   unsigned char *need = calloc(n0, 1);
   tyto_status st = TYTO_OK;
   if (!a.map || !a.to_orig || !a.to_low || !need) {
-    st = rt_fail(TYTO_ERR_OUT_OF_MEMORY, "tyto_autocast: out of memory for a "
-                                         "graph of %zu tensors",
+    st = rt_fail(TYTO_ERR_OUT_OF_MEMORY,
+                 "tyto_autocast: out of memory for a "
+                 "graph of %zu tensors",
                  n0);
     goto done;
   }

@@ -34,8 +34,9 @@ tyto_tensor *tyto_cast(tyto_tensor *x, tyto_dtype dtype) {
   if (!g)
     return err;
   if (!dtype_info_of(dtype))
-    return graph_fail(g, "cast: unknown dtype %d (expected one of f32, f64, "
-                         "f16, bf16)",
+    return graph_fail(g,
+                      "cast: unknown dtype %d (expected one of f32, f64, "
+                      "f16, bf16)",
                       (int)dtype);
   if (x->dtype == dtype)
     return x;

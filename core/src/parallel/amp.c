@@ -133,20 +133,19 @@ tyto_tensor *dp_amp_flag(tyto_dp *dp, replica *r) {
     tyto_dtype dt = tyto_tensor_dtype(g);
     tyto_tensor *fin = tyto_le(
         tyto_abs(g), tyto_scalar(r->g, dt, dt == TYTO_F64 ? DBL_MAX : FLT_MAX));
-    tyto_tensor *z = tyto_sum(tyto_sub(tyto_scalar(r->g, dt, 1.0), fin), 0,
-                              NULL, 0);
+    tyto_tensor *z =
+        tyto_sum(tyto_sub(tyto_scalar(r->g, dt, 1.0), fin), 0, NULL, 0);
     flag = flag ? tyto_add(flag, z) : z;
   }
-  return flag ? flag
-              : tyto_scalar(r->g, tyto_tensor_dtype(r->loss), 0.0);
+  return flag ? flag : tyto_scalar(r->g, tyto_tensor_dtype(r->loss), 0.0);
 }
 
 tyto_status dp_amp_grads(tyto_dp *dp, replica *r, tyto_tensor ***out) {
   *out = r->recvs;
   if (!dp->scaling)
     return TYTO_OK;
-  if (!(r->amp_grads = calloc(r->n_params ? r->n_params : 1,
-                              sizeof *r->amp_grads)))
+  if (!(r->amp_grads =
+            calloc(r->n_params ? r->n_params : 1, sizeof *r->amp_grads)))
     return dp_oom();
   r->inv_scale_in = tyto_input(r->g, tyto_tensor_dtype(r->loss), 0, NULL,
                                "dp.inverse_loss_scale");
@@ -201,7 +200,9 @@ int dp_amp_after(tyto_dp *dp, double flag) {
   return 0;
 }
 
-double tyto_dp_loss_scale(const tyto_dp *dp) { return dp ? dp->scale : NAN; }
+double tyto_dp_loss_scale(const tyto_dp *dp) {
+  return dp ? dp->scale : NAN;
+}
 
 int tyto_dp_step_skipped(const tyto_dp *dp) {
   return dp ? dp->last_skipped : 0;

@@ -444,7 +444,7 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
     replica *r = &dp->r[i];
     for (size_t k = 0; k <= dp->n_sums + (size_t)dp->scaling && st == TYTO_OK;
          k++) {
-      size_t x = k == 0               ? r->x_loss
+      size_t x = k == 0            ? r->x_loss
                  : k <= dp->n_sums ? r->x_sums + k - 1
                                    : r->x_flag;
       tyto_dtype dt = tyto_tensor_dtype(r->sends[x]);
