@@ -280,4 +280,12 @@ else
   fi
 fi
 
+# An unreadable TYTO_DIST_TIMEOUT is refused at start-up, not replaced by
+# the default.
+if TYTO_DIST_TIMEOUT=abc "$train" mlp cpu:0 $out/badto.out >$out/badto.txt 2>&1; then
+  fail "TYTO_DIST_TIMEOUT=abc was accepted"
+elif ! grep -q "TYTO_DIST_TIMEOUT='abc': expected a number of seconds" $out/badto.txt; then
+  fail "TYTO_DIST_TIMEOUT=abc: unclear message"
+  cat $out/badto.txt
+fi
 exit $failed

@@ -35,7 +35,8 @@ extern "C" {
  * of MPI_COMM_WORLD and leaves MPI to the program) and checks that every
  * rank runs the same tyto; argc and argv may be NULL. Without a launcher,
  * or one that started this process alone, one rank and no MPI. Calling it
- * again does nothing. Errors: started by a launcher as one of several
+ * again does nothing. Errors: TYTO_DIST_TIMEOUT set to something that
+ * is not a number of seconds > 0; started by a launcher as one of several
  * ranks by a tyto built without MPI; MPI failing to start; ranks running
  * different tyto versions (named). */
 TYTO_API tyto_status tyto_dist_init(int *argc, char ***argv);

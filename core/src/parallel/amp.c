@@ -5,15 +5,16 @@
  * Each replica's model is rewritten by tyto_autocast before it is
  * differentiated. With loss scaling, the gradients are those of the loss
  * times a scale fed each step (an input of phase 0), every replica sends
- * one more figure with them, the sum over its gradients of g * 0 (NaN
- * exactly when one of them is infinite or NaN), and phase 1 hands the
+ * one more figure with them, the count of its gradients' elements that
+ * are infinite or NaN, and phase 1 hands the
  * optimiser each gradient times the inverse scale (an input of phase 1),
  * which fuses into the optimiser's own elementwise update. The host adds
- * the figures over the replicas and the ranks: a NaN skips the update on
+ * the counts over the replicas and the ranks: any skips the update on
  * every replica and rank alike.
  */
 #include "config.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,14 +120,20 @@ tyto_tensor *dp_amp_loss(tyto_dp *dp, replica *r) {
 tyto_tensor *dp_amp_flag(tyto_dp *dp, replica *r) {
   if (!dp->scaling)
     return NULL;
+  /* Per gradient, its elements that are not finite: 1 - (|g| <= the
+   * largest finite value), which is 1 for an infinity or NaN (a NaN
+   * compares false). Comparisons, not g * 0: the algebra pass folds
+   * x * 0 to 0, as algebra does and IEEE does not. */
   tyto_tensor *flag = NULL;
   for (size_t k = 0; k < r->n_params; k++) {
     tyto_tensor *g = r->grads[k];
     if (!g)
       continue;
-    tyto_tensor *z =
-        tyto_sum(tyto_mul(g, tyto_scalar(r->g, tyto_tensor_dtype(g), 0.0)), 0,
-                 NULL, 0);
+    tyto_dtype dt = tyto_tensor_dtype(g);
+    tyto_tensor *fin = tyto_le(
+        tyto_abs(g), tyto_scalar(r->g, dt, dt == TYTO_F64 ? DBL_MAX : FLT_MAX));
+    tyto_tensor *z = tyto_sum(tyto_sub(tyto_scalar(r->g, dt, 1.0), fin), 0,
+                              NULL, 0);
     flag = flag ? tyto_add(flag, z) : z;
   }
   return flag ? flag
@@ -172,7 +179,7 @@ int dp_amp_after(tyto_dp *dp, double flag) {
   dp->last_skipped = 0;
   if (!dp->scaling)
     return 0;
-  if (!isfinite(flag)) {
+  if (flag != 0) { /* a count of non-finite elements (or NaN) */
     dp->last_skipped = 1;
     dp->skipped++;
     dp->good = 0;

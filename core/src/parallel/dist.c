@@ -360,6 +360,19 @@ static tyto_status meet(void) {
 tyto_status tyto_dist_init(int *argc, char ***argv) {
   if (D.joined)
     return TYTO_OK;
+  /* A timeout that cannot be read is an error, not the default: a user
+   * who set it meant something. */
+  const char *ts = getenv("TYTO_DIST_TIMEOUT");
+  if (ts && *ts) {
+    char *end;
+    errno = 0;
+    double v = strtod(ts, &end);
+    if (errno || *end != '\0' || !(v > 0) || !isfinite(v))
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "distributed: TYTO_DIST_TIMEOUT='%.64s': expected a "
+                     "number of seconds > 0 (unset it for the default, %g)",
+                     ts, (double)DEFAULT_TIMEOUT);
+  }
   long ls = launcher_size();
 #ifdef TYTO_HAVE_MPI
   int already = 0;
