@@ -48,20 +48,89 @@ void tpc_elt_plan_make(const tpc_operands *a, tpc_elt_plan *p);
  * nops operands; 8 + 8 * nops entries in all. */
 void tpc_elt_plan_table(const tpc_elt_plan *p, uint32_t nops, int64_t *v);
 
+/* ---- the element loop's source (eltwise_src.c) -------------------------- */
+
 /* Writes into b a literal of the kernel's element type (dtype) that
  * holds v exactly (rounded to f32 first for TYTO_PLUGIN_DTYPE_F32). */
 typedef void (*tpc_literal_writer)(tpc_text *b, uint32_t dtype, double v);
 
 /* Writes the statements of one element of program fi (n instructions,
  * live as tpc_fused_live gives it), in the dialect OpenCL C and CUDA C++
- * share: every live input loaded ("T v<i> = in<j>[a<j>];"), then the
- * arithmetic ("T v<i> = te_<op>(v<x>, ...);", the parameter of LEAKY_RELU
- * and ELU as the kernel argument pa when pa_arg, else as a literal), then
- * every output stored ("out<j>[b<j>] = v<i>;"), each indented by four
- * spaces. The element offsets a<j>, b<j> and the helpers te_<op> are the
- * caller's. */
+ * share, for a program of one dtype: every live input loaded ("T v<i> =
+ * in<j>[a<j>];"), then the arithmetic ("T v<i> = te_<op>(v<x>, ...);", the
+ * parameter of LEAKY_RELU and ELU as the kernel argument pa when pa_arg,
+ * else as a literal), then every output stored ("out<j>[b<j>] = v<i>;"),
+ * each indented by four spaces. The element offsets a<j>, b<j> and the
+ * helpers te_<op> are the caller's. */
 void tpc_elt_put_body(tpc_text *b, const tpc_instr *fi, uint32_t n,
                       const unsigned char *live, int pa_arg, uint32_t dtype,
                       tpc_literal_writer literal);
+
+/* Programs whose values differ in dtype, and the 16-bit dtypes (ABI 1.5).
+ *
+ * Every value is held in its dtype's compute type, tpc_compute_type():
+ * f16 and bf16 values in float (ops.md, "Dtypes": storage formats,
+ * computed in f32 and rounded once), f32 in float, f64 in double, and
+ * always holds a value of its dtype exactly, except the result of an op
+ * that only OUTPUTs read (the store rounds it). A kernel language says how
+ * it reads, writes and rounds the dtypes through a tpc_elt_dialect; the
+ * arithmetic calls one helper per op and compute type,
+ * te_<op>_<type> (te_exp_float, te_add_double), which
+ * tpc_elt_put_helpers writes. */
+
+/* F32 for F16 and BF16, else dtype itself. */
+uint32_t tpc_compute_dtype(uint32_t dtype);
+/* "double" for F64, else "float": the type names of OpenCL C and CUDA. */
+const char *tpc_compute_type(uint32_t dtype);
+
+/* How a kernel language handles each float dtype (F32, F64, F16, BF16).
+ * Every callback appends text to b; ptr and index are the operand's
+ * pointer and element index as the kernel names them ("in0", "a0"), v an
+ * expression of tpc_compute_type(dtype) ("v3"). */
+typedef struct tpc_elt_dialect {
+  /* An expression of the compute type: element `index` of `ptr`, which
+   * holds dtype's storage, read exactly ("in0[a0]",
+   * "tyto_bf16_f32(in0[a0])"). */
+  void (*load)(tpc_text *b, uint32_t dtype, const char *ptr, const char *index);
+  /* A statement, ';' included: v rounded to dtype (to nearest, ties to
+   * even, as CAST) stored at element `index` of `ptr`. */
+  void (*store)(tpc_text *b, uint32_t dtype, const char *ptr, const char *index,
+                const char *v);
+  /* An expression of float: v, a value of tpc_compute_type(from), rounded
+   * to `to`, which is F16 or BF16, as CAST rounds (one rounding: from f64
+   * through round-to-odd, half.h's tpc_f64_to_f32_odd). */
+  void (*round)(tpc_text *b, uint32_t from, uint32_t to, const char *v);
+  /* A literal of tpc_compute_type(dtype) holding v rounded to dtype. */
+  tpc_literal_writer literal;
+} tpc_elt_dialect;
+
+/* As tpc_elt_put_body for a program whose every value has its dtype
+ * (fi[i].dtype as tpc_fused_types sets it, each F32, F64, F16 or BF16):
+ *   "    <type> v<i> = <dl->load>;"            INPUT j, at a<j>
+ *   "    <type> v<i> = <literal>;"             CONST
+ *   "    <type> v<i> = te_<op>_<type>(v<x>, ...);"  an op, its result
+ *       rounded to a 16-bit dtype (dl->round) when an instruction reads it
+ *   "    <type> v<i> = <conversion>;"         CAST: dl->round into F16
+ *       and BF16, a C cast into F32 and F64 ((float)v rounds to nearest)
+ *   "    <dl->store>"                          OUTPUT j, at b<j>
+ * with <type> tpc_compute_type(fi[i].dtype) and the parameter of LEAKY_RELU
+ * and ELU as pa (pa_arg) or a literal of the compute type. Loads come
+ * first and stores last, as in tpc_elt_put_body. Sets b->failed when out
+ * of host memory. */
+void tpc_elt_put_body_typed(tpc_text *b, const tpc_instr *fi, uint32_t n,
+                            const unsigned char *live, int pa_arg,
+                            const tpc_elt_dialect *dl);
+
+/* The helper that tpc_elt_put_body_typed calls for elementwise op `op` in
+ * the compute type of dtype: "<prefix><type> te_<op>_<type>(<type> x, ...)
+ * { return <the op's expression, T read as type>; }" and a newline; prefix
+ * is "" or the language's qualifiers ("__device__ __forceinline__ "). */
+void tpc_elt_put_helper(tpc_text *b, uint32_t op, uint32_t dtype,
+                        const char *prefix);
+
+/* The helpers of every live op instruction of fi (dtypes set), each
+ * (op, compute type) pair once. Sets b->failed when out of host memory. */
+void tpc_elt_put_helpers(tpc_text *b, const tpc_instr *fi, uint32_t n,
+                         const unsigned char *live, const char *prefix);
 
 #endif /* TYTO_PLUGINS_ELTWISE_PLAN_H */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "half.h"
 #include "text.h"
 
 int tpc_index_op(uint32_t op) {
@@ -171,6 +172,18 @@ int tpc_index_check(const tpc_operands *a, const char *plugin, tpc_index *x,
   }
 }
 
+/* Element off of the indices read back, whichever float dtype they have
+ * (the 16-bit ones by il's dtype, exactly as half.h reads them). */
+static double element(const tpc_index_host *ix, int64_t off) {
+  if (ix->elem == 2) {
+    uint16_t h = ((const uint16_t *)ix->host)[off];
+    return ix->il->dtype == TYTO_PLUGIN_DTYPE_BF16 ? tpc_bf16_to_f32(h)
+                                                   : tpc_f16_to_f32(h);
+  }
+  return ix->elem == 4 ? ((const float *)ix->host)[off]
+                       : ((const double *)ix->host)[off];
+}
+
 /* tpc_index_scan; when keys is not NULL it receives each index and uoff
  * the offset of its position in the updates, whose strides from the
  * axis on are ustr. */
@@ -181,8 +194,7 @@ static int scan(const tpc_index_host *ix, const int64_t *ustr, int64_t *keys,
   int64_t idx[TYTO_PLUGIN_MAX_RANK] = {0};
   int64_t off = ix->origin, uo = 0, n = count_of(il);
   for (int64_t i = 0; i < n; i++) {
-    double v = ix->elem == 4 ? ((const float *)ix->host)[off]
-                             : ((const double *)ix->host)[off];
+    double v = element(ix, off);
     if (v != floor(v) || isinf(v))
       return tpc_fail(why, why_size, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                       "%s: index %g at position %lld of the indices "

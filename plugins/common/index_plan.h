@@ -38,9 +38,9 @@ int tpc_index_check(const tpc_operands *a, const char *plugin, tpc_index *x,
                     char *why, size_t why_size);
 
 /* The indices of a checked GATHER or SCATTER_ADD (op), read back to the
- * host: f32 (elem 4) or f64 elements in `host`, laid out as il with its
- * origin at element `origin`; extent is the data's (base's) extent along
- * `axis`. */
+ * host: f32 (elem 4), f64 (8) or, by il->dtype, f16 or bf16 (2) elements
+ * in `host`, laid out as il with its origin at element `origin`; extent is
+ * the data's (base's) extent along `axis`. */
 typedef struct tpc_index_host {
   uint32_t op;
   const tyto_plugin_layout *il;

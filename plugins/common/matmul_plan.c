@@ -45,9 +45,13 @@ static void set_view(tpc_mm_opnd *o, const tyto_plugin_layout *l, int t) {
 }
 
 /* Row-major (unit column stride, ld = row stride >= columns), column-major
- * (its transpose is row-major) or packed; the library takes ld as an int. */
-static void pick(tpc_mm_opnd *v, int64_t index_max) {
-  if ((v->c <= 1 || v->sc == 1) && (v->r <= 1 || v->sr >= max64(v->c, 1))) {
+ * (its transpose is row-major) or packed; the library takes ld as an int.
+ * pack: every operand is packed. */
+static void pick(tpc_mm_opnd *v, int64_t index_max, int pack) {
+  if (pack) {
+    v->mode = TPC_MM_PACK;
+  } else if ((v->c <= 1 || v->sc == 1) &&
+             (v->r <= 1 || v->sr >= max64(v->c, 1))) {
     v->mode = TPC_MM_ROW;
     v->ld = v->r <= 1 ? max64(v->c, 1) : v->sr;
   } else if ((v->r <= 1 || v->sr == 1) &&
@@ -261,12 +265,12 @@ static int check_shapes(const tpc_operands *a, const int *t, tpc_mm_plan *p,
 /* Picks how each operand reaches the library, lays out the packed ones in
  * the workspace and checks that one matrix stays within lim's indices. */
 static int place(tpc_mm_plan *p, size_t elem, const tpc_mm_limits *lim,
-                 char *why, size_t why_size) {
+                 int pack, char *why, size_t why_size) {
   const int64_t index_max = lim->index_max;
   int64_t align_e = (int64_t)(lim->align / elem), ws = 0;
   for (int i = 0; i < 3; i++) {
     tpc_mm_opnd *o = &p->o[i];
-    pick(o, index_max);
+    pick(o, index_max, pack);
     o->trans = o->mode == TPC_MM_COL;
     memcpy(o->g, o->bstride, sizeof o->g);
     if (o->mode != TPC_MM_PACK) {
@@ -318,9 +322,9 @@ too_big:
                   p->what);
 }
 
-int tpc_mm_plan_make(const tpc_operands *a, size_t elem,
-                     const tpc_mm_limits *lim, tpc_mm_plan *p, char *why,
-                     size_t why_size) {
+static int plan_make(const tpc_operands *a, size_t elem,
+                     const tpc_mm_limits *lim, int pack, tpc_mm_plan *p,
+                     char *why, size_t why_size) {
   memset(p, 0, sizeof *p);
   int t[2] = {0, 0};
   int code = check_attrs(a, t, why, why_size);
@@ -355,10 +359,22 @@ int tpc_mm_plan_make(const tpc_operands *a, size_t elem,
   C->sr = lc->strides[p->nb];
   C->sc = lc->strides[p->nb + 1];
   fold_batches(p, index_max);
-  code = place(p, elem, lim, why, why_size);
+  code = place(p, elem, lim, pack, why, why_size);
   if (code != 0)
     return code;
   p->swap = C->trans;
   collapse(p);
   return 0;
+}
+
+int tpc_mm_plan_make(const tpc_operands *a, size_t elem,
+                     const tpc_mm_limits *lim, tpc_mm_plan *p, char *why,
+                     size_t why_size) {
+  return plan_make(a, elem, lim, 0, p, why, why_size);
+}
+
+int tpc_mm_plan_make_packed(const tpc_operands *a, size_t elem,
+                            const tpc_mm_limits *lim, tpc_mm_plan *p, char *why,
+                            size_t why_size) {
+  return plan_make(a, elem, lim, 1, p, why, why_size);
 }

@@ -75,6 +75,14 @@ int tpc_mm_plan_make(const tpc_operands *a, size_t elem,
                      const tpc_mm_limits *lim, tpc_mm_plan *p, char *why,
                      size_t why_size);
 
+/* As tpc_mm_plan_make, but every operand is packed: A and B into the
+ * workspace, C computed there and copied out. For operands the library
+ * cannot read in place (16-bit storage it cannot multiply: the packing
+ * reads them into f32), elem then being the packed elements' size. */
+int tpc_mm_plan_make_packed(const tpc_operands *a, size_t elem,
+                            const tpc_mm_limits *lim, tpc_mm_plan *p, char *why,
+                            size_t why_size);
+
 /* Row-major contiguous strides of `shape` (rank axes) into str. */
 void tpc_mm_compact(const int64_t *shape, uint32_t rank, int64_t *str);
 

@@ -17,7 +17,14 @@
  * k = 0 fills the output with zeros.
  *
  * f32 products keep f32 accuracy (no TF32) unless the plugin option
- * allow_tf32 says yes.
+ * allow_tf32 says yes. f16 and bf16 products go to cublasGemmEx /
+ * cublasGemmStridedBatchedEx with 16-bit operands and output and
+ * CUBLAS_COMPUTE_32F: tensor cores multiply, sums are f32 (reduced
+ * precision reductions disallowed), each result is rounded once. GPUs
+ * older than compute capability 8.0 have no bf16 tensor cores: there a
+ * bf16 product is planned with every operand packed (the shared planner's
+ * tpc_mm_plan_make_packed), A and B read into f32 in the workspace, C
+ * computed there by the f32 GEMM and rounded once as it is copied out.
  */
 #include "ops.h"
 
@@ -36,12 +43,28 @@ static const tpc_mm_limits mm_limits = {"cuBLAS", INT_MAX, 256};
 /* The plan (matmul_plan.h) and what the device adds to it. */
 typedef struct mm_impl {
   tpc_mm_plan plan;
-  cudaKernel_t pack, fill;
-  int tf32;
+  /* bf16 below compute capability 8.0: every operand packed into f32
+   * (widen), an f32 GEMM, C rounded once on its way out (narrow). */
+  int wide;
+  cudaKernel_t pack, fill, widen, narrow;
 } mm_impl;
+
+/* Whether MATMUL of dtype runs wide on dev (mm_impl.wide). */
+static int wide_on(const tyto_plugin_device *dev, uint32_t dtype) {
+  return dtype == TYTO_PLUGIN_DTYPE_BF16 && dev->cc_major < 8;
+}
 
 static int owns(uint32_t op) {
   return op == TYTO_PLUGIN_OP_MATMUL;
+}
+
+int tcu_blas_math(const tyto_plugin_device *dev, uint32_t dtype) {
+  if (tcu_is16(dtype))
+    return CUBLAS_DEFAULT_MATH |
+           CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+  return dev->state->allow_tf32 && dtype == TYTO_PLUGIN_DTYPE_F32
+             ? CUBLAS_TF32_TENSOR_OP_MATH
+             : CUBLAS_DEFAULT_MATH;
 }
 
 /* Checks the descriptor and plans it into *p (kernels not built). */
@@ -51,7 +74,11 @@ static tyto_plugin_error *plan_make(tyto_plugin_device *dev, const tcu_desc *d,
   tpc_operands_init(&a, d->d, d->n_in, &d->in[0].l, sizeof d->in[0], d->n_out,
                     &d->out[0].l, sizeof d->out[0], 0);
   char why[1024];
-  int code = tpc_mm_plan_make(&a, d->elem, &mm_limits, p, why, sizeof why);
+  int code =
+      wide_on(dev, d->dtype)
+          ? tpc_mm_plan_make_packed(&a, sizeof(float), &mm_limits, p, why,
+                                    sizeof why)
+          : tpc_mm_plan_make(&a, d->elem, &mm_limits, p, why, sizeof why);
   if (code != 0)
     return TCU_HOST(dev)->error_new((tyto_plugin_code)code, "%s", why);
   return NULL;
@@ -67,14 +94,23 @@ static tyto_plugin_error *check(tyto_plugin_device *dev, const tcu_desc *d) {
   return e;
 }
 
-/* Strided copy between two layouts of one shape, and a fill with zeros. */
+/* Strided copy between two layouts of one shape, the same into and out
+ * of T (wide), and a fill with zeros. */
 static const char mm_source[] =
-    "extern \"C\" __global__ void tyto_mm_pack(const T *x, tcu_dims xd, T *y,\n"
+    "extern \"C\" __global__ void tyto_mm_pack(const S *x, tcu_dims xd, S *y,\n"
     "                                          tcu_dims yd, i64 n) {\n"
     "  TYTO_FOR(i, n) y[tyto_offset(i, yd)] = x[tyto_offset(i, xd)];\n"
     "}\n"
-    "extern \"C\" __global__ void tyto_mm_zero(T *y, tcu_dims yd, i64 n) {\n"
-    "  TYTO_FOR(i, n) y[tyto_offset(i, yd)] = (T)0;\n"
+    "extern \"C\" __global__ void tyto_mm_widen(const S *x, tcu_dims xd,\n"
+    "                                           T *y, tcu_dims yd, i64 n) {\n"
+    "  TYTO_FOR(i, n) y[tyto_offset(i, yd)] = LD(x[tyto_offset(i, xd)]);\n"
+    "}\n"
+    "extern \"C\" __global__ void tyto_mm_narrow(const T *x, tcu_dims xd,\n"
+    "                                            S *y, tcu_dims yd, i64 n) {\n"
+    "  TYTO_FOR(i, n) y[tyto_offset(i, yd)] = ST(x[tyto_offset(i, xd)]);\n"
+    "}\n"
+    "extern \"C\" __global__ void tyto_mm_zero(S *y, tcu_dims yd, i64 n) {\n"
+    "  TYTO_FOR(i, n) y[tyto_offset(i, yd)] = (S)0;\n"
     "}\n";
 
 static tyto_plugin_error *prepare(tyto_plugin_device *dev,
@@ -87,13 +123,19 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   tyto_plugin_error *e = plan_make(dev, &k->desc, &im->plan);
   if (e != NULL)
     return e;
-  k->workspace_bytes = (uint64_t)im->plan.ws_elems * k->desc.elem;
-  im->tf32 = dev->state->allow_tf32 && k->desc.dtype == TYTO_PLUGIN_DTYPE_F32;
+  im->wide = wide_on(dev, k->desc.dtype);
+  k->workspace_bytes =
+      (uint64_t)im->plan.ws_elems * (im->wide ? sizeof(float) : k->desc.elem);
   if (k->desc.out[0].n == 0)
     return NULL;
-  e = tcu_function(dev, k->desc.dtype, mm_source, "tyto_mm_pack", &im->pack);
+  const uint32_t dt = k->desc.dtype;
+  e = tcu_function(dev, dt, mm_source, "tyto_mm_pack", &im->pack);
   if (e == NULL)
-    e = tcu_function(dev, k->desc.dtype, mm_source, "tyto_mm_zero", &im->fill);
+    e = tcu_function(dev, dt, mm_source, "tyto_mm_zero", &im->fill);
+  if (e == NULL && im->wide)
+    e = tcu_function(dev, dt, mm_source, "tyto_mm_widen", &im->widen);
+  if (e == NULL && im->wide)
+    e = tcu_function(dev, dt, mm_source, "tyto_mm_narrow", &im->narrow);
   return e;
 }
 
@@ -133,7 +175,8 @@ static tyto_plugin_error *pack(tyto_plugin_device *dev, tyto_plugin_stream *s,
   void *src = to_ws ? base : region, *dst = to_ws ? region : base;
   tcu_dims *sd = to_ws ? &bound : &packed, *dd = to_ws ? &packed : &bound;
   void *params[] = {&src, sd, &dst, dd, &n};
-  return tcu_run(dev, s, im->pack, (dim3){tcu_blocks(dev, n), 1, 1},
+  cudaKernel_t fn = !im->wide ? im->pack : to_ws ? im->widen : im->narrow;
+  return tcu_run(dev, s, fn, (dim3){tcu_blocks(dev, n), 1, 1},
                  (dim3){TCU_BLOCK, 1, 1}, 0, params, "matmul packing kernel");
 }
 
@@ -142,10 +185,26 @@ static const char *status_name(cublasStatus_t st) {
   return s != NULL ? s : "unknown status";
 }
 
-/* One GEMM (or a strided batch of `count`) of operands at a, b, c. */
-static cublasStatus_t gemm(cublasHandle_t h, const tpc_mm_plan *p, int f64,
-                           const void *a, const void *b, void *c, int64_t count,
-                           const int64_t *bstr) {
+/* cuBLAS's name of a 16-bit dtype. */
+static cudaDataType_t data_type(uint32_t dtype) {
+  return dtype == TYTO_PLUGIN_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+}
+
+/* The cuBLAS routine launch() calls for dtype, for messages. */
+static const char *gemm_name(uint32_t dtype, int batched) {
+  if (tcu_is16(dtype))
+    return batched ? "cublasGemmStridedBatchedEx" : "cublasGemmEx";
+  if (dtype == TYTO_PLUGIN_DTYPE_F64)
+    return batched ? "cublasDgemmStridedBatched" : "cublasDgemm";
+  return batched ? "cublasSgemmStridedBatched" : "cublasSgemm";
+}
+
+/* One GEMM (or a strided batch of `count`) of operands at a, b, c of
+ * dtype. f16 and bf16 multiply on tensor cores, accumulate in f32 and
+ * round each result once (CUBLAS_COMPUTE_32F). */
+static cublasStatus_t gemm(cublasHandle_t h, const tpc_mm_plan *p,
+                           uint32_t dtype, const void *a, const void *b,
+                           void *c, int64_t count, const int64_t *bstr) {
   const tpc_mm_opnd *A = &p->o[0], *B = &p->o[1], *C = &p->o[2];
   /* Row-major C = A B is column-major C^T = B^T A^T; a column-major C
    * (swap) is C = A B in cuBLAS's own terms. */
@@ -156,7 +215,18 @@ static cublasStatus_t gemm(cublasHandle_t h, const tpc_mm_plan *p, int f64,
   cublasOperation_t oy = (Y->trans != p->swap) ? CUBLAS_OP_T : CUBLAS_OP_N;
   long long sx = p->swap ? bstr[0] : bstr[1], sy = p->swap ? bstr[1] : bstr[0];
   int ldx = (int)X->ld, ldy = (int)Y->ld, ldc = (int)C->ld, kk = (int)p->k;
-  if (f64) {
+  if (tcu_is16(dtype)) {
+    const float one = 1, zero = 0;
+    const cudaDataType_t t = data_type(dtype);
+    if (count <= 1)
+      return cublasGemmEx(h, ox, oy, rows, cols, kk, &one, x, t, ldx, y, t, ldy,
+                          &zero, c, t, ldc, CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT);
+    return cublasGemmStridedBatchedEx(
+        h, ox, oy, rows, cols, kk, &one, x, t, ldx, sx, y, t, ldy, sy, &zero, c,
+        t, ldc, bstr[2], (int)count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  }
+  if (dtype == TYTO_PLUGIN_DTYPE_F64) {
     const double one = 1, zero = 0;
     if (count <= 1)
       return cublasDgemm(h, ox, oy, rows, cols, kk, &one, x, ldx, y, ldy, &zero,
@@ -179,7 +249,8 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
                                  const tcu_arg *out, const tcu_arg *ws) {
   const mm_impl *im = k->impl;
   const tpc_mm_plan *p = &im->plan;
-  const size_t elem = k->desc.elem;
+  /* The plan's elements: f32 when wide, else the dtype's. */
+  const size_t elem = im->wide ? sizeof(float) : k->desc.elem;
   tyto_plugin_error *e = NULL;
   void *base[3] = {in[0].ptr, in[1].ptr, out[0].ptr};
   if (p->k == 0) {
@@ -212,17 +283,18 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   if (e == NULL) {
     st = cublasSetStream(h, s->stream);
     if (st == CUBLAS_STATUS_SUCCESS)
-      st = cublasSetMathMode(h, im->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                         : CUBLAS_DEFAULT_MATH);
+      st = cublasSetMathMode(
+          h, im->wide ? CUBLAS_DEFAULT_MATH
+                      : (cublasMath_t)tcu_blas_math(dev, k->desc.dtype));
   }
-  const int f64 = k->desc.dtype == TYTO_PLUGIN_DTYPE_F64;
+  const uint32_t dt = im->wide ? TYTO_PLUGIN_DTYPE_F32 : k->desc.dtype;
   if (e == NULL && st == CUBLAS_STATUS_SUCCESS) {
     if (p->call != TPC_MM_LIST) {
       int64_t count = p->call == TPC_MM_STRIDED ? p->gshape[0] : 1;
       int64_t bstr[3] = {0, 0, 0};
       for (int i = 0; i < 3 && p->call == TPC_MM_STRIDED; i++)
         bstr[i] = p->o[i].g[0];
-      st = gemm(h, p, f64, at[0], at[1], at[2], count, bstr);
+      st = gemm(h, p, dt, at[0], at[1], at[2], count, bstr);
     } else {
       /* One GEMM per batch, walking the collapsed grid. */
       int64_t idx[TPC_MM_MAXR] = {0}, total = 1;
@@ -237,7 +309,7 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
             off += idx[ax] * p->o[i].g[ax];
           q[i] = at[i] + off * (int64_t)elem;
         }
-        st = gemm(h, p, f64, q[0], q[1], q[2], 1, none);
+        st = gemm(h, p, dt, q[0], q[1], q[2], 1, none);
         for (uint32_t ax = p->ng; ax-- > 0;) {
           if (++idx[ax] < p->gshape[ax])
             break;
@@ -254,7 +326,7 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
         dev,
         st == CUBLAS_STATUS_ALLOC_FAILED ? TYTO_PLUGIN_ERR_OUT_OF_MEMORY
                                          : TYTO_PLUGIN_ERR_INTERNAL,
-        "matmul", f64 ? "cublasDgemm" : "cublasSgemm", status_name(st));
+        "matmul", gemm_name(dt, p->call == TPC_MM_STRIDED), status_name(st));
   if (p->o[2].mode == TPC_MM_PACK)
     e = pack(dev, s, im, &p->o[2], base[2], ws->ptr, elem, 0);
   return e;

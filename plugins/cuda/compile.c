@@ -40,6 +40,8 @@ void tcu_arch_select(tyto_plugin_device *dev, int major, int minor) {
   int *archs = NULL;
   dev->arch[0] = '\0';
   dev->arch_is_ptx = 0;
+  dev->cc_major = major;
+  dev->cc_minor = minor;
   (void)nvrtcVersion(&nv_major, &nv_minor);
   if (nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0)
     archs = calloc((size_t)n, sizeof *archs);

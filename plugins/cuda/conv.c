@@ -17,6 +17,15 @@
  * f32 accuracy (CUDNN_FMA_MATH: no TF32 tensor cores) unless the plugin option
  * allow_tf32 says yes.
  *
+ * f16 and bf16 tensors go to cuDNN as HALF / BFLOAT16 with an f32
+ * convolution type and tensor-op math: tensor cores multiply, sums are
+ * f32, each result is rounded once. A bias is written into y first and
+ * cuDNN adds the convolution to it (beta = 1), so the bias joins the f32
+ * sum before that one rounding. cuDNN's bf16 kernels need compute
+ * capability 8.0: below it bf16 operands are converted to f32 in the
+ * workspace (exactly), convolved in f32 with the bias added in f32, and
+ * the result rounded once ("wide").
+ *
  * The weight gradient of an ungrouped convolution with a small filter
  * volume (C KH KW <= WGRAD_MAX_K, the first layers of a network) skips
  * cuDNN: the only deterministic cuDNN algorithm left for it (BWD_FILTER
@@ -24,7 +33,9 @@
  * seed CNN (64 images of 28x28) on an H100. Instead each image's patches
  * are laid out as columns (im2col) and one strided-batched GEMM gives
  * each image's share, which a last kernel sums over the images in order:
- * deterministic, and a few GEMM-sized steps.
+ * deterministic, and a few GEMM-sized steps. For f16 and bf16 the columns
+ * stay 16-bit and each image's share is f32 (cublasGemmStridedBatchedEx),
+ * summed in f32 and rounded once.
  */
 #include "ops.h"
 
@@ -47,7 +58,16 @@
 
 typedef struct conv {
   uint32_t op, dtype;
-  size_t elem;
+  size_t elem;  /* bytes of an element of the dtype */
+  size_t celem; /* bytes of T, the compute type (the GEMM path's shares) */
+  /* bf16 on a GPU below compute capability 8.0 (no bf16 tensor cores,
+   * which cuDNN's bf16 kernels need): every operand converted to f32 in
+   * the workspace, an f32 convolution, the result rounded once. */
+  int wide;
+  size_t pelem; /* bytes of a packed element: 4 when wide, else elem */
+  /* f16, bf16 with a bias: y is filled with the bias and cuDNN adds the
+   * convolution to it (beta = 1), so the sum is rounded once. */
+  int bias_first;
   tpc_conv g; /* the geometry (../common/geometry.h) */
   /* Operands by role: x, w, y (y is dy for the backward ops); which of
    * them is the output; whether each is packed, and where. */
@@ -63,7 +83,8 @@ typedef struct conv {
   cudnnTensorDescriptor_t xd, yd;
   cudnnFilterDescriptor_t wd;
   cudnnConvolutionDescriptor_t cd;
-  cudaKernel_t packk, biask, zerok;
+  cudaKernel_t packk, biask, zerok, bfillk;
+  cudaKernel_t widenk, narrowk, biaswk; /* wide only */
 } conv;
 
 /* Reads and checks the descriptor's geometry into *c (the rules all
@@ -82,6 +103,9 @@ static tyto_plugin_error *geometry(tyto_plugin_device *dev, const tcu_desc *d,
   c->op = d->op;
   c->dtype = d->dtype;
   c->elem = d->elem;
+  c->celem = d->celem;
+  c->wide = d->dtype == TYTO_PLUGIN_DTYPE_BF16 && dev->cc_major < 8;
+  c->pelem = c->wide ? sizeof(float) : c->elem;
   const tyto_plugin_layout *x = tpc_operand(&a, c->g.x),
                            *w = tpc_operand(&a, c->g.w),
                            *y = tpc_operand(&a, c->g.y);
@@ -108,23 +132,53 @@ static tyto_plugin_error *check(tyto_plugin_device *dev, const tcu_desc *d) {
 }
 
 static const char source[] =
-    "extern \"C\" __global__ void tyto_cv_pack(const T *x, tcu_dims xd, T *y,\n"
+    "extern \"C\" __global__ void tyto_cv_pack(const S *x, tcu_dims xd, S *y,\n"
     "                                          tcu_dims yd, i64 n) {\n"
     "  TYTO_FOR(i, n) y[tyto_offset(i, yd)] = x[tyto_offset(i, xd)];\n"
     "}\n"
-    "extern \"C\" __global__ void tyto_cv_zero(T *y, tcu_dims yd, i64 n) {\n"
-    "  TYTO_FOR(i, n) y[tyto_offset(i, yd)] = (T)0;\n"
+    "extern \"C\" __global__ void tyto_cv_zero(S *y, tcu_dims yd, i64 n) {\n"
+    "  TYTO_FOR(i, n) y[tyto_offset(i, yd)] = (S)0;\n"
     "}\n"
-    "/* y[n, o, h, w] += b[o]: y's dims fastest first, so channel o is\n"
-    " * (i / (OH * OW)) % O of the row-major index. */\n"
-    "extern \"C\" __global__ void tyto_cv_bias(T *y, tcu_dims yd, const T *b,\n"
+    "/* Channel o of row-major index i of y [N, O, OH, OW]. */\n"
+    "#define CV_CHANNEL \\\n"
+    "  const bool narrow = (((u64)n | (u64)hw | (u64)O) >> 32) == 0; \\\n"
+    "  TYTO_FOR(i, n) { \\\n"
+    "    i64 at = tyto_offset(i, yd); \\\n"
+    "    i64 ch = narrow ? (i64)(((u32)i / (u32)hw) % (u32)O) : (i / hw) % O;\n"
+    "/* y[n, o, h, w] += b[o]: y's dims fastest first. */\n"
+    "extern \"C\" __global__ void tyto_cv_bias(S *y, tcu_dims yd, const S *b,\n"
     "                                          i64 bs, i64 hw, i64 O, i64 n) "
     "{\n"
-    "  const bool narrow = (((u64)n | (u64)hw | (u64)O) >> 32) == 0;\n"
-    "  TYTO_FOR(i, n) {\n"
-    "    i64 at = tyto_offset(i, yd);\n"
-    "    i64 ch = narrow ? (i64)(((u32)i / (u32)hw) % (u32)O) : (i / hw) % O;\n"
-    "    y[at] = y[at] + b[ch * bs];\n"
+    "  CV_CHANNEL\n"
+    "    y[at] = ST(LD(y[at]) + LD(b[ch * bs]));\n"
+    "  }\n"
+    "}\n"
+    "/* y[n, o, h, w] = b[o], for a convolution to add itself to. */\n"
+    "extern \"C\" __global__ void tyto_cv_bfill(S *y, tcu_dims yd, const S "
+    "*b,\n"
+    "                                           i64 bs, i64 hw, i64 O, i64 n) "
+    "{\n"
+    "  CV_CHANNEL\n"
+    "    y[at] = b[ch * bs];\n"
+    "  }\n"
+    "}\n";
+
+/* The wide path (conv.wide): strided 16-bit to dense f32 and back, and the
+ * bias added in f32. */
+static const char wide_source[] =
+    "extern \"C\" __global__ void tyto_cv_widen(const S *x, tcu_dims xd,\n"
+    "                                           T *y, tcu_dims yd, i64 n) {\n"
+    "  TYTO_FOR(i, n) y[tyto_offset(i, yd)] = LD(x[tyto_offset(i, xd)]);\n"
+    "}\n"
+    "extern \"C\" __global__ void tyto_cv_narrow(const T *x, tcu_dims xd,\n"
+    "                                            S *y, tcu_dims yd, i64 n) {\n"
+    "  TYTO_FOR(i, n) y[tyto_offset(i, yd)] = ST(x[tyto_offset(i, xd)]);\n"
+    "}\n"
+    "extern \"C\" __global__ void tyto_cv_biasw(T *y, tcu_dims yd,\n"
+    "                                           const S *b, i64 bs, i64 hw,\n"
+    "                                           i64 O, i64 n) {\n"
+    "  CV_CHANNEL\n"
+    "    y[at] = y[at] + LD(b[ch * bs]);\n"
     "  }\n"
     "}\n";
 
@@ -137,7 +191,7 @@ static const char wgrad_source[] =
     " * in the padding; k = (c KH + kh) KW + kw, p = oh OW + ow; x through\n"
     " * its strides xs. */\n"
     "extern \"C\" __global__ void tyto_cv_im2col(\n"
-    "    const T *x, i64 xs0, i64 xs1, i64 xs2, i64 xs3, T *cols, u32 total,\n"
+    "    const S *x, i64 xs0, i64 xs1, i64 xs2, i64 xs3, S *cols, u32 total,\n"
     "    u32 K, u32 P, u32 KH, u32 KW, u32 OW, i64 H, i64 W, i64 sh, i64 sw,\n"
     "    i64 ph, i64 pw, i64 dh, i64 dw) {\n"
     "  for (u32 t = blockIdx.x * blockDim.x + threadIdx.x; t < total;\n"
@@ -147,21 +201,22 @@ static const char wgrad_source[] =
     "    const u32 kh = r2 % KH, c = r2 / KH;\n"
     "    const i64 h = (i64)oh * sh - ph + (i64)kh * dh;\n"
     "    const i64 w = (i64)ow * sw - pw + (i64)kw * dw;\n"
-    "    T v = 0;\n"
+    "    S v = (S)0;\n"
     "    if (h >= 0 && h < H && w >= 0 && w < W)\n"
     "      v = x[(i64)n * xs0 + (i64)c * xs1 + h * xs2 + w * xs3];\n"
     "    cols[t] = v;\n"
     "  }\n"
     "}\n"
-    "/* dw[i] = sum over n = 0 .. N-1, in that order, of part[n][i]. */\n"
+    "/* dw[i] = sum over n = 0 .. N-1, in that order, of part[n][i] (in\n"
+    " * T: the shares of 16-bit products are f32). */\n"
     "extern \"C\" __global__ void tyto_cv_wsum(const T *part, u32 N, u32 OK,\n"
-    "                                          T *dw) {\n"
+    "                                          S *dw) {\n"
     "  for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < OK;\n"
     "       i += gridDim.x * blockDim.x) {\n"
     "    T a = 0;\n"
     "    for (u32 n = 0; n < N; n++)\n"
     "      a += part[(u64)n * OK + i];\n"
-    "    dw[i] = a;\n"
+    "    dw[i] = ST(a);\n"
     "  }\n"
     "}\n";
 
@@ -186,8 +241,21 @@ static void free_descs(conv *c) {
 
 /* Descriptors, the algorithm and its workspace (needs the GPU). */
 static tyto_plugin_error *setup_dnn(tyto_plugin_device *dev, conv *c) {
-  cudnnDataType_t t =
-      c->dtype == TYTO_PLUGIN_DTYPE_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  /* The tensors' type; the convolution's (its sums) is f32 for the 16-bit
+   * dtypes, as cuDNN's PSEUDO_HALF and BFLOAT16 configurations have it. */
+  cudnnDataType_t t = c->wide                              ? CUDNN_DATA_FLOAT
+                      : c->dtype == TYTO_PLUGIN_DTYPE_F64  ? CUDNN_DATA_DOUBLE
+                      : c->dtype == TYTO_PLUGIN_DTYPE_F16  ? CUDNN_DATA_HALF
+                      : c->dtype == TYTO_PLUGIN_DTYPE_BF16 ? CUDNN_DATA_BFLOAT16
+                                                           : CUDNN_DATA_FLOAT;
+  cudnnDataType_t ct = t == CUDNN_DATA_DOUBLE ? t : CUDNN_DATA_FLOAT;
+  /* f32 keeps f32 accuracy (FMA) unless allow_tf32; f16 and bf16 use
+   * tensor cores, summing in f32. */
+  cudnnMathType_t math =
+      tcu_is16(c->dtype) && !c->wide ? CUDNN_TENSOR_OP_MATH
+      : dev->state->allow_tf32 && c->dtype == TYTO_PLUGIN_DTYPE_F32
+          ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
+          : CUDNN_FMA_MATH;
   const char *name = tcu_op_name(c->op);
   cudnnStatus_t st;
   const char *call = "cudnnCreate*Descriptor";
@@ -208,14 +276,11 @@ static tyto_plugin_error *setup_dnn(tyto_plugin_device *dev, conv *c) {
                                        (int)c->g.KW)) != CUDNN_STATUS_SUCCESS ||
       (st = cudnnSetConvolution2dDescriptor(
            c->cd, (int)c->g.ph, (int)c->g.pw, (int)c->g.sh, (int)c->g.sw,
-           (int)c->g.dh, (int)c->g.dw, CUDNN_CROSS_CORRELATION, t)) !=
+           (int)c->g.dh, (int)c->g.dw, CUDNN_CROSS_CORRELATION, ct)) !=
           CUDNN_STATUS_SUCCESS ||
       (st = cudnnSetConvolutionGroupCount(c->cd, (int)c->g.G)) !=
           CUDNN_STATUS_SUCCESS ||
-      (st = cudnnSetConvolutionMathType(
-           c->cd, dev->state->allow_tf32 && c->dtype == TYTO_PLUGIN_DTYPE_F32
-                      ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
-                      : CUDNN_FMA_MATH)) != CUDNN_STATUS_SUCCESS)
+      (st = cudnnSetConvolutionMathType(c->cd, math)) != CUDNN_STATUS_SUCCESS)
     goto fail;
   pthread_mutex_lock(&dev->lib_lock);
   void *hv = NULL;
@@ -300,7 +365,8 @@ fail:
  * top): ungrouped, a small filter volume, and buffers within the cap
  * (which also keeps every index of the kernels in 32 bits). */
 static int wgrad_by_gemm(const conv *c) {
-  if (c->op != TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER || c->g.G != 1 || c->empty)
+  if (c->op != TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER || c->g.G != 1 ||
+      c->empty || c->wide)
     return 0;
   const uint64_t K = (uint64_t)(c->g.C * c->g.KH * c->g.KW),
                  P = (uint64_t)(c->g.OH * c->g.OW), N = (uint64_t)c->g.N,
@@ -309,8 +375,8 @@ static int wgrad_by_gemm(const conv *c) {
       O > WGRAD_WS_CAP)
     return 0;
   uint64_t cols = N * K * P, part = N * O * K;
-  return cols <= WGRAD_WS_CAP / c->elem && part <= WGRAD_WS_CAP / c->elem &&
-         (cols + part) * c->elem <= WGRAD_WS_CAP;
+  return cols <= WGRAD_WS_CAP / c->elem && part <= WGRAD_WS_CAP / c->celem &&
+         cols * c->elem + part * c->celem <= WGRAD_WS_CAP;
 }
 
 /* The weight gradient as GEMMs: columns of x's patches per image, one
@@ -348,6 +414,8 @@ static tyto_plugin_error *wgrad_gemm(tyto_plugin_device *dev,
   const double one_d = 1, zero_d = 0;
   const float one_f = 1, zero_f = 0;
   const int m = (int)K, n = (int)c->g.O, kk = (int)P;
+  const cudaDataType_t t16 =
+      c->dtype == TYTO_PLUGIN_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
   pthread_mutex_lock(&dev->lib_lock);
   void *hv = NULL;
   e = tcu_cublas(dev, &hv);
@@ -358,11 +426,17 @@ static tyto_plugin_error *wgrad_gemm(tyto_plugin_device *dev,
     st = cublasSetStream(h, s->stream);
   if (e == NULL && st == CUBLAS_STATUS_SUCCESS) {
     call = "cublasSetMathMode";
-    st = cublasSetMathMode(h, dev->state->allow_tf32 && !f64
-                                  ? CUBLAS_TF32_TENSOR_OP_MATH
-                                  : CUBLAS_DEFAULT_MATH);
+    st = cublasSetMathMode(h, (cublasMath_t)tcu_blas_math(dev, c->dtype));
   }
-  if (e == NULL && st == CUBLAS_STATUS_SUCCESS) {
+  if (e == NULL && st == CUBLAS_STATUS_SUCCESS && tcu_is16(c->dtype)) {
+    /* 16-bit columns and dy, each image's share in f32. */
+    call = "cublasGemmStridedBatchedEx";
+    st = cublasGemmStridedBatchedEx(
+        h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, kk, &one_f, cols, t16, kk,
+        (long long)K * P, dy, t16, kk, (long long)c->g.O * P, &zero_f, part,
+        CUDA_R_32F, m, (long long)K * c->g.O, (int)c->g.N, CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT);
+  } else if (e == NULL && st == CUBLAS_STATUS_SUCCESS) {
     call = f64 ? "cublasDgemmStridedBatched" : "cublasSgemmStridedBatched";
     st = f64 ? cublasDgemmStridedBatched(
                    h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, kk, &one_d, cols, kk,
@@ -400,26 +474,37 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
     return e;
   if (k->desc.out[0].n == 0)
     return NULL;
-  e = tcu_function(dev, c->dtype, source, "tyto_cv_pack", &c->packk);
-  if (e == NULL)
-    e = tcu_function(dev, c->dtype, source, "tyto_cv_bias", &c->biask);
-  if (e == NULL)
-    e = tcu_function(dev, c->dtype, source, "tyto_cv_zero", &c->zerok);
+  c->bias_first = c->g.has_bias && tcu_is16(c->dtype) && !c->wide;
+  /* One module: the wide path's kernels join the others. */
+  const char *parts[] = {source, wide_source};
+  char *text = tcu_source_join(parts, c->wide ? 2 : 1);
+  if (text == NULL)
+    return TCU_HOST(dev)->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                                    "prepare: out of host memory");
+  static const char *const names[] = {
+      "tyto_cv_pack",  "tyto_cv_bias",   "tyto_cv_zero", "tyto_cv_bfill",
+      "tyto_cv_widen", "tyto_cv_narrow", "tyto_cv_biasw"};
+  cudaKernel_t *fns[] = {&c->packk,  &c->biask,   &c->zerok, &c->bfillk,
+                         &c->widenk, &c->narrowk, &c->biaswk};
+  for (int i = 0; i < (c->wide ? 7 : 4) && e == NULL; i++)
+    e = tcu_function(dev, c->dtype, text, names[i], fns[i]);
+  free(text);
   if (e != NULL || c->empty)
     return e;
-  /* Workspace: packed copies of the operands that are not dense NCHW,
-   * each 256-byte aligned, then cuDNN's. */
+  /* Workspace: packed copies of the operands that are not dense NCHW
+   * (every operand, in f32, when wide), each 256-byte aligned, then
+   * cuDNN's. */
   const tyto_plugin_layout *ls[3] = {&c->lx, &c->lw, &c->ly};
   uint64_t at = 0;
   for (int i = 0; i < 3; i++) {
-    if (tpc_dense(ls[i]))
+    if (tpc_dense(ls[i]) && !c->wide)
       continue;
     int64_t n = 1;
     for (uint32_t a = 0; a < 4; a++)
       n *= ls[i]->shape[a];
     c->pack[i] = 1;
     c->off[i] = (int64_t)at;
-    at += ((uint64_t)n * c->elem + 255) / 256 * 256;
+    at += ((uint64_t)n * c->pelem + 255) / 256 * 256;
   }
   c->algo_off = (size_t)at;
   if (wgrad_by_gemm(c)) {
@@ -436,7 +521,7 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
     c->cols_off = (int64_t)at;
     at += (N * K * P * c->elem + 255) / 256 * 256;
     c->part_off = (int64_t)at;
-    at += (N * O * K * c->elem + 255) / 256 * 256;
+    at += (N * O * K * c->celem + 255) / 256 * 256;
     k->workspace_bytes = at;
     return NULL;
   }
@@ -461,23 +546,44 @@ static int64_t count4(const tyto_plugin_layout *l) {
   return l->shape[0] * l->shape[1] * l->shape[2] * l->shape[3];
 }
 
-/* Copies between the bound layout l at p and its dense copy at q. */
-static tyto_plugin_error *copy(tyto_plugin_device *dev, tyto_plugin_stream *s,
-                               const conv *c, const tyto_plugin_layout *l,
-                               void *bound, void *packed, int to_packed) {
+/* The dims of the dense NCHW copy of 4-d layout l. */
+static tcu_dims packed_dims(const tyto_plugin_layout *l) {
   tyto_plugin_layout dl = *l;
   int64_t st = 1;
   for (uint32_t a = 4; a-- > 0;) {
     dl.strides[a] = st;
     st *= l->shape[a];
   }
-  tcu_dims bd = tcu_dims_of(l), pd = tcu_dims_of(&dl);
+  return tcu_dims_of(&dl);
+}
+
+/* Copies between the bound layout l at p and its dense copy at q, which
+ * holds f32 when c is wide. */
+static tyto_plugin_error *copy(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                               const conv *c, const tyto_plugin_layout *l,
+                               void *bound, void *packed, int to_packed) {
+  tcu_dims bd = tcu_dims_of(l), pd = packed_dims(l);
   int64_t n = count4(l);
   void *src = to_packed ? bound : packed, *dst = to_packed ? packed : bound;
   void *params[] = {&src, to_packed ? &bd : &pd, &dst, to_packed ? &pd : &bd,
                     &n};
-  return tcu_run(dev, s, c->packk, (dim3){tcu_blocks(dev, n), 1, 1},
+  cudaKernel_t fn = !c->wide ? c->packk : to_packed ? c->widenk : c->narrowk;
+  return tcu_run(dev, s, fn, (dim3){tcu_blocks(dev, n), 1, 1},
                  (dim3){TCU_BLOCK, 1, 1}, 0, params, "conv packing kernel");
+}
+
+/* Runs bias kernel fn (tyto_cv_bias, _bfill or _biasw) over CONV2D's
+ * output at y, laid out as yd, with its bias (input 2). */
+static tyto_plugin_error *bias(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                               const tyto_plugin_kernel *k, cudaKernel_t fn,
+                               void *y, tcu_dims yd, const tcu_arg *in) {
+  const conv *c = k->impl;
+  int64_t n = count4(&c->ly), hw = c->g.OH * c->g.OW, O = c->g.O;
+  int64_t bs = k->desc.in[2].l.strides[0];
+  void *b = in[2].ptr;
+  void *params[] = {&y, &yd, &b, &bs, &hw, &O, &n};
+  return tcu_run(dev, s, fn, (dim3){tcu_blocks(dev, n), 1, 1},
+                 (dim3){TCU_BLOCK, 1, 1}, 0, params, "conv bias kernel");
 }
 
 static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
@@ -521,12 +627,20 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
         e = copy(dev, s, c, ls[out_role], bound[out_role], use[out_role], 0);
       return e;
     }
+    if (c->bias_first &&
+        (e = bias(dev, s, k, c->bfillk, use[2],
+                  c->pack[2] ? packed_dims(&c->ly) : tcu_dims_of(&c->ly),
+                  in)) != NULL)
+      return e;
     void *algo_ws = c->algo_ws > 0 ? (char *)ws->ptr + c->algo_off : NULL;
+    /* cuDNN's scaling factors are double for f64, else float. */
     const double one_d = 1, zero_d = 0;
     const float one_f = 1, zero_f = 0;
     const int f64 = c->dtype == TYTO_PLUGIN_DTYPE_F64;
     const void *one = f64 ? (const void *)&one_d : (const void *)&one_f;
-    const void *zero = f64 ? (const void *)&zero_d : (const void *)&zero_f;
+    const void *zero = c->bias_first ? one
+                       : f64         ? (const void *)&zero_d
+                                     : (const void *)&zero_f;
     pthread_mutex_lock(&dev->lib_lock);
     void *hv = NULL;
     e = tcu_cudnn(dev, &hv);
@@ -564,18 +678,15 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
                                ? TYTO_PLUGIN_ERR_OUT_OF_MEMORY
                                : TYTO_PLUGIN_ERR_INTERNAL,
                            name, call, dnn_status(st));
-    if (c->pack[out_role])
+    if (c->wide && c->g.has_bias)
+      e = bias(dev, s, k, c->biaswk, use[2], packed_dims(&c->ly), in);
+    if (e == NULL && c->pack[out_role])
       e = copy(dev, s, c, ls[out_role], bound[out_role], use[out_role], 0);
+    if (c->bias_first || c->wide)
+      return e; /* the bias is in */
   }
-  if (e == NULL && c->g.has_bias) {
-    tcu_dims yd = tcu_dims_of(&c->ly);
-    int64_t n = count4(&c->ly), hw = c->g.OH * c->g.OW, O = c->g.O;
-    int64_t bs = k->desc.in[2].l.strides[0];
-    void *b = in[2].ptr;
-    void *params[] = {&bound[2], &yd, &b, &bs, &hw, &O, &n};
-    e = tcu_run(dev, s, c->biask, (dim3){tcu_blocks(dev, n), 1, 1},
-                (dim3){TCU_BLOCK, 1, 1}, 0, params, "conv bias kernel");
-  }
+  if (e == NULL && c->g.has_bias)
+    e = bias(dev, s, k, c->biask, bound[2], tcu_dims_of(&c->ly), in);
   return e;
 }
 

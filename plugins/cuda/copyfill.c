@@ -1,5 +1,6 @@
 /*
- * COPY (any dtype: it moves bits) and FILL (f32, f64).
+ * COPY (any dtype: it moves bits) and FILL (f32, f64, f16, bf16: the value
+ * rounded once from the double, STD).
  *
  * A kernel is specialised on what changes its code (op, element size,
  * rank, index width) and takes shape and strides as a by-value argument,
@@ -94,7 +95,7 @@ static char *source(int copy, size_t elem, uint32_t rank, int idx32) {
            "                 i64 out_stride[8]; double value; };\n"
            "extern \"C\" __global__ void __launch_bounds__(%d)\n"
            "%s",
-           copy ? bits_type(elem) : "T", idx32 ? "int" : "i64", TCU_BLOCK,
+           copy ? bits_type(elem) : "S", idx32 ? "int" : "i64", TCU_BLOCK,
            copy ? "tyto_copy(const E *in, E *out, const cf_args a) {\n"
                 : "tyto_fill(E *out, const cf_args a) {\n");
   at += (size_t)snprintf(body + at, sizeof body - at,
@@ -114,7 +115,7 @@ static char *source(int copy, size_t elem, uint32_t rank, int idx32) {
                            "    src += rem * (I)a.in_stride[0];\n");
   snprintf(body + at, sizeof body - at,
            "    (void)src;\n    out[dst] = %s;\n  }\n}\n",
-           copy ? "in[src]" : "(E)a.value");
+           copy ? "in[src]" : "STD(a.value)");
   const char *parts[] = {head, body};
   return tcu_source_join(parts, 2);
 }

@@ -32,6 +32,9 @@ typedef struct tcu_hw {
   int claimed; /* 0 when refused (too old, properties unreadable) */
   int cc_major, cc_minor;
   char name[256];
+  /* What tyto-info shows: the name, and below compute capability 8.0 what
+   * the GPU lacks for bf16 (read_device). */
+  char label[384];
   char pci_bus_id[24]; /* normalised "dddd:bb:dd.f", "" when unknown */
   int32_t numa_node;   /* from the matched hwloc offer, -1 when none */
   uint64_t memory_bytes;
@@ -73,6 +76,8 @@ struct tyto_plugin_device {
   char arch[32];
   int arch_is_ptx;
   char arch_error[256];
+  /* The GPU's compute capability, as tcu_arch_select() was given it. */
+  int cc_major, cc_minor;
   pthread_mutex_t cache_lock;
   tcu_module *cache;
   /* Set by tests without a GPU: prepare() compiles with NVRTC and makes no
@@ -259,7 +264,8 @@ tcu_launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
 /* compile.c ------------------------------------------------------------ */
 
 /* Picks the NVRTC target for a device of compute capability major.minor,
- * filling dev->arch / arch_is_ptx, or dev->arch_error when none fits. */
+ * filling dev->arch / arch_is_ptx, or dev->arch_error when none fits, and
+ * dev->cc_major / cc_minor. */
 void tcu_arch_select(tyto_plugin_device *dev, int major, int minor);
 
 /* Returns the cached module for `source` (complete CUDA C++), compiling

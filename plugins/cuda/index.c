@@ -23,12 +23,17 @@
  *    result matches the CPU's bit for bit.
  * ONE_HOT never fails: an index that is not a whole number in [0, depth)
  * gives an all-zero row, as TensorFlow's one_hot does.
+ *
+ * f16 and bf16: PAD and GATHER move the 16 bits, indices are read into f32
+ * (exactly; the host's scan reads them as half.h does), SCATTER_ADD sums
+ * in f32 and rounds each result once.
  */
 #include "ops.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/half.h"
 #include "../common/index_plan.h"
 
 /* The program, in parts (ISO C caps a string literal at 4095 characters).
@@ -46,8 +51,8 @@ static const char *const source_parts[] = {
     "  i64 ishape[8], istr[8], oshape[8], ostr[8], before[8];\n"
     "  int rank, reflect;\n"
     "};\n"
-    "extern \"C\" __global__ void tyto_pad(const T *in, T *out,\n"
-    "                                      tyto_pad_geo g, T value, i64 n) {\n"
+    "extern \"C\" __global__ void tyto_pad(const S *in, S *out,\n"
+    "                                      tyto_pad_geo g, S value, i64 n) {\n"
     "  TYTO_FOR(i, n) {\n"
     "    i64 r = i, src = 0, dst = 0;\n"
     "    bool inside = true;\n"
@@ -70,11 +75,11 @@ static const char *const source_parts[] = {
     "  }\n"
     "}\n"
     "/* Raises *flag when an index is not a whole number in [0, extent). */\n"
-    "extern \"C\" __global__ void tyto_index_check(const T *ind, tcu_dims d,\n"
+    "extern \"C\" __global__ void tyto_index_check(const S *ind, tcu_dims d,\n"
     "                                              i64 extent, int *flag,\n"
     "                                              i64 n) {\n"
     "  TYTO_FOR(i, n)\n"
-    "    if (!tyto_index_ok(ind[tyto_offset(i, d)], extent))\n"
+    "    if (!tyto_index_ok(LD(ind[tyto_offset(i, d)]), extent))\n"
     "      *flag = 1;\n"
     "}\n"
     "/* dcoef, icoef: per output dim, its stride in data (0 on the index\n"
@@ -84,8 +89,8 @@ static const char *const source_parts[] = {
     "  i64 dax;\n"
     "  int rank, pad_;\n"
     "};\n"
-    "extern \"C\" __global__ void tyto_gather(const T *data, const T *ind,\n"
-    "                                         T *out, tyto_gather_geo g,\n"
+    "extern \"C\" __global__ void tyto_gather(const S *data, const S *ind,\n"
+    "                                         S *out, tyto_gather_geo g,\n"
     "                                         i64 n) {\n"
     "  TYTO_FOR(i, n) {\n"
     "    i64 r = i, dd = 0, x = 0, o = 0;\n"
@@ -96,7 +101,7 @@ static const char *const source_parts[] = {
     "      x += idx * g.icoef[k];\n"
     "      o += idx * g.ostr[k];\n"
     "    }\n"
-    "    out[o] = data[dd + (i64)ind[x] * g.dax];\n"
+    "    out[o] = data[dd + (i64)LD(ind[x]) * g.dax];\n"
     "  }\n"
     "}\n",
     "/* out = base plus, for the q (ascending) whose index keys[p] is this\n"
@@ -109,9 +114,9 @@ static const char *const source_parts[] = {
     "  i64 nq;\n"
     "  int rank, ak;\n"
     "};\n"
-    "extern \"C\" __global__ void tyto_scatter_add(const T *base,\n"
-    "                                              const T *upd,\n"
-    "                                              const i64 *keys, T *out,\n"
+    "extern \"C\" __global__ void tyto_scatter_add(const S *base,\n"
+    "                                              const S *upd,\n"
+    "                                              const i64 *keys, S *out,\n"
     "                                              tyto_scatter_geo g,\n"
     "                                              i64 n) {\n"
     "  const i64 nq = g.nq, *uoff = keys + nq;\n"
@@ -126,7 +131,7 @@ static const char *const source_parts[] = {
     "      if (k == g.ak)\n"
     "        j = idx;\n"
     "    }\n"
-    "    T acc = base[b];\n"
+    "    T acc = LD(base[b]);\n"
     "    i64 lo = 0, hi = nq;\n"
     "    while (lo < hi) {\n"
     "      i64 mid = lo + (hi - lo) / 2;\n"
@@ -136,19 +141,19 @@ static const char *const source_parts[] = {
     "        hi = mid;\n"
     "    }\n"
     "    for (i64 p = lo; p < nq && keys[p] == j; p++)\n"
-    "      acc += upd[u + uoff[p]];\n"
-    "    out[o] = acc;\n"
+    "      acc += LD(upd[u + uoff[p]]);\n"
+    "    out[o] = ST(acc);\n"
     "  }\n"
     "}\n"
     "/* out[..., k] = 1 where the index equals k (in double, as the CPU\n"
     "   compares), else 0. */\n"
-    "extern \"C\" __global__ void tyto_one_hot(const T *ind, tcu_dims id,\n"
-    "                                          T *out, tcu_dims od,\n"
+    "extern \"C\" __global__ void tyto_one_hot(const S *ind, tcu_dims id,\n"
+    "                                          S *out, tcu_dims od,\n"
     "                                          i64 depth, i64 n) {\n"
     "  TYTO_FOR(i, n) {\n"
     "    i64 q = i / depth, k = i - q * depth;\n"
-    "    T v = ind[tyto_offset(q, id)];\n"
-    "    out[tyto_offset(i, od)] = (double)v == (double)k ? (T)1 : (T)0;\n"
+    "    T v = LD(ind[tyto_offset(q, id)]);\n"
+    "    out[tyto_offset(i, od)] = ST((double)v == (double)k ? (T)1 : (T)0);\n"
     "  }\n"
     "}\n",
 };
@@ -291,10 +296,15 @@ static tyto_plugin_error *pad_launch(tyto_plugin_device *dev,
   g.reflect = c->ix.mode == 1;
   float vf = c->ix.valuef;
   double vd = c->ix.value;
+  /* The constant rounded to the dtype once, as its storage type S. */
+  uint16_t vh = d->dtype == TYTO_PLUGIN_DTYPE_F16 ? tpc_f64_to_f16(vd)
+                                                  : tpc_f64_to_bf16(vd);
   int64_t n = d->out[0].n;
-  void *params[] = {
-      (void *)&in[0].ptr, (void *)&out[0].ptr, &g,
-      d->dtype == TYTO_PLUGIN_DTYPE_F64 ? (void *)&vd : (void *)&vf, &n};
+  void *params[] = {(void *)&in[0].ptr, (void *)&out[0].ptr, &g,
+                    d->dtype == TYTO_PLUGIN_DTYPE_F64 ? (void *)&vd
+                    : tcu_is16(d->dtype)              ? (void *)&vh
+                                                      : (void *)&vf,
+                    &n};
   return run(dev, s, c->main, n, params, "pad kernel");
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../common/common.h"
+#include "half_src.h"
 
 static const tcu_family *const families[] = {
     &tcu_family_copyfill, &tcu_family_eltwise, &tcu_family_reduce,
@@ -70,6 +71,51 @@ const char tcu_prelude[] =
     "  return __longlong_as_double((long long)u);\n"
     "}\n";
 
+/* The 16-bit conversions (half_src.h) and their helpers, in every program:
+ * TYTO_DEV qualifies a device function; tyto_rf16 / tyto_rbf16 round an
+ * f32 to f16 / bf16 and give back the f32 that holds the result. */
+#define TCU_STR_(...) #__VA_ARGS__
+#define TCU_STR(...) TCU_STR_(__VA_ARGS__)
+static const char half_head[] =
+    "#define TYTO_DEV __device__ __forceinline__\n"
+    "TYTO_DEV float tyto_u2f(unsigned u) { return __uint_as_float(u); }\n"
+    "TYTO_DEV unsigned tyto_f2u(float f) { return __float_as_uint(f); }\n"
+    "TYTO_DEV unsigned long long tyto_d2u(double d) {\n"
+    "  return (unsigned long long)__double_as_longlong(d);\n"
+    "}\n";
+static const char half_bf16[] = TCU_STR(TCU_HALF_BF16(TYTO_DEV)) "\n";
+static const char half_f16[] = TCU_STR(TCU_HALF_F16(TYTO_DEV)) "\n";
+static const char half_f64[] = TCU_STR(TCU_HALF_F64(TYTO_DEV)) "\n";
+static const char half_tail[] =
+    "TYTO_DEV float tyto_rf16(float x) { return tyto_f16_f(tyto_f_f16(x)); }\n"
+    "TYTO_DEV float tyto_rbf16(float x) {\n"
+    "  return tyto_bf16_f(tyto_f_bf16(x));\n"
+    "}\n";
+
+const char *tcu_dtype_defs(uint32_t dtype) {
+  switch (dtype) {
+  case TYTO_PLUGIN_DTYPE_F64:
+    return "#define T double\n#define S double\n#define TYTO_FP64 1\n"
+           "#define LD(x) (x)\n#define ST(x) (x)\n#define STD(x) (x)\n";
+  case TYTO_PLUGIN_DTYPE_F16:
+    return "#define T float\n#define S unsigned short\n#define TYTO_16 1\n"
+           "#define LD(x) tyto_f16_f(x)\n#define ST(x) tyto_f_f16(x)\n"
+           "#define STD(x) tyto_d_f16(x)\n";
+  case TYTO_PLUGIN_DTYPE_BF16:
+    return "#define T float\n#define S unsigned short\n#define TYTO_16 1\n"
+           "#define LD(x) tyto_bf16_f(x)\n#define ST(x) tyto_f_bf16(x)\n"
+           "#define STD(x) tyto_d_bf16(x)\n";
+  default:
+    return "#define T float\n#define S float\n"
+           "#define LD(x) (x)\n#define ST(x) (x)\n"
+           "#define STD(x) ((float)(x))\n";
+  }
+}
+
+int tcu_is16(uint32_t dtype) {
+  return dtype == TYTO_PLUGIN_DTYPE_F16 || dtype == TYTO_PLUGIN_DTYPE_BF16;
+}
+
 /* ---- services ------------------------------------------------------------ */
 
 tcu_dims tcu_dims_of(const tyto_plugin_layout *l) {
@@ -117,12 +163,15 @@ tyto_plugin_error *tcu_function(tyto_plugin_device *dev, uint32_t dtype,
                                 cudaKernel_t *out) {
   const tyto_plugin_host *host = TCU_HOST(dev);
   const char *parts[] = {tcu_prelude,
-                         dtype == TYTO_PLUGIN_DTYPE_F64
-                             ? "#define T double\n#define TYTO_FP64 1\n"
-                             : "#define T float\n",
+                         half_head,
+                         half_bf16,
+                         half_f16,
+                         half_f64,
+                         half_tail,
+                         tcu_dtype_defs(dtype),
                          source};
   *out = NULL;
-  char *full = tcu_source_join(parts, 3);
+  char *full = tcu_source_join(parts, sizeof parts / sizeof parts[0]);
   if (full == NULL)
     return host->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                            "cuda:%d: out of host memory for a kernel source",
@@ -242,28 +291,37 @@ static tyto_plugin_error *read_desc(tyto_plugin_device *dev,
     if ((e = read_layout(dev, op, "output", i, tpc_at(desc->outputs, i),
                          &d->out[i])) != NULL)
       return e;
+  /* CAST converts, and a fused program may (ABI 1.5): their operands'
+   * dtypes are checked against the program (eltwise.c). */
+  const int mixed =
+      d->op == TYTO_PLUGIN_OP_CAST || d->op == TYTO_PLUGIN_OP_FUSED;
   uint32_t dt = d->out[0].l.dtype;
   for (uint32_t i = 0; i < d->n_in + d->n_out; i++) {
     const tcu_reach *r = i < d->n_in ? &d->in[i] : &d->out[i - d->n_in];
-    if (r->l.dtype != dt)
+    const char *side = i < d->n_in ? "input" : "output";
+    unsigned j = (unsigned)(i < d->n_in ? i : i - d->n_in);
+    if (r->l.dtype != dt && !mixed)
       return host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                              "%s: %s %u has dtype %s, output 0 has %s; every "
                              "operand of this op has one dtype",
-                             op, i < d->n_in ? "input" : "output",
-                             (unsigned)(i < d->n_in ? i : i - d->n_in),
-                             tcu_dtype_name(r->l.dtype), tcu_dtype_name(dt));
+                             op, side, j, tcu_dtype_name(r->l.dtype),
+                             tcu_dtype_name(dt));
+    if (tpc_dtype_size(r->l.dtype) == 0)
+      return host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                             "%s: %s %u has unknown dtype %u", op, side, j,
+                             (unsigned)r->l.dtype);
+    /* COPY moves bits of any dtype; every other op computes in f32 or
+     * f64, the 16-bit dtypes being storage formats (ops.md, Dtypes). */
+    if (d->op != TYTO_PLUGIN_OP_COPY && r->l.dtype != TYTO_PLUGIN_DTYPE_F32 &&
+        r->l.dtype != TYTO_PLUGIN_DTYPE_F64 && !tcu_is16(r->l.dtype))
+      return host->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
+                             "%s: dtype %s is not supported by the cuda "
+                             "plugin (f32, f64, f16 and bf16; copy moves any "
+                             "dtype)",
+                             op, tcu_dtype_name(r->l.dtype));
   }
   d->elem = tpc_dtype_size(dt);
-  if (d->elem == 0)
-    return host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                           "%s: unknown dtype %u", op, (unsigned)dt);
-  /* COPY moves bits of any dtype; every other op computes in f32 or f64. */
-  if (d->op != TYTO_PLUGIN_OP_COPY && dt != TYTO_PLUGIN_DTYPE_F32 &&
-      dt != TYTO_PLUGIN_DTYPE_F64)
-    return host->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
-                           "%s: dtype %s is not supported by the cuda plugin "
-                           "(f32 and f64; copy moves any dtype)",
-                           op, tcu_dtype_name(dt));
+  d->celem = dt == TYTO_PLUGIN_DTYPE_F64 ? 8 : 4;
   if (dev->arch[0] == '\0')
     return host->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED, "%s on cuda:%d: %s", op,
                            dev->index, dev->arch_error);
@@ -325,7 +383,8 @@ static tyto_plugin_error *bind(tyto_plugin_device *dev,
                                uint32_t i, const tcu_reach *r, tcu_arg *a) {
   const tyto_plugin_host *host = TCU_HOST(dev);
   const char *op = tcu_op_name(k->desc.op);
-  size_t elem = r != NULL ? k->desc.elem : 1;
+  /* Operands of CAST and FUSED may differ in dtype: each its own size. */
+  size_t elem = r != NULL ? tpc_dtype_size(r->l.dtype) : 1;
   if (b == NULL || !TYTO_PLUGIN_HAS_FIELD(b, tyto_plugin_binding, buffer) ||
       b->buffer == NULL)
     return host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
@@ -373,7 +432,7 @@ static tyto_plugin_error *bind(tyto_plugin_device *dev,
                            op, dev->index, side, (unsigned)i, (long long)r->lo,
                            (long long)r->hi, (unsigned long long)offset,
                            (unsigned long long)buf->size, (long long)count,
-                           tcu_dtype_name(k->desc.dtype));
+                           tcu_dtype_name(r->l.dtype));
   /* The origin may lie outside the buffer when strides are negative; only
    * the reached range must be inside. */
   a->ptr = (void *)((uintptr_t)buf->ptr +

@@ -244,6 +244,14 @@ static tyto_plugin_error *check_into(tyto_plugin_device *dev, const tcu_desc *d,
 }
 
 static tyto_plugin_error *check(tyto_plugin_device *dev, const tcu_desc *d) {
+  /* The 16-bit dtypes are storage formats; ops.md leaves linear algebra
+   * undefined on them. */
+  if (tcu_is16(d->dtype))
+    return TCU_HOST(dev)->error_new(
+        TYTO_PLUGIN_ERR_UNSUPPORTED,
+        "%s: the cuda plugin runs linear algebra in f32 and f64, not %s (a "
+        "storage format); cast the matrices to f32 first",
+        tcu_op_name(d->op), tcu_dtype_name(d->dtype));
   la_impl c;
   memset(&c, 0, sizeof c);
   return check_into(dev, d, &c);

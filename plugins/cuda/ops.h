@@ -5,11 +5,17 @@
  * kernels.c owns the generic part of supports_op/prepare/launch:
  *  - it checks every layout of the descriptor (present, complete, rank <= 8,
  *    no negative extent, reach without 64-bit overflow) and that every
- *    operand has one dtype, f32 or f64 (COPY moves any dtype's bits);
+ *    operand has one dtype (CAST and FUSED excepted), f32, f64, f16 or
+ *    bf16 (COPY moves any dtype's bits);
  *  - it finds the family that owns the op and lets it check the rest;
  *  - at launch it resolves every binding to a tcu_arg, the device address
  *    of the layout's origin, after checking that the elements the layout
  *    reaches lie inside the bound buffer, and makes the device current.
+ *
+ * Kernels compute in T (float, or double for f64) and store S, the
+ * dtype's storage type (unsigned short for f16 and bf16): LD(s) reads a
+ * stored value into T exactly, ST(t) rounds a T to the dtype once, STD(d)
+ * rounds a double to it once (tcu_dtype_defs).
  *
  * A family (copyfill.c, eltwise.c, reduce.c, blas.c, conv.c, pool.c,
  * index.c, random.c, linalg.c) checks the attributes of its ops, builds its
@@ -42,8 +48,9 @@ typedef struct tcu_reach {
 typedef struct tcu_desc {
   const tyto_plugin_op_desc *d; /* attributes; NULL after prepare */
   uint32_t op;
-  uint32_t dtype; /* shared by all operands */
-  size_t elem;    /* bytes per element */
+  uint32_t dtype; /* shared by all operands (CAST, FUSED: output 0's) */
+  size_t elem;    /* bytes per element of dtype */
+  size_t celem;   /* bytes of T, the type kernels compute in: 8 or 4 */
   uint32_t n_in, n_out;
   tcu_reach in[TCU_MAX_IO], out[TCU_MAX_IO];
 } tcu_desc;
@@ -92,7 +99,7 @@ typedef struct tcu_family {
 } tcu_family;
 
 extern const tcu_family tcu_family_copyfill; /* COPY, FILL */
-extern const tcu_family tcu_family_eltwise;  /* NEG .. FMA, FUSED */
+extern const tcu_family tcu_family_eltwise;  /* NEG .. FMA, CAST, FUSED */
 extern const tcu_family tcu_family_reduce;   /* SUM .. NORM_L2, SOFTMAX,
                                                 LOG_SOFTMAX */
 extern const tcu_family tcu_family_blas;     /* MATMUL (cuBLAS) */
@@ -127,8 +134,16 @@ typedef struct tcu_dims {
 } tcu_dims;
 tcu_dims tcu_dims_of(const tyto_plugin_layout *l);
 
+/* Whether dtype is f16 or bf16, the storage formats. */
+int tcu_is16(uint32_t dtype);
+
+/* The definitions of T, S, LD, ST and STD for `dtype` (above), and
+ * TYTO_FP64 or TYTO_16 for f64 and the 16-bit dtypes. */
+const char *tcu_dtype_defs(uint32_t dtype);
+
 /* Function `name` (extern "C") of CUDA C++ `source` compiled for `dtype`:
- * the program is tcu_prelude, "#define T float" (or double), then source.
+ * the program is tcu_prelude, the 16-bit conversions (half_src.h), the
+ * definitions of tcu_dtype_defs(dtype), then source.
  * Modules are cached per open device in memory and on disk, so asking for
  * another function of one source costs no compile. On a compile_only
  * device *out is NULL after a successful compile. */
@@ -143,6 +158,11 @@ tyto_plugin_error *tcu_run(tyto_plugin_device *dev, tyto_plugin_stream *s,
                            cudaKernel_t fn, dim3 grid, dim3 block,
                            size_t shared_bytes, void **params,
                            const char *what);
+
+/* The cuBLAS math mode (a cublasMath_t) for products of dtype (blas.c):
+ * TF32 tensor cores for f32 only with the option allow_tf32; for f16 and
+ * bf16 tensor cores with f32 sums (no reduced-precision reductions). */
+int tcu_blas_math(const tyto_plugin_device *dev, uint32_t dtype);
 
 /* Blocks of TCU_BLOCK threads for a grid-stride loop over n items: enough
  * to fill every SM several times, at least 1. */
@@ -161,7 +181,10 @@ tyto_plugin_error *tcu_lib_error(tyto_plugin_device *dev, tyto_plugin_code code,
  *     i64 tyto_offset(i64 i, const tcu_dims &d): the element offset of
  *     row-major linear index i;
  *   - T tyto_bits_f(u32) / tyto_bits_d(u64): a float / double from its bit
- *     pattern. */
+ *     pattern.
+ * tcu_function() adds the 16-bit conversions of half_src.h (tyto_f16_f,
+ * tyto_f_f16, tyto_bf16_f, tyto_f_bf16, tyto_d_f16, tyto_d_bf16) and
+ * tyto_rf16(x), tyto_rbf16(x): f32 x rounded to the format, as an f32. */
 extern const char tcu_prelude[];
 
 /* parts[0 .. n) joined into one string; NULL when out of host memory; the

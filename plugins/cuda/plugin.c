@@ -68,7 +68,7 @@ static tyto_plugin_error *device_query(tyto_plugin_state *st, uint32_t ordinal,
     if (TYTO_PLUGIN_HAS_FIELD(info, tyto_plugin_device_info, field))           \
       info->field = (value);                                                   \
   } while (0)
-  SET(name, hw->name);
+  SET(name, hw->label);
   SET(vendor, "NVIDIA");
   SET(driver_version, st->driver_version);
   SET(dtypes, TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F32) |

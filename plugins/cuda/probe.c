@@ -115,6 +115,15 @@ static int read_device(int d, tcu_hw *hw, char *reason, size_t size) {
   snprintf(hw->name, sizeof hw->name, "%s", p.name);
   hw->cc_major = p.major;
   hw->cc_minor = p.minor;
+  /* No bf16 tensor cores before Ampere: bf16 products and convolutions
+   * still run, in f32 arithmetic (blas.c, conv.c). */
+  if (p.major < 8)
+    snprintf(hw->label, sizeof hw->label,
+             "%.255s (compute capability %d.%d: bf16 computed in f32, "
+             "without tensor cores)",
+             p.name, p.major, p.minor);
+  else
+    snprintf(hw->label, sizeof hw->label, "%s", hw->name);
   hw->memory_bytes = p.totalGlobalMem;
   hw->sm_count =
       p.multiProcessorCount > 0 ? (uint32_t)p.multiProcessorCount : 0;
@@ -244,7 +253,7 @@ tyto_plugin_error *tcu_probe(tyto_plugin_state *st,
       continue;
     }
     hw->claimed = 1;
-    claims->claim(claims->ctx, hw_index, (uint32_t)d, hw->name);
+    claims->claim(claims->ctx, hw_index, (uint32_t)d, hw->label);
     host->log(host->ctx, TYTO_PLUGIN_LOG_INFO,
               "cuda:%d: %s, compute capability %d.%d, bus %s%s", d, hw->name,
               hw->cc_major, hw->cc_minor,

@@ -22,6 +22,10 @@
  * device and can be recorded into a graph. A stream without fault words
  * (their allocation failed) falls back to reading the step back at launch,
  * as the OpenCL plugin does.
+ *
+ * f16 and bf16 draw the f32 values (bit for bit the CPU plugin's f32
+ * draw) and round each to the dtype once; the bounds must be finite in
+ * the dtype.
  */
 #include <float.h>
 #include <math.h>
@@ -29,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/half.h"
 #include "ops.h"
 
 static const char step_source[] =
@@ -37,7 +42,7 @@ static const char step_source[] =
     "   written. The truncation is the CPU's: (u64)(double)step. */\n"
     "#define TR_STEP                                                     \\\n"
     "  if (step != nullptr) {                                            \\\n"
-    "    double sv = (double)*step;                                      \\\n"
+    "    double sv = (double)LD(*step);                                  \\\n"
     "    if (!(sv >= 0.0 && sv <= 9007199254740992.0)) {                 \\\n"
     "      if (blockIdx.x == 0 && threadIdx.x == 0 &&                    \\\n"
     "          atomicCAS(fault, 0u, code) == 0u) {                       \\\n"
@@ -105,8 +110,8 @@ static const char source[] =
     "    c[3] = (u32)p0;\n"
     "  }\n"
     "}\n"
-    "#define TR_ARGS T *out, tcu_dims d, int nd, i64 ls, i64 n, u32 k0, \\\n"
-    "  u32 k1, u64 off, u32 s0, u32 s1, const T *step, u32 *fault, u32 code\n"
+    "#define TR_ARGS S *out, tcu_dims d, int nd, i64 ls, i64 n, u32 k0, \\\n"
+    "  u32 k1, u64 off, u32 s0, u32 s1, const S *step, u32 *fault, u32 code\n"
     "#define TR_LOOP(...)                                                \\\n"
     "  TR_STEP                                                           \\\n"
     "  TYTO_FOR(c, (n + 3) / 4) {                                        \\\n"
@@ -118,7 +123,7 @@ static const char source[] =
     "    for (int j = 0; j < 4; j++) {                                   \\\n"
     "      i64 i = 4 * c + j;                                            \\\n"
     "      if (i < n)                                                    \\\n"
-    "        out[nd ? tyto_offset(i, d) : i * ls] = v[j];                \\\n"
+    "        out[nd ? tyto_offset(i, d) : i * ls] = ST(v[j]);            \\\n"
     "    }                                                               \\\n"
     "  }\n"
     "extern \"C\" __global__ void tyto_random_uniform(TR_ARGS, T low,\n"
@@ -162,6 +167,16 @@ static int owns(uint32_t op) {
          op <= TYTO_PLUGIN_OP_RANDOM_BERNOULLI;
 }
 
+/* Whether x is finite in dtype dt: at most its largest value (f32, f64),
+ * or finite once rounded to it (f16, bf16). */
+static int finite_in(uint32_t dt, double x) {
+  if (dt == TYTO_PLUGIN_DTYPE_F16)
+    return x == x && (tpc_f64_to_f16(x) & 0x7c00u) != 0x7c00u;
+  if (dt == TYTO_PLUGIN_DTYPE_BF16)
+    return x == x && (tpc_f64_to_bf16(x) & 0x7f80u) != 0x7f80u;
+  return fabs(x) <= (dt == TYTO_PLUGIN_DTYPE_F32 ? FLT_MAX : DBL_MAX);
+}
+
 /* The checks of plugins/cpu/random.c, with its messages. */
 static tyto_plugin_error *check(tyto_plugin_device *dev, const tcu_desc *d) {
   const tyto_plugin_host *host = TCU_HOST(dev);
@@ -194,15 +209,15 @@ static tyto_plugin_error *check(tyto_plugin_device *dev, const tcu_desc *d) {
                                                 : "p",
         (unsigned)od->n_fattrs);
   double a = od->fattrs[0], b = want_f > 1 ? od->fattrs[1] : 0;
-  double lim = d->dtype == TYTO_PLUGIN_DTYPE_F32 ? FLT_MAX : DBL_MAX;
+  const uint32_t dt = d->dtype;
   if (d->op == TYTO_PLUGIN_OP_RANDOM_UNIFORM &&
-      !(fabs(a) <= lim && fabs(b) <= lim && a <= b))
+      !(finite_in(dt, a) && finite_in(dt, b) && a <= b))
     return host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                            "%s: expected finite low <= high in the output's "
                            "dtype %s, got low %g, high %g",
                            name, tcu_dtype_name(d->dtype), a, b);
   if (d->op == TYTO_PLUGIN_OP_RANDOM_NORMAL &&
-      !(fabs(a) <= lim && b >= 0 && b <= lim))
+      !(finite_in(dt, a) && b >= 0 && finite_in(dt, b)))
     return host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                            "%s: expected a finite mean and a finite stddev "
                            ">= 0 in the output's dtype %s, got mean %g, "
@@ -293,7 +308,12 @@ static tyto_plugin_error *read_step(tyto_plugin_device *dev,
     return tcu_cuda_error(host, e, "%s on cuda:%d: reading the step input",
                           name, dev->index);
   double v;
-  if (k->desc.elem == 4) {
+  if (k->desc.elem == 2) {
+    uint16_t h;
+    memcpy(&h, bytes, sizeof h);
+    v = k->desc.dtype == TYTO_PLUGIN_DTYPE_F16 ? tpc_f16_to_f32(h)
+                                               : tpc_bf16_to_f32(h);
+  } else if (k->desc.elem == 4) {
     float f;
     memcpy(&f, bytes, sizeof f);
     v = f;

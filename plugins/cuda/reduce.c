@@ -26,6 +26,9 @@
  *
  * Softmax rows run whole in one block (no chunks), so an output that is
  * its input (same layout) is read before it is written.
+ *
+ * f16 and bf16 elements are read into f32, which every fold, partial
+ * state and softmax sum uses; each result is rounded to the dtype once.
  */
 #include "ops.h"
 
@@ -77,9 +80,9 @@ static const char source_1[] =
     " * w[2p + 1] and wi[p]. Pass 2 (merge = 1, one chunk) merges each\n"
     " * output's count states and writes the result. */\n"
     "extern \"C\" __global__ void __launch_bounds__(256)\n"
-    "tyto_reduce(int op, int merge, const T *x, tcu_dims kx, tcu_dims ky,\n"
+    "tyto_reduce(int op, int merge, const S *x, tcu_dims kx, tcu_dims ky,\n"
     "            i64 nout, i64 tile0, tcu_dims rd, i64 count, i64 chunk,\n"
-    "            i64 n, int lxs, T *y, T *w, i64 *wi) {\n"
+    "            i64 n, int lxs, S *y, T *w, i64 *wi) {\n"
     "  __shared__ T la[256], lb[256];\n"
     "  __shared__ i64 li[256];\n"
     "  RED_LANES\n"
@@ -101,7 +104,7 @@ static const char source_1[] =
     "      i64 q = (r0 + ly) / in0, rem = r0 + ly - q * in0;\n"
     "      for (i64 k = ly; k < m; k += Ly) {\n"
     "        const i64 r = r0 + k;\n"
-    "        const T v = x[xo + rem * s0 + q * s1];\n"
+    "        const T v = LD(x[xo + rem * s0 + q * s1]);\n"
     "        switch (op) { RED_OPS(RED_CASE_E) }\n"
     "        rem += dr;\n"
     "        q += dq;\n"
@@ -115,7 +118,7 @@ static const char source_1[] =
     "        const i64 r = r0 + k;\n"
     "        const i64 at = rd.rank <= 1 ? r * rd.str[0] : tyto_offset(r, "
     "rd);\n"
-    "        const T v = x[xo + at];\n"
+    "        const T v = LD(x[xo + at]);\n"
     "        switch (op) { RED_OPS(RED_CASE_E) }\n"
     "      }\n"
     "    }\n"
@@ -130,7 +133,7 @@ static const char source_1[] =
     "  RED_TREE(switch (op) { RED_OPS(RED_CASE_M) })\n"
     "  if (ly == 0 && o < nout) {\n"
     "    if (nch == 1) {\n"
-    "      y[tyto_offset(o, ky)] = red_final(op, a, b, i, n);\n"
+    "      y[tyto_offset(o, ky)] = ST(red_final(op, a, b, i, n));\n"
     "    } else {\n"
     "      const i64 p = o * nch + c;\n"
     "      w[2 * p] = a;\n"
@@ -148,8 +151,8 @@ static const char source_2[] =
     " * maximum is all NaN, as exp(x - max) makes it. The output may be the\n"
     " * input: a row is read whole before the barrier before its writes. */\n"
     "extern \"C\" __global__ void __launch_bounds__(256)\n"
-    "tyto_softmax(const T *x, tcu_dims kx, tcu_dims ky, i64 nout, i64 tile0,\n"
-    "             i64 n, i64 sx, i64 sy, int lxs, int logsm, T *y) {\n"
+    "tyto_softmax(const S *x, tcu_dims kx, tcu_dims ky, i64 nout, i64 tile0,\n"
+    "             i64 n, i64 sx, i64 sy, int lxs, int logsm, S *y) {\n"
     "  __shared__ T la[256], lb[256];\n"
     "  __shared__ i64 li[256];\n"
     "  RED_LANES\n"
@@ -162,7 +165,7 @@ static const char source_2[] =
     "    xo = tyto_offset(o, kx);\n"
     "    yo = tyto_offset(o, ky);\n"
     "    for (i64 r = ly; r < n; r += Ly) {\n"
-    "      const T v = x[xo + r * sx];\n"
+    "      const T v = LD(x[xo + r * sx]);\n"
     "      LSE_E\n"
     "    }\n"
     "  }\n"
@@ -173,10 +176,10 @@ static const char source_2[] =
     "    const int bad = m != m || isinf(m);\n"
     "    const T ls = log(s);\n"
     "    for (i64 r = ly; r < n; r += Ly) {\n"
-    "      const T v = x[xo + r * sx];\n"
-    "      y[yo + r * sy] = bad     ? (T)NAN\n"
-    "                       : logsm ? (v - m) - ls\n"
-    "                               : exp(v - m) / s;\n"
+    "      const T v = LD(x[xo + r * sx]);\n"
+    "      y[yo + r * sy] = ST(bad     ? (T)NAN\n"
+    "                          : logsm ? (v - m) - ls\n"
+    "                                  : exp(v - m) / s);\n"
     "    }\n"
     "  }\n"
     "}\n";
@@ -234,7 +237,8 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
     return e;
   /* Blocks of 256 threads; grid dimension y takes 65535 chunks at most. */
   const tpc_reduce_device rd = {8, dev->sm_count, RED_MAX_CHUNKS, 0};
-  tpc_reduce_cut(&r->plan, &rd, d->elem);
+  /* Partial states are of the compute type T. */
+  tpc_reduce_cut(&r->plan, &rd, d->celem);
   k->workspace_bytes = r->plan.ws_bytes;
   return NULL;
 }
@@ -281,7 +285,7 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
                                  const tcu_arg *out, const tcu_arg *ws) {
   const red_impl *im = k->impl;
   const tpc_reduce_plan *r = &im->plan;
-  size_t elem = k->desc.elem;
+  size_t elem = k->desc.celem; /* the workspace's states are T */
   tcu_dims kx = dims_of(&r->kept, r->kept.xs),
            ky = dims_of(&r->kept, r->kept.ys), rd = dims_of(&r->red, r->red.xs);
   const void *x = in[0].ptr;

@@ -23,6 +23,10 @@
  *
  * On PoCL's CPU devices, which CLBlast's tuning database lacks, GEMM
  * parameters measured there are set once per device (tune_pocl).
+ *
+ * f16 and bf16: every operand is packed into the workspace as f32
+ * (tpc_mm_plan_make_packed), SGEMM accumulates in f32 and the result is
+ * rounded once as it is unpacked (widen_source).
  */
 #include "ops.h"
 
@@ -42,10 +46,32 @@
 #define MM_INDEX_MAX ((int64_t)INT_MAX)
 #endif
 
-/* The plan (matmul_plan.h) and what the device adds to it. */
+/* f16 and bf16: every operand is packed into the workspace as f32 (A and B
+ * read exactly), CLBlast's SGEMM accumulates in f32, and C is rounded once
+ * as it is copied out. The kernels take tyto_copy's arguments. */
+static const char widen_source[] =
+    "__kernel void tyto_mm_widen(__global const TS *in, long in_base,\n"
+    "                            long8 istr, __global T *out, long out_base,\n"
+    "                            long8 ostr, long8 shape, int rank, long n) {\n"
+    "  TYTO_FOR(i, n)\n"
+    "    out[out_base + tyto_offset(i, shape, ostr, rank)] =\n"
+    "        TLD(in, in_base + tyto_offset(i, shape, istr, rank));\n"
+    "}\n"
+    "__kernel void tyto_mm_narrow(__global const T *in, long in_base,\n"
+    "                             long8 istr, __global TS *out,\n"
+    "                             long out_base, long8 ostr, long8 shape,\n"
+    "                             int rank, long n) {\n"
+    "  TYTO_FOR(i, n)\n"
+    "    TST(out, out_base + tyto_offset(i, shape, ostr, rank),\n"
+    "        in[in_base + tyto_offset(i, shape, istr, rank)]);\n"
+    "}\n";
+
+/* The plan (matmul_plan.h) and what the device adds to it: the packing
+ * kernel (copy), the unpacking one (unpack: copy, or the 16-bit rounding
+ * one) and the k = 0 fill. */
 typedef struct mm_impl {
   tpc_mm_plan plan;
-  cl_kernel copy, fill;
+  cl_kernel copy, unpack, fill;
 } mm_impl;
 
 static int owns(uint32_t op) {
@@ -60,7 +86,10 @@ static tyto_plugin_error *plan_make(tyto_plugin_device *dev, const ocl_desc *d,
                     &d->out[0].l, sizeof d->out[0], 0);
   const tpc_mm_limits lim = {"CLBlast", MM_INDEX_MAX, dev->info->alignment};
   char why[1024];
-  int code = tpc_mm_plan_make(&a, d->elem, &lim, p, why, sizeof why);
+  int code =
+      ocl_is16(d->dtype)
+          ? tpc_mm_plan_make_packed(&a, d->celem, &lim, p, why, sizeof why)
+          : tpc_mm_plan_make(&a, d->elem, &lim, p, why, sizeof why);
   if (code != 0)
     return ocl_error(OCL_HOST(dev), (tyto_plugin_code)code, "%s", why);
   return NULL;
@@ -146,17 +175,30 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   tyto_plugin_error *e = plan_make(dev, &k->desc, &im->plan);
   if (e != NULL)
     return e;
-  k->workspace_bytes = (uint64_t)p->ws_elems * k->desc.elem;
-  if (k->desc.out[0].n == 0)
+  const ocl_desc *d = &k->desc;
+  k->workspace_bytes = (uint64_t)p->ws_elems * d->celem;
+  if (d->out[0].n == 0)
     return NULL;
+  const int h = ocl_is16(d->dtype);
   if (p->k == 0)
-    return ocl_kernel_new(dev, k->desc.dtype, ocl_copy_source, NULL,
-                          "tyto_fill", &im->fill);
-  tune_pocl(dev, k->desc.dtype);
-  if (p->ws_elems > 0)
-    return ocl_kernel_new(dev, k->desc.dtype, ocl_copy_source, NULL,
-                          "tyto_copy", &im->copy);
-  return NULL;
+    return ocl_kernel_new(dev, h ? OCL_DTYPE_RAW16 : d->dtype, ocl_copy_source,
+                          NULL, "tyto_fill", &im->fill);
+  tune_pocl(dev, d->cdtype);
+  if (p->ws_elems == 0)
+    return NULL;
+  if (!h) {
+    e = ocl_kernel_new(dev, d->dtype, ocl_copy_source, NULL, "tyto_copy",
+                       &im->copy);
+    if (e == NULL && (im->unpack = im->copy) != NULL)
+      clRetainKernel(im->unpack);
+    return e;
+  }
+  e = ocl_kernel_new(dev, d->dtype, widen_source, NULL, "tyto_mm_widen",
+                     &im->copy);
+  if (e == NULL)
+    e = ocl_kernel_new(dev, d->dtype, widen_source, NULL, "tyto_mm_narrow",
+                       &im->unpack);
+  return e;
 }
 
 static void release(tyto_plugin_kernel *k) {
@@ -165,6 +207,8 @@ static void release(tyto_plugin_kernel *k) {
     return;
   if (im->copy != NULL)
     clReleaseKernel(im->copy);
+  if (im->unpack != NULL)
+    clReleaseKernel(im->unpack);
   if (im->fill != NULL)
     clReleaseKernel(im->fill);
   free(im);
@@ -201,17 +245,17 @@ static tyto_plugin_error *run_zeros(tyto_plugin_device *dev,
   cl_int rank;
   ocl_dims(&k->desc.out[0].l, &shape, &str, &rank);
   cl_long base = out->origin, n = k->desc.out[0].n;
-  cl_float zf = 0.0f;
-  cl_double zd = 0.0;
+  /* Zeros in the storage (16-bit ones as ushort: the fill moves bits). */
+  union {
+    cl_float f;
+    cl_double d;
+    cl_ushort h;
+  } zero;
+  memset(&zero, 0, sizeof zero);
   size_t elem = k->desc.elem;
-  const ocl_karg args[] = {
-      OCL_KARG(out->mem),
-      OCL_KARG(base),
-      OCL_KARG(str),
-      OCL_KARG(shape),
-      OCL_KARG(rank),
-      OCL_KARG(n),
-      {elem, elem == 8 ? (const void *)&zd : (const void *)&zf}};
+  const ocl_karg args[] = {OCL_KARG(out->mem), OCL_KARG(base), OCL_KARG(str),
+                           OCL_KARG(shape),    OCL_KARG(rank), OCL_KARG(n),
+                           {elem, &zero}};
   size_t global = ocl_global_size(n);
   return ocl_run(dev, s, im->fill, args, 7, 1, &global,
                  "matmul zeros (k = 0) kernel");
@@ -289,7 +333,7 @@ static tyto_plugin_error *gemm_call(tyto_plugin_device *dev,
                                     const cl_mem *mem, const int64_t *adj,
                                     int64_t b0, int64_t count) {
   const tpc_mm_plan *p = &((const mm_impl *)k->impl)->plan;
-  int dbl = k->desc.elem == 8;
+  int dbl = k->desc.celem == 8;
   /* CLBlast's a and b: A and B, or B^T and A^T when C is column-major. */
   int ia = p->swap ? 1 : 0, ib = 1 - ia;
   const tpc_mm_opnd *oa = &p->o[ia], *ob = &p->o[ib], *oc = &p->o[2];
@@ -329,7 +373,7 @@ static tyto_plugin_error *gemm_call(tyto_plugin_device *dev,
                    sb, 0.0f, mc, offc, ldc, sc, (size_t)count, &s->queue, &ev);
   } else {
     /* Offsets of each batch, then the alphas (1) and betas (0). */
-    size_t n_c = (size_t)count, esz = k->desc.elem;
+    size_t n_c = (size_t)count, esz = k->desc.celem;
     size_t *offs = malloc(n_c * (3 * sizeof *offs + 2 * esz));
     if (offs == NULL)
       return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
@@ -385,7 +429,8 @@ static tyto_plugin_error *gemm_all(tyto_plugin_device *dev,
                                    const tyto_plugin_kernel *k,
                                    const cl_mem *mem, const int64_t *base) {
   const tpc_mm_plan *p = &((const mm_impl *)k->impl)->plan;
-  size_t elem = k->desc.elem;
+  /* 16-bit operands are all in the workspace, in f32. */
+  size_t elem = k->desc.celem;
   int64_t align_e = (int64_t)(dev->info->alignment / elem);
   int whole = 1;
   for (int i = 0; i < 3; i++)
@@ -490,7 +535,7 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   if (e == NULL && p->o[2].mode == TPC_MM_PACK) {
     uint32_t rank = tpc_mm_pack_dims(p, &p->o[2], shape, str);
     tpc_mm_compact(shape, rank, packed);
-    e = run_copy(dev, s, im->copy, ws->mem, base[2], packed, out->mem,
+    e = run_copy(dev, s, im->unpack, ws->mem, base[2], packed, out->mem,
                  out->origin, str, shape, rank,
                  "matmul output unpacking kernel");
   }

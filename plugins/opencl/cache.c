@@ -52,6 +52,8 @@ static tpc_cache_key program_key(const tyto_plugin_device *dev,
   tpc_cache_key_str(&k, version);
   tpc_cache_key_str(&k, options);
   tpc_cache_key_str(&k, ocl_prelude);
+  tpc_cache_key_str(&k, ocl_prelude_16[0]);
+  tpc_cache_key_str(&k, ocl_prelude_16[1]);
   tpc_cache_key_str(&k, source);
   return k;
 }
@@ -150,9 +152,10 @@ static cl_program from_binary(tyto_plugin_device *dev, const char *path,
 static tyto_plugin_error *from_source(tyto_plugin_device *dev,
                                       const char *source, const char *options,
                                       cl_program *out) {
-  const char *parts[2] = {ocl_prelude, source};
+  const char *parts[4] = {ocl_prelude, ocl_prelude_16[0], ocl_prelude_16[1],
+                          source};
   cl_int err = CL_SUCCESS;
-  cl_program p = clCreateProgramWithSource(dev->context, 2, parts, NULL, &err);
+  cl_program p = clCreateProgramWithSource(dev->context, 4, parts, NULL, &err);
   if (p == NULL || err != CL_SUCCESS)
     return ocl_error_cl(OCL_HOST(dev), "clCreateProgramWithSource",
                         err == CL_SUCCESS ? CL_OUT_OF_HOST_MEMORY : err,

@@ -24,6 +24,10 @@
  *             through dx's strides;
  *   filter:   acc_g += dy_g col_g^T over the chunks (long reductions cut
  *             in slices, see CONV_SLICE), then dw = acc.
+ * f16 and bf16 tensors are read into f32 (TLD) as im2col, the packing of
+ * w (never handed to CLBlast in place) and of dy fill the workspace, which
+ * holds f32; SGEMM accumulates in f32 and each result is rounded once as
+ * the output kernels store it (TST).
  * Empty reductions (no input channels, an empty x, no images, no output
  * channels) skip the GEMMs and write bias or zeros.
  * im2col and the dy packing read their tensors through any strides; w goes
@@ -81,7 +85,7 @@
  *           in (kh, kw) order;
  *   wcopy:  dst = src (0 without src) over a 4-d shape, both strided;
  *   sum:    a = (first ? 0 : a) + the sum of S slices of p, each n long. */
-static const char source[] =
+static const char source_1[] =
     "#define CONV_GEO long sh = geo.s0, sw = geo.s1, ph = geo.s2, \\\n"
     "  pw = geo.s3, dh = geo.s4, dw = geo.s5, KH = geo.s6, KW = geo.s7;\n"
     "#define CONV_DIM long n0 = dim.s0, nb = dim.s1, C = dim.s2, \\\n"
@@ -94,7 +98,7 @@ static const char source[] =
     "         r += (long)get_global_size(1)) \\\n"
     "      for (long c = get_global_id(0); c < (cols); \\\n"
     "           c += (long)get_global_size(0))\n"
-    "__kernel void tyto_conv_im2col(__global const T *x, long xb, long4 xs,\n"
+    "__kernel void tyto_conv_im2col(__global const TS *x, long xb, long4 xs,\n"
     "                               long8 geo, long8 dim,\n"
     "                               __global T *col, long cb) {\n"
     "  CONV_GEO CONV_DIM\n"
@@ -108,7 +112,7 @@ static const char source[] =
     "      long xh = xn + clamp(ih, 0L, H - 1) * xs.s2;\n"
     "      for (long kw = 0; kw < KW; kw++) {\n"
     "        long iw = ow * sw - pw + kw * dw;\n"
-    "        T v = x[xh + clamp(iw, 0L, W - 1) * xs.s3];\n"
+    "        T v = TLD(x, xh + clamp(iw, 0L, W - 1) * xs.s3);\n"
     "        col[at + (kh * KW + kw) * cols] =\n"
     "            hin && iw >= 0 && iw < W ? v : (T)0;\n"
     "      }\n"
@@ -117,29 +121,33 @@ static const char source[] =
     "}\n"
     "#define CONV_OUT(name, plus) \\\n"
     "__kernel void name(__global const T *res, long rb, \\\n"
-    "                   __global const T *bias, long bb, long bs, \\\n"
-    "                   long8 dim, __global T *y, long yb, long4 ys) { \\\n"
+    "                   __global const TS *bias, long bb, long bs, \\\n"
+    "                   long8 dim, __global TS *y, long yb, long4 ys) { \\\n"
     "  CONV_DIM \\\n"
     "  CONV_GRID(nb * O, OH, OW, q, oh, ow) { \\\n"
     "    long n = q / O, o = q - n * O; \\\n"
-    "    y[yb + (n0 + n) * ys.s0 + o * ys.s1 + oh * ys.s2 + ow * ys.s3] = \\\n"
-    "        res[rb + (o * nb + n) * P + oh * OW + ow] plus; \\\n"
+    "    TST(y, \\\n"
+    "        yb + (n0 + n) * ys.s0 + o * ys.s1 + oh * ys.s2 + ow * ys.s3, \\\n"
+    "        res[rb + (o * nb + n) * P + oh * OW + ow] plus); \\\n"
     "  } \\\n"
     "}\n"
     "CONV_OUT(tyto_conv_out, )\n"
-    "CONV_OUT(tyto_conv_out_bias, + bias[bb + o * bs])\n"
-    "__kernel void tyto_conv_pack(__global const T *dy, long db, long4 ds,\n"
+    "CONV_OUT(tyto_conv_out_bias, + TLD(bias, bb + o * bs))\n"
+    "__kernel void tyto_conv_pack(__global const TS *dy, long db, long4 ds,\n"
     "                             long8 dim, __global T *out, long ob) {\n"
     "  CONV_DIM\n"
     "  CONV_GRID(nb * O, OH, OW, q, oh, ow) {\n"
     "    long n = q / O, o = q - n * O;\n"
     "    out[ob + (o * nb + n) * P + oh * OW + ow] =\n"
-    "        dy[db + (n0 + n) * ds.s0 + o * ds.s1 + oh * ds.s2 + ow * ds.s3];\n"
+    "        TLD(dy, db + (n0 + n) * ds.s0 + o * ds.s1 + oh * ds.s2 +\n"
+    "                    ow * ds.s3);\n"
     "  }\n"
     "}\n"
+    "\n";
+static const char source_2[] =
     "__kernel void tyto_conv_col2im(__global const T *col, long cb,\n"
     "                               long8 geo, long8 dim,\n"
-    "                               __global T *dx, long xb, long4 xs) {\n"
+    "                               __global TS *dx, long xb, long4 xs) {\n"
     "  CONV_GEO CONV_DIM\n"
     "  CONV_GRID(nb * C, H, W, q, h, w) {\n"
     "    long n = q / C, c = q - n * C;\n"
@@ -155,21 +163,31 @@ static const char source[] =
     "        acc += hok && u >= 0 && ow * sw == u && ow < OW ? v : (T)0;\n"
     "      }\n"
     "    }\n"
-    "    dx[xb + (n0 + n) * xs.s0 + c * xs.s1 + h * xs.s2 + w * xs.s3] = acc;\n"
+    "    TST(dx, xb + (n0 + n) * xs.s0 + c * xs.s1 + h * xs.s2 + w * xs.s3,\n"
+    "        acc);\n"
     "  }\n"
     "}\n"
-    "__kernel void tyto_conv_wcopy(__global const T *src, long sb, long4 ss,\n"
-    "                              int have, __global T *dst, long db,\n"
-    "                              long4 ds, long4 shape) {\n"
-    "  TYTO_FOR(i, shape.s0 * shape.s1 * shape.s2 * shape.s3) {\n"
-    "    long d = i % shape.s3, q = i / shape.s3, c = q % shape.s2;\n"
-    "    q /= shape.s2;\n"
-    "    long b = q % shape.s1, a = q / shape.s1;\n"
-    "    dst[db + a * ds.s0 + b * ds.s1 + c * ds.s2 + d * ds.s3] =\n"
-    "        have ? src[sb + a * ss.s0 + b * ss.s1 + c * ss.s2 + d * ss.s3]\n"
-    "             : (T)0;\n"
-    "  }\n"
+    "/* wcopy between tensors (TS), _in into the workspace (T), _out out\n"
+    "   of it. */\n"
+    "#define CONV_LD(p, i) ((p)[i])\n"
+    "#define CONV_ST(p, i, v) ((p)[i] = (v))\n"
+    "#define CONV_WCOPY(name, SRC, LD, DST, ST) \\\n"
+    "__kernel void name(__global const SRC *src, long sb, long4 ss, \\\n"
+    "                   int have, __global DST *dst, long db, long4 ds, \\\n"
+    "                   long4 shape) { \\\n"
+    "  TYTO_FOR(i, shape.s0 * shape.s1 * shape.s2 * shape.s3) { \\\n"
+    "    long d = i % shape.s3, q = i / shape.s3, c = q % shape.s2; \\\n"
+    "    q /= shape.s2; \\\n"
+    "    long b = q % shape.s1, a = q / shape.s1; \\\n"
+    "    ST(dst, db + a * ds.s0 + b * ds.s1 + c * ds.s2 + d * ds.s3, \\\n"
+    "       have ? LD(src, sb + a * ss.s0 + b * ss.s1 + c * ss.s2 + \\\n"
+    "                      d * ss.s3) \\\n"
+    "            : (T)0); \\\n"
+    "  } \\\n"
     "}\n"
+    "CONV_WCOPY(tyto_conv_wcopy, TS, TLD, TS, TST)\n"
+    "CONV_WCOPY(tyto_conv_wcopy_in, TS, TLD, T, CONV_ST)\n"
+    "CONV_WCOPY(tyto_conv_wcopy_out, T, CONV_LD, TS, TST)\n"
     "__kernel void tyto_conv_sum(__global const T *p, long pb, long S,\n"
     "                            long n, int first, __global T *a, long ab) {\n"
     "  TYTO_FOR(i, n) {\n"
@@ -179,6 +197,8 @@ static const char source[] =
     "    a[ab + i] = first ? v : a[ab + i] + v;\n"
     "  }\n"
     "}\n";
+/* ISO C caps a string literal at 4095 characters. */
+static const char *const source_parts[] = {source_1, source_2};
 
 /* How many slices the weight gradient's reduction over n columns takes. */
 static int64_t slice_count(int64_t n) {
@@ -251,10 +271,13 @@ static tyto_plugin_error *geometry(tyto_plugin_device *dev, const ocl_desc *d,
     return ocl_error(h, (tyto_plugin_code)code, "%s", why);
   c->op = d->op;
   c->dtype = d->dtype;
-  c->elem = d->elem;
+  c->elem = d->celem; /* the workspace's and the GEMMs' elements */
   const tyto_plugin_layout *x = tpc_operand(&a, c->g.x),
                            *w = tpc_operand(&a, c->g.w);
-  c->w_dense = c->op != TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER && tpc_dense(w);
+  /* 16-bit weights are read into f32 in the workspace: CLBlast multiplies
+   * f32. */
+  c->w_dense = c->op != TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER && tpc_dense(w) &&
+               !ocl_is16(d->dtype);
   uint64_t max_alloc = dev->info->max_alloc_bytes;
   if (conv_direct_plan(c, d) && (uint64_t)c->ws_elems * c->elem <= max_alloc)
     return NULL;
@@ -281,9 +304,9 @@ static void release(tyto_plugin_kernel *k) {
   conv *c = k->impl;
   if (c == NULL)
     return;
-  cl_kernel *ks[] = {&c->im2col, &c->out,  &c->pack,     &c->col2im,
-                     &c->wcopy,  &c->sum,  &c->direct_k, &c->wpack,
-                     &c->dwpart, &c->dwsum};
+  cl_kernel *ks[] = {&c->im2col,   &c->out,      &c->pack,      &c->col2im,
+                     &c->wcopy,    &c->wcopy_in, &c->wcopy_out, &c->sum,
+                     &c->direct_k, &c->wpack,    &c->dwpart,    &c->dwsum};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (*ks[i] != NULL)
       clReleaseKernel(*ks[i]);
@@ -306,7 +329,12 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   if (c->direct)
     return conv_direct_prepare(dev, c);
   int fwd = c->op == TYTO_PLUGIN_OP_CONV2D,
-      data = c->op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA;
+      data = c->op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA,
+      filter = !fwd && !data;
+  char *source = ocl_source_join(source_parts, 2);
+  if (source == NULL)
+    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                     "prepare: out of host memory");
   if (!data && e == NULL)
     e = ocl_kernel_new(dev, dt, source, NULL, "tyto_conv_im2col", &c->im2col);
   if (!fwd && e == NULL)
@@ -321,6 +349,13 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
     e = ocl_kernel_new(dev, dt, source, NULL, "tyto_conv_sum", &c->sum);
   if (e == NULL)
     e = ocl_kernel_new(dev, dt, source, NULL, "tyto_conv_wcopy", &c->wcopy);
+  if (!c->w_dense && !filter && e == NULL)
+    e = ocl_kernel_new(dev, dt, source, NULL, "tyto_conv_wcopy_in",
+                       &c->wcopy_in);
+  if (filter && e == NULL)
+    e = ocl_kernel_new(dev, dt, source, NULL, "tyto_conv_wcopy_out",
+                       &c->wcopy_out);
+  free(source);
   return e;
 }
 
@@ -464,16 +499,16 @@ typedef struct conv_ctx {
 
 /* Copies a 4-d tensor of shape `shape` between (mem, base, strides)
  * places; src NULL writes zeros. */
-static tyto_plugin_error *wcopy(conv_ctx *x, cl_mem src, cl_long sb,
-                                const int64_t *ss, cl_mem dst, cl_long db,
-                                const int64_t *ds, const int64_t *shape,
-                                const char *what) {
+static tyto_plugin_error *wcopy(conv_ctx *x, cl_kernel k, cl_mem src,
+                                cl_long sb, const int64_t *ss, cl_mem dst,
+                                cl_long db, const int64_t *ds,
+                                const int64_t *shape, const char *what) {
   cl_long4 s4 = conv_long4(ss), d4 = conv_long4(ds), sh4 = conv_long4(shape);
   cl_int have = src != NULL;
   ocl_karg args[] = {A(src), A(sb), A(s4), A(have),
                      A(dst), A(db), A(d4), A(sh4)};
   size_t global = ocl_global_size(shape[0] * shape[1] * shape[2] * shape[3]);
-  return ocl_run(x->dev, x->s, x->c->wcopy, args, 8, 1, &global, what);
+  return ocl_run(x->dev, x->s, k, args, 8, 1, &global, what);
 }
 
 /* The global size of a CONV_GRID over (planes, rows, cols): each at
@@ -538,8 +573,8 @@ static tyto_plugin_error *weights(conv_ctx *x, const ocl_arg *wa,
                        1};
   *wmem = x->ws;
   *woff = (size_t)x->wsb;
-  return wcopy(x, wa->mem, wa->origin, wl->strides, x->ws, x->wsb, dense4,
-               shape, "conv2d weight packing");
+  return wcopy(x, c->wcopy_in, wa->mem, wa->origin, wl->strides, x->ws, x->wsb,
+               dense4, shape, "conv2d weight packing");
 }
 
 /* CONV2D: x, w, (bias) -> y. */
@@ -553,7 +588,7 @@ static tyto_plugin_error *forward(conv_ctx *x, const ocl_desc *d,
   int64_t yshape[4] = {c->g.N, c->g.O, c->g.OH, c->g.OW};
   if (!c->gemm) { /* no input channels or an empty x: y = bias or 0 */
     int64_t bs4[4] = {0, bst, 0, 0};
-    return wcopy(x, bmem, bb, bs4, y->mem, y->origin, ys, yshape,
+    return wcopy(x, c->wcopy, bmem, bb, bs4, y->mem, y->origin, ys, yshape,
                  "conv2d output");
   }
   int64_t Og = c->g.O / c->g.G, K = c->g.C / c->g.G * c->g.KH * c->g.KW,
@@ -607,7 +642,7 @@ static tyto_plugin_error *data(conv_ctx *x, const ocl_desc *d,
   const int64_t *xs = d->out[0].l.strides;
   if (!c->gemm) { /* no output channels: dx = 0 */
     int64_t xshape[4] = {c->g.N, c->g.C, c->g.H, c->g.W};
-    return wcopy(x, NULL, 0, xs, dx->mem, dx->origin, xs, xshape,
+    return wcopy(x, c->wcopy, NULL, 0, xs, dx->mem, dx->origin, xs, xshape,
                  "conv2d_backward_data output");
   }
   int64_t Og = c->g.O / c->g.G, K = c->g.C / c->g.G * c->g.KH * c->g.KW,
@@ -749,8 +784,9 @@ static tyto_plugin_error *filter(conv_ctx *x, const ocl_desc *d,
   if (e != NULL)
     return e;
   /* No images or an empty x: dw = 0. */
-  return wcopy(x, c->gemm ? x->ws : NULL, x->wsb, dense4, dw->mem, dw->origin,
-               d->out[0].l.strides, shape, "conv2d_backward_filter output");
+  return wcopy(x, c->wcopy_out, c->gemm ? x->ws : NULL, x->wsb, dense4, dw->mem,
+               dw->origin, d->out[0].l.strides, shape,
+               "conv2d_backward_filter output");
 }
 
 static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,

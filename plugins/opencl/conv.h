@@ -11,7 +11,7 @@
 typedef struct conv {
   uint32_t op;
   uint32_t dtype;
-  size_t elem;
+  size_t elem; /* the workspace's elements: the compute dtype's */
   tpc_conv g;  /* the geometry (../common/geometry.h) */
   int w_dense; /* forward, data: w goes to CLBlast in place */
   int gemm;    /* whether GEMMs run (else the output is 0, or bias) */
@@ -26,7 +26,9 @@ typedef struct conv {
    * the weight gradient S slices of L output pixels. */
   int direct;
   int64_t NV, NB, S, L;
-  cl_kernel im2col, out, pack, col2im, wcopy, sum;
+  /* wcopy between tensors; wcopy_in (w into the workspace) and wcopy_out
+   * (the weight gradient out of it) convert f16 and bf16. */
+  cl_kernel im2col, out, pack, col2im, wcopy, wcopy_in, wcopy_out, sum;
   cl_kernel direct_k, wpack, dwpart, dwsum;
 } conv;
 

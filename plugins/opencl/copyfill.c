@@ -5,13 +5,17 @@
  * dropped, neighbours merged), so a contiguous copy becomes one block: it
  * runs as clEnqueueCopyBuffer and a contiguous fill as clEnqueueFillBuffer,
  * which drivers run at copy-engine speed. Anything else runs a strided
- * kernel over the merged dimensions.
+ * kernel over the merged dimensions. f16 and bf16 move as ushort, bit for
+ * bit; FILL's value is rounded to them on the host (plugins/common/half.h).
+ * A CAST whose two dtypes are one is a COPY (sdk/docs/ops.md) and runs
+ * here.
  */
 #include "ops.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/half.h"
 #include "errors.h"
 #include "layout.h"
 
@@ -32,8 +36,26 @@ const char ocl_copy_source[] =
 typedef struct copyfill {
   cl_kernel kernel;
   ocl_plan plan;
-  double value; /* fill */
+  /* FILL's value as the kernel argument and the fill pattern: elem bytes
+   * of the dtype's storage. */
+  union {
+    cl_float f;
+    cl_double d;
+    cl_ushort h;
+  } value;
 } copyfill;
+
+/* v rounded to dtype, stored as the dtype stores it, into *c. */
+static void fill_value(copyfill *c, uint32_t dtype, double v) {
+  if (dtype == TYTO_PLUGIN_DTYPE_F64)
+    c->value.d = v;
+  else if (dtype == TYTO_PLUGIN_DTYPE_BF16)
+    c->value.h = tpc_f64_to_bf16(v);
+  else if (dtype == TYTO_PLUGIN_DTYPE_F16)
+    c->value.h = tpc_f64_to_f16(v);
+  else
+    c->value.f = (cl_float)v;
+}
 
 static int owns(uint32_t op) {
   return op == TYTO_PLUGIN_OP_COPY || op == TYTO_PLUGIN_OP_FILL;
@@ -41,8 +63,9 @@ static int owns(uint32_t op) {
 
 static tyto_plugin_error *check(tyto_plugin_device *dev, const ocl_desc *d) {
   const tyto_plugin_host *host = OCL_HOST(dev);
-  int copy = d->op == TYTO_PLUGIN_OP_COPY;
-  const char *op = copy ? "copy" : "fill";
+  /* COPY, or a CAST to its own dtype (kernels.c sends it here) */
+  int copy = d->op != TYTO_PLUGIN_OP_FILL;
+  const char *op = ocl_op_name(d->op);
   uint32_t want_in = copy ? 1 : 0;
   if (d->n_in != want_in || d->n_out != 1)
     return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
@@ -68,8 +91,7 @@ static tyto_plugin_error *check(tyto_plugin_device *dev, const ocl_desc *d) {
   ocl_plan plan;
   char why[256];
   if (!ocl_plan_make(in, out, &plan, why, sizeof why))
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT, "%s: %s", op,
-                     why);
+    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT, "%s: %s", op, why);
   return NULL;
 }
 
@@ -81,14 +103,15 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
     return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                      "prepare: out of host memory");
   k->impl = c;
-  int copy = d->op == TYTO_PLUGIN_OP_COPY;
-  c->value = copy ? 0.0 : d->d->fattrs[0];
+  int copy = d->op != TYTO_PLUGIN_OP_FILL;
+  fill_value(c, d->dtype, copy ? 0.0 : d->d->fattrs[0]);
   char why[256];
   if (!ocl_plan_make(copy ? &d->in[0].l : NULL, &d->out[0].l, &c->plan, why,
                      sizeof why))
     return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INTERNAL, "%s", why);
-  return ocl_kernel_new(dev, d->dtype, ocl_copy_source, NULL,
-                        copy ? "tyto_copy" : "tyto_fill", &c->kernel);
+  return ocl_kernel_new(dev, ocl_is16(d->dtype) ? OCL_DTYPE_RAW16 : d->dtype,
+                        ocl_copy_source, NULL, copy ? "tyto_copy" : "tyto_fill",
+                        &c->kernel);
 }
 
 static void release(tyto_plugin_kernel *k) {
@@ -124,8 +147,6 @@ static tyto_plugin_error *run_kernel(tyto_plugin_device *dev,
   cl_long ib = copy ? in->origin : 0, ob = out->origin;
   cl_long n = p->n;
   cl_int rank = (cl_int)p->rank;
-  cl_float vf = (cl_float)c->value;
-  cl_double vd = c->value;
   ocl_args a = OCL_ARGS(dev, c->kernel);
   if (copy) {
     ocl_args_put(&a, sizeof in->mem, &in->mem);
@@ -139,7 +160,7 @@ static tyto_plugin_error *run_kernel(tyto_plugin_device *dev,
   ocl_args_put(&a, sizeof rank, &rank);
   ocl_args_put(&a, sizeof n, &n);
   if (!copy)
-    ocl_args_put(&a, elem, elem == 8 ? (const void *)&vd : (const void *)&vf);
+    ocl_args_put(&a, elem, &c->value);
   if (a.e != NULL)
     return a.e;
   return ocl_enqueue_n(dev, s, c->kernel, n,
@@ -153,7 +174,7 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   copyfill *c = k->impl;
   const ocl_plan *p = &c->plan;
   size_t elem = k->desc.elem;
-  int copy = k->desc.op == TYTO_PLUGIN_OP_COPY;
+  int copy = k->desc.op != TYTO_PLUGIN_OP_FILL;
   /* First element of each side, in bytes, for the dense paths: the
    * origins include the layouts' offsets, the plan's lo values too. */
   size_t bytes = (size_t)p->n * elem;
@@ -183,20 +204,17 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
     err = clEnqueueCopyBuffer(s->queue, in->mem, out->mem, in_at, out_at, bytes,
                               0, NULL, &ev);
   } else {
-    cl_float vf = (cl_float)c->value;
-    cl_double vd = c->value;
     call = "clEnqueueFillBuffer";
     what = "fill kernel (as a buffer fill)";
-    err = clEnqueueFillBuffer(
-        s->queue, out->mem, elem == 8 ? (const void *)&vd : (const void *)&vf,
-        elem, out_at, bytes, 0, NULL, &ev);
+    err = clEnqueueFillBuffer(s->queue, out->mem, &c->value, elem, out_at,
+                              bytes, 0, NULL, &ev);
   }
   if (err != CL_SUCCESS) {
     if (ev != NULL)
       clReleaseEvent(ev);
     return ocl_error_cl(OCL_HOST(dev), call, err,
                         "launching %s (%s, %lld elements) on \"%s\"",
-                        copy ? "copy" : "fill", ocl_dtype_name(k->desc.dtype),
+                        ocl_op_name(k->desc.op), ocl_dtype_name(k->desc.dtype),
                         (long long)p->n, dev->info->name);
   }
   ocl_stream_track(s, ev, what);

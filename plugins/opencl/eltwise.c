@@ -1,15 +1,20 @@
 /*
- * Elementwise ops (NEG .. ROUND, ADD .. GE, WHERE, FMA) and fused
- * elementwise programs (FUSED).
+ * Elementwise ops (NEG .. ROUND, ADD .. GE, WHERE, FMA), CAST between two
+ * dtypes (to its own dtype it is a COPY: copyfill.c) and fused elementwise
+ * programs (FUSED), whose values may differ in dtype (ABI 1.5).
  *
- * Both run generated OpenCL C. A program of instructions (plugin.h's
+ * All run generated OpenCL C. A program of instructions (plugin.h's
  * tyto_plugin_fused_program; a single op is the program "load the inputs,
- * apply the op, store") becomes a kernel body with one statement per live
- * instruction, each a call of the op's helper function returning T, so
- * every value is rounded to the dtype as the op run alone would round it;
- * FP_CONTRACT is off so that no a*b + c becomes an FMA nobody asked for.
- * All loads of an element come before its stores: an output may be the
- * memory of an input with the same layout (in-place updates).
+ * apply the op, store", a CAST "load, cast, store") becomes a kernel body
+ * with one statement per live instruction (common/eltwise_src.c, shared
+ * with the CUDA plugin), each value in its dtype's compute type (float
+ * for f16 and bf16) and each a call of the op's helper function, so every
+ * value is rounded to its dtype as the op run alone would round it (16-bit
+ * results with the prelude's integer conversions, dtype.c; a CAST from f64
+ * to them once, through round-to-odd); FP_CONTRACT is off so that no
+ * a*b + c becomes an FMA nobody asked for. All loads of an element come
+ * before its stores: an output may be the memory of an input with the same
+ * layout (in-place updates).
  *
  * Programs: every single op of a dtype lives in ONE source (two kernels per
  * op), with LEAKY_RELU's and ELU's parameter passed as an argument, so the
@@ -41,6 +46,7 @@
 #include "errors.h"
 #include "../common/common.h"
 #include "../common/eltwise_plan.h"
+#include "../common/half.h"
 #include "../common/text.h"
 
 /* A bigger program would make a source the device compiler chews on for
@@ -60,15 +66,14 @@
 typedef tpc_eltop elt_opdef;
 typedef tpc_instr elt_instr;
 
-/* Ops in the table at most (arrays indexed like it). */
-#define ELT_MAX_OPS 128
-
 static int owns(uint32_t op) {
-  return op == TYTO_PLUGIN_OP_FUSED || tpc_eltop_find(op) != NULL;
+  return op == TYTO_PLUGIN_OP_FUSED || op == TYTO_PLUGIN_OP_CAST ||
+         tpc_eltop_find(op) != NULL;
 }
 
 /* Reads and checks the fused program of d's blob into *out (n
- * instructions, malloc'd: the caller frees it). */
+ * instructions, malloc'd: the caller frees it), every value's dtype set
+ * and run by the device. */
 static tyto_plugin_error *read_program(tyto_plugin_device *dev,
                                        const ocl_desc *d, elt_instr **out,
                                        uint32_t *n_out) {
@@ -76,60 +81,96 @@ static tyto_plugin_error *read_program(tyto_plugin_device *dev,
   int code =
       tpc_fused_read(d->d->blob, d->d->blob_size, d->n_in, d->n_out,
                      ELT_MAX_INSTRS, "opencl", out, n_out, why, sizeof why);
-  if (code != 0)
-    return ocl_error(OCL_HOST(dev), (tyto_plugin_code)code, "%s", why);
-  for (uint32_t i = 0; i < *n_out; i++)
-    if ((*out)[i].op == TYTO_PLUGIN_OP_CAST) {
-      free(*out);
-      *out = NULL;
-      return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_UNSUPPORTED,
-                       "fused: instruction %u is a CAST, which the opencl "
-                       "plugin does not run inside a fused program",
-                       (unsigned)i);
-    }
-  return NULL;
+  if (code == 0)
+    code = tpc_fused_types(*out, *n_out, d->d, why, sizeof why);
+  tyto_plugin_error *e =
+      code != 0 ? ocl_error(OCL_HOST(dev), (tyto_plugin_code)code, "%s", why)
+                : NULL;
+  for (uint32_t i = 0; i < *n_out && e == NULL; i++) {
+    char what[64];
+    snprintf(what, sizeof what, "fused: instruction %u", (unsigned)i);
+    e = ocl_dtype_check(dev, what, (*out)[i].dtype);
+  }
+  if (e != NULL) {
+    free(*out);
+    *out = NULL;
+  }
+  return e;
 }
 
 /* ---- source text --------------------------------------------------------- */
 
-/* The exact value v rounded to the dtype, as a bit pattern: no decimal
- * digits (or locale) in between, and NaN, infinities and -0 come out
- * right. */
+/* The exact value v rounded to the dtype, as a bit pattern of its compute
+ * type: no decimal digits (or locale) in between, and NaN, infinities and
+ * -0 come out right. */
 static void put_literal(tpc_text *b, uint32_t dtype, double v) {
-  if (dtype == TYTO_PLUGIN_DTYPE_F32) {
-    float f = (float)v;
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    tpc_text_put(b, "as_float((uint)0x%08lxu)", (unsigned long)u);
-  } else {
+  if (dtype == TYTO_PLUGIN_DTYPE_F64) {
     uint64_t u;
     memcpy(&u, &v, sizeof u);
     tpc_text_put(b, "as_double((ulong)0x%016llxul)", (unsigned long long)u);
+    return;
+  }
+  float f = dtype == TYTO_PLUGIN_DTYPE_BF16
+                ? tpc_bf16_to_f32(tpc_f64_to_bf16(v))
+            : dtype == TYTO_PLUGIN_DTYPE_F16 ? tpc_f16_to_f32(tpc_f64_to_f16(v))
+                                             : (float)v;
+  tpc_text_put(b, "as_float((uint)0x%08lxu)", (unsigned long)tpc_f32_bits(f));
+}
+
+/* The type a tensor of dtype is stored as in a kernel's arguments. */
+static const char *storage_type(uint32_t dtype) {
+  switch (dtype) {
+  case TYTO_PLUGIN_DTYPE_F64: return "double";
+  case TYTO_PLUGIN_DTYPE_BF16: return "ushort";
+  case TYTO_PLUGIN_DTYPE_F16: return "half";
+  default: return "float";
   }
 }
 
-/* The helper function of each op whose flag is set in used[]. */
-static void put_helpers(tpc_text *b, const unsigned char *used) {
-  static const char *const params[] = {"", "T x", "T x, T y", "T x, T y, T z"};
-  size_t n;
-  const elt_opdef *ops = tpc_eltops(&n);
-  tpc_text_put(b, "#pragma OPENCL FP_CONTRACT OFF\n");
-  for (size_t i = 0; i < n; i++)
-    if (used[i])
-      tpc_text_put(b, "T te_%s(%s%s) { return %s; }\n", ocl_op_name(ops[i].op),
-                   params[ops[i].arity],
-                   tpc_eltop_has_param(ops[i].op) ? ", T pa" : "", ops[i].expr);
+/* The dialect of the shared generator (common/eltwise_plan.h): the
+ * prelude's 16-bit conversions (dtype.c). */
+static void put_load(tpc_text *b, uint32_t dtype, const char *ptr,
+                     const char *index) {
+  if (dtype == TYTO_PLUGIN_DTYPE_BF16)
+    tpc_text_put(b, "tyto_bf16_f32(%s[%s])", ptr, index);
+  else if (dtype == TYTO_PLUGIN_DTYPE_F16)
+    tpc_text_put(b, "tyto_ld_f16(%s, %s)", ptr, index);
+  else
+    tpc_text_put(b, "%s[%s]", ptr, index);
 }
 
+static void put_store(tpc_text *b, uint32_t dtype, const char *ptr,
+                      const char *index, const char *v) {
+  if (dtype == TYTO_PLUGIN_DTYPE_BF16)
+    tpc_text_put(b, "%s[%s] = tyto_f32_bf16(%s);", ptr, index, v);
+  else if (dtype == TYTO_PLUGIN_DTYPE_F16)
+    tpc_text_put(b, "tyto_st_f16(%s, %s, %s);", ptr, index, v);
+  else
+    tpc_text_put(b, "%s[%s] = %s;", ptr, index, v);
+}
+
+static void put_round(tpc_text *b, uint32_t from, uint32_t to, const char *v) {
+  const char *f = to == TYTO_PLUGIN_DTYPE_BF16 ? "bf16" : "f16";
+  if (from == TYTO_PLUGIN_DTYPE_F64) /* once: through round-to-odd */
+    tpc_text_put(b, "tyto_%s_f32(tyto_bits_%s(tyto_f64_f32odd(%s)))", f, f, v);
+  else
+    tpc_text_put(b, "tyto_round_%s(%s)", f, v);
+}
+
+static const tpc_elt_dialect dialect = {put_load, put_store, put_round,
+                                        put_literal};
+
 /* The kernels <prefix>_d and <prefix>_n of program fi (n instructions,
- * n_in inputs, n_out outputs; live[] from tpc_fused_live()). Both take, in this
- * order: (pointer, origin) per input, then per output, the element count,
- * the index of the enqueue's first element, the layout table and its rank
- * (read by _n only), and with pa_arg the parameter of LEAKY_RELU / ELU
- * (else the instructions' attr is baked in). */
+ * dtypes set, n_in inputs, n_out outputs of dtypes in_dt[], out_dt[];
+ * live[] from tpc_fused_live()). Both take, in this order: (pointer,
+ * origin) per input, then per output, the element count, the index of the
+ * enqueue's first element, the layout table and its rank (read by _n
+ * only), and with pa_arg the parameter of LEAKY_RELU / ELU in the compute
+ * type of dtype pa_dt (else the instructions' attr is baked in). */
 static void put_kernels(tpc_text *b, const char *prefix, const elt_instr *fi,
-                        uint32_t n, uint32_t n_in, uint32_t n_out,
-                        const unsigned char *live, int pa_arg, uint32_t dtype) {
+                        uint32_t n, uint32_t n_in, const uint32_t *in_dt,
+                        uint32_t n_out, const uint32_t *out_dt,
+                        const unsigned char *live, int pa_arg, uint32_t pa_dt) {
   unsigned char used_in[OCL_MAX_IO] = {0};
   for (uint32_t i = 0; i < n; i++)
     if (live[i] && fi[i].op == TYTO_PLUGIN_FUSED_INPUT)
@@ -138,15 +179,16 @@ static void put_kernels(tpc_text *b, const char *prefix, const elt_instr *fi,
     const int dense = variant == 0;
     tpc_text_put(b, "__kernel void %s_%s(", prefix, dense ? "d" : "n");
     for (uint32_t j = 0; j < n_in; j++)
-      tpc_text_put(b, "__global const T *in%u, long io%u, ", (unsigned)j,
-                   (unsigned)j);
+      tpc_text_put(b, "__global const %s *in%u, long io%u, ",
+                   storage_type(in_dt[j]), (unsigned)j, (unsigned)j);
     for (uint32_t j = 0; j < n_out; j++)
-      tpc_text_put(b, "__global T *out%u, long oo%u, ", (unsigned)j,
-                   (unsigned)j);
-    tpc_text_put(b, "long n, long base, __constant long *meta, int rank%s) {\n",
-                 pa_arg ? ", T pa" : "");
-    tpc_text_put(b,
-                 "  long i = base + (long)get_global_id(0);\n  if (i < n) {\n");
+      tpc_text_put(b, "__global %s *out%u, long oo%u, ",
+                   storage_type(out_dt[j]), (unsigned)j, (unsigned)j);
+    tpc_text_put(b, "long n, long base, __constant long *meta, int rank");
+    if (pa_arg)
+      tpc_text_put(b, ", %s pa", tpc_compute_type(pa_dt));
+    tpc_text_put(b, ") {\n  long i = base + (long)get_global_id(0);\n"
+                    "  if (i < n) {\n");
     /* Element offsets: a<j> of input j, b<j> of output j. */
     for (uint32_t j = 0; j < n_in + n_out; j++) {
       int in = j < n_in;
@@ -177,54 +219,66 @@ static void put_kernels(tpc_text *b, const char *prefix, const elt_instr *fi,
                        (unsigned)(8 + 8 * j));
       }
     }
-    tpc_elt_put_body(b, fi, n, live, pa_arg, dtype, put_literal);
+    tpc_elt_put_body_typed(b, fi, n, live, pa_arg, &dialect);
     tpc_text_put(b, "  }\n}\n");
   }
 }
 
-/* The source of every single op: kernels tyto_<op>_d and tyto_<op>_n, each
- * the program "inputs, op, output" with the parameter as an argument.
- * Returns NULL when out of memory; the caller frees the text. */
+/* The source of every single op of dtype: kernels tyto_<op>_d and
+ * tyto_<op>_n, each the program "inputs, op, output" with the parameter
+ * as an argument. Returns NULL when out of memory; the caller frees the
+ * text. */
 static char *single_ops_source(uint32_t dtype) {
   tpc_text b = {0};
   size_t n_ops;
   const elt_opdef *ops = tpc_eltops(&n_ops);
-  unsigned char all[ELT_MAX_OPS];
-  memset(all, 1, sizeof all);
-  put_helpers(&b, all);
+  tpc_text_put(&b, "#pragma OPENCL FP_CONTRACT OFF\n");
+  for (size_t i = 0; i < n_ops; i++)
+    tpc_elt_put_helper(&b, ops[i].op, dtype, "");
+  const uint32_t dts[3] = {dtype, dtype, dtype};
   for (size_t i = 0; i < n_ops; i++) {
     const elt_opdef *o = &ops[i];
     elt_instr fi[TPC_FUSED_SINGLE_MAX];
     unsigned char live[TPC_FUSED_SINGLE_MAX];
     uint32_t n = tpc_fused_single(o, fi, live);
+    for (uint32_t k = 0; k < n; k++)
+      fi[k].dtype = dtype;
     char prefix[64];
     snprintf(prefix, sizeof prefix, "tyto_%s", ocl_op_name(o->op));
-    put_kernels(&b, prefix, fi, n, (uint32_t)o->arity, 1, live, 1, dtype);
+    put_kernels(&b, prefix, fi, n, (uint32_t)o->arity, dts, 1, dts, live, 1,
+                dtype);
   }
   return tpc_text_take(&b);
 }
 
-/* The source of a fused program: kernels tyto_fused_d and tyto_fused_n.
- * Returns NULL when out of memory; the caller frees the text. */
-static char *fused_source(const elt_instr *fi, uint32_t n, uint32_t n_in,
-                          uint32_t n_out, uint32_t dtype) {
+/* The source of a fused program (dtypes set): kernels <prefix>_d and
+ * <prefix>_n. Returns NULL when out of memory; the caller frees the text. */
+static char *fused_source(const char *prefix, const elt_instr *fi, uint32_t n,
+                          const ocl_desc *d) {
   tpc_text b = {0};
-  size_t n_ops;
-  const elt_opdef *ops = tpc_eltops(&n_ops);
-  unsigned char used[ELT_MAX_OPS] = {0};
   unsigned char *live = malloc(n);
   if (live == NULL)
     return NULL;
   tpc_fused_live(fi, n, live);
-  for (uint32_t i = 0; i < n; i++) {
-    const elt_opdef *o = tpc_eltop_find(fi[i].op);
-    if (live[i] && o != NULL)
-      used[o - ops] = 1;
-  }
-  put_helpers(&b, used);
-  put_kernels(&b, "tyto_fused", fi, n, n_in, n_out, live, 0, dtype);
+  uint32_t in_dt[OCL_MAX_IO], out_dt[OCL_MAX_IO];
+  for (uint32_t j = 0; j < d->n_in; j++)
+    in_dt[j] = d->in[j].l.dtype;
+  for (uint32_t j = 0; j < d->n_out; j++)
+    out_dt[j] = d->out[j].l.dtype;
+  tpc_text_put(&b, "#pragma OPENCL FP_CONTRACT OFF\n");
+  tpc_elt_put_helpers(&b, fi, n, live, "");
+  put_kernels(&b, prefix, fi, n, d->n_in, in_dt, d->n_out, out_dt, live, 0,
+              d->dtype);
   free(live);
   return tpc_text_take(&b);
+}
+
+/* CAST as the program "input 0, cast, output 0". */
+static uint32_t cast_program(const ocl_desc *d, elt_instr *fi) {
+  fi[0] = (elt_instr){TYTO_PLUGIN_FUSED_INPUT, {0, 0, 0}, 0, d->in[0].l.dtype};
+  fi[1] = (elt_instr){TYTO_PLUGIN_OP_CAST, {0, 0, 0}, 0, d->dtype};
+  fi[2] = (elt_instr){TYTO_PLUGIN_FUSED_OUTPUT, {1, 0, 0}, 0, d->dtype};
+  return 3;
 }
 
 /* ---- the family ---------------------------------------------------------- */
@@ -257,7 +311,7 @@ static tyto_plugin_error *check(tyto_plugin_device *dev, const ocl_desc *d) {
                        OCL_MAX_IO, OCL_MAX_IO, (unsigned)d->n_in,
                        (unsigned)d->n_out);
   } else {
-    int arity = tpc_eltop_find(d->op)->arity;
+    int arity = tpc_fused_arity(d->op);
     if (d->n_in != (uint32_t)arity || d->n_out != 1)
       return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                        "%s: expected %d input%s and 1 output, got %u and %u",
@@ -320,10 +374,11 @@ static tyto_plugin_error *check(tyto_plugin_device *dev, const ocl_desc *d) {
 }
 
 /* The build options: correctly rounded f32 division and sqrt where the
- * device offers them, so DIV, RECIPROCAL, SQRT and RSQRT match the CPU's. */
-static const char *build_options(tyto_plugin_device *dev, uint32_t dtype) {
+ * device offers them, so DIV, RECIPROCAL, SQRT and RSQRT match the CPU's,
+ * for programs that compute in f32 (f32, f16, bf16 values). */
+static const char *build_options(tyto_plugin_device *dev, int f32) {
   cl_device_fp_config fp = 0;
-  if (dtype == TYTO_PLUGIN_DTYPE_F32 &&
+  if (f32 &&
       clGetDeviceInfo(dev->info->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp,
                       NULL) == CL_SUCCESS &&
       (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT))
@@ -342,7 +397,7 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
     return ocl_error(host, TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                      "%s: out of host memory preparing the kernel", op);
   k->impl = c;
-  c->pa_arg = !fused;
+  c->pa_arg = !fused && d->op != TYTO_PLUGIN_OP_CAST;
   c->param = !fused && tpc_eltop_has_param(d->op) ? d->d->fattrs[0] : 0.0;
   if (d->out[0].n == 0)
     return NULL; /* never launched */
@@ -354,15 +409,34 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   c->rank = plan.dense ? 0 : (cl_int)plan.rank;
   char name[64];
   char *source;
-  if (fused) {
-    elt_instr *fi;
+  /* The program's dtype for the build: f64 when a value is f64 (the
+   * pragma), and whether a value computes in f32. */
+  uint32_t dt = d->dtype;
+  int f32 = d->cdtype == TYTO_PLUGIN_DTYPE_F32;
+  if (fused || d->op == TYTO_PLUGIN_OP_CAST) {
+    elt_instr *fi, cast[3];
     uint32_t n;
-    tyto_plugin_error *e = read_program(dev, d, &fi, &n);
-    if (e != NULL)
-      return e;
-    source = fused_source(fi, n, d->n_in, d->n_out, d->dtype);
-    free(fi);
-    snprintf(name, sizeof name, "tyto_fused_%s", plan.dense ? "d" : "n");
+    if (fused) {
+      tyto_plugin_error *e = read_program(dev, d, &fi, &n);
+      if (e != NULL)
+        return e;
+    } else {
+      n = cast_program(d, cast);
+      fi = cast;
+    }
+    dt = TYTO_PLUGIN_DTYPE_F32;
+    f32 = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      if (fi[i].dtype == TYTO_PLUGIN_DTYPE_F64)
+        dt = TYTO_PLUGIN_DTYPE_F64;
+      else
+        f32 = 1;
+    }
+    source = fused_source(fused ? "tyto_fused" : "tyto_cast", fi, n, d);
+    if (fused)
+      free(fi);
+    snprintf(name, sizeof name, "tyto_%s_%s", fused ? "fused" : "cast",
+             plan.dense ? "d" : "n");
   } else {
     source = single_ops_source(d->dtype);
     snprintf(name, sizeof name, "tyto_%s_%s", op, plan.dense ? "d" : "n");
@@ -371,7 +445,7 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
     return ocl_error(host, TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                      "%s: out of host memory writing the kernel source", op);
   tyto_plugin_error *e = ocl_kernel_new(
-      dev, d->dtype, source, build_options(dev, d->dtype), name, &c->kernel);
+      dev, dt, source, build_options(dev, f32), name, &c->kernel);
   free(source);
   if (e != NULL)
     return e;
@@ -384,7 +458,7 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   if (err != CL_SUCCESS)
     return ocl_error_cl(host, "clGetKernelWorkGroupInfo", err,
                         "work-group size of %s (%s) on \"%s\"", name,
-                        ocl_dtype_name(d->dtype), dev->info->name);
+                        ocl_dtype_name(dt), dev->info->name);
   for (c->local = ELT_LOCAL; c->local > 1 && c->local > most;)
     c->local /= 2;
   if (plan.dense)
@@ -424,6 +498,7 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   elt_kernel *c = k->impl;
   const ocl_desc *d = &k->desc;
   cl_long n = d->out[0].n;
+  /* The parameter in the compute type (f32 for f16 and bf16). */
   cl_float pf = (cl_float)c->param;
   cl_double pd = c->param;
   ocl_args a = OCL_ARGS(dev, c->kernel);
@@ -436,12 +511,13 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   ocl_args_put(&a, sizeof c->meta, &c->meta);
   ocl_args_put(&a, sizeof c->rank, &c->rank);
   if (c->pa_arg)
-    ocl_args_put(&a, d->elem,
-                 d->elem == 8 ? (const void *)&pd : (const void *)&pf);
+    ocl_args_put(&a, d->celem,
+                 d->celem == 8 ? (const void *)&pd : (const void *)&pf);
   tyto_plugin_error *e = a.e;
   /* One element per work-item, in chunks of at most ELT_CHUNK. */
-  const char *what =
-      d->op == TYTO_PLUGIN_OP_FUSED ? "fused kernel" : "elementwise kernel";
+  const char *what = d->op == TYTO_PLUGIN_OP_FUSED  ? "fused kernel"
+                     : d->op == TYTO_PLUGIN_OP_CAST ? "cast kernel"
+                                                    : "elementwise kernel";
   for (cl_long base = 0; base < n && e == NULL; base += ELT_CHUNK) {
     cl_long m = n - base < ELT_CHUNK ? n - base : ELT_CHUNK;
     size_t local = c->local;

@@ -22,6 +22,9 @@
  *    which is the order the CPU accumulates in. So duplicates accumulate
  *    deterministically without atomics, and the result matches the CPU's
  *    bit for bit.
+ * f16 and bf16 values move exactly through f32 (TLD, TST); SCATTER_ADD
+ * sums in f32 and rounds once; indices read back for the checks are
+ * decoded by plugins/common/index_plan.c.
  * ONE_HOT never fails: an index that is not a whole number in [0, depth)
  * gives an all-zero row, as TensorFlow's one_hot does.
  */
@@ -30,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/half.h"
 #include "../common/index_plan.h"
 #include "errors.h"
 #include "layout.h"
@@ -42,8 +46,8 @@ static const char *const source_parts[] = {
     "inline int tyto_index_ok(T v, long extent) {\n"
     "  return v >= 0 && v < 0x1p63f && v == floor(v) && (long)v < extent;\n"
     "}\n"
-    "__kernel void tyto_pad(__global const T *in, long ib, long8 ishape8,\n"
-    "                       long8 istr8, __global T *out, long ob,\n"
+    "__kernel void tyto_pad(__global const TS *in, long ib, long8 ishape8,\n"
+    "                       long8 istr8, __global TS *out, long ob,\n"
     "                       long8 oshape8, long8 ostr8, long8 before8,\n"
     "                       int rank, int reflect, T value, long n) {\n"
     "  TYTO_UNPACK(ishape, ishape8); TYTO_UNPACK(istr, istr8);\n"
@@ -66,25 +70,26 @@ static const char *const source_parts[] = {
     "      }\n"
     "      src += j * istr[k];\n"
     "    }\n"
-    "    out[ob + dst] = inside ? in[ib + src] : value;\n"
+    "    TST(out, ob + dst, inside ? TLD(in, ib + src) : value);\n"
     "  }\n"
     "}\n",
     "/* Raises flag[fb] when an index is not a whole number in [0, extent). "
     "*/\n"
-    "__kernel void tyto_index_check(__global const T *ind, long xb,\n"
+    "__kernel void tyto_index_check(__global const TS *ind, long xb,\n"
     "                               long8 shape, long8 str, int rank,\n"
     "                               long extent, __global int *flag,\n"
     "                               long fb, long n) {\n"
     "  TYTO_FOR(i, n)\n"
-    "    if (!tyto_index_ok(ind[xb + tyto_offset(i, shape, str, rank)],\n"
+    "    if (!tyto_index_ok(TLD(ind, xb + tyto_offset(i, shape, str, rank)),\n"
     "                       extent))\n"
     "      flag[fb] = 1;\n"
     "}\n"
     "/* dcoef, icoef: per output dim, its stride in data (0 on the index\n"
     "   dims) and in the indices (0 elsewhere); dax: data's axis stride. */\n"
-    "__kernel void tyto_gather(__global const T *data, long db, long8 dcoef8,\n"
-    "                          long dax, __global const T *ind, long xb,\n"
-    "                          long8 icoef8, __global T *out, long ob,\n"
+    "__kernel void tyto_gather(__global const TS *data, long db,\n"
+    "                          long8 dcoef8,\n"
+    "                          long dax, __global const TS *ind, long xb,\n"
+    "                          long8 icoef8, __global TS *out, long ob,\n"
     "                          long8 ostr8, long8 shape8, int rank, long n) {\n"
     "  TYTO_UNPACK(dcoef, dcoef8); TYTO_UNPACK(icoef, icoef8);\n"
     "  TYTO_UNPACK(ostr, ostr8); TYTO_UNPACK(shape, shape8);\n"
@@ -97,18 +102,18 @@ static const char *const source_parts[] = {
     "      x += idx * icoef[k];\n"
     "      o += idx * ostr[k];\n"
     "    }\n"
-    "    out[ob + o] = data[db + d + (long)ind[xb + x] * dax];\n"
+    "    TST(out, ob + o, TLD(data, db + d + (long)TLD(ind, xb + x) * dax));\n"
     "  }\n"
     "}\n",
     "/* out = base plus, for the q (ascending) whose index keys[p] is this\n"
     "   element's position along the axis (dim ak), updates at uoff[p] past\n"
     "   the element's own offset in updates (ucoef: per dim, its stride in\n"
     "   updates, 0 on the axis). keys ascend; nq of them. */\n"
-    "__kernel void tyto_scatter_add(__global const T *base, long bb,\n"
-    "                               long8 bstr8, __global const T *upd,\n"
+    "__kernel void tyto_scatter_add(__global const TS *base, long bb,\n"
+    "                               long8 bstr8, __global const TS *upd,\n"
     "                               long ub, long8 ucoef8,\n"
     "                               __global const long *ws, long kb,\n"
-    "                               long nq, __global T *out, long ob,\n"
+    "                               long nq, __global TS *out, long ob,\n"
     "                               long8 ostr8, long8 shape8, int rank,\n"
     "                               int ak, long n) {\n"
     "  TYTO_UNPACK(bstr, bstr8); TYTO_UNPACK(ucoef, ucoef8);\n"
@@ -125,7 +130,7 @@ static const char *const source_parts[] = {
     "      if (k == ak)\n"
     "        j = idx;\n"
     "    }\n"
-    "    T acc = base[bb + b];\n"
+    "    T acc = TLD(base, bb + b);\n"
     "    long lo = 0, hi = nq;\n"
     "    while (lo < hi) {\n"
     "      long mid = lo + (hi - lo) / 2;\n"
@@ -135,20 +140,21 @@ static const char *const source_parts[] = {
     "        hi = mid;\n"
     "    }\n"
     "    for (long p = lo; p < nq && keys[p] == j; p++)\n"
-    "      acc += upd[ub + u + uoff[p]];\n"
-    "    out[ob + o] = acc;\n"
+    "      acc += TLD(upd, ub + u + uoff[p]);\n"
+    "    TST(out, ob + o, acc);\n"
     "  }\n"
     "}\n",
     "/* out[..., k] = 1 where the index is k, else 0. */\n"
-    "__kernel void tyto_one_hot(__global const T *ind, long xb, long8 ishape,\n"
-    "                           long8 istr, int irank, __global T *out,\n"
+    "__kernel void tyto_one_hot(__global const TS *ind, long xb,\n"
+    "                           long8 ishape,\n"
+    "                           long8 istr, int irank, __global TS *out,\n"
     "                           long ob, long8 oshape, long8 ostr, int orank,\n"
     "                           long depth, long n) {\n"
     "  TYTO_FOR(i, n) {\n"
     "    long k = i % depth;\n"
-    "    T v = ind[xb + tyto_offset(i / depth, ishape, istr, irank)];\n"
-    "    out[ob + tyto_offset(i, oshape, ostr, orank)] =\n"
-    "        tyto_index_ok(v, depth) && (long)v == k ? (T)1 : (T)0;\n"
+    "    T v = TLD(ind, xb + tyto_offset(i / depth, ishape, istr, irank));\n"
+    "    TST(out, ob + tyto_offset(i, oshape, ostr, orank),\n"
+    "        tyto_index_ok(v, depth) && (long)v == k ? (T)1 : (T)0);\n"
     "  }\n"
     "}\n",
 };
@@ -206,7 +212,8 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
     /* Keys and offsets as longs; an f32 workspace binding may sit 4 bytes
      * off an 8-byte boundary, hence 4 bytes of slack. */
     k->workspace_bytes =
-        d->in[1].n > 0 ? (uint64_t)d->in[1].n * 16 + (d->elem == 4 ? 4 : 0) : 0;
+        d->in[1].n > 0 ? (uint64_t)d->in[1].n * 16 + (d->celem == 4 ? 4 : 0)
+                       : 0;
     break;
   }
   char *source = ocl_source_join(source_parts,
@@ -249,7 +256,12 @@ static tyto_plugin_error *pad_launch(tyto_plugin_device *dev,
            ostr = ocl_long8_rev(ol->strides, rank, 0),
            before = ocl_long8_rev(c->ix.before, rank, 0);
   cl_int crank = (cl_int)rank, reflect = c->ix.mode == 1;
-  cl_float vf = c->ix.valuef;
+  /* The constant in the compute type, rounded to the dtype. */
+  cl_float vf = d->dtype == TYTO_PLUGIN_DTYPE_BF16
+                    ? tpc_bf16_to_f32(tpc_f64_to_bf16(c->ix.value))
+                : d->dtype == TYTO_PLUGIN_DTYPE_F16
+                    ? tpc_f16_to_f32(tpc_f64_to_f16(c->ix.value))
+                    : c->ix.valuef;
   cl_double vd = c->ix.value;
   cl_long n = d->out[0].n;
   ocl_args a = OCL_ARGS(dev, c->main);
@@ -262,8 +274,8 @@ static tyto_plugin_error *pad_launch(tyto_plugin_device *dev,
   ocl_args_put(&a, sizeof before, &before);
   ocl_args_put(&a, sizeof crank, &crank);
   ocl_args_put(&a, sizeof reflect, &reflect);
-  ocl_args_put(&a, d->elem,
-               d->elem == 8 ? (const void *)&vd : (const void *)&vf);
+  ocl_args_put(&a, d->celem,
+               d->celem == 8 ? (const void *)&vd : (const void *)&vf);
   ocl_args_put(&a, sizeof n, &n);
   return a.e != NULL ? a.e : ocl_enqueue_n(dev, s, c->main, n, "pad kernel");
 }
@@ -332,7 +344,7 @@ static tyto_plugin_error *gather_launch(tyto_plugin_device *dev,
                            *ol = &d->out[0].l;
   uint32_t ax = c->ix.axis, ri = il->rank, rank = ol->rank;
   /* 1. Raise the flag in the workspace if an index is bad; read it. */
-  cl_long fb = ws->origin * (cl_long)(d->elem / sizeof(cl_int));
+  cl_long fb = ws->origin * (cl_long)(d->celem / sizeof(cl_int));
   cl_long extent = dl->shape[ax], nind = d->in[1].n;
   cl_int flag = 0;
   tyto_plugin_error *e = ocl_clear(
@@ -422,7 +434,7 @@ static tyto_plugin_error *scatter_keys(tyto_plugin_device *dev,
     goto done;
   }
   /* The first 8-byte boundary at or after the binding's offset. */
-  size_t byte = (size_t)ws->origin * d->elem;
+  size_t byte = (size_t)ws->origin * d->celem;
   *kb = (cl_long)((byte + 7) / 8);
   cl_int err = clEnqueueWriteBuffer(s->queue, ws->mem, CL_TRUE, (size_t)*kb * 8,
                                     (size_t)nq * 16, arr, 0, NULL, NULL);

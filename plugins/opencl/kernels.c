@@ -89,10 +89,13 @@ void ocl_dims(const tyto_plugin_layout *l, cl_long8 *shape, cl_long8 *strides,
 tyto_plugin_error *ocl_kernel_new(tyto_plugin_device *dev, uint32_t dtype,
                                   const char *source, const char *options,
                                   const char *name, cl_kernel *out) {
+  const char *dt = dtype == TYTO_PLUGIN_DTYPE_F64    ? "-DT=double -DTYTO_FP64"
+                   : dtype == TYTO_PLUGIN_DTYPE_BF16 ? "-DT=float -DTYTO_BF16"
+                   : dtype == TYTO_PLUGIN_DTYPE_F16  ? "-DT=float -DTYTO_F16"
+                   : dtype == OCL_DTYPE_RAW16        ? "-DT=ushort"
+                                                     : "-DT=float";
   char opts[1024];
-  int n = snprintf(opts, sizeof opts, "%s%s%s",
-                   dtype == TYTO_PLUGIN_DTYPE_F64 ? "-DT=double -DTYTO_FP64"
-                                                  : "-DT=float",
+  int n = snprintf(opts, sizeof opts, "%s%s%s", dt,
                    options != NULL && options[0] != '\0' ? " " : "",
                    options != NULL ? options : "");
   if (n < 0 || (size_t)n >= sizeof opts)
@@ -110,7 +113,9 @@ tyto_plugin_error *ocl_kernel_new(tyto_plugin_device *dev, uint32_t dtype,
     return ocl_error_cl(OCL_HOST(dev), "clCreateKernel",
                         err == CL_SUCCESS ? CL_OUT_OF_HOST_MEMORY : err,
                         "creating kernel %s (%s) on \"%s\"", name,
-                        ocl_dtype_name(dtype), dev->info->name);
+                        dtype == OCL_DTYPE_RAW16 ? "16-bit"
+                                                 : ocl_dtype_name(dtype),
+                        dev->info->name);
   *out = k;
   return NULL;
 }
@@ -344,27 +349,23 @@ static tyto_plugin_error *read_desc(tyto_plugin_device *dev,
     if ((e = read_layout(dev, op, "output", i, tpc_at(desc->outputs, i),
                          &d->out[i])) != NULL)
       return e;
+  /* Every operand has output 0's dtype, but for CAST (its input) and
+   * FUSED (the family checks the program's dtypes). */
   uint32_t dt = d->out[0].l.dtype;
+  const int mixed =
+      desc->op == TYTO_PLUGIN_OP_CAST || desc->op == TYTO_PLUGIN_OP_FUSED;
   for (uint32_t i = 0; i < d->n_in + d->n_out; i++) {
     const ocl_reach *r = i < d->n_in ? &d->in[i] : &d->out[i - d->n_in];
-    if (r->l.dtype != dt)
+    if (r->l.dtype != dt && !mixed)
       return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                        "%s: %s %u has dtype %s, output 0 has %s; every "
                        "operand of this op has one dtype",
                        op, i < d->n_in ? "input" : "output",
                        (unsigned)(i < d->n_in ? i : i - d->n_in),
                        ocl_dtype_name(r->l.dtype), ocl_dtype_name(dt));
+    if ((e = ocl_dtype_check(dev, op, r->l.dtype)) != NULL)
+      return e;
   }
-  if (dt != TYTO_PLUGIN_DTYPE_F32 && dt != TYTO_PLUGIN_DTYPE_F64)
-    return ocl_error(host, TYTO_PLUGIN_ERR_UNSUPPORTED,
-                     "%s: dtype %s is not supported by the opencl plugin "
-                     "(f32 and f64 only)",
-                     op, ocl_dtype_name(dt));
-  if (!(dev->info->dtypes & TYTO_PLUGIN_DTYPE_BIT(dt)))
-    return ocl_error(host, TYTO_PLUGIN_ERR_UNSUPPORTED,
-                     "%s: dtype %s is not supported by device \"%s\" (it "
-                     "lacks cl_khr_fp64); use f32 or another device",
-                     op, ocl_dtype_name(dt), dev->info->name);
   if (!dev->info->has_compiler)
     return ocl_error(host, TYTO_PLUGIN_ERR_UNSUPPORTED,
                      "%s: device \"%s\" has no OpenCL C compiler "
@@ -377,8 +378,13 @@ static tyto_plugin_error *read_desc(tyto_plugin_device *dev,
                      "without 64-bit integers (cles_khr_int64), which the "
                      "kernels index with",
                      op, dev->info->name);
+  /* A CAST to its own dtype is a COPY: moved bit for bit. */
+  if (desc->op == TYTO_PLUGIN_OP_CAST && d->n_in == 1 && d->in[0].l.dtype == dt)
+    *fam = &ocl_family_copyfill;
   d->dtype = dt;
-  d->elem = dt == TYTO_PLUGIN_DTYPE_F64 ? 8 : 4;
+  d->elem = tpc_dtype_size(dt);
+  d->cdtype = ocl_is16(dt) ? TYTO_PLUGIN_DTYPE_F32 : dt;
+  d->celem = tpc_dtype_size(d->cdtype);
   return (*fam)->check(dev, d);
 }
 
@@ -438,7 +444,9 @@ static tyto_plugin_error *bind(tyto_plugin_device *dev,
                                const tyto_plugin_binding *b, const char *side,
                                uint32_t i, const ocl_reach *r, ocl_arg *a) {
   const char *op = ocl_op_name(k->desc.op);
-  size_t elem = k->desc.elem;
+  /* An operand counts its own elements, the workspace compute ones. */
+  uint32_t dtype = r != NULL ? r->l.dtype : k->desc.cdtype;
+  size_t elem = tpc_dtype_size(dtype);
   if (b == NULL || !TYTO_PLUGIN_HAS_FIELD(b, tyto_plugin_binding, buffer) ||
       b->buffer == NULL)
     return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
@@ -450,7 +458,7 @@ static tyto_plugin_error *bind(tyto_plugin_device *dev,
                      "%s: %s binding %u has offset %llu, not a multiple of "
                      "the %s element size %zu",
                      op, side, (unsigned)i, (unsigned long long)offset,
-                     ocl_dtype_name(k->desc.dtype), elem);
+                     ocl_dtype_name(dtype), elem);
   int64_t base = (int64_t)(offset / elem); /* < 2^62 */
   a->mem = b->buffer->mem;
   a->origin = base;
@@ -481,7 +489,7 @@ static tyto_plugin_error *bind(tyto_plugin_device *dev,
                      op, side, (unsigned)i, (long long)r->lo, (long long)r->hi,
                      (unsigned long long)offset,
                      (unsigned long long)b->buffer->size, (long long)count,
-                     ocl_dtype_name(k->desc.dtype));
+                     ocl_dtype_name(dtype));
   return NULL;
 }
 

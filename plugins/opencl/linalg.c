@@ -468,6 +468,13 @@ static int owns(uint32_t op) {
 static tyto_plugin_error *check_into(tyto_plugin_device *dev, const ocl_desc *d,
                                      la_impl *c) {
   const tyto_plugin_host *h = OCL_HOST(dev);
+  if (ocl_is16(d->dtype))
+    return ocl_error(h, TYTO_PLUGIN_ERR_UNSUPPORTED,
+                     "%s: dtype %s is a storage format, for which linear "
+                     "algebra is not defined (sdk/docs/ops.md, \"Dtypes\"); "
+                     "cast the operands to f32 or f64 (tyto_cast) and the "
+                     "result back",
+                     ocl_op_name(d->op), ocl_dtype_name(d->dtype));
   tpc_operands a;
   tpc_operands_init(&a, d->d, d->n_in, &d->in[0].l, sizeof d->in[0], d->n_out,
                     &d->out[0].l, sizeof d->out[0], 0);

@@ -46,6 +46,10 @@ typedef struct ocl_devinfo {
   int32_t numa_node;      /* from the offered entry, or -1 */
   int cl_major, cl_minor; /* from CL_DEVICE_VERSION */
   uint32_t dtypes;        /* TYTO_PLUGIN_DTYPE_BIT() set */
+  int has_fp16;           /* cl_khr_fp16 */
+  int fp16_emulated;      /* f16 without cl_khr_fp16 (fp16_without_extension) */
+  char *driver_text;      /* driver_version and what it says on f16, for
+                             device_query; NULL: driver_version alone */
   uint64_t memory_bytes;
   uint64_t max_alloc_bytes;
   uint64_t alignment; /* bytes */

@@ -4,8 +4,8 @@
  * kernels.c owns the generic part of supports_op/prepare/launch:
  *  - it checks every layout of the descriptor (present, complete, rank <= 8,
  *    no negative extent, reach without 64-bit overflow), that every operand
- *    has one dtype, f32 or f64, that the device has that dtype, a compiler
- *    and 64-bit integers;
+ *    has one dtype (CAST and FUSED excepted), f32, f64, f16 or bf16, that
+ *    the device runs that dtype, has a compiler and 64-bit integers;
  *  - it finds the family that owns the op and lets it check the rest;
  *  - at launch it resolves every binding to an ocl_arg, after checking that
  *    the elements the layout reaches lie inside the bound buffer, and holds
@@ -38,18 +38,26 @@ typedef struct ocl_reach {
 typedef struct ocl_desc {
   const tyto_plugin_op_desc *d; /* attributes: d->iattrs, d->fattrs, blob */
   uint32_t op;
-  uint32_t dtype; /* TYTO_PLUGIN_DTYPE_F32 or _F64, shared by all operands */
-  size_t elem;    /* 4 or 8 */
+  /* Output 0's dtype, which every operand has but CAST's input and FUSED's
+   * operands, and its size in bytes (2, 4 or 8). */
+  uint32_t dtype;
+  size_t elem;
+  /* The dtype it computes in (F32 for F16 and BF16: storage formats read
+   * into f32 and rounded once, ops.md "Dtypes") and its size. Workspaces
+   * hold such elements, and the workspace binding's origin counts them. */
+  uint32_t cdtype;
+  size_t celem;
   uint32_t n_in, n_out;
   ocl_reach in[OCL_MAX_IO], out[OCL_MAX_IO];
 } ocl_desc;
 
 /* A bound operand at launch: the buffer (NULL for a zero-size buffer) and
  * the element index of the layout's origin in it: the binding's byte offset
- * divided by the element size, plus the layout's offset. A kernel reads
- * element (i0, i1, ...) at mem[origin + sum(i_k * strides[k])]; kernels.c
+ * divided by the operand's element size, plus the layout's offset. A kernel
+ * reads element (i0, i1, ...) at mem[origin + sum(i_k * strides[k])]; kernels.c
  * has checked that every such index lies inside the buffer. For the
- * workspace, origin is the binding's offset in elements (no layout). */
+ * workspace, origin is the binding's offset in elements of celem bytes (no
+ * layout). */
 typedef struct ocl_arg {
   cl_mem mem;
   cl_long origin;
@@ -75,8 +83,7 @@ typedef struct ocl_family {
   /* Called after check() succeeded: builds k->impl (and may set
    * k->workspace_bytes). k->desc is valid, k->desc.d too (during prepare
    * only: copy whatever attributes launch needs). */
-  tyto_plugin_error *(*prepare)(tyto_plugin_device *dev,
-                                tyto_plugin_kernel *k);
+  tyto_plugin_error *(*prepare)(tyto_plugin_device *dev, tyto_plugin_kernel *k);
   /* Enqueues the op on stream s. in/out follow the descriptor's order; ws
    * is the workspace (mem NULL when workspace_bytes is 0). Never called
    * when every output has 0 elements. Called with k->lock held. */
@@ -112,13 +119,29 @@ const char *ocl_dtype_name(uint32_t dtype);
 /* The op's name as in sdk/docs/ops.md ("add", "conv2d", ...). */
 const char *ocl_op_name(uint32_t op);
 
+/* The 16-bit dtypes. */
+static inline int ocl_is16(uint32_t dtype) {
+  return dtype == TYTO_PLUGIN_DTYPE_F16 || dtype == TYTO_PLUGIN_DTYPE_BF16;
+}
+
+/* A dtype for ocl_kernel_new that only moves 16-bit elements (T and TS
+ * ushort): COPY and FILL of f16 and bf16, bit for bit. */
+#define OCL_DTYPE_RAW16 0x100u
+
+/* NULL when device dev runs dtype (F32, F64 with cl_khr_fp64, BF16, F16
+ * with cl_khr_fp16 or the option fp16_without_extension); else
+ * UNSUPPORTED with the reason, beginning with `op`. */
+tyto_plugin_error *ocl_dtype_check(tyto_plugin_device *dev, const char *op,
+                                   uint32_t dtype);
+
 /* The cl_kernel `name` of OpenCL C `source`, built for `dtype` on `dev`.
  * The program is ocl_prelude followed by `source`, built with the dtype's
- * options (-DT=float, or -DT=double -DTYTO_FP64) then `options` (may be
- * NULL or ""). Programs are cached per open device in memory and on disk
- * (cache.c), so asking again for another kernel of one (source, options)
- * pair costs no build. A failed build returns an error with the build log.
- * The caller owns the kernel (clReleaseKernel). */
+ * options (f32: -DT=float; f64: -DT=double -DTYTO_FP64; bf16: -DT=float
+ * -DTYTO_BF16; f16: -DT=float -DTYTO_F16; OCL_DTYPE_RAW16: -DT=ushort)
+ * then `options` (may be NULL or ""). Programs are cached per open device in
+ * memory and on disk (cache.c), so asking again for another kernel of one
+ * (source, options) pair costs no build. A failed build returns an error with
+ * the build log. The caller owns the kernel (clReleaseKernel). */
 tyto_plugin_error *ocl_kernel_new(tyto_plugin_device *dev, uint32_t dtype,
                                   const char *source, const char *options,
                                   const char *name, cl_kernel *out);
@@ -222,13 +245,28 @@ tyto_plugin_error *ocl_clear(tyto_plugin_device *dev, tyto_plugin_stream *s,
  * it as it is, so the program cache builds one program for all. */
 extern const char ocl_copy_source[];
 
-/* OpenCL C put in front of every program (kernels.c):
- *   - enables cl_khr_fp64 when TYTO_FP64 is defined; T is the element type;
+/* OpenCL C put in front of every program (kernels.c, then dtype.c):
+ *   - enables cl_khr_fp64 when TYTO_FP64 is defined; T is the type values
+ *     are computed in, TS the type tensors are stored in (T but for f16,
+ *     half, and bf16, ushort): a kernel reads element i of a
+ *     `__global const TS *p` as TLD(p, i), of type T, and writes v (a T)
+ *     rounded to the dtype with TST(p, i, v); workspaces hold T;
+ *   - the 16-bit conversions, bit for bit as plugins/common/half.h and
+ *     with integer operations only: tyto_f32_bf16, tyto_bf16_f32,
+ *     tyto_f32_f16, tyto_f16_f32 (ushort bits <-> float),
+ *     tyto_round_bf16, tyto_round_f16 (float rounded to the format, as a
+ *     float), with TYTO_FP64 tyto_f64_f32odd (double to f32 bits by
+ *     round-to-odd, from which one more rounding to a 16-bit format is
+ *     the correct single one), and tyto_ld_f16, tyto_st_f16
+ *     (vload_half, vstore_half_rte, NaN kept as half.h keeps it);
  *   - long tyto_offset(long i, long8 shape, long8 str, int rank): the
  *     element offset (without origin) of row-major linear index i of a
  *     tensor whose dims come from ocl_dims();
  *   - TYTO_FOR(i, n): a grid-stride loop `for (long i = ...; i < n; ...)`. */
 extern const char ocl_prelude[];
+/* Put after ocl_prelude (dtype.c): the 16-bit conversions and TS, TLD,
+ * TST, in two parts. */
+extern const char *const ocl_prelude_16[2];
 
 /* ---- cache.c ------------------------------------------------------------
  */

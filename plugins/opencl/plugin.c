@@ -46,7 +46,8 @@ static tyto_plugin_error *fn_device_query(tyto_plugin_state *state,
   const ocl_devinfo *d = &state->devs[ordinal];
   SET_FIELD(info, name, d->name);
   SET_FIELD(info, vendor, d->vendor);
-  SET_FIELD(info, driver_version, d->driver_version);
+  SET_FIELD(info, driver_version,
+            d->driver_text != NULL ? d->driver_text : d->driver_version);
   SET_FIELD(info, dtypes, d->dtypes);
   SET_FIELD(info, flags, (uint32_t)TYTO_PLUGIN_CAP_ASYNC);
   SET_FIELD(info, memory_bytes, d->memory_bytes);
@@ -215,6 +216,11 @@ static const tyto_plugin_option_doc plugin_options[] = {
      "Where built kernel programs are kept across runs (in an opencl/ "
      "subdirectory), or \"off\". Default: $XDG_CACHE_HOME/tyto, else "
      "~/.cache/tyto."},
+    {sizeof(tyto_plugin_option_doc), "fp16_without_extension",
+     "For testing: 1 runs f16 on devices without cl_khr_fp16 (through "
+     "vload_half/vstore_half_rte, which every OpenCL device has), so the "
+     "f16 kernels can be checked on PoCL. Default 0: such devices refuse "
+     "f16."},
 };
 
 static const tyto_plugin_info plugin_info = {

@@ -216,7 +216,9 @@ static void devinfo_free(ocl_devinfo *d) {
   free(d->vendor);
   free(d->driver_version);
   free(d->platform_name);
+  free(d->driver_text);
   d->name = d->vendor = d->driver_version = d->platform_name = NULL;
+  d->driver_text = NULL;
 }
 
 static uint64_t round_pow2(uint64_t v) {
@@ -280,11 +282,16 @@ static int describe(candidate *c, cl_platform_id platform,
     goto done;
   }
 
-  d->dtypes = TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F32);
+  /* bf16 is stored as ushort and converted with integer operations, so
+   * every device runs it; f16 needs cl_khr_fp16 (or the testing option
+   * fp16_without_extension, applied by ocl_probe). */
+  d->dtypes = TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F32) |
+              TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_BF16);
   if (has_extension(exts, "cl_khr_fp64") ||
       device_ulong(id, CL_DEVICE_DOUBLE_FP_CONFIG) != 0)
     d->dtypes |= TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F64);
-  if (has_extension(exts, "cl_khr_fp16"))
+  d->has_fp16 = has_extension(exts, "cl_khr_fp16");
+  if (d->has_fp16)
     d->dtypes |= TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F16);
   d->memory_bytes = device_ulong(id, CL_DEVICE_GLOBAL_MEM_SIZE);
   d->max_alloc_bytes = device_ulong(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
@@ -357,6 +364,46 @@ static tyto_plugin_error *parse_device_type(const tyto_plugin_host *host,
                    "option device_type=\"%.100s\" is not valid; allowed "
                    "values: all, gpu, cpu, accelerator (default all)",
                    v);
+}
+
+/* The testing option fp16_without_extension: 0 (default) or 1. */
+static tyto_plugin_error *parse_fp16_option(const tyto_plugin_host *host,
+                                            const char *v, int *out) {
+  *out = 0;
+  if (v == NULL || equal_nocase(v, "0") || equal_nocase(v, "off") ||
+      equal_nocase(v, "no") || equal_nocase(v, "false"))
+    return NULL;
+  if (equal_nocase(v, "1") || equal_nocase(v, "on") || equal_nocase(v, "yes") ||
+      equal_nocase(v, "true")) {
+    *out = 1;
+    return NULL;
+  }
+  return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                   "option fp16_without_extension=\"%.100s\" is not valid; "
+                   "allowed values: 0 or 1 (default 0; 1 is for testing)",
+                   v);
+}
+
+/* What device_query reports as the driver: its version and, where f16
+ * is not plain cl_khr_fp16, why (tyto-info shows it). Applies the
+ * testing option first. Returns 0 when out of host memory. */
+static int describe_fp16(ocl_devinfo *d, int fp16_option) {
+  if (d->has_fp16)
+    return 1;
+  const char *note =
+      fp16_option ? "f16: yes, without cl_khr_fp16 (option "
+                    "fp16_without_extension, for testing)"
+                  : "f16: no (needs cl_khr_fp16, which this device lacks)";
+  size_t n = strlen(d->driver_version) + strlen(note) + 3;
+  if ((d->driver_text = malloc(n)) == NULL)
+    return 0;
+  snprintf(d->driver_text, n, "%s%s%s", d->driver_version,
+           d->driver_version[0] ? "; " : "", note);
+  if (fp16_option) {
+    d->fp16_emulated = 1;
+    d->dtypes |= TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F16);
+  }
+  return 1;
 }
 
 /* ---- probe ------------------------------------------------------------- */
@@ -498,6 +545,11 @@ tyto_plugin_error *ocl_probe(tyto_plugin_state *state,
       parse_device_type(host, host->option(host->ctx, "device_type"), &type);
   if (e != NULL)
     return e;
+  int fp16_option;
+  e = parse_fp16_option(host, host->option(host->ctx, "fp16_without_extension"),
+                        &fp16_option);
+  if (e != NULL)
+    return e;
 
   cl_platform_id *platforms = NULL;
   char **names = NULL;
@@ -592,6 +644,9 @@ tyto_plugin_error *ocl_probe(tyto_plugin_state *state,
       claims->refuse(claims->ctx, d->hw_index, name, c->reason);
       continue;
     }
+    if (!describe_fp16(d, fp16_option))
+      host->log(host->ctx, TYTO_PLUGIN_LOG_WARN,
+                "probe: out of host memory describing \"%s\"", d->name);
     uint32_t ordinal = state->n_devs;
     claims->claim(claims->ctx, d->hw_index, ordinal, d->name);
     host->log(host->ctx, TYTO_PLUGIN_LOG_INFO,

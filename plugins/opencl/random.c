@@ -13,6 +13,8 @@
  * strided output) runs the _1d kernel, which indexes i * stride; any other
  * runs the _nd kernel, which goes through the prelude's tyto_offset().
  *
+ * f16 and bf16 draw the f32 numbers and round each once when stored.
+ *
  * The step input (ABI 1.3) is read back at launch with a blocking read
  * on the stream: the doc makes a step outside [0, 2^53] fail the launch
  * with INVALID_ARGUMENT, and a kernel cannot fail its own event with a
@@ -28,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/half.h"
 #include "errors.h"
 #include "layout.h"
 
@@ -56,13 +59,15 @@ static const char source[] =
     "}\n"
     "/* Stores value v of row-major element i when i < n. With nd a constant\n"
     " * 0 (the layout is one dimension) the compiler drops tyto_offset(). */\n"
-    "inline void tyto_put(__global T *out, long base, long8 shape, long8 str,\n"
-    "                     int rank, long n, long i, T v, const int nd) {\n"
+    "inline void tyto_put(__global TS *out, long base, long8 shape,\n"
+    "                     long8 str, int rank, long n, long i, T v,\n"
+    "                     const int nd) {\n"
     "  if (i < n)\n"
-    "    out[base + (nd ? tyto_offset(i, shape, str, rank)\n"
-    "                   : i * str.s0)] = v;\n"
+    "    TST(out, base + (nd ? tyto_offset(i, shape, str, rank)\n"
+    "                        : i * str.s0), v);\n"
     "}\n"
-    "#define TYTO_ARGS __global T *out, long base, long8 shape, long8 str, \\\n"
+    "#define TYTO_ARGS __global TS *out, long base, long8 shape, \\\n"
+    "  long8 str, \\\n"
     "  int rank, long n, uint k0, uint k1, ulong off, uint s0, uint s1\n"
     "#define TYTO_PASS out, base, shape, str, rank, n, k0, k1, off, s0, s1\n"
     "/* Work-item c draws block offset + c: elements 4c .. 4c + 3. */\n"
@@ -165,7 +170,11 @@ static tyto_plugin_error *check(tyto_plugin_device *dev, const ocl_desc *d) {
                                                              : "p",
                      (unsigned)od->n_fattrs);
   double a = od->fattrs[0], b = want_f > 1 ? od->fattrs[1] : 0;
-  double lim = d->dtype == TYTO_PLUGIN_DTYPE_F32 ? FLT_MAX : DBL_MAX;
+  /* The largest finite value of the dtype. */
+  double lim = d->dtype == TYTO_PLUGIN_DTYPE_F64    ? DBL_MAX
+               : d->dtype == TYTO_PLUGIN_DTYPE_BF16 ? 0x1.fep127
+               : d->dtype == TYTO_PLUGIN_DTYPE_F16  ? 65504.0
+                                                    : FLT_MAX;
   if (d->op == TYTO_PLUGIN_OP_RANDOM_UNIFORM &&
       !(fabs(a) <= lim && fabs(b) <= lim && a <= b))
     return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
@@ -242,7 +251,12 @@ static tyto_plugin_error *read_step(tyto_plugin_device *dev,
   if (e != NULL)
     return e;
   double v;
-  if (elem == 4) {
+  if (elem == 2) {
+    uint16_t h;
+    memcpy(&h, bytes, sizeof h);
+    v = k->desc.dtype == TYTO_PLUGIN_DTYPE_BF16 ? tpc_bf16_to_f32(h)
+                                                : tpc_f16_to_f32(h);
+  } else if (elem == 4) {
     cl_float f;
     memcpy(&f, bytes, sizeof f);
     v = f;
@@ -277,7 +291,7 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   cl_uint k0 = (cl_uint)r->seed, k1 = (cl_uint)(r->seed >> 32);
   cl_uint s0 = (cl_uint)step, s1 = (cl_uint)(step >> 32);
   cl_ulong off = r->offset;
-  int f64 = k->desc.elem == 8;
+  int f64 = k->desc.celem == 8; /* the parameters' type */
   cl_float af = (cl_float)r->a, bf = (cl_float)r->b;
   cl_double ad = r->a, bd = r->b;
   ocl_args a = OCL_ARGS(dev, r->kernel);

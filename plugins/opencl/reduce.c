@@ -37,6 +37,9 @@
  *
  * Softmax rows run whole in one work-group (no chunks), so an output that
  * is its input (same layout) is read before it is written.
+ *
+ * f16 and bf16 are read into f32 (TLD), reduced in f32 and rounded once
+ * when stored (TST); partial states stay f32.
  */
 #include "ops.h"
 
@@ -99,11 +102,11 @@ static const char source_1[] =
     " * elements; else it writes state p = o * chunks + c to w[2p],\n"
     " * w[2p + 1] and wi[p]. Pass 2 (merge = 1, one chunk) merges each\n"
     " * output's count states from there and writes the result. */\n"
-    "__kernel void tyto_reduce(int op, int merge, __global const T *x,\n"
+    "__kernel void tyto_reduce(int op, int merge, __global const TS *x,\n"
     "                          long xbase, long8 ksh, long8 kxs, long8 kys,\n"
     "                          int krank, long nout, long tile0, long8 rsh,\n"
     "                          long8 rxs, int rrank, long count, long chunk,\n"
-    "                          long n, int lxs, long span, __global T *y,\n"
+    "                          long n, int lxs, long span, __global TS *y,\n"
     "                          long ybase, __global T *w, long wbase,\n"
     "                          __global long *wi, long wibase,\n"
     "                          __local T *la, __local T *lb,\n"
@@ -122,7 +125,7 @@ static const char source_1[] =
     "      const long r = r0 + k;\n"
     "      const long at = rrank <= 1 ? r * rxs.s0\n"
     "                                 : tyto_offset(r, rsh, rxs, rrank);\n"
-    "      const T v = x[xo + at];\n"
+    "      const T v = TLD(x, xo + at);\n"
     "      switch (op) { RED_OPS(RED_CASE_E) }\n"
     "    }\n"
     "  } else if (o < nout) {\n"
@@ -136,8 +139,8 @@ static const char source_1[] =
     "  RED_TREE(switch (op) { RED_OPS(RED_CASE_M) })\n"
     "  if (ly == 0 && o < nout) {\n"
     "    if (nch == 1) {\n"
-    "      y[ybase + tyto_offset(o, ksh, kys, krank)] =\n"
-    "          red_final(op, a, b, i, n);\n"
+    "      TST(y, ybase + tyto_offset(o, ksh, kys, krank),\n"
+    "          red_final(op, a, b, i, n));\n"
     "    } else {\n"
     "      const long p = o * nch + c;\n"
     "      w[wbase + 2 * p] = a;\n"
@@ -154,11 +157,11 @@ static const char source_2[] =
     " * element. A row with a NaN or an infinite maximum is all NaN, as\n"
     " * exp(x - max) makes it. The output may be the input itself: a row is\n"
     " * read whole before the barriers that precede its writes. */\n"
-    "__kernel void tyto_softmax(__global const T *x, long xbase, long8 ksh,\n"
+    "__kernel void tyto_softmax(__global const TS *x, long xbase, long8 ksh,\n"
     "                           long8 kxs, long8 kys, int krank, long nout,\n"
     "                           long tile0, long n, long sx, long sy,\n"
     "                           int lxs, long span, int logsm,\n"
-    "                           __global T *y, long ybase, __local T *la,\n"
+    "                           __global TS *y, long ybase, __local T *la,\n"
     "                           __local T *lb, __local long *li) {\n"
     "  RED_LANES\n"
     "  RED_SPAN(n, span)\n"
@@ -171,7 +174,7 @@ static const char source_2[] =
     "    xo = xbase + tyto_offset(o, ksh, kxs, krank);\n"
     "    yo = ybase + tyto_offset(o, ksh, kys, krank);\n"
     "    for (long r = rb_; r < re_; r += rq_) {\n"
-    "      const T v = x[xo + r * sx];\n"
+    "      const T v = TLD(x, xo + r * sx);\n"
     "      LSE_E\n"
     "    }\n"
     "  }\n"
@@ -182,10 +185,10 @@ static const char source_2[] =
     "    const int bad = m != m || isinf(m);\n"
     "    const T ls = log(s);\n"
     "    for (long r = rb_; r < re_; r += rq_) {\n"
-    "      const T v = x[xo + r * sx];\n"
-    "      y[yo + r * sy] = bad      ? (T)NAN\n"
-    "                       : logsm ? (v - m) - ls\n"
-    "                               : exp(v - m) / s;\n"
+    "      const T v = TLD(x, xo + r * sx);\n"
+    "      TST(y, yo + r * sy, bad      ? (T)NAN\n"
+    "                          : logsm ? (v - m) - ls\n"
+    "                                  : exp(v - m) / s);\n"
     "    }\n"
     "  }\n"
     "}\n";
@@ -277,7 +280,7 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
    * work-items at neighbouring elements. */
   const tpc_reduce_device rd = {wgl, (int64_t)dev->info->compute_units,
                                 INT64_MAX, (type & CL_DEVICE_TYPE_CPU) != 0};
-  tpc_reduce_cut(&r->plan, &rd, d->elem);
+  tpc_reduce_cut(&r->plan, &rd, d->celem);
   k->workspace_bytes = r->plan.ws_bytes;
   return NULL;
 }
@@ -354,7 +357,7 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
                                  const ocl_arg *out, const ocl_arg *ws) {
   red_impl *im = k->impl;
   const tpc_reduce_plan *r = &im->plan;
-  size_t elem = k->desc.elem;
+  size_t elem = k->desc.celem; /* states and workspace: compute type */
   cl_long8 rsh = long8_of(&r->red, r->red.sh, 1),
            rxs = long8_of(&r->red, r->red.xs, 0);
   cl_int rrank = r->red.rank, lxs = r->grid.lxs;

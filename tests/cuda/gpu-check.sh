@@ -8,14 +8,16 @@
 #
 # Runs, each under a time limit, logging to OUTDIR (default: $OUT or
 # /tmp/tyto-gpu-out): nvidia-smi, tyto-info, the plugin's own tests (the ABI
-# test, and graphs, out-of-memory and a kernel fault through libtyto),
-# tyto-conform (test and grad modes) on cuda:0, tyto-train's MLP and CNN for
+# test, graphs, out-of-memory and a kernel fault through libtyto, and f16
+# and bf16 against f64 references), tyto-conform (test and grad modes, and
+# f16 and bf16 where it has them) on cuda:0, tyto-train's MLP and CNN for
 # one epoch on cuda:0 with graphs and without (TYTO_GRAPHS=off), both
 # data-parallel over cuda:0 and the CPU (docs/data-parallel.md), and
 # bench/train_vs_torch.py against this machine's PyTorch on the same GPU.
 # Ends with "N passed, N failed"; exits non-zero when a step failed. Takes
-# about 5 minutes on an H100. GPU_CHECK_STEPS="name name ..." runs only
-# the steps named (for a short GPU budget).
+# about 5 minutes on an H100, under 8 with the 16-bit steps.
+# GPU_CHECK_STEPS="name name ..." runs only the steps named (for a short
+# GPU budget).
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 pack=${1:-$top/.gpu/tyto-gpu.tar.xz}
@@ -68,6 +70,17 @@ step conform-test 240 "$bin/tyto-conform" "$plug/tyto_plugin_cuda.so" \
   --reference "$plug/tyto_plugin_cpu.so"
 step conform-grad 240 "$bin/tyto-conform" "$plug/tyto_plugin_cuda.so" \
   --mode grad --reference "$plug/tyto_plugin_cpu.so"
+# f16 and bf16: every op family against f64 references, CAST bit for bit.
+step half-test 180 "$work/tests/test_cuda_half" "$plug/tyto_plugin_cuda.so"
+# The kit in the 16-bit dtypes, where this tyto-conform has them.
+for dt in f16 bf16; do
+  if "$bin/tyto-conform" --help 2>&1 | grep -qw -- "$dt"; then
+    step conform-$dt 240 "$bin/tyto-conform" "$plug/tyto_plugin_cuda.so" \
+      --dtype $dt --reference "$plug/tyto_plugin_cpu.so"
+  else
+    echo "== conform-$dt: skipped (this tyto-conform has no --dtype $dt)"
+  fi
+done
 step train-mlp 120 env TYTO_LOG_LEVEL=info "$bin/tyto-train" --model mlp \
   --devices cuda:0 --data "$data"
 step train-cnn 120 env TYTO_LOG_LEVEL=info "$bin/tyto-train" --model cnn \

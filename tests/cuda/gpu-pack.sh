@@ -14,7 +14,7 @@ cp -a "$build/prefix" "$stage/prefix"
 rm -f "$stage/prefix/lib/tyto/plugins/tyto_plugin_opencl.so"
 mkdir -p "$stage/lib" "$stage/tests" "$stage/data"
 cp "$build/tests/cuda/test_cuda_plugin" "$build/tests/cuda/test_cuda_faults" \
-  "$stage/tests/"
+  "$build/tests/cuda/test_cuda_half" "$stage/tests/"
 for f in "$stage"/prefix/bin/* "$stage"/prefix/lib/tyto/plugins/*.so \
          "$stage"/prefix/lib/libtyto.so "$stage"/tests/*; do
   ldd "$f" 2>/dev/null | awk '$3 ~ /^\// {print $3}'

@@ -3,8 +3,10 @@
  * compile_only (plugins/cuda/ops.h): descriptors are checked and every
  * generated kernel is compiled by NVRTC for a real architecture (sm_90 and
  * the oldest the plugin drives), so a kernel that does not compile fails
- * here, on machines without a GPU, not first on a GPU. Needs NVRTC only
- * (no driver). Linked with the plugin's objects (libtcu.la).
+ * here, on machines without a GPU, not first on a GPU: in f32, f64, f16
+ * and bf16 (bf16 convolutions on sm_75 take the f32 path), CAST between
+ * every pair, and fused programs that mix dtypes. Needs NVRTC only (no
+ * driver). Linked with the plugin's objects (libtcu.la).
  *
  * Then the disk cache of compiled kernels (plugins/common/diskcache.h) in a
  * temporary cache_dir: a compiled kernel is stored under cache_dir/cuda, a
@@ -111,6 +113,10 @@ static void prep(const char *what, uint32_t op, uint32_t n_in,
 
 #define L(...) dense(dt, __VA_ARGS__)
 
+/* A fused instruction of dtype dt. */
+#define FI(op, a0, a1, attr, dt)                                               \
+  { sizeof(tyto_plugin_fused_instr), (op), {(a0), (a1), 0}, (attr), (dt) }
+
 static void all_ops(uint32_t dt) {
   tyto_plugin_layout v = L(2, (int64_t)3, (int64_t)5);
   tyto_plugin_layout t = v; /* transposed view of a [5, 3] tensor */
@@ -130,15 +136,15 @@ static void all_ops(uint32_t dt) {
   }
   /* A fused program: out0 = exp(in0) * in1 + 0.5, out1 = -in0. */
   tyto_plugin_fused_instr fi[] = {
-      {sizeof fi[0], TYTO_PLUGIN_FUSED_INPUT, {0, 0, 0}, 0, TYTO_PLUGIN_DTYPE_F32},
-      {sizeof fi[0], TYTO_PLUGIN_FUSED_INPUT, {1, 0, 0}, 0, TYTO_PLUGIN_DTYPE_F32},
-      {sizeof fi[0], TYTO_PLUGIN_OP_EXP, {0, 0, 0}, 0, TYTO_PLUGIN_DTYPE_F32},
-      {sizeof fi[0], TYTO_PLUGIN_OP_MUL, {2, 1, 0}, 0, TYTO_PLUGIN_DTYPE_F32},
-      {sizeof fi[0], TYTO_PLUGIN_FUSED_CONST, {0, 0, 0}, 0.5, TYTO_PLUGIN_DTYPE_F32},
-      {sizeof fi[0], TYTO_PLUGIN_OP_ADD, {3, 4, 0}, 0, TYTO_PLUGIN_DTYPE_F32},
-      {sizeof fi[0], TYTO_PLUGIN_OP_NEG, {0, 0, 0}, 0, TYTO_PLUGIN_DTYPE_F32},
-      {sizeof fi[0], TYTO_PLUGIN_FUSED_OUTPUT, {5, 0, 0}, 0, TYTO_PLUGIN_DTYPE_F32},
-      {sizeof fi[0], TYTO_PLUGIN_FUSED_OUTPUT, {6, 1, 0}, 0, TYTO_PLUGIN_DTYPE_F32},
+      FI(TYTO_PLUGIN_FUSED_INPUT, 0, 0, 0, dt),
+      FI(TYTO_PLUGIN_FUSED_INPUT, 1, 0, 0, dt),
+      FI(TYTO_PLUGIN_OP_EXP, 0, 0, 0, dt),
+      FI(TYTO_PLUGIN_OP_MUL, 2, 1, 0, dt),
+      FI(TYTO_PLUGIN_FUSED_CONST, 0, 0, 0.5, dt),
+      FI(TYTO_PLUGIN_OP_ADD, 3, 4, 0, dt),
+      FI(TYTO_PLUGIN_OP_NEG, 0, 0, 0, dt),
+      FI(TYTO_PLUGIN_FUSED_OUTPUT, 5, 0, 0, dt),
+      FI(TYTO_PLUGIN_FUSED_OUTPUT, 6, 1, 0, dt),
   };
   tyto_plugin_fused_program prog = {sizeof prog, 9, fi};
   tyto_plugin_layout outs2[2] = {v, t};
@@ -222,6 +228,16 @@ static void all_ops(uint32_t dt) {
   tyto_plugin_layout m = L(3, (int64_t)2, (int64_t)4, (int64_t)4),
                      m0 = L(1, (int64_t)2),
                      rhs = L(3, (int64_t)2, (int64_t)4, (int64_t)3);
+  if (dt == TYTO_PLUGIN_DTYPE_F16 || dt == TYTO_PLUGIN_DTYPE_BF16) {
+    /* Storage formats: no linear algebra (ops.md, Dtypes). */
+    tyto_plugin_op_desc dinv = {
+        sizeof dinv, TYTO_PLUGIN_OP_INV, 1, 1, &m, &m, 0, NULL, 0, NULL, 0,
+        NULL};
+    tyto_plugin_kernel *k = NULL;
+    expect_err_(tcu_prepare(dev, &dinv, &k, NULL), TYTO_PLUGIN_ERR_UNSUPPORTED,
+                "cast the matrices to f32", "inv in 16 bits", __LINE__);
+    return;
+  }
   prep("inv", TYTO_PLUGIN_OP_INV, 1, &m, 1, &m, 0, NULL, 0, NULL, NULL, 0);
   prep("det", TYTO_PLUGIN_OP_DET, 1, &m, 1, &m0, 0, NULL, 0, NULL, NULL, 0);
   prep("logdet", TYTO_PLUGIN_OP_LOGDET, 1, &m, 1, &m0, 0, NULL, 0, NULL, NULL,
@@ -236,6 +252,80 @@ static void all_ops(uint32_t dt) {
   int64_t tri[3] = {1, 0, 0};
   prep("triangular_solve", TYTO_PLUGIN_OP_TRIANGULAR_SOLVE, 2, mr, 1, &rhs, 3,
        tri, 0, NULL, NULL, 0);
+}
+
+/* CAST between every pair of the float dtypes, dense and strided; fused
+ * programs that mix dtypes through CAST (ABI 1.5). */
+static void mixed_ops(void) {
+  static const uint32_t dts[] = {TYTO_PLUGIN_DTYPE_F32, TYTO_PLUGIN_DTYPE_F64,
+                                 TYTO_PLUGIN_DTYPE_F16, TYTO_PLUGIN_DTYPE_BF16};
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++) {
+      tyto_plugin_layout a = dense(dts[i], 2, (int64_t)3, (int64_t)5);
+      tyto_plugin_layout b = dense(dts[j], 2, (int64_t)3, (int64_t)5);
+      b.strides[0] = 1; /* transposed: the strided kernel */
+      b.strides[1] = 3;
+      char what[64];
+      snprintf(what, sizeof what, "cast %s -> %s", tcu_dtype_name(dts[i]),
+               tcu_dtype_name(dts[j]));
+      prep(what, TYTO_PLUGIN_OP_CAST, 1, &a, 1, &b, 0, NULL, 0, NULL, NULL, 0);
+    }
+  /* out0 (bf16) = bf16(f32(in0) * in1 + 0.5); out1 (f64) = in0;
+   * out2 (f16) = exp(f16(in1)); out3 (bf16) = leaky_relu(in0, 0.1) - in0:
+   * bf16 arithmetic with a baked-in parameter; out4 (f32) = f32(f64 2/3). */
+  const uint32_t f32 = TYTO_PLUGIN_DTYPE_F32, f64 = TYTO_PLUGIN_DTYPE_F64,
+                 f16 = TYTO_PLUGIN_DTYPE_F16, bf16 = TYTO_PLUGIN_DTYPE_BF16;
+  tyto_plugin_fused_instr fi[] = {
+      FI(TYTO_PLUGIN_FUSED_INPUT, 0, 0, 0, bf16),      /* 0 */
+      FI(TYTO_PLUGIN_FUSED_INPUT, 1, 0, 0, f32),       /* 1 */
+      FI(TYTO_PLUGIN_OP_CAST, 0, 0, 0, f32),           /* 2 */
+      FI(TYTO_PLUGIN_OP_MUL, 2, 1, 0, f32),            /* 3 */
+      FI(TYTO_PLUGIN_FUSED_CONST, 0, 0, 0.5, f32),     /* 4 */
+      FI(TYTO_PLUGIN_OP_ADD, 3, 4, 0, f32),            /* 5 */
+      FI(TYTO_PLUGIN_OP_CAST, 5, 0, 0, bf16),          /* 6 */
+      FI(TYTO_PLUGIN_OP_CAST, 0, 0, 0, f64),           /* 7 */
+      FI(TYTO_PLUGIN_OP_CAST, 1, 0, 0, f16),           /* 8 */
+      FI(TYTO_PLUGIN_OP_EXP, 8, 0, 0, f16),            /* 9 */
+      FI(TYTO_PLUGIN_OP_LEAKY_RELU, 0, 0, 0.1, bf16),  /* 10 */
+      FI(TYTO_PLUGIN_OP_SUB, 10, 0, 0, bf16),          /* 11 */
+      FI(TYTO_PLUGIN_FUSED_CONST, 0, 0, 2.0 / 3, f64), /* 12 */
+      FI(TYTO_PLUGIN_OP_CAST, 12, 0, 0, f32),          /* 13 */
+      FI(TYTO_PLUGIN_FUSED_OUTPUT, 6, 0, 0, bf16),
+      FI(TYTO_PLUGIN_FUSED_OUTPUT, 7, 1, 0, f64),
+      FI(TYTO_PLUGIN_FUSED_OUTPUT, 9, 2, 0, f16),
+      FI(TYTO_PLUGIN_FUSED_OUTPUT, 11, 3, 0, bf16),
+      FI(TYTO_PLUGIN_FUSED_OUTPUT, 13, 4, 0, f32),
+  };
+  tyto_plugin_fused_program prog = {sizeof prog, sizeof fi / sizeof fi[0], fi};
+  tyto_plugin_layout ins[2] = {dense(bf16, 2, (int64_t)3, (int64_t)5),
+                               dense(f32, 2, (int64_t)3, (int64_t)5)};
+  ins[1].strides[0] = 1; /* the strided kernel too */
+  ins[1].strides[1] = 3;
+  tyto_plugin_layout outs[5] = {dense(bf16, 2, (int64_t)3, (int64_t)5),
+                                dense(f64, 2, (int64_t)3, (int64_t)5),
+                                dense(f16, 2, (int64_t)3, (int64_t)5),
+                                dense(bf16, 2, (int64_t)3, (int64_t)5),
+                                dense(f32, 2, (int64_t)3, (int64_t)5)};
+  prep("mixed fused", TYTO_PLUGIN_OP_FUSED, 2, ins, 5, outs, 0, NULL, 0, NULL,
+       &prog, sizeof prog);
+  /* A program whose operands disagree is refused, naming the instruction. */
+  tyto_plugin_fused_instr bad[] = {
+      FI(TYTO_PLUGIN_FUSED_INPUT, 0, 0, 0, bf16),
+      FI(TYTO_PLUGIN_FUSED_INPUT, 1, 0, 0, f32),
+      FI(TYTO_PLUGIN_OP_ADD, 0, 1, 0, bf16),
+      FI(TYTO_PLUGIN_FUSED_OUTPUT, 2, 0, 0, bf16),
+  };
+  tyto_plugin_fused_program bp = {sizeof bp, 4, bad};
+  tyto_plugin_op_desc d = {sizeof d,  TYTO_PLUGIN_OP_FUSED,
+                           2,         1,
+                           ins,       outs,
+                           0,         NULL,
+                           0,         NULL,
+                           sizeof bp, &bp};
+  tyto_plugin_kernel *k = NULL;
+  expect_err_(tcu_prepare(dev, &d, &k, NULL), TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+              "instruction 2 (add) reads values of dtypes bf16 and f32",
+              "fused add of bf16 and f32", __LINE__);
 }
 
 /* ---- the disk cache ---------------------------------------------------- */
@@ -465,6 +555,9 @@ int main(void) {
     }
     all_ops(TYTO_PLUGIN_DTYPE_F32);
     all_ops(TYTO_PLUGIN_DTYPE_F64);
+    all_ops(TYTO_PLUGIN_DTYPE_F16);
+    all_ops(TYTO_PLUGIN_DTYPE_BF16);
+    mixed_ops();
     tcu_cache_clear(&d);
     compiled++;
     last = (int)i;

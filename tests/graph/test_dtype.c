@@ -325,6 +325,58 @@ START_TEST(host_helpers_refuse_two_byte_formats) {
 }
 END_TEST
 
+/* dtype_holds(w, d) against round trips d -> w -> d: every 16-bit
+ * pattern, and 2^20 pseudo-random patterns (with the extremes) of f32 and
+ * f64. A pair holds when no value changes; one that does not must show a
+ * value that changes. The f32 and f64 rows follow <float.h>. */
+START_TEST(holds_matches_round_trips) {
+  ck_assert_int_eq(dtype_info_of(TYTO_F32)->digits, FLT_MANT_DIG);
+  ck_assert_int_eq(dtype_info_of(TYTO_F32)->min_exp, FLT_MIN_EXP);
+  ck_assert_int_eq(dtype_info_of(TYTO_F32)->max_exp, FLT_MAX_EXP);
+  ck_assert_int_eq(dtype_info_of(TYTO_F64)->digits, DBL_MANT_DIG);
+  ck_assert_int_eq(dtype_info_of(TYTO_F64)->min_exp, DBL_MIN_EXP);
+  ck_assert_int_eq(dtype_info_of(TYTO_F64)->max_exp, DBL_MAX_EXP);
+  uint64_t seed = 0x9e3779b97f4a7c15ULL;
+  for (int d = 0; d < 4; d++) {
+    const dtype_info *dd = dtype_info_of((tyto_dtype)d);
+    const size_t n = dd->size == 2 ? 65536 : (size_t)1 << 20;
+    for (int w = 0; w < 4; w++) {
+      const dtype_info *dw = dtype_info_of((tyto_dtype)w);
+      size_t changed = 0;
+      for (size_t i = 0; i < n + 6; i++) {
+        _Alignas(8) unsigned char src[8] = {0}, mid[8] = {0};
+        double v;
+        if (i >= n) { /* the extremes, in every format */
+          static const double ext[6] = {FLT_TRUE_MIN, FLT_MIN, FLT_MAX,
+                                        DBL_TRUE_MIN, 0x1p-24, 65504};
+          dd->store(src, 0, ext[i - n]);
+        } else if (dd->size == 2) {
+          uint16_t b = (uint16_t)i;
+          memcpy(src, &b, 2);
+        } else {
+          seed += 0x9e3779b97f4a7c15ULL; /* splitmix64 */
+          uint64_t z = seed;
+          z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+          z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+          z ^= z >> 31;
+          memcpy(src, &z, dd->size);
+        }
+        v = dd->load(src, 0);
+        dw->store(mid, 0, v);
+        double back = dw->load(mid, 0);
+        if (isnan(v) ? !isnan(back) : back != v || signbit(back) != signbit(v))
+          changed++;
+      }
+      ck_assert_msg(dtype_holds((tyto_dtype)w, (tyto_dtype)d) == !changed,
+                    "%s holds %s: %d, but %zu values changed", dw->name,
+                    dd->name, dtype_holds((tyto_dtype)w, (tyto_dtype)d),
+                    changed);
+    }
+  }
+  ck_assert(!dtype_holds(BAD[1], TYTO_F32) && !dtype_holds(TYTO_F64, BAD[0]));
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("graph_dtype");
   TCase *tc = tcase_create("dtype");
@@ -336,6 +388,7 @@ int main(void) {
   tcase_add_test(tc, graphs_in_f16_and_bf16);
   tcase_add_test(tc, compile_refused_by_cpu);
   tcase_add_test(tc, host_helpers_refuse_two_byte_formats);
+  tcase_add_test(tc, holds_matches_round_trips);
   suite_add_tcase(s, tc);
   return test_run(s);
 }

@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include "passes/passes.h"
+
 /* Runs write(g, f) into a temporary file and returns what it wrote
  * (static storage). */
 static const char *captured(tyto_status (*write)(const tyto_graph *, FILE *),
@@ -58,6 +60,39 @@ START_TEST(text_dump) {
   const char *tail = "  9 input f64[3]\n"
                      "error: add: shapes cannot be broadcast: [2] and [3]\n";
   ck_assert_str_eq(text + strlen(text) - strlen(tail), tail);
+  tyto_graph_free(g);
+}
+END_TEST
+
+/* A FUSED node made by the fuse pass shows its program, each value with
+ * its dtype: here a bf16 product converted to f32, added to an f32 bias,
+ * leaky_relu'd, scaled and converted back to bf16. */
+START_TEST(text_dump_of_a_fused_program) {
+  tyto_graph *g = tyto_graph_new();
+  tyto_tensor *a = tyto_input(g, TYTO_BF16, 2, (const int64_t[]){4, 8}, "a");
+  tyto_tensor *b = tyto_input(g, TYTO_BF16, 2, (const int64_t[]){8, 16}, "b");
+  tyto_tensor *bias = tyto_input(g, TYTO_F32, 1, (const int64_t[]){16}, NULL);
+  tyto_tensor *h = tyto_add(tyto_cast(tyto_matmul(a, b, 0, 0), TYTO_F32), bias);
+  tyto_tensor *y =
+      tyto_cast(tyto_mul(tyto_leaky_relu(h, 0.25), tyto_scalar(g, TYTO_F32, 2)),
+                TYTO_BF16);
+  pass_graph in = {g, 1, &y}, out = {NULL, 0, NULL};
+  tyto_tensor *map[16];
+  pass_options opt = {1, 0, NULL};
+  char msg[256] = "";
+  ck_assert_uint_le(g->n_nodes, 16);
+  ck_assert_int_eq(pass_fuse(&in, &out, map, &opt, msg, sizeof msg), 5);
+  ck_assert_str_eq(captured(tyto_graph_write_text, out.g),
+                   "  0 input bf16[4,8] 'a'\n"
+                   "  1 input bf16[8,16] 'b'\n"
+                   "  2 input f32[16]\n"
+                   "  3 matmul bf16[4,16] <- #0 #1 i=[0,0]\n"
+                   "  4 fused bf16[4,16] <- #3 #2 {v0=in0 bf16; v1=in1 f32; "
+                   "v2=cast(v0) f32; v3=add(v2,v1) f32; "
+                   "v4=leaky_relu(v3;0.25) f32; v5=const(2) f32; "
+                   "v6=mul(v4,v5) f32; v7=cast(v6) bf16; out0=v7 bf16}\n"
+                   "  5 full f32[] f=[2]\n");
+  pass_graph_free(&out);
   tyto_graph_free(g);
 }
 END_TEST
@@ -165,6 +200,7 @@ int main(void) {
   Suite *s = suite_create("graph_export");
   TCase *tc = tcase_create("export");
   tcase_add_test(tc, text_dump);
+  tcase_add_test(tc, text_dump_of_a_fused_program);
   tcase_add_test(tc, dot_export);
   tcase_add_test(tc, export_failures);
   suite_add_tcase(s, tc);

@@ -357,7 +357,7 @@ END_TEST
 
 /* The instructions of fused node f: op of instruction i. */
 static int64_t instr_op(const tyto_tensor *f, size_t i) {
-  return f->iattrs[1 + 4 * i];
+  return fused_field(f, i, FUSED_OP);
 }
 
 static size_t count_instr(const tyto_tensor *f, int64_t op) {

@@ -240,10 +240,15 @@ typedef enum tyto_op {
   /* Made by the graph passes, never by user code (and not differentiable:
    * differentiate first, then compile). FUSED: an elementwise expression
    * over its inputs, each broadcast to its shape; iattrs = the number of
-   * outputs, then four per instruction (op, arg0, arg1, arg2, as
-   * tyto_plugin_fused_instr in <tyto/plugin.h>), fattrs = one attr per
-   * instruction. Its value is output 0. FUSED_OUTPUT: (a FUSED node),
-   * iattrs[0] = the output index (>= 1) it stands for. */
+   * outputs, then five per instruction (op, arg0, arg1, arg2, as
+   * tyto_plugin_fused_instr in <tyto/plugin.h>, and the tyto_dtype of the
+   * value it defines: an INPUT's is its input's, a CONST's or an op's its
+   * result's, an OUTPUT's its output's), fattrs = one attr per
+   * instruction. The inputs and outputs may differ in dtype when the
+   * program converts between them with CAST instructions (every other
+   * instruction's operands share its dtype). Its value is output 0, of
+   * the node's dtype. FUSED_OUTPUT: (a FUSED node), iattrs[0] = the output
+   * index (>= 1) it stands for; its dtype is that output's. */
   TYTO_OP_FUSED = 320,
   TYTO_OP_FUSED_OUTPUT,
 
@@ -370,8 +375,11 @@ TYTO_API tyto_status tyto_graph_save_dot(const tyto_graph *g, const char *path,
 
 /* Writes one line per tensor, "%3d op dtype[shape]", then " <- #i #j" for
  * the inputs, " i=[..]" and " f=[..]" for the attributes and " 'name'";
- * e.g. "  4 add f32[64,10] <- #3 #2". A graph in error ends with a line
- * "error: <message>". Fails with TYTO_ERR_IO when writing fails. */
+ * e.g. "  4 add f32[64,10] <- #3 #2". A FUSED node (made by the graph
+ * passes) shows its program instead of its attributes, each value with
+ * its dtype: " {v0=in0 bf16; v1=cast(v0) f32; v2=relu(v1) f32; out0=v2
+ * f32}". A graph in error ends with a line "error: <message>". Fails
+ * with TYTO_ERR_IO when writing fails. */
 TYTO_API tyto_status tyto_graph_write_text(const tyto_graph *g, FILE *f);
 
 #ifdef __cplusplus

@@ -7,9 +7,10 @@
  * runs the result.
  *
  * When a device refuses a fused node, the node is split back: placement
- * records which ops (or which dtype) the device cannot fuse, and the
- * compile starts again with the passes told to leave those alone; the
- * parts are then placed one by one (a bounded loop: the list only grows).
+ * (or, for a program of one device, compile_split_refused) records which
+ * ops (or which dtype) the device cannot fuse, and the compile starts
+ * again with the passes told to leave those alone; the parts are then
+ * placed one by one (a bounded loop: the list only grows).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -114,6 +115,12 @@ void exec_describe(exec_kernel *k) {
   desc->blob = k->blob;
 }
 
+/* The fused program of k (its blob, alive until prepare; lower.c built
+ * it, so its instructions are an array of this host's struct), or NULL. */
+static const tyto_plugin_fused_program *fused_program(const exec_kernel *k) {
+  return k->op == TYTO_PLUGIN_OP_FUSED && k->blob ? k->blob : NULL;
+}
+
 char *exec_dtype_refusal(const tyto_device *dev, const exec_kernel *k) {
   uint32_t missing = 0;
   int found = 0;
@@ -122,6 +129,13 @@ char *exec_dtype_refusal(const tyto_device *dev, const exec_kernel *k) {
         i < k->n_in ? &k->in_l[i] : &k->out_l[i - k->n_in];
     if (l->dtype < 32 && !(dev->info.dtypes & TYTO_PLUGIN_DTYPE_BIT(l->dtype)))
       missing = l->dtype, found = 1;
+  }
+  /* A program that converts computes in dtypes its operands may lack. */
+  const tyto_plugin_fused_program *prog = fused_program(k);
+  for (uint32_t i = 0; prog && i < prog->n_instrs && !found; i++) {
+    uint32_t dt = prog->instrs[i].dtype;
+    if (dt < 32 && !(dev->info.dtypes & TYTO_PLUGIN_DTYPE_BIT(dt)))
+      missing = dt, found = 1;
   }
   if (!found)
     return NULL;
@@ -142,6 +156,39 @@ char *exec_dtype_refusal(const tyto_device *dev, const exec_kernel *k) {
   return rt_strdup(buf);
 }
 
+char *exec_abi_refusal(const tyto_device *dev, const exec_kernel *k) {
+  unsigned need = 0;
+  const char *what = "";
+  const tyto_plugin_fused_program *prog = fused_program(k);
+  /* The step input of random ops came with ABI 1.3: an older plugin would
+   * ignore it and draw the same numbers at every run. */
+  if (k->op >= TYTO_PLUGIN_OP_RANDOM_UNIFORM &&
+      k->op <= TYTO_PLUGIN_OP_RANDOM_BERNOULLI && k->n_in == 1)
+    need = 3, what = "a random op with a step input";
+  /* CAST, the 16-bit dtypes and fused programs that convert came with ABI
+   * 1.5: an older plugin that listed F16 or BF16 in its mask could not
+   * know their semantics, and one given a converting program would read
+   * every value in one dtype. */
+  if (k->op == TYTO_PLUGIN_OP_CAST)
+    need = 5, what = "CAST";
+  for (uint32_t i = 0; prog && i < prog->n_instrs && need < 5; i++)
+    if (prog->instrs[i].op == TYTO_PLUGIN_OP_CAST)
+      need = 5, what = "a fused program that converts between dtypes";
+  for (uint32_t i = 0; i < k->n_in + k->n_out && need < 5; i++) {
+    uint32_t dt = i < k->n_in ? k->in_l[i].dtype : k->out_l[i - k->n_in].dtype;
+    if (dt == TYTO_PLUGIN_DTYPE_F16 || dt == TYTO_PLUGIN_DTYPE_BF16)
+      need = 5, what = "f16 or bf16";
+  }
+  if (dev->plugin->pub.abi_minor >= need)
+    return NULL;
+  char buf[256];
+  snprintf(buf, sizeof buf,
+           "needs a plugin of ABI 1.%u or newer (for %s); plugin %s is ABI "
+           "1.%u",
+           need, what, dev->plugin->pub.name, dev->plugin->pub.abi_minor);
+  return rt_strdup(buf);
+}
+
 /* Fills the descriptor of k, asks supports_op and prepares it on k->dev;
  * records the workspace it needs and allocates scratch for outputs of -1.
  * A copy between devices (k->xfer) prepares nothing. */
@@ -159,42 +206,29 @@ tyto_status exec_prepare(tyto_program *p, exec_kernel *k,
                    "compile: device %s runs no kernels (a memory-only "
                    "device); select another with TYTO_DEVICES",
                    dev->info.id);
-  /* The step input of random ops came with ABI 1.3: an older plugin would
-   * ignore it and draw the same numbers at every run. */
-  if (k->op >= TYTO_PLUGIN_OP_RANDOM_UNIFORM &&
-      k->op <= TYTO_PLUGIN_OP_RANDOM_BERNOULLI && k->n_in == 1 &&
-      dev->plugin->pub.abi_minor < 3)
-    return rt_fail(TYTO_ERR_UNSUPPORTED,
-                   "compile: %s with a step input needs a plugin of ABI "
-                   "1.3 or newer; plugin %s of %s is ABI 1.%u",
-                   tyto_op_name(t->op), dev->plugin->pub.name, dev->info.id,
-                   dev->plugin->pub.abi_minor);
-  /* CAST and the 16-bit dtypes came with ABI 1.5: an older plugin that
-   * listed F16 or BF16 in its mask could not know their semantics. */
-  int needs15 = k->op == TYTO_PLUGIN_OP_CAST;
-  for (uint32_t i = 0; i < k->n_in + k->n_out; i++) {
-    uint32_t dt = i < k->n_in ? k->in_l[i].dtype : k->out_l[i - k->n_in].dtype;
-    needs15 |= dt == TYTO_PLUGIN_DTYPE_F16 || dt == TYTO_PLUGIN_DTYPE_BF16;
-  }
-  if (needs15 && dev->plugin->pub.abi_minor < 5)
-    return rt_fail(TYTO_ERR_UNSUPPORTED,
-                   "compile: %s in f16 or bf16 (or a cast) needs a plugin "
-                   "of ABI 1.5 or newer; plugin %s of %s is ABI 1.%u",
-                   tyto_op_name(t->op), dev->plugin->pub.name, dev->info.id,
-                   dev->plugin->pub.abi_minor);
-  /* The plugin's dtypes mask is its promise: checked here, so that every
-   * plugin's refusal reads the same whatever its supports_op says. */
-  char *why = exec_dtype_refusal(dev, k);
+  /* The plugin's ABI and dtypes mask are its promise: checked here, so
+   * that every plugin's refusal reads the same whatever its supports_op
+   * says. */
+  char *why = exec_abi_refusal(dev, k);
+  /* A dtype the mask leaves out: the plugin may know why (a device
+   * lacking an extension), and says so when asked. */
+  tyto_plugin_error *pe = NULL;
+  if (!why && (why = exec_dtype_refusal(dev, k)) && f->supports_op)
+    pe = f->supports_op(d, desc);
   if (why) {
     int64_t i = exec_user_index(p, t);
     char at[64] = "made by the graph passes";
     if (i >= 0)
       snprintf(at, sizeof at, "tensor #%lld", (long long)i);
+    const char *pm = pe ? rt_error_message(pe) : NULL;
     tyto_status st =
         rt_fail(TYTO_ERR_UNSUPPORTED,
-                "compile on %s: %s (%s) %s; select a device "
+                "compile on %s: %s (%s) %s%s%s%s; select a device "
                 "that runs it with TYTO_DEVICES",
-                exec_dev_id(p, k->dev), tyto_op_name(t->op), at, why);
+                exec_dev_id(p, k->dev), tyto_op_name(t->op), at, why,
+                pm && *pm ? " (" : "", pm && *pm ? pm : "",
+                pm && *pm ? ")" : "");
+    rt_error_free(pe);
     free(why);
     return st;
   }
@@ -220,8 +254,10 @@ tyto_status exec_prepare(tyto_program *p, exec_kernel *k,
     int64_t n = 1;
     for (uint32_t a = 0; a < k->out_l[i].rank; a++)
       n *= k->out_l[i].shape[a];
-    if ((e = rt_buffer_alloc(p->devs[k->dev].dev,
-                             (uint64_t)n * tyto_dtype_size(t->dtype),
+    /* In the output's own dtype: a fused node's outputs may differ. */
+    const dtype_info *di = dtype_info_of_abi(k->out_l[i].dtype);
+    uint64_t es = di ? di->size : tyto_dtype_size(t->dtype);
+    if ((e = rt_buffer_alloc(p->devs[k->dev].dev, (uint64_t)n * es,
                              &k->scratch[i])))
       return plugin_fail(p, k->dev, e, "allocating a scratch buffer failed", t);
   }
@@ -232,7 +268,8 @@ tyto_status exec_prepare(tyto_program *p, exec_kernel *k,
  * smallest fused program (y = -x, f32). A device that fuses some dtypes
  * or ops only is found out when it refuses a fused node (placement.c). */
 static int device_fuses(const tyto_device *d) {
-  return compile_fuses_op(d, TYTO_OP_NEG, TYTO_PLUGIN_DTYPE_F32, 0.0);
+  return compile_fuses_op(d, TYTO_OP_NEG, TYTO_PLUGIN_DTYPE_F32,
+                          TYTO_PLUGIN_DTYPE_F32, 0.0);
 }
 
 static tyto_status oom(void) {
@@ -259,19 +296,23 @@ int compile_add_nofuse(compile_opts *o, uint32_t pin, int op, int dtype) {
 /* Runs the passes: p->graph is the optimised copy of what the outputs
  * need, p->user_slot is filled later from the map. A device that runs no
  * fused kernels keeps the nodes pinned to it (and, under the pinned
- * policy, the unpinned ones when it is the first device) unfused. */
+ * policy, the unpinned ones when it is the first device) unfused; one of
+ * a plugin older than ABI 1.5 keeps CASTs out of its fused nodes alike
+ * (its refusal keeps the converting fused nodes of the others off it). */
 static tyto_status optimise(tyto_program *p, compile_opts *o, tyto_graph *g,
                             size_t n_outputs, tyto_tensor *const *outputs,
                             tyto_tensor **map, pass_graph *pg) {
   int any = 0;
   for (size_t i = 0; i < p->n_devs; i++) {
-    if (device_fuses(p->devs[i].dev)) {
-      any = 1;
+    const tyto_device *dev = p->devs[i].dev;
+    uint32_t pin = (uint32_t)(p->devs[i].ctx_index + 1);
+    int fuses = device_fuses(dev), first = i == 0 || p->n_devs == 1;
+    int op = fuses ? TYTO_OP_CAST : -1; /* what it must not be sent fused */
+    any |= fuses;
+    if (fuses && dev->plugin->pub.abi_minor >= 5)
       continue;
-    }
-    if (compile_add_nofuse(o, (uint32_t)(p->devs[i].ctx_index + 1), -1, -1) <
-            0 ||
-        ((i == 0 || p->n_devs == 1) && compile_add_nofuse(o, 0, -1, -1) < 0))
+    if (compile_add_nofuse(o, pin, op, -1) < 0 ||
+        (first && compile_add_nofuse(o, 0, op, -1) < 0))
       return oom();
   }
   pass_graph in = {g, n_outputs, (tyto_tensor **)outputs};
@@ -548,6 +589,8 @@ static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
       return st;
     if ((st = compile_copies(p)) != TYTO_OK)
       return st;
+  } else if ((st = compile_split_refused(p, o, retry)) != TYTO_OK || *retry) {
+    return st;
   }
   for (size_t i = 0; i < p->n_kernels; i++)
     if ((st = exec_prepare(p, &p->kernels[i],

@@ -27,8 +27,10 @@ typedef struct compile_opts {
   tyto_place_policy policy; /* PINNED or AUTO */
   int strict;
   int no_graphs; /* tyto_program_options.no_graphs or TYTO_GRAPHS=off */
-  /* Grown by placement when a device refuses a fused node: the graph is
-   * then optimised again without those fusions. */
+  /* Devices that fuse nothing, or cannot be sent programs that convert
+   * (plugin ABI older than 1.5: op CAST); grown by placement when a
+   * device refuses a fused node: the graph is then optimised again
+   * without those fusions. */
   pass_nofuse *nofuse;
   size_t n_nofuse, cap_nofuse;
 } compile_opts;
@@ -38,10 +40,12 @@ typedef struct compile_opts {
 int compile_add_nofuse(compile_opts *o, uint32_t pin, int op, int dtype);
 
 /* Whether device dev runs elementwise op `op` (a graph op code, which
- * for these equals the ABI's) alone in a fused program of dtype dt;
- * 1 for ops that are not elementwise, 0 for a device that fuses nothing. */
+ * for these equals the ABI's; CAST included) alone in a fused program
+ * whose value is of dtype dt, reading operands of dtype dt (of in_dt for
+ * a CAST, which only a plugin of ABI 1.5 or newer may be sent); 1 for ops
+ * that are not elementwise, 0 for a device that fuses nothing. */
 int compile_fuses_op(const tyto_device *dev, int op, tyto_plugin_dtype dt,
-                     double attr);
+                     tyto_plugin_dtype in_dt, double attr);
 
 /* "sum (tensor #9 'loss')", "exp (made by the graph passes)": node t of
  * p's graph for messages, into buf. */
@@ -52,6 +56,12 @@ void compile_describe(const tyto_program *p, const tyto_tensor *t, char *buf,
  * devices. Sets *retry (and grows o->nofuse) when a fused node must be
  * split and the compile started again. */
 tyto_status compile_place(tyto_program *p, compile_opts *o, int *retry);
+
+/* For a program of one device, which placement does not ask: splits a
+ * fused node the device refuses as placement would (*retry set, o->nofuse
+ * grown), so that a device that runs an op alone but not fused (CAST, say)
+ * still runs the program. */
+tyto_status compile_split_refused(tyto_program *p, compile_opts *o, int *retry);
 
 /* Adds the copies between devices: a slot per value a device reads from
  * another, written by a copy kernel (exec_kernel.xfer), placed right

@@ -62,12 +62,14 @@ void exec_layout(tyto_plugin_layout *l, const tyto_tensor *t) {
 }
 
 /* x's row-major layout seen with out's shape (NumPy broadcasting: leading
- * axes added, extent-1 axes repeated with stride 0). */
+ * axes added, extent-1 axes repeated with stride 0), in x's dtype (a CAST's
+ * or a converting FUSED node's input differs from its output). */
 static void broadcast_layout(tyto_plugin_layout *l, const tyto_tensor *x,
                              const tyto_tensor *out) {
   tyto_plugin_layout src;
   exec_layout(&src, x);
   exec_layout(l, out);
+  l->dtype = src.dtype;
   int lead = out->rank - x->rank;
   for (int i = 0; i < out->rank; i++) {
     int j = i - lead;
@@ -363,8 +365,9 @@ static tyto_status lower_solve(tyto_program *p, int s, uint32_t op) {
 }
 
 /* FUSED: the node's inputs broadcast to its shape, its outputs (its own
- * slot, then its FUSED_OUTPUT nodes' by index; -1 for one nothing reads)
- * and the expression as the plugin's fused program. */
+ * slot, then its FUSED_OUTPUT nodes' by index; -1 for one nothing reads),
+ * each in the dtype of the OUTPUT instruction that writes it, and the
+ * expression as the plugin's fused program, every value with its dtype. */
 static tyto_status lower_fused(tyto_program *p, int s) {
   const tyto_tensor *t = p->slots[s].t;
   size_t n_out = (size_t)t->iattrs[0], n = t->n_fattrs;
@@ -393,6 +396,13 @@ static tyto_status lower_fused(tyto_program *p, int s) {
     exec_layout(&k->out_l[i], t);
     k->out[i] = i == 0 ? s : -1;
   }
+  for (size_t i = 0; i < n; i++) {
+    int64_t o = fused_field(t, i, FUSED_ARG1);
+    if (fused_field(t, i, FUSED_OP) == TYTO_PLUGIN_FUSED_OUTPUT && o >= 0 &&
+        (size_t)o < n_out)
+      k->out_l[o].dtype =
+          dtype_info_of((tyto_dtype)fused_field(t, i, FUSED_DTYPE))->abi;
+  }
   /* FUSED_OUTPUT nodes read only their fused node. */
   for (int o = p->fused_first[s]; o >= 0; o = p->fused_next[o])
     k->out[p->slots[o].t->iattrs[0]] = o;
@@ -407,11 +417,12 @@ static tyto_status lower_fused(tyto_program *p, int s) {
   prog->instrs = ins;
   for (size_t i = 0; i < n; i++) {
     ins[i].struct_size = sizeof ins[i];
-    ins[i].op = (uint32_t)t->iattrs[1 + 4 * i];
+    ins[i].op = (uint32_t)fused_field(t, i, FUSED_OP);
     for (int a = 0; a < 3; a++)
-      ins[i].arg[a] = (uint32_t)t->iattrs[2 + 4 * i + a];
+      ins[i].arg[a] = (uint32_t)fused_field(t, i, FUSED_ARG0 + a);
     ins[i].attr = t->fattrs[i];
-    ins[i].dtype = k->out_l[0].dtype;
+    ins[i].dtype =
+        dtype_info_of((tyto_dtype)fused_field(t, i, FUSED_DTYPE))->abi;
   }
   return TYTO_OK;
 }

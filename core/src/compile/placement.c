@@ -47,19 +47,11 @@ static uint32_t pin_dev(const tyto_program *p, uint32_t pin) {
 static char *refusal(const tyto_program *p, uint32_t d, exec_kernel *k) {
   const tyto_device *dev = p->devs[d].dev;
   const tyto_plugin_device_fns *f = &dev->plugin->dfns;
-  char buf[160];
   if (!f->prepare || !f->launch)
     return rt_strdup("a memory-only device (it runs no kernels)");
-  if (k->op >= TYTO_PLUGIN_OP_RANDOM_UNIFORM &&
-      k->op <= TYTO_PLUGIN_OP_RANDOM_BERNOULLI && k->n_in == 1 &&
-      dev->plugin->pub.abi_minor < 3) {
-    snprintf(buf, sizeof buf,
-             "random ops with a step input need ABI 1.3; "
-             "plugin %s is ABI 1.%u",
-             dev->plugin->pub.name, dev->plugin->pub.abi_minor);
-    return rt_strdup(buf);
-  }
-  char *why = exec_dtype_refusal(dev, k);
+  char *why = exec_abi_refusal(dev, k);
+  if (!why)
+    why = exec_dtype_refusal(dev, k);
   if (why)
     return why;
   if (!f->supports_op)
@@ -95,7 +87,7 @@ static char *slot_refusal(const tyto_program *p, const slot_kernels *sk,
 /* Splitting a refused fused node                                          */
 
 static int arity(int op) {
-  if (op >= TYTO_OP_NEG && op <= TYTO_OP_ROUND)
+  if ((op >= TYTO_OP_NEG && op <= TYTO_OP_ROUND) || op == TYTO_OP_CAST)
     return 1;
   if (op >= TYTO_OP_ADD && op <= TYTO_OP_GE)
     return 2;
@@ -103,26 +95,38 @@ static int arity(int op) {
 }
 
 int compile_fuses_op(const tyto_device *dev, int op, tyto_plugin_dtype dt,
-                     double attr) {
+                     tyto_plugin_dtype in_dt, double attr) {
   const tyto_plugin_device_fns *f = &dev->plugin->dfns;
   int a = arity(op);
   if (!f->supports_op || !f->prepare)
     return 0;
   if (a == 0)
     return 1;
+  /* Only ABI 1.5 knows programs that convert (an older plugin would read
+   * every value in one dtype). */
+  if (op == TYTO_OP_CAST && dev->plugin->pub.abi_minor < 5)
+    return 0;
+  if (op != TYTO_OP_CAST)
+    in_dt = dt;
+  /* The plugin's dtypes mask is its promise, whatever supports_op says. */
+  if (dt >= 32 || in_dt >= 32 ||
+      !(dev->info.dtypes & TYTO_PLUGIN_DTYPE_BIT(dt)) ||
+      !(dev->info.dtypes & TYTO_PLUGIN_DTYPE_BIT(in_dt)))
+    return 0;
   tyto_plugin_layout l;
   memset(&l, 0, sizeof l);
   l.struct_size = sizeof l;
-  l.dtype = dt;
+  l.dtype = in_dt;
   l.rank = 1;
   l.shape[0] = 1;
   l.strides[0] = 1;
   tyto_plugin_layout ls[4] = {l, l, l, l};
+  ls[3].dtype = dt;
   tyto_plugin_fused_instr ins[5];
   memset(ins, 0, sizeof ins);
   for (int i = 0; i < 5; i++) {
     ins[i].struct_size = sizeof ins[i];
-    ins[i].dtype = (uint32_t)dt;
+    ins[i].dtype = (uint32_t)(i < a ? in_dt : dt);
   }
   for (int i = 0; i < a; i++) {
     ins[i].op = TYTO_PLUGIN_FUSED_INPUT;
@@ -152,31 +156,72 @@ int compile_fuses_op(const tyto_device *dev, int op, tyto_plugin_dtype dt,
 }
 
 /* Device d refuses fused node t: records which of its ops d cannot fuse
- * (each probed alone), or its whole dtype when no single op is to blame.
- * Returns the number of new exclusions, -1 on out of memory. */
+ * (each probed alone, in the dtypes the program gives it: a CAST from its
+ * operand's dtype to its own), or, when no single op is to blame, that it
+ * cannot fuse conversions (a program with a CAST) or else the program's
+ * dtypes. Returns the number of new exclusions, -1 on out of memory. */
 static int split_fused(const tyto_program *p, compile_opts *o, uint32_t d,
-                       const tyto_tensor *t, tyto_plugin_dtype dt) {
-  int added = 0, r;
-  size_t n = t->n_iattrs ? (t->n_iattrs - 1) / 4 : 0;
+                       const tyto_tensor *t) {
+  int added = 0, r, converts = 0;
+  size_t n = fused_n_instrs(t);
   for (size_t i = 0; i < n; i++) {
-    int op = (int)t->iattrs[1 + 4 * i];
-    if (arity(op) == 0 ||
-        compile_fuses_op(p->devs[d].dev, op, dt, t->fattrs[i]))
+    int op = (int)fused_field(t, i, FUSED_OP);
+    int dt = (int)fused_field(t, i, FUSED_DTYPE), in_dt = dt;
+    if (arity(op) == 0)
+      continue;
+    if (op == TYTO_OP_CAST) {
+      converts = 1;
+      in_dt = (int)fused_field(t, (size_t)fused_field(t, i, FUSED_ARG0),
+                               FUSED_DTYPE);
+    }
+    if (compile_fuses_op(p->devs[d].dev, op, (tyto_plugin_dtype)dt,
+                         (tyto_plugin_dtype)in_dt, t->fattrs[i]))
       continue;
     /* The passes make FMA out of MUL and ADD. */
     if (op == TYTO_OP_FMA) {
-      if ((r = compile_add_nofuse(o, t->pin, TYTO_OP_MUL, (int)t->dtype)) < 0)
+      if ((r = compile_add_nofuse(o, t->pin, TYTO_OP_MUL, dt)) < 0)
         return -1;
       added += r;
       op = TYTO_OP_ADD;
     }
-    if ((r = compile_add_nofuse(o, t->pin, op, (int)t->dtype)) < 0)
+    if ((r = compile_add_nofuse(o, t->pin, op, dt)) < 0)
       return -1;
     added += r;
   }
-  if (!added && (r = compile_add_nofuse(o, t->pin, -1, (int)t->dtype)) < 0)
-    return -1;
-  return added + (added ? 0 : r);
+  if (!added && converts) {
+    if ((r = compile_add_nofuse(o, t->pin, TYTO_OP_CAST, -1)) < 0)
+      return -1;
+    added += r;
+  }
+  for (size_t i = 0; i < n && !added; i++) {
+    int dt = (int)fused_field(t, i, FUSED_DTYPE);
+    if ((r = compile_add_nofuse(o, t->pin, -1, dt)) < 0)
+      return -1;
+    added += r;
+  }
+  return added;
+}
+
+tyto_status compile_split_refused(tyto_program *p, compile_opts *o,
+                                  int *retry) {
+  *retry = 0;
+  for (size_t i = 0; i < p->n_kernels; i++) {
+    exec_kernel *k = &p->kernels[i];
+    if (k->op != TYTO_PLUGIN_OP_FUSED)
+      continue;
+    char *why = refusal(p, k->dev, k);
+    if (!why)
+      continue;
+    free(why);
+    int r = split_fused(p, o, k->dev, p->slots[k->slot].t);
+    if (r < 0)
+      return oom();
+    if (r > 0) {
+      *retry = 1;
+      return TYTO_OK;
+    }
+  }
+  return TYTO_OK;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -391,8 +436,7 @@ static tyto_status place_slots(tyto_program *p, compile_opts *o, place_state *S,
       for (uint32_t e = 0; e < nd; e++)
         all_refuse &= isinf(c[e]) != 0;
       if (want != NONE || all_refuse) {
-        int r =
-            split_fused(p, o, d, t, p->kernels[S->sk.first[s]].out_l[0].dtype);
+        int r = split_fused(p, o, d, t);
         if (r < 0)
           return oom();
         if (r > 0) {

@@ -215,11 +215,18 @@ tyto_status exec_lower_update(tyto_program *p, size_t u);
 /* Fills k's descriptor (lower.c); the descriptor points into k. */
 void exec_describe(exec_kernel *k);
 
-/* NULL when device dev's plugin declares every dtype of k's layouts (its
- * dtypes mask); otherwise the reason, naming the dtype and the ones it
- * runs ("needs f16, which plugin cpu does not run (it runs f32, f64)"),
- * malloc'd (NULL too when out of memory). */
+/* NULL when device dev's plugin declares every dtype of k's layouts and
+ * of its fused program's values (its dtypes mask); otherwise the reason, naming
+ * the dtype and the ones it runs ("needs f16, which plugin cpu does not run (it
+ * runs f32, f64)"), malloc'd (NULL too when out of memory). */
 char *exec_dtype_refusal(const tyto_device *dev, const exec_kernel *k);
+
+/* NULL when device dev's plugin is of an ABI that knows everything k
+ * asks (a random op's step input: 1.3; CAST, f16 and bf16, and fused
+ * programs that convert between dtypes: 1.5); otherwise the reason
+ * ("needs a plugin of ABI 1.5 or newer (for CAST); plugin old is ABI
+ * 1.4"), malloc'd (NULL too when out of memory). */
+char *exec_abi_refusal(const tyto_device *dev, const exec_kernel *k);
 
 /* Prepares k on its device (k->dev), which the caller has asked or
  * which runs the whole program (compile/compile.c). */

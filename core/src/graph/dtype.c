@@ -113,13 +113,13 @@ static void store_bf16(void *p, size_t i, double v) {
 /* Indexed by tyto_dtype. */
 static const dtype_info table[] = {
     {TYTO_F32, "f32", "F32", 4, TYTO_PLUGIN_DTYPE_F32, TYTO_F32, load_f32,
-     store_f32},
+     store_f32, 24, -125, 128},
     {TYTO_F64, "f64", "F64", 8, TYTO_PLUGIN_DTYPE_F64, TYTO_F64, load_f64,
-     store_f64},
+     store_f64, 53, -1021, 1024},
     {TYTO_F16, "f16", "F16", 2, TYTO_PLUGIN_DTYPE_F16, TYTO_F32, load_f16,
-     store_f16},
+     store_f16, 11, -13, 16},
     {TYTO_BF16, "bf16", "BF16", 2, TYTO_PLUGIN_DTYPE_BF16, TYTO_F32, load_bf16,
-     store_bf16},
+     store_bf16, 8, -125, 128},
 };
 
 const dtype_info *dtype_info_of(tyto_dtype d) {
@@ -138,6 +138,17 @@ const dtype_info *dtype_info_of_abi(uint32_t abi) {
 int dtype_host_arith(tyto_dtype d) {
   const dtype_info *i = dtype_info_of(d);
   return i && i->arith == d;
+}
+
+int dtype_holds(tyto_dtype w, tyto_dtype d) {
+  const dtype_info *a = dtype_info_of(w), *b = dtype_info_of(d);
+  if (!a || !b)
+    return 0;
+  /* As many digits, as high a top binade, and a least subnormal (its
+   * quantum, 2^(min_exp - digits)) no coarser: then every finite value of
+   * d, a multiple of d's quantum with at most d's digits, is one of w. */
+  return a->digits >= b->digits && a->max_exp >= b->max_exp &&
+         a->min_exp - a->digits <= b->min_exp - b->digits;
 }
 
 int dtype_count(void) {

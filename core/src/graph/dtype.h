@@ -28,6 +28,10 @@ typedef struct dtype_info {
   /* Stores v into element i of the array at p, rounded to nearest (ties
    * to even); NaN stays NaN (quiet, sign kept), overflow becomes inf. */
   void (*store)(void *p, size_t i, double v);
+  /* The format, as <float.h> gives it for float: significand digits
+   * (hidden bit included), and the exponents of the least and greatest
+   * normal binades (FLT_MIN_EXP, FLT_MAX_EXP). */
+  int digits, min_exp, max_exp;
 } dtype_info;
 
 /* The row of d, or NULL when d is not a tyto_dtype. */
@@ -41,6 +45,12 @@ const dtype_info *dtype_info_of_abi(uint32_t abi);
  * arithmetic type (f32, f64), as host evaluation, constant folding of
  * reductions, gradient checks and optimisers need. */
 int dtype_host_arith(tyto_dtype d);
+
+/* Whether every value of dtype d (subnormals, infinities and NaN
+ * included) is exactly a value of dtype w: a cast from d to w and back
+ * gives what it started from. f16 and bf16 in f32 and f64, f32 in f64,
+ * each in itself; never bf16 in f16 or f16 in bf16. */
+int dtype_holds(tyto_dtype w, tyto_dtype d);
 
 /* The number of rows, for loops over every dtype (0 .. dtype_count()-1 are
  * all valid, in enum order). */

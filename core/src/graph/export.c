@@ -2,6 +2,8 @@
  * graph chapter) and a one-line-per-tensor text dump. */
 #include "config.h"
 
+#include <tyto/plugin.h>
+
 #include "node.h"
 #include "shape.h"
 #include "../runtime/error.h"
@@ -148,6 +150,40 @@ tyto_status tyto_graph_save_dot(const tyto_graph *g, const char *path,
   return export_atomic(path, "graph dot", write_graph_dot, &a);
 }
 
+/* A FUSED node's program, one instruction after another with the dtype
+ * of its value: " {v0=in0 bf16; v1=cast(v0) f32; v2=const(0.5) f32;
+ * v3=add(v1,v2) f32; out0=v3 f32}". */
+static void write_program(FILE *f, const tyto_tensor *t) {
+  size_t n = fused_n_instrs(t);
+  fputs(" {", f);
+  for (size_t i = 0; i < n; i++) {
+    int64_t op = fused_field(t, i, FUSED_OP),
+            a0 = fused_field(t, i, FUSED_ARG0);
+    const char *dt =
+        tyto_dtype_name((tyto_dtype)fused_field(t, i, FUSED_DTYPE));
+    if (i)
+      fputs("; ", f);
+    if (op == TYTO_PLUGIN_FUSED_INPUT) {
+      fprintf(f, "v%zu=in%" PRId64 " %s", i, a0, dt);
+    } else if (op == TYTO_PLUGIN_FUSED_CONST) {
+      fprintf(f, "v%zu=const(%.17g) %s", i, t->fattrs[i], dt);
+    } else if (op == TYTO_PLUGIN_FUSED_OUTPUT) {
+      fprintf(f, "out%" PRId64 "=v%" PRId64 " %s",
+              fused_field(t, i, FUSED_ARG1), a0, dt);
+    } else {
+      int arity = op >= TYTO_OP_WHERE ? 3 : op >= TYTO_OP_ADD ? 2 : 1;
+      fprintf(f, "v%zu=%s(", i, tyto_op_name((tyto_op)op));
+      for (int k = 0; k < arity; k++)
+        fprintf(f, "%sv%" PRId64, k ? "," : "",
+                fused_field(t, i, FUSED_ARG0 + k));
+      if (op == TYTO_OP_LEAKY_RELU || op == TYTO_OP_ELU)
+        fprintf(f, ";%.17g", t->fattrs[i]);
+      fprintf(f, ") %s", dt);
+    }
+  }
+  fputc('}', f);
+}
+
 tyto_status tyto_graph_write_text(const tyto_graph *g, FILE *f) {
   errno = 0;
   for (size_t i = 0; i < g->n_nodes; i++) {
@@ -159,14 +195,18 @@ tyto_status tyto_graph_write_text(const tyto_graph *g, FILE *f) {
       fputs(" <-", f);
     for (size_t j = 0; j < t->n_inputs; j++)
       fprintf(f, " #%" PRId64, t->inputs[j]->index);
-    for (size_t j = 0; j < t->n_iattrs; j++)
-      fprintf(f, "%s%" PRId64, j ? "," : " i=[", t->iattrs[j]);
-    if (t->n_iattrs)
-      fputc(']', f);
-    for (size_t j = 0; j < t->n_fattrs; j++)
-      fprintf(f, "%s%.17g", j ? "," : " f=[", t->fattrs[j]);
-    if (t->n_fattrs)
-      fputc(']', f);
+    if (t->op == TYTO_OP_FUSED) {
+      write_program(f, t);
+    } else {
+      for (size_t j = 0; j < t->n_iattrs; j++)
+        fprintf(f, "%s%" PRId64, j ? "," : " i=[", t->iattrs[j]);
+      if (t->n_iattrs)
+        fputc(']', f);
+      for (size_t j = 0; j < t->n_fattrs; j++)
+        fprintf(f, "%s%.17g", j ? "," : " f=[", t->fattrs[j]);
+      if (t->n_fattrs)
+        fputc(']', f);
+    }
     if (t->name)
       fprintf(f, " '%s'", t->name);
     fputc('\n', f);

@@ -78,6 +78,29 @@ tyto_tensor *node_new(tyto_graph *g, tyto_op op, tyto_dtype dtype, int rank,
                       size_t n_i, const int64_t *iattrs, size_t n_f,
                       const double *fattrs);
 
+/* The program of a TYTO_OP_FUSED node (<tyto/graph.h>): iattrs[0] = the
+ * number of outputs, then FUSED_FIELDS per instruction, fattrs = one attr
+ * per instruction. The fields of instruction i are
+ * iattrs[1 + FUSED_FIELDS * i + FUSED_*]. */
+enum {
+  FUSED_OP = 0, /* TYTO_PLUGIN_FUSED_INPUT/CONST/OUTPUT or an op code */
+  FUSED_ARG0 = 1,
+  FUSED_ARG1 = 2,
+  FUSED_ARG2 = 3,
+  FUSED_DTYPE = 4, /* the tyto_dtype of its value (an OUTPUT's: its output's) */
+  FUSED_FIELDS = 5
+};
+
+/* The number of instructions of FUSED node t. */
+static inline size_t fused_n_instrs(const tyto_tensor *t) {
+  return t->n_fattrs;
+}
+
+/* Field f (FUSED_OP .. FUSED_DTYPE) of instruction i of FUSED node t. */
+static inline int64_t fused_field(const tyto_tensor *t, size_t i, int f) {
+  return t->iattrs[1 + FUSED_FIELDS * i + (size_t)f];
+}
+
 /* Writes a file atomically: `write` fills a temporary file beside path,
  * which is flushed to disk and renamed over path; on any failure path is
  * untouched and the temporary removed. `what` prefixes messages. */

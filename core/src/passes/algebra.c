@@ -12,6 +12,10 @@
  *   an elementwise op reading broadcast_to(x) -> reading x, when its own
  *   broadcasting gives the same shape; a tile that only repeats extent-1
  *   axes -> broadcast_to (and then the rule before applies)
+ *   cast(cast(x, w), d) -> cast(x, d) when w holds every value of x's
+ *   dtype exactly (f16 or bf16 in f32 or f64, f32 in f64), and so
+ *   cast(cast(x, w), x's dtype) -> x; never when the inner cast rounds
+ *   (f64 -> f32 -> bf16 rounds twice, which f64 -> bf16 does not)
  *
  * "0" and "1" are FULLs or CONSTANTs of that one value. Where the result
  * would be smaller than the op's (x + 0 with a 0 of a larger shape), x is
@@ -23,6 +27,7 @@
 #include <string.h>
 
 #include "passes.h"
+#include "../graph/dtype.h"
 
 static int is_value(const tyto_tensor *x, double v) {
   double u;
@@ -133,6 +138,13 @@ static tyto_tensor *algebra_rule(void *ctx, const tyto_tensor *t,
   case TYTO_OP_NEG:
     if (in[0]->op == TYTO_OP_NEG)
       r = in[0]->inputs[0];
+    break;
+  case TYTO_OP_CAST:
+    /* The inner cast changes no value: one rounding, x's to t's dtype,
+     * is all the pair does (none when that is x's own dtype). */
+    if (in[0]->op == TYTO_OP_CAST &&
+        dtype_holds(in[0]->dtype, in[0]->inputs[0]->dtype))
+      r = tyto_cast(in[0]->inputs[0], t->dtype);
     break;
   case TYTO_OP_PERMUTE: r = permute_rule(t, in[0]); break;
   case TYTO_OP_STOP_GRADIENT: /* AD is done by now: the value alone */

@@ -8,6 +8,14 @@
  * it (Adam's m, v and parameter update are one node with three outputs);
  * outputs after the first are FUSED_OUTPUT nodes.
  *
+ * CASTs join groups too where the passes' options let them (every device
+ * that may run the group takes fused programs that convert between
+ * dtypes: plugin ABI 1.5), so that a conversion costs no pass over memory
+ * of its own: bf16 matmul -> cast f32 -> add f32 bias -> relu -> cast
+ * bf16 is one FUSED node with a bf16 input, an f32 input and a bf16
+ * output. Every instruction of the program carries its value's dtype;
+ * the node's dtype is its output 0's, each FUSED_OUTPUT's its output's.
+ *
  * Groups grow greedily in creation order: an elementwise node joins the
  * groups of its elementwise operands of the same shape when the union
  * stays convex (no path leaves the group and comes back, or the fused
@@ -81,10 +89,19 @@ static int64_t group_of(fuser *f, int64_t i) {
   return f->parent[i] < 0 ? -1 : root(f, i);
 }
 
-/* Same shape, dtype and device pin (a group runs on one device). */
-static int same_shape(const tyto_tensor *a, const tyto_tensor *b) {
-  return a->rank == b->rank && a->dtype == b->dtype && a->pin == b->pin &&
-         memcmp(a->shape, b->shape, (size_t)a->rank * sizeof *a->shape) == 0;
+/* Ops a group may hold: the elementwise ones, and CAST (which the pass
+ * options may keep out, as any op: pass_may_fuse). */
+static int fusable_op(tyto_op op) {
+  return pass_is_elementwise(op) || op == TYTO_OP_CAST;
+}
+
+/* Whether t may join the group of its operand x: same shape and device
+ * pin (a group runs on one device), and the same dtype unless t converts
+ * (only a CAST's operand differs from it in dtype). */
+static int joinable(const tyto_tensor *x, const tyto_tensor *t) {
+  return x->rank == t->rank && x->pin == t->pin &&
+         (x->dtype == t->dtype || t->op == TYTO_OP_CAST) &&
+         memcmp(x->shape, t->shape, (size_t)x->rank * sizeof *x->shape) == 0;
 }
 
 static int in_set(int64_t r, const int64_t *set, int n) {
@@ -210,14 +227,14 @@ static void form_groups(fuser *f, const pass_options *opt) {
   const tyto_graph *g = f->g;
   for (size_t i = 0; i < g->n_nodes; i++) {
     const tyto_tensor *t = g->nodes[i];
-    if (!pass_is_elementwise(t->op) || tyto_tensor_numel(t) == 0 ||
+    if (!fusable_op(t->op) || tyto_tensor_numel(t) == 0 ||
         !pass_may_fuse(opt, t))
       continue;
     int64_t cand[3];
     int n_cand = 0;
     for (size_t k = 0; k < t->n_inputs; k++) {
       int64_t r = group_of(f, t->inputs[k]->index);
-      if (r >= 0 && same_shape(t->inputs[k], t) && !in_set(r, cand, n_cand))
+      if (r >= 0 && joinable(t->inputs[k], t) && !in_set(r, cand, n_cand))
         cand[n_cand++] = r;
     }
     if (try_merge(f, (int64_t)i, cand, n_cand))
@@ -255,7 +272,7 @@ static void emit_group(emitter *e, int64_t r) {
   const int64_t *mem = e->members[r];
   int nm = e->n_members[r];
   size_t cap = (size_t)(gr->n_ext + 3 * nm + MAX_IO + 1);
-  int64_t *ia = malloc((1 + 4 * cap) * sizeof *ia);
+  int64_t *ia = malloc((1 + FUSED_FIELDS * cap) * sizeof *ia);
   double *fa = malloc(cap * sizeof *fa);
   int64_t *value = malloc((size_t)nm * sizeof *value); /* member -> value */
   unsigned char *absorbed = calloc((size_t)nm, 1);
@@ -266,17 +283,19 @@ static void emit_group(emitter *e, int64_t r) {
   }
   const tyto_tensor *first = g->nodes[mem[0]];
   size_t n = 0;
-#define INSTR(op_, a0, a1, a2, attr_)                                          \
+#define INSTR(op_, a0, a1, a2, dt_, attr_)                                     \
   do {                                                                         \
-    ia[1 + 4 * n] = (op_);                                                     \
-    ia[2 + 4 * n] = (a0);                                                      \
-    ia[3 + 4 * n] = (a1);                                                      \
-    ia[4 + 4 * n] = (a2);                                                      \
+    int64_t *f_ = &ia[1 + FUSED_FIELDS * n];                                   \
+    f_[FUSED_OP] = (op_);                                                      \
+    f_[FUSED_ARG0] = (a0);                                                     \
+    f_[FUSED_ARG1] = (a1);                                                     \
+    f_[FUSED_ARG2] = (a2);                                                     \
+    f_[FUSED_DTYPE] = (dt_);                                                   \
     fa[n++] = (attr_);                                                         \
   } while (0)
   for (int k = 0; k < gr->n_ext; k++) {
     ins[k] = e->map[gr->ext[k]];
-    INSTR(TYTO_PLUGIN_FUSED_INPUT, k, 0, 0, 0.0);
+    INSTR(TYTO_PLUGIN_FUSED_INPUT, k, 0, 0, g->nodes[gr->ext[k]]->dtype, 0.0);
   }
   /* An ADD reading a MUL member that only it reads becomes one FMA. */
   for (int m = 0; m < nm; m++) {
@@ -329,7 +348,7 @@ static void emit_group(emitter *e, int64_t r) {
         arg[k] = value[j];
       } else if (x->op == TYTO_OP_FULL) {
         arg[k] = (int64_t)n;
-        INSTR(TYTO_PLUGIN_FUSED_CONST, 0, 0, 0, x->fattrs[0]);
+        INSTR(TYTO_PLUGIN_FUSED_CONST, 0, 0, 0, x->dtype, x->fattrs[0]);
       } else {
         for (j = 0; gr->ext[j] != x->index; j++)
           ;
@@ -337,29 +356,34 @@ static void emit_group(emitter *e, int64_t r) {
       }
     }
     value[m] = (int64_t)n;
-    INSTR(op, arg[0], arg[1], arg[2], t->n_fattrs ? t->fattrs[0] : 0.0);
+    INSTR(op, arg[0], arg[1], arg[2], t->dtype,
+          t->n_fattrs ? t->fattrs[0] : 0.0);
   }
   int n_out = 0;
   int64_t out_member[MAX_IO];
   for (int m = 0; m < nm; m++)
     if (e->is_out[mem[m]]) {
-      INSTR(TYTO_PLUGIN_FUSED_OUTPUT, value[m], n_out, 0, 0.0);
+      INSTR(TYTO_PLUGIN_FUSED_OUTPUT, value[m], n_out, 0,
+            g->nodes[mem[m]]->dtype, 0.0);
       out_member[n_out++] = mem[m];
     }
 #undef INSTR
   ia[0] = n_out;
   e->out->scope = first->pin; /* the group's device, for its nodes */
-  tyto_tensor *fn =
-      node_new(e->out, TYTO_OP_FUSED, first->dtype, first->rank, first->shape,
-               (size_t)gr->n_ext, ins, 1 + 4 * n, ia, n, fa);
+  /* Each output keeps its member's dtype (the group may convert). */
+  tyto_tensor *fn = node_new(
+      e->out, TYTO_OP_FUSED,
+      n_out ? g->nodes[out_member[0]]->dtype : first->dtype, first->rank,
+      first->shape, (size_t)gr->n_ext, ins, 1 + FUSED_FIELDS * n, ia, n, fa);
   if (fn->kind == TYTO_KIND_ERROR)
     goto done;
   for (int k = 0; k < n_out; k++) {
     int64_t idx = k;
     e->map[out_member[k]] =
         k == 0 ? fn
-               : node_new(e->out, TYTO_OP_FUSED_OUTPUT, first->dtype,
-                          first->rank, first->shape, 1, &fn, 1, &idx, 0, NULL);
+               : node_new(e->out, TYTO_OP_FUSED_OUTPUT,
+                          g->nodes[out_member[k]]->dtype, first->rank,
+                          first->shape, 1, &fn, 1, &idx, 0, NULL);
   }
   e->changed += nm;
 done:

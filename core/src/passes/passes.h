@@ -31,7 +31,11 @@ typedef struct pass_graph {
 /* Nodes fusion must leave alone: those pinned `pin` (a node's pin field,
  * 0 for unpinned ones) with op `op` and dtype `dtype` (-1: any). A device
  * that refused a fused node gets these for the ops and dtypes it cannot
- * fuse, and the graph is optimised again (compile/placement.c). */
+ * fuse, and the graph is optimised again (compile/placement.c). Op
+ * TYTO_OP_CAST (a CAST's dtype is the one it converts to) keeps
+ * conversions out of the groups: a device whose plugin is older than ABI
+ * 1.5 gets {its pin, CAST, -1}, for it may not be sent fused programs
+ * that convert between dtypes (compile.c). */
 typedef struct pass_nofuse {
   uint32_t pin;
   int op;
@@ -39,7 +43,9 @@ typedef struct pass_nofuse {
 } pass_nofuse;
 
 /* What the passes may assume about the devices that will run the graph.
- * Fusion groups never mix pins: a fused node runs on one device. */
+ * Fusion groups never mix pins: a fused node runs on one device. A CAST
+ * joins a group (whose operands then differ in dtype) wherever nofuse
+ * lets it. */
 typedef struct pass_options {
   int fuse_ok; /* some device runs TYTO_PLUGIN_OP_FUSED kernels */
   size_t n_nofuse;
@@ -123,7 +129,8 @@ size_t *pass_use_counts(const pass_graph *p);
 /* Total input edges of g. */
 size_t pass_edges(const tyto_graph *g);
 
-/* 1 for the elementwise ops (unary, binary, WHERE, FMA). */
+/* 1 for the elementwise ops (unary, binary, WHERE, FMA), whose operands
+ * share their dtype; not CAST, whose operand does not. */
 int pass_is_elementwise(tyto_op op);
 
 /* When t is a constant of one value (FULL, or a CONSTANT whose elements
