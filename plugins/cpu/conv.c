@@ -38,7 +38,6 @@
 #include <float.h>
 #include <limits.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +48,7 @@
 #endif
 
 #include "../common/geometry.h"
+#include "onednn.h"
 #include "ops.h"
 
 /* Below this many multiply-adds per (image, group) GEMM the fallback runs
@@ -83,28 +83,10 @@ typedef struct conv_op {
 /* ------------------------------------------------------------------------ */
 
 #ifdef TYTO_HAVE_DNNL
-static dnnl_engine_t cpu_engine;
-static pthread_once_t dnnl_once = PTHREAD_ONCE_INIT;
-
-/* One CPU engine for the process (oneDNN engines are cheap to share and
- * thread-safe); NULL when oneDNN cannot make one. */
-static void dnnl_init(void) {
-  if (dnnl_engine_create(&cpu_engine, dnnl_cpu, 0) != dnnl_success)
-    cpu_engine = NULL;
-}
-
-/* The engine goes when the plugin is unloaded (the plugin ABI has no
- * per-process hook for it; kernels using it are all released by then). */
-__attribute__((destructor)) static void dnnl_fini(void) {
-  if (cpu_engine)
-    dnnl_engine_destroy(cpu_engine);
-  cpu_engine = NULL;
-}
-
 /* Builds the oneDNN primitive for a validated op; leaves op->prim NULL
  * when oneDNN has no implementation for it (the fallback then runs). */
 static void dnnl_build(conv_op *op) {
-  pthread_once(&dnnl_once, dnnl_init);
+  dnnl_engine_t cpu_engine = cpu_dnnl_engine();
   if (!cpu_engine)
     return;
   dnnl_dims_t x = {op->g.N, op->g.C, op->g.H, op->g.W},
@@ -200,6 +182,7 @@ static void dnnl_build(conv_op *op) {
 /* Runs the primitive on the bound tensors; returns oneDNN's status. */
 static dnnl_status_t dnnl_run(const conv_op *op, const cpu_desc *d,
                               unsigned char *const *args) {
+  dnnl_engine_t cpu_engine = cpu_dnnl_engine();
   int n_in = (int)d->n_in;
   dnnl_memory_t mem[5] = {NULL, NULL, NULL, NULL, NULL};
   dnnl_exec_arg_t ea[5];
@@ -709,11 +692,6 @@ static void conv_destroy(cpu_op *base) {
 /* Validation                                                                */
 /* ------------------------------------------------------------------------ */
 
-static int no_dnnl_env(void) {
-  const char *v = getenv("TYTO_CPU_NO_DNNL");
-  return v && *v && strcmp(v, "0") != 0;
-}
-
 static tyto_plugin_error *conv_check(const tyto_plugin_host *h,
                                      const cpu_desc *desc, conv_op *op) {
   tpc_operands a;
@@ -852,10 +830,9 @@ tyto_plugin_error *cpu_conv_prepare(const tyto_plugin_host *h,
   if (op->code == TYTO_PLUGIN_OP_CONV2D_BACKWARD_FILTER &&
       op->g.C / op->g.G <= 16 && op->g.OH * op->g.OW >= 512)
     dnnl_op = 0;
-  if (op->elem == 4 && contiguous && !empty && dnnl_op && !no_dnnl_env())
+  if (op->elem == 4 && contiguous && !empty && dnnl_op && !cpu_dnnl_off())
     dnnl_build(op);
 #else
-  (void)no_dnnl_env;
   (void)empty;
   (void)contiguous;
 #endif

@@ -1,12 +1,12 @@
 /*
  * COPY and FILL: a strided copy between any two layouts of one shape
  * (transpose, permute, slice with steps, flip, broadcast, tile and repeat
- * all reduce to it), and a fill of any layout with one value.
+ * all reduce to it), and a fill of any layout with one value. Elements are
+ * moved as bits of their size (2, 4 or 8 bytes), so every dtype moves
+ * exactly.
  */
 #include "config.h"
 
-#include <float.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,8 +15,27 @@
 typedef struct copy_op {
   cpu_op base;
   uint32_t op;
-  double value;
+  unsigned char value[8]; /* FILL: the value in the output's dtype */
 } copy_op;
+
+/* n elements of e bytes from src (step is) to dst (step os). */
+static void move(size_t e, int64_t n, unsigned char *dst, int64_t os,
+                 const unsigned char *src, int64_t is) {
+#define MOVE(T)                                                                \
+  do {                                                                         \
+    T *d_ = (T *)(void *)dst;                                                  \
+    const T *s_ = (const T *)(const void *)src;                                \
+    for (int64_t i = 0; i < n; i++)                                            \
+      d_[i * os] = s_[i * is];                                                 \
+  } while (0)
+  if (e == 2)
+    MOVE(uint16_t);
+  else if (e == 4)
+    MOVE(uint32_t);
+  else
+    MOVE(uint64_t);
+#undef MOVE
+}
 
 /* Walks the index space in row-major order, the last axis innermost. */
 /* A copy split into blocks of rows (a row: the innermost axis) for the
@@ -54,18 +73,12 @@ static void copy_block(void *ctx, size_t block) {
       ioff += idx[a] * in->strides[a];
       ooff += idx[a] * out->strides[a];
     }
-    if (is == 1 && os == 1) {
+    if (is == 1 && os == 1)
       memcpy(j->dst + ooff * (int64_t)e, j->src + ioff * (int64_t)e,
              (size_t)j->inner * e);
-    } else if (e == 4) {
-      float *s = (float *)j->src + ioff, *d = (float *)j->dst + ooff;
-      for (int64_t i = 0; i < j->inner; i++)
-        d[i * os] = s[i * is];
-    } else {
-      double *s = (double *)j->src + ioff, *d = (double *)j->dst + ooff;
-      for (int64_t i = 0; i < j->inner; i++)
-        d[i * os] = s[i * is];
-    }
+    else
+      move(e, j->inner, j->dst + ooff * (int64_t)e, os,
+           j->src + ioff * (int64_t)e, is);
     for (int64_t a = (int64_t)r - 2; a >= 0; a--) {
       if (++idx[a] < out->shape[a])
         break;
@@ -140,16 +153,11 @@ static tyto_plugin_error *copy_run(const cpu_op *base, const cpu_desc *d,
     strided_copy(&d->in[0].l, out, e, args[0], args[1], pool);
     return NULL;
   }
-  /* A fill is a copy from one element broadcast everywhere. Values beyond
-   * f32's range become infinities, as IEEE rounding would make them (a
-   * plain conversion would be undefined behaviour in C). */
-  double v = op->value;
-  float f = v > FLT_MAX ? INFINITY : v < -FLT_MAX ? -INFINITY : (float)v;
+  /* A fill is a copy from one element broadcast everywhere. */
   tyto_plugin_layout one = *out;
   memset(one.strides, 0, sizeof one.strides);
   one.offset = 0;
-  strided_copy(&one, out, e, e == 4 ? (unsigned char *)&f : (unsigned char *)&v,
-               args[0], pool);
+  strided_copy(&one, out, e, (unsigned char *)op->value, args[0], pool);
   return NULL;
 }
 
@@ -196,7 +204,11 @@ tyto_plugin_error *cpu_copy_prepare(const tyto_plugin_host *h,
   op->base.run = copy_run;
   op->base.destroy = copy_destroy;
   op->op = d->op;
-  op->value = d->op == TYTO_PLUGIN_OP_FILL ? d->fattrs[0] : 0;
+  /* The value rounded once to the dtype (1e300 in f32 is +inf; subnormals
+   * kept whatever the thread's FTZ). */
+  if (d->op == TYTO_PLUGIN_OP_FILL)
+    cpu_cvt(desc->out[0].l.dtype, TYTO_PLUGIN_DTYPE_F64)(1, op->value,
+                                                         &d->fattrs[0]);
   *out = &op->base;
   return NULL;
 }

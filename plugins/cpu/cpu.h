@@ -33,6 +33,8 @@ struct tyto_plugin_state {
   char vendor[64];
   char nodeset[256];
   char cpuset[256];
+  char gemm16[512]; /* the path of bf16 and f16 GEMMs (onednn.h) and of
+                       the 16-bit conversions (convert.h) */
   uint32_t cores, pus, numa_nodes;
   uint64_t memory_bytes;
   int32_t numa_node;

@@ -1,5 +1,6 @@
 /*
- * Elementwise unary, binary and ternary ops (NEG .. FMA) on the CPU.
+ * Elementwise unary, binary and ternary ops (NEG .. FMA) and CAST on the
+ * CPU.
  *
  * Each op has one contiguous inner loop per dtype, compiled three times
  * (SSE2, AVX2+FMA, AVX-512) from eltwise_kern.h; the widest the CPU runs is
@@ -15,6 +16,12 @@
  *    are; a broadcast (stride 0) operand is splatted, and any other stride
  *    is gathered, into a small block buffer; a strided output is computed
  *    into a block buffer and scattered.
+ *
+ * F16 and BF16 (storage formats) take the same f32 loops: each operand
+ * block is read into an f32 block (converted from memory, or gathered and
+ * then converted), the f32 loop runs, and its block is rounded to the
+ * dtype on the way out (convert.h). CAST is the same walk with only the
+ * conversion in the middle.
  */
 #include "config.h"
 
@@ -24,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "convert.h"
 #include "eltwise_ops.h"
 #include "ops.h"
 
@@ -89,7 +97,8 @@ static void elt_pick_isa(void) {
 typedef struct elt_op {
   cpu_op base;
   uint32_t op, n_in;
-  elt_kern kern;
+  elt_kern kern;            /* the f32 loop for F16 and BF16 */
+  cpu_cvt_fn widen, narrow; /* F16 and BF16: to and from f32 */
   double attr[1];
   int has_attr;
   cpu_elt_space sp; /* inputs, then the output at n_in */
@@ -221,7 +230,7 @@ int cpu_elt_space_run(const cpu_elt_space *sp, unsigned char *const *args,
   c.ctx = ctx;
   atomic_init(&c.failed, 0);
   for (uint32_t j = 0; j < sp->n; j++)
-    c.base[j] = args[j] + sp->offset[j] * (int64_t)sp->esize;
+    c.base[j] = args[j] + sp->offset[j] * (int64_t)sp->esz[j];
   if (sp->tasks <= 1 || sp->numel < sp->par_min || cpu_pool_size(pool) <= 1)
     run_rows(&c, 0, sp->rows, 0, sp->inner);
   else
@@ -291,8 +300,10 @@ void cpu_elt_space_init(cpu_elt_space *sp, const cpu_desc *desc, int slow) {
     ls[sp->n++] = &desc->in[j].l;
   for (uint32_t j = 0; j < desc->n_out; j++)
     ls[sp->n++] = &desc->out[j].l;
-  for (uint32_t j = 0; j < sp->n; j++)
+  for (uint32_t j = 0; j < sp->n; j++) {
     sp->offset[j] = ls[j]->offset;
+    sp->esz[j] = cpu_dtype_size(ls[j]->dtype);
+  }
   sp->esize = cpu_dtype_size(desc->out[0].l.dtype);
   sp->par_min = slow ? ELT_PAR_MIN_SLOW : ELT_PAR_MIN_FAST;
   sp->numel = desc->out[0].empty ? 0 : cpu_numel(&desc->out[0].l);
@@ -304,7 +315,7 @@ void cpu_elt_space_init(cpu_elt_space *sp, const cpu_desc *desc, int slow) {
 
 tyto_plugin_error *cpu_eltwise_check_operands(const tyto_plugin_host *h,
                                               const cpu_desc *desc,
-                                              const char *name) {
+                                              const char *name, int one_dtype) {
   const tyto_plugin_layout *o = &desc->out[0].l;
   char s1[160], s2[160];
   for (uint32_t j = 0; j < desc->n_in + desc->n_out; j++) {
@@ -315,7 +326,7 @@ tyto_plugin_error *cpu_eltwise_check_operands(const tyto_plugin_host *h,
     const tyto_plugin_layout *l = is_in ? &desc->in[k].l : &desc->out[k].l;
     const char *which = is_in ? "input" : "output";
     const char *ref = desc->n_out > 1 ? "output 0" : "the output";
-    if (l->dtype != o->dtype)
+    if (one_dtype && l->dtype != o->dtype)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                           "%s: %s %u is %s but %s is %s (all operands must "
                           "have one dtype)",
@@ -425,17 +436,144 @@ static void run_segment(const void *ctx, unsigned char *const *base,
   }
 }
 
+/* run_segment for F16 and BF16: every input is converted into an f32
+ * block (broadcast ones once per segment, strided ones gathered first),
+ * the f32 loop writes an f32 block, and that is rounded to the dtype as it
+ * is stored (scattered when strided). Scratch: an f32 block per operand,
+ * then a 16-bit block for gathers and scatters. */
+static void run_segment_half(const void *ctx, unsigned char *const *base,
+                             const int64_t *off, int64_t n,
+                             unsigned char *scratch) {
+  const elt_op *op = ctx;
+  const uint32_t r = op->sp.rank - 1, no = op->n_in;
+  const double *p = op->has_attr ? op->attr : NULL;
+  float *blk[4];
+  uint16_t *raw = (uint16_t *)(void *)(scratch + (no + 1) * ELT_BLOCK * 4);
+  int64_t st[4];
+  for (uint32_t j = 0; j <= no; j++) {
+    blk[j] = (float *)(void *)(scratch + j * ELT_BLOCK * 4);
+    st[j] = op->sp.strides[j][r];
+  }
+  for (uint32_t j = 0; j < no; j++) {
+    if (st[j] != 0)
+      continue;
+    float v;
+    op->widen(1, &v, (const uint16_t *)(const void *)base[j] + off[j]);
+    int64_t m = n < ELT_BLOCK ? n : ELT_BLOCK;
+    for (int64_t i = 0; i < m; i++)
+      blk[j][i] = v;
+  }
+  for (int64_t done = 0; done < n; done += ELT_BLOCK) {
+    int64_t m = n - done < ELT_BLOCK ? n - done : ELT_BLOCK;
+    for (uint32_t j = 0; j < no; j++) {
+      const uint16_t *in =
+          (const uint16_t *)(const void *)base[j] + off[j] + done * st[j];
+      if (st[j] == 1) {
+        op->widen((size_t)m, blk[j], in);
+      } else if (st[j] != 0) {
+        cpu_gather(2, (size_t)m, raw, in, st[j]);
+        op->widen((size_t)m, blk[j], raw);
+      }
+    }
+    op->kern((size_t)m, blk[no], blk[0], no > 1 ? blk[1] : NULL,
+             no > 2 ? blk[2] : NULL, p);
+    uint16_t *o = (uint16_t *)(void *)base[no] + off[no] + done * st[no];
+    if (st[no] == 1) {
+      op->narrow((size_t)m, o, blk[no]);
+    } else {
+      op->narrow((size_t)m, raw, blk[no]);
+      cpu_scatter(2, (size_t)m, o, st[no], raw);
+    }
+  }
+}
+
 static tyto_plugin_error *elt_run(const cpu_op *base, const cpu_desc *d,
                                   unsigned char *const *args, cpu_pool *pool) {
   const elt_op *op = (const elt_op *)base;
   (void)d;
   /* The scratch fits the stack: cpu_elt_space_run cannot fail here. */
-  cpu_elt_space_run(&op->sp, args, pool, run_segment, op);
+  cpu_elt_space_run(&op->sp, args, pool,
+                    op->widen ? run_segment_half : run_segment, op);
   return NULL;
 }
 
 static void elt_destroy(cpu_op *op) {
   free(op);
+}
+
+/* ------------------------------------------------------------------------ */
+/* CAST                                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* One row of a cast, in blocks: a strided source is gathered first, a
+ * strided destination converted into a block and scattered. */
+static void cast_segment(const void *ctx, unsigned char *const *base,
+                         const int64_t *off, int64_t n,
+                         unsigned char *scratch) {
+  const cpu_cast *c = ctx;
+  const uint32_t r = c->sp.rank - 1;
+  const size_t ei = c->sp.esz[0], eo = c->sp.esz[1];
+  const int64_t si = c->sp.strides[0][r], so = c->sp.strides[1][r];
+  unsigned char *tin = scratch, *tout = scratch + ELT_BLOCK * 8;
+  for (int64_t done = 0; done < n; done += ELT_BLOCK) {
+    int64_t m = n - done < ELT_BLOCK ? n - done : ELT_BLOCK;
+    const unsigned char *src = base[0] + (off[0] + done * si) * (int64_t)ei;
+    unsigned char *dst = base[1] + (off[1] + done * so) * (int64_t)eo;
+    if (si != 1) {
+      cpu_gather(ei, (size_t)m, tin, src, si);
+      src = tin;
+    }
+    if (so == 1) {
+      c->cvt((size_t)m, dst, src);
+    } else {
+      c->cvt((size_t)m, tout, src);
+      cpu_scatter(eo, (size_t)m, dst, so, tout);
+    }
+  }
+}
+
+void cpu_cast_plan(cpu_cast *c, const tyto_plugin_layout *in,
+                   const tyto_plugin_layout *out) {
+  cpu_desc d;
+  memset(&d, 0, sizeof d);
+  d.n_in = d.n_out = 1;
+  d.in[0].l = *in;
+  d.out[0].l = *out;
+  for (uint32_t a = 0; a < out->rank; a++)
+    d.out[0].empty |= out->shape[a] == 0;
+  cpu_elt_space_init(&c->sp, &d, 0);
+  c->sp.scratch_bytes = 2 * ELT_BLOCK * 8;
+  c->cvt = cpu_cvt(out->dtype, in->dtype);
+}
+
+void cpu_cast_run(const cpu_cast *c, unsigned char *src, unsigned char *dst,
+                  cpu_pool *pool) {
+  unsigned char *args[2] = {src, dst};
+  /* The scratch fits the stack: this cannot fail. */
+  cpu_elt_space_run(&c->sp, args, pool, cast_segment, c);
+}
+
+typedef struct cast_op {
+  cpu_op base;
+  cpu_cast cast;
+} cast_op;
+
+static tyto_plugin_error *cast_run(const cpu_op *base, const cpu_desc *d,
+                                   unsigned char *const *args, cpu_pool *pool) {
+  (void)d;
+  cpu_cast_run(&((const cast_op *)base)->cast, args[0], args[1], pool);
+  return NULL;
+}
+
+static tyto_plugin_error *cast_check(const tyto_plugin_host *h,
+                                     const cpu_desc *desc) {
+  if (desc->n_in != 1 || desc->n_out != 1)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "cast: expected 1 input and 1 output, got %u and %u",
+                        desc->n_in, desc->n_out);
+  /* Any two dtypes the plugin runs (kernels.c measured them): F32, F64,
+   * F16, BF16. */
+  return cpu_eltwise_check_operands(h, desc, "cast", 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -446,6 +584,8 @@ tyto_plugin_error *cpu_eltwise_check(const tyto_plugin_host *h,
                                      const cpu_desc *desc) {
   const tyto_plugin_op_desc *d = desc->d;
   const char *name = cpu_op_name(d->op);
+  if (d->op == TYTO_PLUGIN_OP_CAST)
+    return cast_check(h, desc);
   int n_in = cpu_eltwise_arity(d->op);
   if (!n_in)
     return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
@@ -459,7 +599,7 @@ tyto_plugin_error *cpu_eltwise_check(const tyto_plugin_host *h,
                         desc->n_out);
   int needs_attr =
       d->op == TYTO_PLUGIN_OP_LEAKY_RELU || d->op == TYTO_PLUGIN_OP_ELU;
-  tyto_plugin_error *e = cpu_eltwise_check_operands(h, desc, name);
+  tyto_plugin_error *e = cpu_eltwise_check_operands(h, desc, name, 1);
   if (e)
     return e;
   if (needs_attr && d->n_fattrs < 1)
@@ -472,6 +612,10 @@ tyto_plugin_error *cpu_eltwise_check(const tyto_plugin_host *h,
   return NULL;
 }
 
+static void cast_destroy(cpu_op *op) {
+  free(op);
+}
+
 tyto_plugin_error *cpu_eltwise_prepare(const tyto_plugin_host *h,
                                        const cpu_desc *desc, cpu_op **out) {
   const tyto_plugin_op_desc *d = desc->d;
@@ -479,6 +623,17 @@ tyto_plugin_error *cpu_eltwise_prepare(const tyto_plugin_host *h,
   tyto_plugin_error *e = cpu_eltwise_check(h, desc);
   if (e)
     return e;
+  if (d->op == TYTO_PLUGIN_OP_CAST) {
+    cast_op *c = calloc(1, sizeof *c);
+    if (!c)
+      return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                          "cast: out of memory preparing the kernel");
+    c->base.run = cast_run;
+    c->base.destroy = cast_destroy;
+    cpu_cast_plan(&c->cast, &desc->in[0].l, &desc->out[0].l);
+    *out = &c->base;
+    return NULL;
+  }
   int n_in = cpu_eltwise_arity(d->op);
   int needs_attr =
       d->op == TYTO_PLUGIN_OP_LEAKY_RELU || d->op == TYTO_PLUGIN_OP_ELU;
@@ -486,15 +641,21 @@ tyto_plugin_error *cpu_eltwise_prepare(const tyto_plugin_host *h,
   if (!op)
     return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                         "%s: out of memory preparing the kernel", name);
+  const uint32_t dt = desc->out[0].l.dtype;
   op->base.run = elt_run;
   op->base.destroy = elt_destroy;
   op->op = d->op;
   op->n_in = (uint32_t)n_in;
-  op->kern = cpu_eltwise_kern(d->op, desc->out[0].l.dtype);
+  op->kern = cpu_eltwise_kern(d->op, cpu_dtype_compute(dt));
   op->has_attr = needs_attr;
   op->attr[0] = needs_attr ? d->fattrs[0] : 0;
   cpu_elt_space_init(&op->sp, desc, cpu_eltwise_slow(d->op));
   op->sp.scratch_bytes = (op->n_in + 1) * ELT_BLOCK * op->sp.esize;
+  if (cpu_dtype_half(dt)) {
+    op->widen = cpu_cvt(TYTO_PLUGIN_DTYPE_F32, dt);
+    op->narrow = cpu_cvt(dt, TYTO_PLUGIN_DTYPE_F32);
+    op->sp.scratch_bytes = (op->n_in + 1) * ELT_BLOCK * 4 + ELT_BLOCK * 2;
+  }
   *out = &op->base;
   return NULL;
 }

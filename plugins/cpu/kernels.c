@@ -30,6 +30,8 @@ size_t cpu_dtype_size(uint32_t dtype) {
   switch (dtype) {
   case TYTO_PLUGIN_DTYPE_F32: return 4;
   case TYTO_PLUGIN_DTYPE_F64: return 8;
+  case TYTO_PLUGIN_DTYPE_F16:
+  case TYTO_PLUGIN_DTYPE_BF16: return 2;
   default: return 0;
   }
 }
@@ -128,7 +130,7 @@ static tyto_plugin_error *measure(const tyto_plugin_host *h, uint32_t op,
   if (!cpu_dtype_size(l->dtype))
     return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
                         "%s: dtype %s is not supported by the cpu device "
-                        "(f32 and f64 are)",
+                        "(f32, f64, f16 and bf16 are)",
                         cpu_op_name(op), cpu_dtype_name(l->dtype));
   int64_t elem = (int64_t)cpu_dtype_size(l->dtype), lo = l->offset,
           hi = l->offset, n = 1;
@@ -162,19 +164,34 @@ static tyto_plugin_error *measure(const tyto_plugin_host *h, uint32_t op,
   return NULL;
 }
 
-/* The families, and the one that runs each op code. */
-static const cpu_family copy_family = {cpu_copy_check, cpu_copy_prepare},
-                        eltwise_family = {cpu_eltwise_check,
-                                          cpu_eltwise_prepare},
-                        reduce_family = {cpu_reduce_check, cpu_reduce_prepare},
-                        matmul_family = {cpu_matmul_check, cpu_matmul_prepare},
-                        conv_family = {cpu_conv_check, cpu_conv_prepare},
-                        layout_family = {cpu_layout_check, cpu_layout_prepare},
-                        random_family = {cpu_random_check, cpu_random_prepare},
-                        linalg_family = {cpu_linalg_check, cpu_linalg_prepare},
-                        fused_family = {cpu_fused_check, cpu_fused_prepare};
+/* The families, and the one that runs each op code. `half`: the family's
+ * check sees F16 and BF16 operands (and runs them, or refuses them with
+ * its own reason); for the others describe() refuses them. */
+static const cpu_family
+    copy_family = {cpu_copy_check, cpu_copy_prepare, 1},
+    eltwise_family = {cpu_eltwise_check, cpu_eltwise_prepare, 1},
+    reduce_family = {cpu_reduce_check, cpu_reduce_prepare, 1},
+    matmul_family = {cpu_matmul_check, cpu_matmul_prepare, 0},
+    conv_family = {cpu_conv_check, cpu_conv_prepare, 0},
+    widen_family = {cpu_widen_check, cpu_widen_prepare, 1},
+    layout_family = {cpu_layout_check, cpu_layout_prepare, 1},
+    random_family = {cpu_random_check, cpu_random_prepare, 1},
+    linalg_family = {cpu_linalg_check, cpu_linalg_prepare, 1},
+    fused_family = {cpu_fused_check, cpu_fused_prepare, 1},
+    matmul16_family = {cpu_matmul16_check, cpu_matmul16_prepare, 1},
+    conv16_family = {cpu_conv16_check, cpu_conv16_prepare, 1};
 
-static const cpu_family *family_of(uint32_t op) {
+static int is_pool(uint32_t op) {
+  return op == TYTO_PLUGIN_OP_MAX_POOL2D || op == TYTO_PLUGIN_OP_AVG_POOL2D ||
+         (op >= TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD &&
+          op <= TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD);
+}
+
+/* half: whether an operand is F16 or BF16. MATMUL and the convolutions
+ * in those run in matmul16.c and conv16.c (oneDNN's bf16 kernels, or
+ * through f32); pooling through the widening wrapper (widen.c) around
+ * conv.c's f32 kernels. */
+static const cpu_family *family_of(uint32_t op, int half) {
   if (op == TYTO_PLUGIN_OP_COPY || op == TYTO_PLUGIN_OP_FILL)
     return &copy_family;
   if (op >= TYTO_PLUGIN_OP_NEG && op <= TYTO_PLUGIN_OP_FMA)
@@ -183,9 +200,11 @@ static const cpu_family *family_of(uint32_t op) {
       op == TYTO_PLUGIN_OP_SOFTMAX || op == TYTO_PLUGIN_OP_LOG_SOFTMAX)
     return &reduce_family;
   if (op == TYTO_PLUGIN_OP_MATMUL)
-    return &matmul_family;
+    return half ? &matmul16_family : &matmul_family;
   if (op >= TYTO_PLUGIN_OP_CONV2D && op <= TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD)
-    return &conv_family;
+    return !half        ? &conv_family
+           : is_pool(op) ? &widen_family
+                         : &conv16_family;
   if (op >= TYTO_PLUGIN_OP_PAD && op <= TYTO_PLUGIN_OP_ONE_HOT)
     return &layout_family;
   if (op >= TYTO_PLUGIN_OP_RANDOM_UNIFORM &&
@@ -203,7 +222,7 @@ static const cpu_family *family_of(uint32_t op) {
 static tyto_plugin_error *describe(const tyto_plugin_host *h,
                                    const tyto_plugin_op_desc *d, cpu_desc *desc,
                                    const cpu_family **family) {
-  *family = family_of(d->op);
+  *family = family_of(d->op, 0);
   if (!*family)
     return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
                         "op %u (%s) is not supported by the cpu device", d->op,
@@ -234,7 +253,25 @@ static tyto_plugin_error *describe(const tyto_plugin_host *h,
     e = h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                      "%s: %u real attributes but no array", cpu_op_name(d->op),
                      d->n_fattrs);
-  return e;
+  if (e)
+    return e;
+  uint32_t half = UINT32_MAX; /* the first 16-bit operand's dtype */
+  for (uint32_t i = 0; i < desc->n_in + desc->n_out && half == UINT32_MAX;
+       i++) {
+    uint32_t dt = i < desc->n_in ? desc->in[i].l.dtype
+                                 : desc->out[i - desc->n_in].l.dtype;
+    if (cpu_dtype_half(dt))
+      half = dt;
+  }
+  if (half == UINT32_MAX)
+    return NULL;
+  *family = family_of(d->op, 1);
+  if (!(*family)->half)
+    return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
+                        "%s: %s is not supported by the cpu device for this "
+                        "op (f32 and f64 are); cast to f32 first",
+                        cpu_op_name(d->op), cpu_dtype_name(half));
+  return NULL;
 }
 
 /* The answer prepare would give, from the descriptor alone: the family's

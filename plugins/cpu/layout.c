@@ -10,10 +10,13 @@
  * as int64 in the workspace (8 bytes per index, reported by prepare).
  * ONE_HOT never fails at run time: an index that is not a whole number in
  * [0, depth) gives an all-zero row, as TensorFlow's one_hot does.
+ *
+ * PAD and GATHER move elements as bits of their size, so every dtype moves
+ * exactly. SCATTER_ADD in F16 and BF16 sums in f32 (an accumulator in the
+ * workspace, as wide as the output) and rounds each element once.
  */
 #include "config.h"
 
-#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,9 +30,9 @@ typedef struct layout_op {
   uint32_t op;
   int mode;                             /* PAD: 0 constant, 1 reflect */
   int64_t before[TYTO_PLUGIN_MAX_RANK]; /* PAD */
-  double value;                         /* PAD constant */
-  float valuef;                         /* the same, rounded to f32 */
+  unsigned char value[8];               /* PAD constant, in the dtype */
   uint32_t axis;                        /* GATHER, SCATTER_ADD */
+  uint64_t acc_off; /* SCATTER_ADD in F16, BF16: the f32 sums' offset */
 } layout_op;
 
 /* Row-major walk over a layout: idx and the element offset of idx. */
@@ -66,16 +69,30 @@ static void walk_next(walk *w) {
   }
 }
 
+/* Element off of base as a double (exactly), and v rounded once into it. */
 static double load(const unsigned char *base, uint32_t dtype, int64_t off) {
-  return dtype == TYTO_PLUGIN_DTYPE_F32 ? ((const float *)base)[off]
-                                        : ((const double *)base)[off];
+  if (dtype == TYTO_PLUGIN_DTYPE_F32)
+    return ((const float *)base)[off];
+  if (dtype == TYTO_PLUGIN_DTYPE_F64)
+    return ((const double *)base)[off];
+  double v;
+  cpu_cvt(TYTO_PLUGIN_DTYPE_F64, dtype)(1, &v, base + 2 * off);
+  return v;
 }
 
 static void store(unsigned char *base, uint32_t dtype, int64_t off, double v) {
   if (dtype == TYTO_PLUGIN_DTYPE_F32)
     ((float *)base)[off] = (float)v;
-  else
+  else if (dtype == TYTO_PLUGIN_DTYPE_F64)
     ((double *)base)[off] = v;
+  else
+    cpu_cvt(dtype, TYTO_PLUGIN_DTYPE_F64)(1, base + 2 * off, &v);
+}
+
+/* Element `src` of from (e bytes each) into element `dst` of to. */
+static inline void move(size_t e, unsigned char *to, int64_t dst,
+                        const unsigned char *from, int64_t src) {
+  memcpy(to + dst * (int64_t)e, from + src * (int64_t)e, e);
 }
 
 /* ---------------------------------------------------------------- PAD --- */
@@ -103,6 +120,7 @@ static void pad_chunk(void *ctx, size_t c) {
   unsigned char *const *args = job->args;
   int64_t first = (int64_t)c * CHUNK;
   int64_t end = job->n - first < CHUNK ? job->n : first + CHUNK;
+  const size_t es = cpu_dtype_size(out->dtype);
   walk w;
   walk_seek(&w, out, first);
   for (int64_t i = first; i < end; i++, walk_next(&w)) {
@@ -120,12 +138,10 @@ static void pad_chunk(void *ctx, size_t c) {
       }
       src += j * in->strides[a];
     }
-    if (out->dtype == TYTO_PLUGIN_DTYPE_F32)
-      ((float *)args[1])[w.off] =
-          inside ? ((const float *)args[0])[src] : op->valuef;
+    if (inside)
+      move(es, args[1], w.off, args[0], src);
     else
-      ((double *)args[1])[w.off] =
-          inside ? ((const double *)args[0])[src] : op->value;
+      memcpy(args[1] + w.off * (int64_t)es, op->value, es);
   }
 }
 
@@ -189,13 +205,13 @@ static void gather_chunk(void *ctx, size_t c) {
                            *out = &job->d->out[0].l;
   int64_t first = (int64_t)c * CHUNK;
   int64_t end = job->n - first < CHUNK ? job->n : first + CHUNK;
+  const size_t e = cpu_dtype_size(out->dtype);
   walk w;
   walk_seek(&w, out, first);
   for (int64_t i = first; i < end; i++, walk_next(&w)) {
     int64_t src =
         gathered_offset(data, op->axis, il->rank, w.idx, job->ind, il->shape);
-    store(job->args[2], out->dtype, w.off,
-          load(job->args[0], data->dtype, src));
+    move(e, job->args[2], w.off, job->args[0], src);
   }
 }
 
@@ -215,6 +231,34 @@ static tyto_plugin_error *gather_run(const layout_op *op, const cpu_desc *d,
   return NULL;
 }
 
+/* SCATTER_ADD in F16 and BF16: base and the updates summed in f32, in a
+ * dense accumulator in the workspace (acc, row-major over the output's
+ * shape), then each sum rounded once into the output. */
+static void scatter_half(const layout_op *op, const cpu_desc *d,
+                         unsigned char *const *args, const int64_t *ind) {
+  const tyto_plugin_layout *base = &d->in[0].l, *il = &d->in[1].l,
+                           *upd = &d->in[2].l, *out = &d->out[0].l;
+  float *acc = (float *)(void *)(args[4] + op->acc_off);
+  tyto_plugin_layout dense = *out;
+  dense.offset = 0;
+  for (int64_t a = (int64_t)out->rank - 1, st = 1; a >= 0; a--) {
+    dense.strides[a] = st;
+    st *= out->shape[a];
+  }
+  int64_t n = cpu_numel(out), m = cpu_numel(upd);
+  walk w;
+  walk_init(&w, base);
+  for (int64_t i = 0; i < n; i++, walk_next(&w))
+    acc[i] = (float)load(args[0], base->dtype, w.off);
+  walk_init(&w, upd);
+  for (int64_t i = 0; i < m; i++, walk_next(&w))
+    acc[gathered_offset(&dense, op->axis, il->rank, w.idx, ind, il->shape)] +=
+        (float)load(args[2], upd->dtype, w.off);
+  walk_init(&w, out);
+  for (int64_t i = 0; i < n; i++, walk_next(&w))
+    store(args[3], out->dtype, w.off, acc[i]);
+}
+
 static tyto_plugin_error *scatter_run(const layout_op *op, const cpu_desc *d,
                                       unsigned char *const *args) {
   const tyto_plugin_layout *base = &d->in[0].l, *il = &d->in[1].l,
@@ -225,6 +269,10 @@ static tyto_plugin_error *scatter_run(const layout_op *op, const cpu_desc *d,
         read_indices(op, il, args[1], base->shape[op->axis], ind);
     if (e)
       return e;
+  }
+  if (cpu_dtype_half(out->dtype)) {
+    scatter_half(op, d, args, ind);
+    return NULL;
   }
   /* out = base (an elementwise copy, safe when they are the same memory). */
   int64_t n = cpu_numel(out);
@@ -345,12 +393,10 @@ static tyto_plugin_error *pad_check(const tyto_plugin_host *h,
                         "pad: constant mode expects the value as real "
                         "attribute 0, got %u real attributes",
                         d->n_fattrs);
-  op->value = op->mode == 0 ? d->fattrs[0] : 0;
-  /* Beyond f32's range the constant becomes an infinity, as IEEE rounding
-   * would make it (a plain conversion would be undefined behaviour). */
-  op->valuef = op->value > FLT_MAX    ? INFINITY
-               : op->value < -FLT_MAX ? -INFINITY
-                                      : (float)op->value;
+  /* The constant rounded once to the dtype (beyond its range, an
+   * infinity). */
+  double value = op->mode == 0 ? d->fattrs[0] : 0;
+  cpu_cvt(out->dtype, TYTO_PLUGIN_DTYPE_F64)(1, op->value, &value);
   int64_t want[TYTO_PLUGIN_MAX_RANK];
   for (uint32_t a = 0; a < in->rank; a++) {
     int64_t b = d->iattrs[1 + 2 * a], e = d->iattrs[2 + 2 * a];
@@ -429,6 +475,10 @@ static tyto_plugin_error *axis_check(const tyto_plugin_host *h,
         shape_str(s2, sizeof s2, desc->out[0].l.shape, desc->out[0].l.rank));
   op->axis = a;
   *ws = (uint64_t)cpu_numel(il) * sizeof(int64_t);
+  if (scatter && cpu_dtype_half(desc->out[0].l.dtype)) {
+    op->acc_off = (*ws + 63) & ~(uint64_t)63;
+    *ws = op->acc_off + (uint64_t)cpu_numel(&desc->out[0].l) * sizeof(float);
+  }
   return NULL;
 }
 

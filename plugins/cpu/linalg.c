@@ -428,6 +428,15 @@ static tyto_plugin_error *linalg_check(const tyto_plugin_host *h,
                         name, n_in, n_in > 1 ? "s" : "", n_out,
                         n_out > 1 ? "s" : "", desc->n_in, desc->n_out);
   const tyto_plugin_layout *a = &desc->in[0].l;
+  /* ops.md: linear algebra is not defined for the 16-bit storage
+   * formats (a factorisation needs more precision than they keep). */
+  for (uint32_t i = 0; i < n_in + n_out; i++) {
+    uint32_t dt = i < n_in ? desc->in[i].l.dtype : desc->out[i - n_in].l.dtype;
+    if (dt == TYTO_PLUGIN_DTYPE_F16 || dt == TYTO_PLUGIN_DTYPE_BF16)
+      return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
+                          "%s runs in f32 or f64, not %s; cast to f32 first",
+                          name, cpu_dtype_name(dt));
+  }
   for (uint32_t i = 0; i < n_in + n_out; i++) {
     const tyto_plugin_layout *l =
         i < n_in ? &desc->in[i].l : &desc->out[i - n_in].l;

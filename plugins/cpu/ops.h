@@ -17,6 +17,7 @@
 
 #include <tyto/plugin.h>
 
+#include "convert.h"
 #include "pool.h"
 
 /* Inputs or outputs of one op: FUSED takes the most. */
@@ -68,6 +69,7 @@ typedef tyto_plugin_error *(*cpu_prepare_fn)(const tyto_plugin_host *h,
 typedef struct cpu_family {
   cpu_check_fn check;
   cpu_prepare_fn prepare;
+  int half; /* the check sees F16 and BF16 operands (kernels.c) */
 } cpu_family;
 
 /* The families, one file each. */
@@ -76,7 +78,8 @@ tyto_plugin_error *cpu_copy_check(const tyto_plugin_host *h,
                                   const cpu_desc *desc);
 tyto_plugin_error *cpu_copy_prepare(const tyto_plugin_host *h,
                                     const cpu_desc *desc, cpu_op **out);
-/* eltwise.c: unary, binary, ternary elementwise ops (NEG .. FMA). */
+/* eltwise.c: unary, binary, ternary elementwise ops (NEG .. FMA) and
+ * CAST. */
 tyto_plugin_error *cpu_eltwise_check(const tyto_plugin_host *h,
                                      const cpu_desc *desc);
 tyto_plugin_error *cpu_eltwise_prepare(const tyto_plugin_host *h,
@@ -102,6 +105,23 @@ tyto_plugin_error *cpu_conv_check(const tyto_plugin_host *h,
                                   const cpu_desc *desc);
 tyto_plugin_error *cpu_conv_prepare(const tyto_plugin_host *h,
                                     const cpu_desc *desc, cpu_op **out);
+/* widen.c: MAX_POOL2D .. AVG_POOL2D_BACKWARD in F16 and BF16: conv.c's
+ * f32 kernels between conversions at the edges. */
+tyto_plugin_error *cpu_widen_check(const tyto_plugin_host *h,
+                                   const cpu_desc *desc);
+tyto_plugin_error *cpu_widen_prepare(const tyto_plugin_host *h,
+                                     const cpu_desc *desc, cpu_op **out);
+/* matmul16.c: MATMUL in bf16 (oneDNN) and f16 (through f32). */
+tyto_plugin_error *cpu_matmul16_check(const tyto_plugin_host *h,
+                                      const cpu_desc *desc);
+tyto_plugin_error *cpu_matmul16_prepare(const tyto_plugin_host *h,
+                                        const cpu_desc *desc, cpu_op **out);
+/* conv16.c: CONV2D, CONV2D_BACKWARD_DATA, CONV2D_BACKWARD_FILTER in bf16
+ * (oneDNN) and f16 (through f32). */
+tyto_plugin_error *cpu_conv16_check(const tyto_plugin_host *h,
+                                    const cpu_desc *desc);
+tyto_plugin_error *cpu_conv16_prepare(const tyto_plugin_host *h,
+                                      const cpu_desc *desc, cpu_op **out);
 /* layout.c: PAD, GATHER, SCATTER_ADD, ONE_HOT. */
 tyto_plugin_error *cpu_layout_check(const tyto_plugin_host *h,
                                     const cpu_desc *desc);
@@ -140,23 +160,25 @@ typedef void (*cpu_elt_kern)(size_t n, void *out, const void *a, const void *b,
 int cpu_eltwise_arity(uint32_t op);
 /* Whether the op's loop calls libm rather than vectorising. */
 int cpu_eltwise_slow(uint32_t op);
-/* The widest loop this CPU runs for an elementwise op and dtype (f32/f64);
- * the same function the single-op kernels call. */
+/* The widest loop this CPU runs for an elementwise op and dtype (f32/f64;
+ * F16 and BF16 run the f32 loop between conversions); the same function
+ * the single-op kernels call. */
 cpu_elt_kern cpu_eltwise_kern(uint32_t op, uint32_t dtype);
-/* Checks that every input and output has output 0's dtype and shape and
- * that no output has stride 0 on an axis of extent > 1. `name` prefixes
- * the message. */
+/* Checks that every input and output has output 0's shape (and, when
+ * one_dtype, its dtype) and that no output has stride 0 on an axis of
+ * extent > 1. `name` prefixes the message. */
 tyto_plugin_error *cpu_eltwise_check_operands(const tyto_plugin_host *h,
                                               const cpu_desc *desc,
-                                              const char *name);
+                                              const char *name, int one_dtype);
 
 /* The iteration space of an elementwise op over its operands (inputs then
  * outputs, as launch passes them): size-1 axes dropped, axes merged where
  * every operand steps through them as one, rows cut into pool tasks. */
 typedef struct cpu_elt_space {
-  uint32_t n; /* operands */
-  size_t esize;
-  uint32_t rank; /* >= 1 when numel > 0; innermost last */
+  uint32_t n;                       /* operands */
+  size_t esize;                     /* output 0's element size */
+  size_t esz[CPU_ELT_MAX_OPERANDS]; /* each operand's */
+  uint32_t rank;                    /* >= 1 when numel > 0; innermost last */
   int64_t shape[TYTO_PLUGIN_MAX_RANK];
   int64_t strides[CPU_ELT_MAX_OPERANDS][TYTO_PLUGIN_MAX_RANK];
   int64_t offset[CPU_ELT_MAX_OPERANDS]; /* the layouts' offsets */
@@ -168,13 +190,14 @@ typedef struct cpu_elt_space {
   size_t scratch_bytes; /* what each task's segments get; set by the user */
 } cpu_elt_space;
 
-/* Builds the space of desc's operands (all of output 0's shape, one
- * dtype, checked by cpu_eltwise_check_operands). slow: libm-bound work, cut
- * into smaller tasks. scratch_bytes starts at 0. */
+/* Builds the space of desc's operands (all of output 0's shape, checked
+ * by cpu_eltwise_check_operands). slow: libm-bound work, cut into smaller
+ * tasks. scratch_bytes starts at 0. */
 void cpu_elt_space_init(cpu_elt_space *sp, const cpu_desc *desc, int slow);
 
 /* Computes n elements of one row of the space: operand j's first element
- * is base[j] + off[j] elements, its step sp->strides[j][sp->rank - 1].
+ * is base[j] + off[j] elements (of sp->esz[j] bytes), its step
+ * sp->strides[j][sp->rank - 1].
  * scratch: sp->scratch_bytes bytes, 64-byte aligned, private to the call's
  * task. */
 typedef void (*cpu_elt_segment_fn)(const void *ctx, unsigned char *const *base,
@@ -186,6 +209,20 @@ typedef void (*cpu_elt_segment_fn)(const void *ctx, unsigned char *const *base,
  * task's scratch could not be allocated (the output is then partial). */
 int cpu_elt_space_run(const cpu_elt_space *sp, unsigned char *const *args,
                       cpu_pool *pool, cpu_elt_segment_fn fn, const void *ctx);
+
+/* A strided CAST between two layouts of one shape (the op, and the edges
+ * of widen.c): built once, run many times. */
+typedef struct cpu_cast {
+  cpu_elt_space sp; /* operand 0 the source, 1 the destination */
+  cpu_cvt_fn cvt;
+} cpu_cast;
+/* Plans the cast from layout `in` to layout `out` (dtypes F32, F64, F16,
+ * BF16; shapes equal, checked by the caller). */
+void cpu_cast_plan(cpu_cast *c, const tyto_plugin_layout *in,
+                   const tyto_plugin_layout *out);
+/* Runs it: src and dst are the bindings (layout offsets still to apply). */
+void cpu_cast_run(const cpu_cast *c, unsigned char *src, unsigned char *dst,
+                  cpu_pool *pool);
 
 /* Helpers shared by families. */
 size_t cpu_dtype_size(uint32_t dtype);

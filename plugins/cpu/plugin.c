@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include "../common/hostmem.h"
+#include "convert.h"
 #include "cpu.h"
+#include "onednn.h"
 #include "pool.h"
 
 static tyto_plugin_error *cpu_probe(tyto_plugin_state *st,
@@ -72,6 +74,12 @@ static tyto_plugin_error *cpu_probe(tyto_plugin_state *st,
            : strcmp(vendor, "AuthenticAMD") == 0 ? "AMD"
            : strcmp(vendor, "GenuineIntel") == 0 ? "Intel"
                                                  : vendor);
+  /* How bf16 and f16 GEMMs run here, for tyto-info (the description's
+   * driver_version: what this device's kernels run on). */
+  cpu_gemm16_describe(st->gemm16, sizeof st->gemm16);
+  size_t used = strlen(st->gemm16);
+  snprintf(st->gemm16 + used, sizeof st->gemm16 - used, "; %s",
+           cpu_cvt_describe());
   claims->claim(claims->ctx, (int32_t)cpu->index, 0, st->name);
   return NULL;
 }
@@ -88,9 +96,13 @@ static tyto_plugin_error *cpu_device_query(tyto_plugin_state *st,
     info->field = (value);
   SET(name, st->name)
   SET(vendor, st->vendor)
-  SET(driver_version, "")
+  /* No driver: tyto-info shows this field after the vendor, so it says
+   * how 16-bit GEMMs run and how 16-bit data are converted. */
+  SET(driver_version, st->gemm16)
   SET(dtypes, TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F32) |
-                  TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F64))
+                  TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F64) |
+                  TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F16) |
+                  TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_BF16))
   SET(flags, TYTO_PLUGIN_CAP_UNIFIED_MEMORY | TYTO_PLUGIN_CAP_ASYNC |
                  TYTO_PLUGIN_CAP_PEER_COPY)
   SET(memory_bytes, st->memory_bytes)

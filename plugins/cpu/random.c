@@ -3,7 +3,8 @@
  * streams, so any slice of the output can be computed on its own (the pool
  * splits the output into chunks of whole counters) and every device can
  * reproduce the stream. The definition is sdk/docs/random.md; philox.h
- * holds the generator and the conversions.
+ * holds the generator and the conversions. F16 and BF16 take the f32
+ * stream's values, each rounded once to the dtype.
  */
 #include "config.h"
 
@@ -21,7 +22,8 @@ typedef struct random_op {
   const tyto_plugin_host *h;
   uint32_t op;
   uint64_t seed, offset;
-  double a, b; /* low, high / mean, stddev / p */
+  double a, b;              /* low, high / mean, stddev / p */
+  cpu_cvt_fn narrow, widen; /* F16, BF16: from and to f32 */
 } random_op;
 
 typedef struct random_job {
@@ -93,7 +95,8 @@ static void random_chunk(void *ctx, size_t c) {
   int64_t first = (int64_t)c * CHUNK_COUNTERS * 4;
   int64_t end =
       first + CHUNK_COUNTERS * 4 < job->n ? first + CHUNK_COUNTERS * 4 : job->n;
-  int f32 = l->dtype == TYTO_PLUGIN_DTYPE_F32;
+  const random_op *op = job->op;
+  int f32 = l->dtype != TYTO_PLUGIN_DTYPE_F64; /* F16, BF16: f32's values */
   /* Walk the output's multi-index alongside i. */
   int64_t idx[TYTO_PLUGIN_MAX_RANK] = {0}, rest = first;
   for (uint32_t a = l->rank; a-- > 0;) {
@@ -105,11 +108,13 @@ static void random_chunk(void *ctx, size_t c) {
     float vf[4];
     double vd[4];
     if (f32)
-      block_f32(job->op, (uint64_t)(i / 4), job->step, vf);
+      block_f32(op, (uint64_t)(i / 4), job->step, vf);
     else
-      block_f64(job->op, (uint64_t)(i / 4), job->step, vd);
+      block_f64(op, (uint64_t)(i / 4), job->step, vd);
     for (int j = 0; j < 4 && i + j < end; j++) {
-      if (f32)
+      if (op->narrow)
+        op->narrow(1, (uint16_t *)(void *)job->dst + off, &vf[j]);
+      else if (f32)
         ((float *)job->dst)[off] = vf[j];
       else
         ((double *)job->dst)[off] = vd[j];
@@ -132,9 +137,18 @@ static tyto_plugin_error *random_run(const cpu_op *base, const cpu_desc *d,
   if (d->n_in == 1) {
     /* The step: its value truncated to an integer (random.md). */
     const tyto_plugin_layout *sl = &d->in[0].l;
-    double v = sl->dtype == TYTO_PLUGIN_DTYPE_F32
-                   ? (double)((const float *)args[0])[sl->offset]
-                   : ((const double *)args[0])[sl->offset];
+    double v;
+    if (sl->dtype == TYTO_PLUGIN_DTYPE_F64) {
+      v = ((const double *)args[0])[sl->offset];
+    } else {
+      float f;
+      if (job.op->widen)
+        job.op->widen(1, &f,
+                      (const uint16_t *)(const void *)args[0] + sl->offset);
+      else
+        f = ((const float *)args[0])[sl->offset];
+      v = f;
+    }
     if (!(v >= 0 && v <= 0x1p53))
       return job.op->h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                                   "%s: step %g is not in [0, 2^53]",
@@ -185,8 +199,11 @@ tyto_plugin_error *cpu_random_check(const tyto_plugin_host *h,
                                                                 : "p",
                         d->n_fattrs);
   double a = d->fattrs[0], b = want_f > 1 ? d->fattrs[1] : 0;
-  double lim =
-      desc->out[0].l.dtype == TYTO_PLUGIN_DTYPE_F32 ? FLT_MAX : DBL_MAX;
+  const uint32_t dt = desc->out[0].l.dtype;
+  double lim = dt == TYTO_PLUGIN_DTYPE_F32    ? FLT_MAX
+               : dt == TYTO_PLUGIN_DTYPE_F16  ? 65504.0
+               : dt == TYTO_PLUGIN_DTYPE_BF16 ? 0x1.fep127
+                                              : DBL_MAX;
   if (d->op == TYTO_PLUGIN_OP_RANDOM_UNIFORM &&
       !(fabs(a) <= lim && fabs(b) <= lim && a <= b))
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
@@ -223,6 +240,11 @@ tyto_plugin_error *cpu_random_prepare(const tyto_plugin_host *h,
   op->offset = (uint64_t)d->iattrs[1];
   op->a = d->fattrs[0];
   op->b = d->op == TYTO_PLUGIN_OP_RANDOM_BERNOULLI ? 0 : d->fattrs[1];
+  const uint32_t dt = desc->out[0].l.dtype;
+  if (cpu_dtype_half(dt)) {
+    op->narrow = cpu_cvt(dt, TYTO_PLUGIN_DTYPE_F32);
+    op->widen = cpu_cvt(TYTO_PLUGIN_DTYPE_F32, dt);
+  }
   *out = &op->base;
   return NULL;
 }

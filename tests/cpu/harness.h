@@ -15,6 +15,9 @@
  * A tensor's layout may be edited before the run (strides, offset) to test
  * non-contiguous inputs: the data buffer holds `storage` elements and the
  * layout's offset/strides index into it.
+ *
+ * F16 and BF16 values go in rounded to the dtype and come out exactly, by
+ * the tests' own converter (half_ref.h), not the plugin's.
  */
 #ifndef TYTO_TESTS_CPU_HARNESS_H
 #define TYTO_TESTS_CPU_HARNESS_H
@@ -24,8 +27,12 @@
 #include "runtime/error.h"
 #include "runtime/runtime.h"
 
+#include "cpu/half_ref.h"
+
 #define F32 TYTO_PLUGIN_DTYPE_F32
 #define F64 TYTO_PLUGIN_DTYPE_F64
+#define F16 TYTO_PLUGIN_DTYPE_F16
+#define BF16 TYTO_PLUGIN_DTYPE_BF16
 
 typedef struct harness {
   tyto_context *ctx;
@@ -87,7 +94,12 @@ static inline int64_t h_at(const h_tensor *t, const int64_t *idx) {
 }
 
 static inline size_t h_size(uint32_t dtype) {
-  return dtype == F32 ? 4 : 8;
+  return dtype == F32 ? 4 : dtype == F64 ? 8 : 2;
+}
+
+/* The 16-bit format of dtype F16 or BF16. */
+static inline ref_fmt h_fmt(uint32_t dtype) {
+  return dtype == F16 ? REF_F16 : REF_BF16;
 }
 
 static inline void h_pack(const h_tensor *t, unsigned char *bytes) {
@@ -95,8 +107,11 @@ static inline void h_pack(const h_tensor *t, unsigned char *bytes) {
     if (t->layout.dtype == F32) {
       float f = (float)t->values[i];
       memcpy(bytes + 4 * i, &f, 4);
-    } else {
+    } else if (t->layout.dtype == F64) {
       memcpy(bytes + 8 * i, &t->values[i], 8);
+    } else {
+      uint16_t b = (uint16_t)ref_encode(t->values[i], h_fmt(t->layout.dtype));
+      memcpy(bytes + 2 * i, &b, 2);
     }
   }
 }
@@ -107,8 +122,12 @@ static inline void h_unpack(h_tensor *t, const unsigned char *bytes) {
       float f;
       memcpy(&f, bytes + 4 * i, 4);
       t->values[i] = f;
-    } else {
+    } else if (t->layout.dtype == F64) {
       memcpy(&t->values[i], bytes + 8 * i, 8);
+    } else {
+      uint16_t b;
+      memcpy(&b, bytes + 2 * i, 2);
+      t->values[i] = ref_decode(b, h_fmt(t->layout.dtype));
     }
   }
 }

@@ -7,140 +7,11 @@
  * attribute test also checks closed forms in float64 (tolerance 1e-6
  * relative for f32: one rounding of the inputs and one of the result).
  * Refusals are checked by message, from supports_op and prepare alike. */
-#include "cpu/harness.h"
+#include "cpu/fused_harness.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
-
-#define MAXI 512 /* instructions in a test program */
-#define MAXV TYTO_PLUGIN_FUSED_MAX_IO
-
-typedef struct prog {
-  tyto_plugin_fused_instr ins[MAXI];
-  uint32_t n;
-} prog;
-
-static uint32_t emit(prog *p, uint32_t op, uint32_t a0, uint32_t a1,
-                     uint32_t a2, double attr) {
-  ck_assert_uint_lt(p->n, MAXI);
-  tyto_plugin_fused_instr *i = &p->ins[p->n];
-  memset(i, 0, sizeof *i);
-  i->struct_size = sizeof *i;
-  i->op = op;
-  i->arg[0] = a0;
-  i->arg[1] = a1;
-  i->arg[2] = a2;
-  i->attr = attr;
-  return p->n++;
-}
-
-#define IN(p, k) emit(p, TYTO_PLUGIN_FUSED_INPUT, k, 0, 0, 0)
-#define CONST(p, c) emit(p, TYTO_PLUGIN_FUSED_CONST, 0, 0, 0, c)
-#define OUT(p, v, k) emit(p, TYTO_PLUGIN_FUSED_OUTPUT, v, k, 0, 0)
-#define OP1(p, o, a) emit(p, TYTO_PLUGIN_OP_##o, a, 0, 0, 0)
-#define OP2(p, o, a, b) emit(p, TYTO_PLUGIN_OP_##o, a, b, 0, 0)
-#define OP3(p, o, a, b, c) emit(p, TYTO_PLUGIN_OP_##o, a, b, c, 0)
-
-/* The descriptor of a FUSED op over these tensors and program. */
-static tyto_plugin_op_desc
-fused_desc(const h_tensor *in, uint32_t n_in, const h_tensor *out,
-           uint32_t n_out, tyto_plugin_layout *lin, tyto_plugin_layout *lout,
-           const tyto_plugin_fused_program *fp, size_t blob_size) {
-  for (uint32_t i = 0; i < n_in; i++)
-    lin[i] = in[i].layout;
-  for (uint32_t i = 0; i < n_out; i++)
-    lout[i] = out[i].layout;
-  tyto_plugin_op_desc d = {sizeof d,  TYTO_PLUGIN_OP_FUSED,
-                           n_in,      n_out,
-                           lin,       lout,
-                           0,         NULL,
-                           0,         NULL,
-                           blob_size, fp};
-  return d;
-}
-
-/* Runs `p` as one FUSED kernel. alias[k] >= 0 binds output k to input
- * alias[k]'s buffer (their layouts must match); the result is then read
- * back from that buffer into out[k]. Returns NULL or the error message
- * (supports_op's, checked to equal prepare's). */
-static const char *fused_run(harness *hx, const prog *p, h_tensor *in,
-                             uint32_t n_in, h_tensor *out, uint32_t n_out,
-                             const int *alias) {
-  const tyto_plugin_device_fns *f = &hx->dev->plugin->dfns;
-  tyto_plugin_device *h = hx->dev->handle;
-  tyto_plugin_layout lin[MAXV + 1], lout[MAXV + 1];
-  tyto_plugin_fused_program fp = {sizeof fp, p->n, p->ins};
-  tyto_plugin_op_desc d =
-      fused_desc(in, n_in, out, n_out, lin, lout, &fp, sizeof fp);
-  tyto_plugin_kernel *k = NULL;
-  tyto_plugin_kernel_info ki = {sizeof ki, 0, 0};
-  tyto_plugin_error *err = f->supports_op(h, &d);
-  if (err) {
-    snprintf(hx->error, sizeof hx->error, "%s", rt_error_message(err));
-    rt_error_free(err);
-    tyto_plugin_error *e2 = f->prepare(h, &d, &k, &ki);
-    ck_assert_ptr_nonnull(e2);
-    ck_assert_str_eq(rt_error_message(e2), hx->error);
-    rt_error_free(e2);
-    return hx->error;
-  }
-  err = f->prepare(h, &d, &k, &ki);
-  if (err) {
-    snprintf(hx->error, sizeof hx->error, "prepare after supports_op: %s",
-             rt_error_message(err));
-    rt_error_free(err);
-    return hx->error;
-  }
-  ck_assert_uint_eq(ki.workspace_bytes, 0);
-  tyto_plugin_stream *s;
-  ck_assert_ptr_null(f->stream_create(h, &s));
-  tyto_plugin_buffer *buf[2 * MAXV] = {0};
-  tyto_plugin_binding b[2 * MAXV];
-  unsigned char *tmp[2 * MAXV] = {0};
-  for (uint32_t i = 0; i < n_in + n_out; i++) {
-    h_tensor *t = i < n_in ? &in[i] : &out[i - n_in];
-    b[i].struct_size = sizeof b[i];
-    b[i].offset = 0;
-    if (i >= n_in && alias && alias[i - n_in] >= 0) {
-      b[i].buffer = buf[alias[i - n_in]];
-      continue;
-    }
-    size_t bytes =
-        (size_t)(t->storage ? t->storage : 1) * h_size(t->layout.dtype);
-    tmp[i] = calloc(1, bytes);
-    h_pack(t, tmp[i]);
-    ck_assert_ptr_null(f->buffer_alloc(h, bytes, &buf[i]));
-    ck_assert_ptr_null(f->copy_h2d(h, NULL, buf[i], 0, tmp[i], bytes));
-    b[i].buffer = buf[i];
-  }
-  const char *result = NULL;
-  err = f->launch(h, s, k, b, n_in, b + n_in, n_out, NULL);
-  if (!err)
-    err = f->stream_synchronize(h, s);
-  if (err) {
-    snprintf(hx->error, sizeof hx->error, "%s", rt_error_message(err));
-    rt_error_free(err);
-    result = hx->error;
-  } else {
-    for (uint32_t i = 0; i < n_out; i++) {
-      size_t bytes = (size_t)(out[i].storage ? out[i].storage : 1) *
-                     h_size(out[i].layout.dtype);
-      unsigned char *back = malloc(bytes);
-      ck_assert_ptr_null(
-          f->copy_d2h(h, NULL, back, b[n_in + i].buffer, 0, bytes));
-      h_unpack(&out[i], back);
-      free(back);
-    }
-  }
-  for (uint32_t i = 0; i < n_in + n_out; i++) {
-    free(tmp[i]);
-    f->buffer_free(h, buf[i]);
-  }
-  f->kernel_release(h, k);
-  f->stream_destroy(h, s);
-  return result;
-}
 
 /* ------------------------------------------------------------------------ */
 /* The reference: one op at a time                                           */
@@ -418,7 +289,7 @@ static void random_program(harness *hx, int which) {
     out[k] = random_output(dt, rank, shape);
     alias[k] = -1;
   }
-  prog p = {.n = 0};
+  prog p = {.n = 0, .dtype = dt};
   for (uint32_t j = 0; j < n_in; j++)
     IN(&p, j);
   if (rnd_u(3) == 0)
@@ -512,7 +383,7 @@ START_TEST(test_attr_const_where_fma) {
     }
     for (int k = 0; k < 4; k++)
       out[k] = h_tensor_new(dt, 1, &n, NULL);
-    prog p = {.n = 0};
+    prog p = {.n = 0, .dtype = dt};
     uint32_t x = IN(&p, 0), y = IN(&p, 1);
     uint32_t c = CONST(&p, 0.25);
     uint32_t lr = emit(&p, TYTO_PLUGIN_OP_LEAKY_RELU, x, 0, 0, 0.125);
@@ -563,7 +434,7 @@ START_TEST(test_in_place) {
     int alias[3] = {0, 3, 2};
     for (int k = 0; k < 3; k++)
       out[k] = h_tensor_new(dt, 2, shape, NULL);
-    prog q = {.n = 0};
+    prog q = {.n = 0, .dtype = dt};
     uint32_t p = IN(&q, 0), g = IN(&q, 1), v = IN(&q, 2), m = IN(&q, 3);
     uint32_t b1 = CONST(&q, 0.9), nb1 = CONST(&q, 0.1);
     uint32_t b2 = CONST(&q, 0.999), nb2 = CONST(&q, 0.001);
@@ -578,7 +449,7 @@ START_TEST(test_in_place) {
     check_program(&hx, &q, in, 4, out, 3, alias, "adam in place");
     /* A swap: each output is the other input, stored in place of the
      * first; then a pass-through plus a sum into the same two buffers. */
-    prog sw = {.n = 0};
+    prog sw = {.n = 0, .dtype = dt};
     uint32_t x = IN(&sw, 0), y = IN(&sw, 1);
     OUT(&sw, y, 0);
     OUT(&sw, x, 1);
@@ -609,7 +480,7 @@ START_TEST(test_many_registers) {
              out = h_tensor_new(F64, 1, &n, NULL);
     for (int64_t i = 0; i < n; i++)
       in.values[i] = 0.001 * (double)i;
-    prog p = {.n = 0};
+    prog p = {.n = 0, .dtype = F64};
     uint32_t x = IN(&p, 0);
     uint32_t v[200] = {0};
     for (int k = 0; k < counts[c]; k++)
@@ -704,12 +575,14 @@ START_TEST(test_refusals) {
   q.ins[2].op = 12345;
   ck_assert_str_eq(refused(&hx, &q, 2, 1),
                    "fused: instruction 2 has op code 12345, which is neither "
-                   "INPUT, CONST, OUTPUT nor an elementwise op (NEG .. FMA)");
+                   "INPUT, CONST, OUTPUT nor an elementwise op (NEG .. "
+                   "ROUND, CAST, ADD .. GE, WHERE, FMA)");
   q = p;
   q.ins[2].op = TYTO_PLUGIN_OP_SUM; /* an op, but not elementwise */
   ck_assert_str_eq(refused(&hx, &q, 2, 1),
                    "fused: instruction 2 has op code 128, which is neither "
-                   "INPUT, CONST, OUTPUT nor an elementwise op (NEG .. FMA)");
+                   "INPUT, CONST, OUTPUT nor an elementwise op (NEG .. "
+                   "ROUND, CAST, ADD .. GE, WHERE, FMA)");
   q = p;
   OUT(&q, 2, 0); /* output 0 twice */
   ck_assert_str_eq(refused(&hx, &q, 2, 1),
@@ -780,10 +653,10 @@ START_TEST(test_refusals) {
                    "fused: the instructions' struct_size is 16, expected at "
                    "least 32 (a tyto_plugin_fused_instr of ABI 1.2)");
   fp.instrs = p.ins;
-  lin[1].dtype = F64;
+  lin[1].dtype = F64; /* ABI 1.5: mixed dtypes meet only through CAST */
   ck_assert_str_eq(refused_desc(&hx, &d),
-                   "fused: input 1 is f64 but the output is f32 (all operands "
-                   "must have one dtype)");
+                   "fused: instruction 2 (add) reads values of dtypes f32 and "
+                   "f64; convert with CAST first");
   lin[1].dtype = F32;
   lin[1].shape[0] = 3;
   lin[1].shape[1] = 2;
@@ -797,11 +670,12 @@ START_TEST(test_refusals) {
   OUT(&p2, 0, 1);
   tyto_plugin_fused_program fp2 = {sizeof fp2, p2.n, p2.ins};
   h_tensor o32 = h_tensor_new(F32, 2, s32, NULL);
+  h_tensor_free(&out[1]);
   out[1] = h_tensor_new(F64, 2, s23, NULL);
   d = fused_desc(in, 2, out, 2, lin, lout, &fp2, sizeof fp2);
   ck_assert_str_eq(refused_desc(&hx, &d),
-                   "fused: output 1 is f64 but output 0 is f32 (all operands "
-                   "must have one dtype)");
+                   "fused: instruction 4 writes a value of dtype f32 to "
+                   "output 1, whose dtype is f64");
   lout[1] = o32.layout;
   ck_assert_str_eq(refused_desc(&hx, &d),
                    "fused: output 1 has shape [3,2] but output 0 has shape "
