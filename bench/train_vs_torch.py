@@ -1551,9 +1551,12 @@ def main(argv):
                 log(f"repeat {rep + 1}/{args.repeat}")
             for seed in seeds:
                 for model in models:
+                    # Each framework's precisions back to back: their
+                    # ratio, the figure --precision is for, then sees
+                    # the least drift of a shared machine's load.
+                    for prec in precisions if not tyto_missing else []:
+                        runs.append(run_tyto(model, args, seed, prec))
                     for prec in precisions:
-                        if not tyto_missing:
-                            runs.append(run_tyto(model, args, seed, prec))
                         for setting in settings:
                             no = next((r for r in runs
                                        if r.get("unsupported")
