@@ -42,6 +42,18 @@ memory is torch.cuda.max_memory_allocated() and max_memory_reserved() over
 the whole process (data set included; data_device_bytes says how much of
 it is the data set).
 
+--precision bf16 or f16 trains under automatic mixed precision, as a
+PyTorch user would: the forward pass and the loss under
+torch.autocast(device, dtype=torch.bfloat16 or torch.float16), the
+parameters, their gradients and the optimiser's state in float32, and
+with f16 a GradScaler (initial scale 65536, halved on a step whose
+gradients overflow, which skips its update, and doubled after 2000 steps
+without one: tyto-train --precision f16's defaults).  The test set is
+evaluated in float32, outside autocast, as tyto-train's evaluation
+program is.  Where this torch cannot autocast to the dtype on the device
+(torch 1.13's CPU autocast knows bfloat16 only; a GPU without bfloat16)
+it prints one line saying so and exits with status 3.
+
 numpy is used where it is installed and is not needed otherwise (a pip
 PyTorch does not require it).
 
@@ -50,9 +62,14 @@ Usage: torch_fashion.py --model cnn|mlp [--optimizer adam|sgd] [--lr X]
          [--threads N] [--seed N] [--data DIR] [--init default|glorot]
          [--save-init FILE [--init-only]] [--eval-every N] [--eval-last K]
          [--device cpu|cuda] [--cudnn-benchmark] [--fused-optimizer]
+         [--precision f32|bf16|f16]
+
+Exit status: 0 done; 2 bad arguments or data, no GPU for --device cuda;
+3 --precision not supported by this torch on this device.
 """
 
 import argparse
+import contextlib
 import copy
 import ctypes
 import gzip
@@ -61,6 +78,7 @@ import os
 import resource
 import sys
 import time
+import warnings
 
 try:
     import numpy as np
@@ -70,6 +88,7 @@ except ImportError:  # a pip PyTorch runs without it; see RawImages
 DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
 IDX_IMAGES_MAGIC = 0x00000803  # unsigned byte, 3 dimensions
 IDX_LABELS_MAGIC = 0x00000801  # unsigned byte, 1 dimension
+EXIT_UNSUPPORTED = 3  # --precision that this torch cannot autocast to
 
 
 class RawImages:
@@ -236,7 +255,6 @@ def f32_only(torch):
     newer fp32_precision ones to match: setting only the newer ones leaves
     the two disagreeing, which torch >= 2.9 refuses at the next check);
     returns the flags as torch then reports them."""
-    import warnings
     with warnings.catch_warnings():
         # torch >= 2.9 warns once that these switches will be deprecated.
         warnings.simplefilter("ignore")
@@ -256,24 +274,80 @@ def f32_only(torch):
     return state
 
 
-def warm_up(torch, model, make_opt, loss_fn, x, y, sizes):
+def warm_up(torch, model, make_opt, make_step, x, y, sizes):
     """One training step per batch size in `sizes` on a copy of model with
-    its own optimiser, the random generators left as they were; returns
-    the seconds it took."""
+    its own optimiser (and loss scaler), the random generators left as
+    they were; returns the seconds it took."""
     t0 = time.perf_counter()
     cpu_rng, cuda_rng = torch.get_rng_state(), torch.cuda.get_rng_state_all()
     m = copy.deepcopy(model)
     m.train()
     o = make_opt(m.parameters())
+    step = make_step(m, o)
     for n in sizes:
-        o.zero_grad(set_to_none=True)
-        loss_fn(m(x[:n]), y[:n]).backward()
-        o.step()
+        step(x[:n], y[:n])
     torch.cuda.synchronize()
-    del m, o
+    del m, o, step
     torch.set_rng_state(cpu_rng)
     torch.cuda.set_rng_state_all(cuda_rng)
     return time.perf_counter() - t0
+
+
+AMP_DTYPES = {"bf16": "bfloat16", "f16": "float16"}
+
+
+def autocast_for(torch, device, precision):
+    """(a function returning a fresh autocast context for the training
+    step, None) for --precision on the device, or (None, why not) where
+    this torch cannot autocast to that dtype there.  f32: a null
+    context."""
+    if precision == "f32":
+        return contextlib.nullcontext, None
+    dtype = getattr(torch, AMP_DTYPES[precision])
+
+    def ctx():
+        return torch.autocast(device, dtype=dtype)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with ctx():
+                # An unsupported dtype turns autocast off with a warning
+                # (torch 1.13 on the CPU: bfloat16 only) or raises.
+                if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4
+                    on = torch.is_autocast_enabled(device) and \
+                        torch.get_autocast_dtype(device) == dtype
+                elif device == "cpu":
+                    on = torch.is_autocast_cpu_enabled() and \
+                        torch.get_autocast_cpu_dtype() == dtype
+                else:
+                    on = torch.is_autocast_enabled() and \
+                        torch.get_autocast_gpu_dtype() == dtype
+    except (RuntimeError, ValueError) as e:
+        return None, str(e).strip().splitlines()[0]
+    if not on:
+        said = "; ".join(str(w.message) for w in caught)
+        return None, (f"torch {torch.__version__} does not autocast to "
+                      f"{dtype} on the {device}" + (f" ({said})" if said
+                                                    else ""))
+    return ctx, None
+
+
+def grad_scaler_for(torch, device):
+    """(a function returning a fresh GradScaler, None) for f16 on the
+    device, or (None, why not)."""
+    amp = getattr(torch, "amp", None)
+    if amp is not None and hasattr(amp, "GradScaler"):
+        # torch >= 2.3: one class for every device.
+        try:
+            amp.GradScaler(device)
+            return (lambda: amp.GradScaler(device)), None
+        except (RuntimeError, TypeError, ValueError) as e:
+            why = str(e).strip().splitlines()[0]
+    else:
+        why = f"torch {torch.__version__} has no GradScaler for the {device}"
+    if device == "cuda":
+        return torch.cuda.amp.GradScaler, None
+    return None, why
 
 
 def main(argv):
@@ -309,6 +383,11 @@ def main(argv):
                     help="torch.backends.cudnn.benchmark = True (cuda)")
     ap.add_argument("--fused-optimizer", action="store_true",
                     help="the optimiser's fused=True implementation (cuda)")
+    ap.add_argument("--precision", choices=["f32", "bf16", "f16"],
+                    default="f32",
+                    help="f32, or automatic mixed precision: the forward "
+                    "pass under torch.autocast to bfloat16 or float16 "
+                    "(f16 with a GradScaler)")
     args = ap.parse_args(argv)
     if args.batch < 1 or args.epochs < 1 or args.lr <= 0 or \
             args.eval_every < 0 or args.eval_last < 0:
@@ -340,6 +419,14 @@ def main(argv):
         tf32 = f32_only(torch)
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
+    autocast, why = autocast_for(torch, args.device, args.precision)
+    make_scaler = None
+    if autocast is not None and args.precision == "f16":
+        make_scaler, why = grad_scaler_for(torch, args.device)
+    if why:
+        print(f"torch_fashion: --precision {args.precision} on "
+              f"--device {args.device}: {why}", file=sys.stderr)
+        return EXIT_UNSUPPORTED
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -366,6 +453,26 @@ def main(argv):
             return torch.optim.Adam(params, lr=args.lr, **kw)
         return torch.optim.SGD(params, lr=args.lr, **kw)
 
+    def make_step(m, o):
+        """The training step of model m with optimiser o (and, for f16, a
+        loss scaler of its own); returns the batch's loss as a tensor."""
+        scaler = make_scaler() if make_scaler else None
+
+        def step(xb, yb):
+            o.zero_grad(set_to_none=True)
+            with autocast():
+                loss = loss_fn(m(xb), yb)
+            if scaler is None:
+                loss.backward()
+                o.step()
+            else:
+                scaler.scale(loss).backward()
+                scaler.step(o)
+                scaler.update()
+            return loss
+        step.scaler = scaler
+        return step
+
     data_device_bytes = 0
     warmup_seconds = 0.0
     if cuda:
@@ -376,12 +483,13 @@ def main(argv):
                                 for t in (x_train, y_train, x_test, y_test))
         model.to(device)
         sizes = sorted({min(args.batch, n_train), n_train % args.batch} - {0})
-        warmup_seconds = warm_up(torch, model, make_opt, loss_fn, x_train,
+        warmup_seconds = warm_up(torch, model, make_opt, make_step, x_train,
                                  y_train, sizes)
         # The warm-up's copy of the model is gone: peaks from here on.
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
     opt = make_opt(model.parameters())
+    train_step = make_step(model, opt)
 
     epoch_seconds = []
     eval_curve = []
@@ -401,11 +509,7 @@ def main(argv):
             perm = perm.to(device)
         for i in range(0, n_train, args.batch):
             idx = perm[i:i + args.batch]
-            xb, yb = x_train[idx], y_train[idx]
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
-            loss.backward()
-            opt.step()
+            loss = train_step(x_train[idx], y_train[idx])
             if cuda:
                 loss_acc += loss.detach() * idx.shape[0]
             else:
@@ -455,6 +559,11 @@ def main(argv):
         "peak_rss_bytes": peak_rss,
         "torch_version": torch.__version__,
         "eval_curve": eval_curve,
+        "precision": args.precision,
+        "autocast_dtype": None if args.precision == "f32" else
+        f"torch.{AMP_DTYPES[args.precision]}",
+        "loss_scale": train_step.scaler.get_scale()
+        if train_step.scaler else None,
     }
     if cuda:
         result.update({

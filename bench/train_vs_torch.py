@@ -48,6 +48,28 @@ a noisy sample: --eval-last K also evaluates after each of the last K
 steps (tyto-train: the run again to step total - K, then resumed with
 --eval-every 1) and compares the means over those steps.
 
+--precision f32,bf16 (any of f32, bf16, f16, comma-separated) runs every
+configuration in each precision: bf16 and f16 are automatic mixed
+precision with f32 master weights, tyto-train --precision X (the
+data-parallel step's AMP, one replica) against PyTorch under
+torch.autocast(device, dtype=torch.bfloat16 or torch.float16), f16 with
+a GradScaler (torch_fashion.py --precision); both evaluate in f32.  A
+precision PyTorch cannot autocast to on the device (torch 1.13's CPU
+autocast knows bfloat16 only) is reported as not supported, not as a
+failure.  With f32 among them, each 16-bit precision is compared with
+f32, each framework with itself.  Targets (issue 19), for the CNN:
+tyto's AMP epoch <= 0.75x its f32 epoch, and its test accuracy at most
+0.3 points below its f32 accuracy.  The CNN's floor in the 16-bit
+precision is its FLOPs at the rate torch.matmul measures on 16-bit
+tensors of the big layer's shape in the same run (on the CPU, with
+torch.set_num_threads(2): oneDNN's bf16 matmul, libdnnl, which the CPU
+plugin calls too; the probe records which oneDNN implementation ran,
+from its verbose mode), plus Adam's f32 traffic and writing the 16-bit
+copy of the weights (2 B per parameter and step) at the measured
+bandwidth.  The table and the BENCH line's "results" and "targets"
+against PyTorch are f32's (when it ran; else the first precision's);
+"by_precision" holds every precision's, "amp" the comparison with f32.
+
 On the GPU (--device cuda), with the same models, data and seeds:
   PyTorch runs eagerly at its best honest setting (torch_fashion.py
   --device cuda): the whole data set is moved to the GPU once before
@@ -74,6 +96,9 @@ On the GPU (--device cuda), with the same models, data and seeds:
   64x784x128), plus the optimiser's memory traffic at the device's copy
   bandwidth, and again at the 4096x4096x4096 sgemm rate (the GPU's f32
   peak); tyto's and PyTorch's distance from it.
+  With --precision bf16 or f16 the probe also runs the same products on
+  16-bit tensors (cuBLAS on the tensor cores), for each model's floor in
+  that precision; PyTorch AMP's f16 uses a GradScaler.
   Exit status 2, with a one-line reason, when torch.cuda.is_available()
   is False for --python.
 
@@ -81,11 +106,13 @@ Usage: bench/train_vs_torch.py [--quick] [--models cnn,mlp] [--tyto PATH]
          [--data DIR] [--device cpu|cuda] [--python PATH]
          [--torch-settings t1,t2,t2-passive | eager,benchmark,fused]
          [--repeat N] [--seeds 1,2,...] [--init native|pytorch|glorot]
-         [--eval-every N] [--eval-last K]
+         [--eval-every N] [--eval-last K] [--precision f32,bf16,f16]
 
   on a GPU machine, for example:
     python3 bench/train_vs_torch.py --device cuda \\
         --tyto /tmp/tyto-gpu/prefix/bin/tyto-train --data /tmp/tyto-gpu/data
+  mixed precision on the CPU, as issue 19 measures it:
+    /usr/bin/python3 bench/train_vs_torch.py --models cnn --precision f32,bf16
 
 Exit status: 0 when every run finished; 2 on bad arguments, when the
 tyto-train binary is missing (PyTorch still runs and is reported) or when
@@ -162,6 +189,15 @@ TARGET_CUDA_CNN_TIME_RATIO = 0.5     # tyto / pytorch seconds per epoch
 TARGET_CUDA_MLP_SPEED_RATIO = 2.0    # tyto / pytorch images per second
 TARGET_CUDA_MEMORY_RATIO = 1.0       # tyto peak device bytes / pytorch's
                                      # max_memory_allocated()
+
+# --precision (issue 19): automatic mixed precision against f32, for the
+# CNN.
+PRECISIONS = ("f32", "bf16", "f16")
+TARGET_AMP_TIME_RATIO = 0.75       # tyto AMP / tyto f32 seconds per epoch
+TARGET_AMP_ACCURACY_POINTS = -0.3  # tyto AMP - tyto f32, percentage points
+# torch_fashion.py's exit status for a --precision this torch cannot
+# autocast to on the device.
+EXIT_UNSUPPORTED = 3
 
 FULL_TRAIN_IMAGES = 60000
 FULL_TEST_IMAGES = 10000
@@ -282,6 +318,154 @@ def run_probe(threads):
         return None
 
 
+# AMP keeps f32 master weights: each step also writes their 16-bit copy
+# for the products, 2 bytes per parameter (the least it can cost: fused
+# into the optimiser's update, which reads them anyway).
+AMP_COPY_BYTES_PER_PARAM = 2
+
+LOW_PROBE = r"""
+import ctypes, json, os, sys, tempfile, time
+import torch
+
+precisions, threads = json.loads(sys.argv[1]), int(sys.argv[2])
+torch.set_num_threads(threads)
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
+
+def best(fn, min_seconds=2.0, rounds=20):
+    # As the f32 probe: the best of many short rounds.
+    fn()
+    times = []
+    for _ in range(rounds):
+        n, t0 = 0, time.perf_counter()
+        while True:
+            fn(); n += 1
+            t = time.perf_counter() - t0
+            if t >= min_seconds / rounds:
+                break
+        times.append(t / n)
+    return min(times)
+
+def onednn_calls(fn):
+    # Which oneDNN primitives one call of fn ran ("matmul
+    # brg:avx512_core_bf16"): oneDNN's verbose mode prints them on the C
+    # stdout, caught here at the descriptor.  [] when none ran (the
+    # product did not go through oneDNN); None when the mode is missing.
+    verbose = getattr(torch.backends.mkldnn, "verbose", None)
+    if verbose is None:
+        return None
+    libc = ctypes.CDLL(None)
+    sys.stdout.flush()
+    libc.fflush(None)
+    saved = os.dup(1)
+    with tempfile.TemporaryFile() as f:
+        os.dup2(f.fileno(), 1)
+        try:
+            with verbose(torch.backends.mkldnn.VERBOSE_ON):
+                fn()
+        except (RuntimeError, AssertionError):
+            return None
+        finally:
+            libc.fflush(None)
+            os.dup2(saved, 1)
+            os.close(saved)
+        f.seek(0)
+        lines = f.read().decode(errors="replace").splitlines()
+    calls = []
+    for line in lines:
+        v = line.split(",")
+        if len(v) > 4 and v[0].endswith("_verbose") and v[1] == "exec":
+            calls.append(f"{v[3]} {v[4]}")
+    return calls
+
+g = torch.Generator().manual_seed(0)
+M, K, N = 64, 6272, 1024      # batch x fc inputs x fc outputs
+flops = 2.0 * M * K * N
+gemm = {}
+for p in precisions:
+    dt = DTYPES[p]
+    try:
+        x = torch.randn(M, K, generator=g).to(dt)
+        w = torch.randn(K, N, generator=g).to(dt)
+        dy = torch.randn(M, N, generator=g).to(dt)
+        y = torch.empty(M, N, dtype=dt)
+        dx = torch.empty(M, K, dtype=dt)
+        dw = torch.empty(K, N, dtype=dt)
+        fns = {"x_w": lambda: torch.matmul(x, w, out=y),
+               "dy_wT": lambda: torch.matmul(dy, w.t(), out=dx),
+               "xT_dy": lambda: torch.matmul(x.t(), dy, out=dw)}
+        impl = {k: onednn_calls(fn) for k, fn in fns.items()}
+        t = {k: best(fn) for k, fn in fns.items()}
+    except RuntimeError as e:
+        gemm[p] = {"error": (str(e).strip().splitlines() or ["?"])[0]}
+        continue
+    gf = {k: flops / v / 1e9 for k, v in t.items()}
+    gf["all"] = 3 * flops / sum(t.values()) / 1e9
+    gemm[p] = {"gemm_shape": [M, K, N], "dtype": str(dt), "seconds": t,
+               "gflops": gf, "onednn": impl}
+print(json.dumps({"torch_version": torch.__version__,
+                  "threads": torch.get_num_threads(), "gemm": gemm}))
+"""
+
+
+def run_low_probe(precisions, threads):
+    """Runs LOW_PROBE: torch.matmul on 16-bit CPU tensors (oneDNN where
+    torch sends them there; the probe says which implementation ran), the
+    CNN's big layer's three products; returns its dictionary or None."""
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = str(threads)
+    try:
+        out = subprocess.run([TORCH_PYTHON, "-c", LOW_PROBE,
+                              json.dumps(precisions), str(threads)], env=env,
+                             check=True, capture_output=True, text=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.CalledProcessError, ValueError,
+            IndexError) as e:
+        err = getattr(e, "stderr", "") or ""
+        log(f"16-bit GEMM probe failed: {e} {err.strip()}")
+        return None
+
+
+def onednn_impl(g):
+    """One line on which oneDNN implementations ran a probe's products."""
+    calls = g.get("onednn")
+    if calls is None:
+        return "implementation unknown (no oneDNN verbose mode)"
+    seen = sorted({c for v in calls.values() for c in (v or [])})
+    if not seen:
+        return "not through oneDNN"
+    return "oneDNN " + ", ".join(seen)
+
+
+def low_floor_from(low_probes, floor, precision):
+    """The CNN's floor in a 16-bit precision: its FLOPs at the best rate
+    the low probes measured in that dtype, plus Adam's f32 traffic and the
+    16-bit copy of the weights at the f32 probe's bandwidth; a dictionary
+    with "error" when no probe ran the product."""
+    rates = [lp["gemm"][precision] for lp in low_probes
+             if lp and precision in lp["gemm"]]
+    ok = [g for g in rates if "error" not in g]
+    if floor is None or not ok:
+        why = rates[0]["error"] if rates else "the probe did not run"
+        return {"precision": precision, "error": why}
+    g = max(ok, key=lambda r: r["gflops"]["all"])
+    gflops = g["gflops"]["all"]
+    compute_s = floor["cnn_flops_per_image"] * floor["train_images"] / \
+        (gflops * 1e9)
+    copy_s = floor["steps"] * floor["cnn_parameters"] * \
+        AMP_COPY_BYTES_PER_PARAM / (floor["memory_gb_per_s"] * 1e9)
+    return {"precision": precision, "gemm": g,
+            "torch_version": next(lp["torch_version"] for lp in low_probes
+                                  if lp),
+            "implementation": onednn_impl(g),
+            "compute_seconds": compute_s,
+            "adam_seconds": floor["adam_seconds"],
+            "copy_bytes_per_step": floor["cnn_parameters"]
+            * AMP_COPY_BYTES_PER_PARAM,
+            "copy_seconds": copy_s,
+            "floor_seconds_per_epoch": compute_s + floor["adam_seconds"]
+            + copy_s}
+
+
 def floor_from(probes, threads, train_images, batch):
     """The CNN's floor from the best sgemm rate and the best bandwidth
     among `probes` (taken at different times of the run: on a shared
@@ -341,6 +525,9 @@ import json, sys, time, warnings
 import torch
 
 shapes = json.loads(sys.argv[1])
+# --precision's 16-bit dtypes: the same products in each (tensor cores).
+low = json.loads(sys.argv[2]) if len(sys.argv) > 2 else []
+LOW_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 if not torch.cuda.is_available():
     print(json.dumps({"error": "torch.cuda.is_available() is False"}))
     sys.exit(0)
@@ -380,21 +567,32 @@ def best(fn, rounds=10, round_seconds=0.02):
 
 g = torch.Generator(device=dev)
 g.manual_seed(0)
-def randn(*shape):
-    return torch.randn(*shape, device=dev, generator=g)
+def randn(*shape, dtype=torch.float32):
+    return torch.randn(*shape, device=dev, generator=g).to(dtype)
 
-gemm = {}
-for name, (M, K, N) in shapes.items():
+def products(M, K, N, dtype=torch.float32):
     flops = 2.0 * M * K * N
-    x, w, dy = randn(M, K), randn(K, N), randn(M, N)
-    y, dx, dw = randn(M, N), randn(M, K), randn(K, N)
+    x, w, dy = randn(M, K, dtype=dtype), randn(K, N, dtype=dtype), \
+        randn(M, N, dtype=dtype)
+    y, dx, dw = randn(M, N, dtype=dtype), randn(M, K, dtype=dtype), \
+        randn(K, N, dtype=dtype)
     t = {"x_w": best(lambda: torch.matmul(x, w, out=y)),          # y  = x w
          "dy_wT": best(lambda: torch.matmul(dy, w.t(), out=dx)),  # dx = dy w^T
          "xT_dy": best(lambda: torch.matmul(x.t(), dy, out=dw))}  # dw = x^T dy
     gf = {k: flops / v / 1e9 for k, v in t.items()}
     gf["all"] = 3 * flops / sum(t.values()) / 1e9
-    gemm[name] = {"shape": [M, K, N], "sgemm_seconds": t, "sgemm_gflops": gf}
     del x, w, dy, y, dx, dw
+    return {"shape": [M, K, N], "sgemm_seconds": t, "sgemm_gflops": gf}
+
+gemm = {name: products(*shape) for name, shape in shapes.items()}
+# Key names as the f32 ones ("sgemm_..."), whatever the dtype.
+gemm_low = {}
+for p in low:
+    try:
+        gemm_low[p] = {name: products(*shape, dtype=LOW_DTYPES[p])
+                       for name, shape in shapes.items()}
+    except RuntimeError as e:
+        gemm_low[p] = {"error": (str(e).strip().splitlines() or ["?"])[0]}
 
 n = 64 << 20                  # 256 MiB of float32
 a = torch.ones(n, device=dev)
@@ -403,6 +601,7 @@ t_copy = best(lambda: b.copy_(a), rounds=5)
 p = torch.cuda.get_device_properties(dev)
 print(json.dumps({
     "gemm": gemm,
+    "gemm_low": gemm_low,
     "copy_bytes": a.numel() * 4,
     # A copy reads the source and writes the destination.
     "memory_gb_per_s": 2 * a.numel() * 4 / t_copy / 1e9,
@@ -417,14 +616,16 @@ print(json.dumps({
 """
 
 
-def run_gpu_probe(models):
-    """Runs GPU_PROBE for the models' products and the peak one; returns
-    its dictionary or None."""
+def run_gpu_probe(models, low=()):
+    """Runs GPU_PROBE for the models' products and the peak one, in f32
+    and in each 16-bit precision of `low`; returns its dictionary or
+    None."""
     shapes = {m: GPU_GEMMS[m] for m in models}
     shapes["peak"] = GPU_GEMMS["peak"]
     try:
         out = subprocess.run([TORCH_PYTHON, "-c", GPU_PROBE,
-                              json.dumps(shapes)], check=True,
+                              json.dumps(shapes), json.dumps(list(low))],
+                             check=True,
                              capture_output=True, text=True)
         probe = json.loads(out.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.CalledProcessError, ValueError,
@@ -438,10 +639,12 @@ def run_gpu_probe(models):
     return probe
 
 
-def gpu_floor_from(probes, models, train_images):
+def gpu_floor_from(probes, models, train_images, low=()):
     """Each model's floor on the GPU from the best rate of each product and
     the best bandwidth among `probes` (before and after the training
-    runs); None if none ran."""
+    runs), in f32 and in each 16-bit precision of `low` (under
+    "by_precision": the products at that dtype's rate, the optimiser's
+    f32 traffic and the 16-bit copy of the weights); None if none ran."""
     probes = [p for p in probes if p]
     if not probes:
         return None
@@ -479,7 +682,30 @@ def gpu_floor_from(probes, models, train_images):
             "floor_seconds_per_epoch": flops / (gflops * 1e9) + opt_s,
             "peak_compute_seconds": flops / (peak * 1e9),
             "peak_floor_seconds_per_epoch": flops / (peak * 1e9) + opt_s,
+            "by_precision": {},
         }
+        copy_s = steps * params * AMP_COPY_BYTES_PER_PARAM / (gbps * 1e9)
+        for p in low:
+            got = [pr["gemm_low"][p] for pr in probes
+                   if p in pr.get("gemm_low", {})]
+            ok = [x for x in got if "error" not in x]
+            if not ok:
+                floor["models"][m]["by_precision"][p] = {
+                    "error": got[0]["error"] if got else
+                    "the probe did not run"}
+                continue
+            g = max((x[m] for x in ok),
+                    key=lambda r: r["sgemm_gflops"]["all"])
+            pk = max(max(x["peak"]["sgemm_gflops"].values()) for x in ok)
+            rate = g["sgemm_gflops"]["all"]
+            floor["models"][m]["by_precision"][p] = {
+                "gemm": g, "peak_gflops": pk,
+                "compute_seconds": flops / (rate * 1e9),
+                "optimizer_seconds": opt_s, "copy_seconds": copy_s,
+                "floor_seconds_per_epoch": flops / (rate * 1e9) + opt_s
+                + copy_s,
+                "peak_floor_seconds_per_epoch": flops / (pk * 1e9) + opt_s
+                + copy_s}
     return floor
 
 
@@ -551,7 +777,7 @@ def torch_fashion_cmd(model, args, seed, threads):
             "--init", "glorot" if args.init == "glorot" else "default"]
 
 
-def run_torch(model, setting, args, seed):
+def run_torch(model, setting, args, seed, precision="f32"):
     s = settings_table(args.device)[setting]
     env = dict(os.environ)
     # The setting decides the wait policy, not whatever the caller exported.
@@ -564,8 +790,10 @@ def run_torch(model, setting, args, seed):
         cmd += ["--eval-every", str(args.eval_every)]
     if args.eval_last:
         cmd += ["--eval-last", str(args.eval_last)]
+    if precision != "f32":
+        cmd += ["--precision", precision]
     run = finish_run("pytorch", model, setting, seed, cmd, env,
-                     args.eval_every)
+                     args.eval_every, precision)
     if args.eval_last and "error" not in run:
         total = run["reported"].get("steps", 0)
         run["late_curve"] = [p for p in run["eval_curve"]
@@ -619,10 +847,13 @@ def start_from(template, init, out):
 
 def tyto_env(args):
     env = dict(os.environ)
-    if os.path.realpath(os.path.dirname(args.tyto)) == \
-            os.path.realpath(os.path.join(REPO, "build", "tools")):
-        # The uninstalled binary finds its plugins only through these.
-        plugins = os.path.join(REPO, "build", "plugins")
+    top = os.path.dirname(os.path.dirname(os.path.realpath(args.tyto)))
+    if os.path.basename(os.path.dirname(os.path.realpath(args.tyto))) == \
+            "tools" and os.path.isdir(os.path.join(top, "plugins", "cpu",
+                                                   ".libs")):
+        # An uninstalled binary (build/tools/tyto-train, or any build
+        # directory's) finds its plugins only through these.
+        plugins = os.path.join(top, "plugins")
         dirs = [os.path.join(plugins, "cpu", ".libs")]
         if args.device == "cuda":
             dirs.append(os.path.join(plugins, "cuda", ".libs"))
@@ -637,7 +868,7 @@ def settings_table(device):
     return TORCH_SETTINGS_CUDA if device == "cuda" else TORCH_SETTINGS
 
 
-def run_tyto(model, args, seed):
+def run_tyto(model, args, seed, precision="f32"):
     cfg = MODELS[model]
     env = tyto_env(args)
     base = [args.tyto, "--model", model, "--data", args.data,
@@ -646,6 +877,10 @@ def run_tyto(model, args, seed):
             "--seed", str(seed)]
     if args.device == "cuda":
         base += ["--devices", "cuda:0"]
+    if precision != "f32":
+        # Automatic mixed precision through the data-parallel step (one
+        # replica here), f32 master weights.
+        base += ["--precision", precision]
     if args.limit:
         base += ["--limit", str(args.limit)]
     if args.test_limit:
@@ -657,9 +892,10 @@ def run_tyto(model, args, seed):
     if args.init == "pytorch":
         # PyTorch's initial values for this seed, then a checkpoint of step
         # 0 that holds them, for tyto-train --resume.
-        init = os.path.join(args.workdir, f"init-{model}-{seed}.safetensors")
-        start = os.path.join(args.workdir, f"start-{model}-{seed}.safetensors")
-        ck = os.path.join(args.workdir, f"run-{model}-{seed}.safetensors")
+        tag = f"{model}-{seed}-{precision}"
+        init = os.path.join(args.workdir, f"init-{tag}.safetensors")
+        start = os.path.join(args.workdir, f"start-{tag}.safetensors")
+        ck = os.path.join(args.workdir, f"run-{tag}.safetensors")
         prep = torch_fashion_cmd(model, args, seed, 1) + \
             ["--save-init", init, "--init-only"]
         tmpl = base + ["--max-steps", "1", "--checkpoint", start, "--quiet"]
@@ -675,10 +911,10 @@ def run_tyto(model, args, seed):
                 f"initial values: {e}"
             log(msg)
             return {"framework": "tyto", "model": model, "setting": "default",
-                    "seed": seed, "error": msg}
+                    "seed": seed, "precision": precision, "error": msg}
         cmd += ["--checkpoint", ck, "--resume"]
     run = finish_run("tyto", model, "default", seed, cmd + ["--json"], env,
-                     args.eval_every)
+                     args.eval_every, precision)
     if args.eval_last and "error" not in run:
         tyto_late(run, base, env, args, start)
     return run
@@ -691,7 +927,8 @@ def tyto_late(run, base, env, args, start):
     model, seed = run["model"], run["seed"]
     total = run["reported"].get("steps", 0)
     k = min(args.eval_last, total - 1)
-    ck = os.path.join(args.workdir, f"late-{model}-{seed}.safetensors")
+    ck = os.path.join(args.workdir,
+                      f"late-{model}-{seed}-{run['precision']}.safetensors")
     first = base + ["--max-steps", str(total - k), "--checkpoint", ck,
                     "--quiet"]
     if start:
@@ -739,19 +976,32 @@ def swing(curve, every):
     return 100 * statistics.mean(abs(b - a) for a, b in zip(late, late[1:]))
 
 
-def finish_run(framework, model, setting, seed, cmd, env, every=0):
-    log(f"{framework} {model} {setting} seed {seed}: {' '.join(cmd)}")
+def finish_run(framework, model, setting, seed, cmd, env, every=0,
+               precision="f32"):
+    what = f"{framework} {model} {setting} {precision} seed {seed}"
+    log(f"{what}: {' '.join(cmd)}")
     err_lines = []
     rc, out, rss, wall = run_child(cmd, env, err_lines)
     run = {"framework": framework, "model": model, "setting": setting,
-           "seed": seed, "exit_status": rc, "wall_seconds": wall,
-           "peak_rss_bytes": rss}
+           "seed": seed, "precision": precision, "exit_status": rc,
+           "wall_seconds": wall, "peak_rss_bytes": rss}
+    if framework == "pytorch" and rc == EXIT_UNSUPPORTED:
+        # Not a failure: this torch cannot autocast to the dtype here.
+        said = [ln.strip() for ln in err_lines if ln.strip()]
+        why = said[-1] if said else f"exit status {rc}"
+        run["unsupported"] = re.sub(
+            r"^torch_fashion: (--precision \S+ on --device \S+: )?", "", why)
+        log(f"{what}: not supported: {run['unsupported']}")
+        return run
     result = last_json(out) if rc == 0 else None
     if rc != 0 or result is None:
         why = out.strip() if rc is None else \
             f"exit status {rc}" if rc != 0 else \
             "exit status 0 but no JSON object at the end of stdout"
-        run["error"] = f"{framework} {model} {setting}: {why}"
+        said = [ln.strip() for ln in err_lines if ln.strip()]
+        if rc and said:
+            why += f" ({said[-1]})"  # its own last word on why
+        run["error"] = f"{framework} {model} {setting} {precision}: {why}"
         log(run["error"])
         return run
     run["reported"] = result
@@ -764,9 +1014,14 @@ def finish_run(framework, model, setting, seed, cmd, env, every=0):
     # PyTorch's caching allocator (--device cuda).
     for key in ("peak_device_bytes", "peak_device_allocated_bytes",
                 "peak_device_reserved_bytes", "data_device_bytes",
-                "warmup_seconds"):
+                "warmup_seconds", "loss_scale", "skipped_steps"):
         if key in result:
             run[key] = result[key]
+    got = result.get("precision")
+    if got is not None and got != precision:
+        run["error"] = f"{what}: trained in {got}, not {precision}"
+        log(run["error"])
+        return run
     if framework == "tyto" and setting == "default" and \
             "--devices" in cmd and result.get("devices"):
         want = cmd[cmd.index("--devices") + 1]
@@ -782,7 +1037,7 @@ def finish_run(framework, model, setting, seed, cmd, env, every=0):
         curve = result.get("eval_curve") or []
     run["eval_curve"] = curve
     run["swing_points"] = swing(run["eval_curve"], every)
-    log(f"{framework} {model} {setting} seed {seed}: "
+    log(f"{what}: "
         f"{run['seconds_per_epoch']:.2f} s/epoch, "
         f"accuracy {100 * run['test_accuracy']:.2f}%")
     return run
@@ -790,6 +1045,15 @@ def finish_run(framework, model, setting, seed, cmd, env, every=0):
 
 # ---------------------------------------------------------------------------
 # Machine information.
+
+def load_average():
+    """The 1, 5 and 15 minute load averages, or None."""
+    try:
+        with open("/proc/loadavg") as f:
+            return [float(v) for v in f.read().split()[:3]]
+    except OSError:
+        return None
+
 
 def machine_info():
     cpu = "unknown"
@@ -805,11 +1069,7 @@ def machine_info():
     except OSError:
         pass
     isa = [f for f in ("avx512f", "avx512_bf16", "avx2", "fma") if f in flags]
-    try:
-        with open("/proc/loadavg") as f:
-            load = [float(v) for v in f.read().split()[:3]]
-    except OSError:
-        load = None
+    load = load_average()
     try:
         rev = subprocess.run(["git", "-C", REPO, "describe", "--always",
                               "--dirty"], capture_output=True, text=True,
@@ -919,9 +1179,10 @@ def verdict(value, target, higher_is_better, unit="x"):
     return f"MISSED by {abs(value - target):.2f}{unit}"
 
 
-def print_gpu_floor(f, best):
-    """Prints the GPU's floor for each model (gpu_floor_from) and each
-    framework's distance from it; adds the distances to f."""
+def print_gpu_floor(f, best_by, low=()):
+    """Prints the GPU's floor for each model (gpu_floor_from), in f32 and
+    in each 16-bit precision of `low`, and each framework's distance from
+    it; adds the distances to f."""
     gpu = f["gpu"]
     print()
     print(f"GPU floor ({gpu['name']}, cuBLAS f32 with TF32 off through "
@@ -954,15 +1215,187 @@ def print_gpu_floor(f, best):
               f"{fm['peak_compute_seconds']:.3f} + "
               f"{fm['optimizer_seconds']:.3f}  =>  "
               f"{fm['peak_floor_seconds_per_epoch']:.3f} s/epoch")
-        t = best[model]["tyto"]
-        s = best[model]["pytorch_best_setting"]
-        p = best[model]["pytorch"][s] if s else None
-        fl = fm["floor_seconds_per_epoch"]
-        fm["tyto_over_floor"] = t["seconds_per_epoch"] / fl if t else None
-        fm["pytorch_over_floor"] = p["seconds_per_epoch"] / fl if p else None
-        print(f"  {'':<{len(model)}}  tyto/floor = "
-              f"{fmt(fm['tyto_over_floor'], '.1f', 'x')}, pytorch ({s})/floor"
-              f" = {fmt(fm['pytorch_over_floor'], '.1f', 'x')}")
+        pad = " " * len(model)
+        # Each floor against the runs of its own precision.
+        for prec, fp in [("f32", fm)] + [
+                (q, fm["by_precision"].get(q)) for q in low]:
+            if prec != "f32":
+                if not fp or "error" in fp:
+                    why = fp["error"] if fp else "the probe did not run"
+                    print(f"  {pad}  {prec}: no floor ({why})")
+                    continue
+                r = fp["gemm"]["sgemm_gflops"]
+                print(f"  {pad}  {prec} products: x.w {r['x_w'] / 1e3:.1f}, "
+                      f"dy.wT {r['dy_wT'] / 1e3:.1f}, xT.dy "
+                      f"{r['xT_dy'] / 1e3:.1f}, together "
+                      f"{r['all'] / 1e3:.1f} TFLOP/s (4096^3 "
+                      f"{fp['peak_gflops'] / 1e3:.1f}): "
+                      f"{fp['compute_seconds']:.3f} + "
+                      f"{fp['optimizer_seconds']:.3f} + {prec} copy of the "
+                      f"weights {fp['copy_seconds']:.3f}  =>  "
+                      f"{fp['floor_seconds_per_epoch']:.3f} s/epoch "
+                      f"(at the peak rate "
+                      f"{fp['peak_floor_seconds_per_epoch']:.3f})")
+            b = best_by.get(prec, {}).get(model, {})
+            t = b.get("tyto")
+            s = b.get("pytorch_best_setting")
+            p = b["pytorch"][s] if s else None
+            fl = fp["floor_seconds_per_epoch"]
+            fp["tyto_over_floor"] = t["seconds_per_epoch"] / fl if t \
+                else None
+            fp["pytorch_over_floor"] = p["seconds_per_epoch"] / fl if p \
+                else None
+            tf = fmt(fp["tyto_over_floor"], ".1f", "x")
+            pf = fmt(fp["pytorch_over_floor"], ".1f", "x")
+            if low:
+                print(f"  {pad}  tyto {prec}/{prec} floor = {tf}, pytorch "
+                      f"{prec} ({s})/{prec} floor = {pf}")
+            else:
+                print(f"  {pad}  tyto/floor = {tf}, pytorch ({s})/floor = "
+                      f"{pf}")
+
+
+def amp_section(models, precisions, low, best_by, acc_by, target,
+                unsupported, settings, seeds, eval_last):
+    """Prints each 16-bit precision against f32, each framework against
+    itself, with issue 19's targets for the CNN (through `target`);
+    returns the comparison as a dictionary {model: {precision: ...}}."""
+    amp = {}
+    if not low:
+        return amp
+    print()
+    if "f32" not in precisions:
+        print("Mixed precision: no f32 run to compare with (--precision "
+              f"f32,{','.join(low)} compares them)")
+        return amp
+    key = "late_mean" if eval_last else "mean"
+    over = f", means over {len(seeds)} seeds" if len(seeds) > 1 else ""
+    if eval_last:
+        over += (" of" if over else ", mean of") + \
+            f" the last {eval_last} steps"
+    print("Mixed precision against f32, each framework against itself "
+          f"(issue 19, the CNN: tyto's AMP epoch\n  <= "
+          f"{TARGET_AMP_TIME_RATIO}x its f32 epoch, its test accuracy at "
+          f"most {-TARGET_AMP_ACCURACY_POINTS} points below f32's{over}):")
+
+    def secs(r):
+        return r["seconds_per_epoch"] if r else None
+
+    def ratio(a, b):
+        return a / b if a is not None and b else None
+
+    def points(a, b):
+        return 100 * (a - b) if a is not None and b is not None else None
+
+    def pct(a):
+        return fmt(a and 100 * a, ".2f", "%")
+
+    for model in models:
+        amp[model] = {}
+        for p in low:
+            b32, bp = best_by["f32"][model], best_by[p][model]
+            a32, alo = acc_by["f32"][model], acc_by[p][model]
+            t32, tp = b32["tyto"], bp["tyto"]
+            s32, sp = b32["pytorch_best_setting"], bp["pytorch_best_setting"]
+            p32 = b32["pytorch"][s32] if s32 else None
+            pp = bp["pytorch"][sp] if sp else None
+            ta32, tap = a32["tyto"][key], alo["tyto"][key]
+            pa32 = a32["pytorch"][s32][key] if s32 else None
+            pap = alo["pytorch"][sp][key] if sp else None
+            e = {"tyto_seconds": {"f32": secs(t32), p: secs(tp)},
+                 "tyto_time_ratio": ratio(secs(tp), secs(t32)),
+                 "tyto_accuracy": {"f32": ta32, p: tap},
+                 "tyto_accuracy_points": points(tap, ta32),
+                 "pytorch_setting": {"f32": s32, p: sp},
+                 "pytorch_seconds": {"f32": secs(p32), p: secs(pp)},
+                 "pytorch_time_ratio": ratio(secs(pp), secs(p32)),
+                 "pytorch_accuracy": {"f32": pa32, p: pap},
+                 "pytorch_accuracy_points": points(pap, pa32),
+                 "tyto_over_pytorch": ratio(secs(tp), secs(pp)),
+                 "tyto_minus_pytorch_points": points(tap, pap)}
+            if tp:
+                e["tyto_loss_scale"] = tp.get("loss_scale")
+                e["tyto_skipped_steps"] = tp.get("skipped_steps")
+            amp[model][p] = e
+            tag = f"{model} {p}"
+            time_text = (f"{tag:<9} tyto    {fmt(secs(tp), '.2f', ' s')} vs "
+                         f"f32 {fmt(secs(t32), '.2f', ' s')}: "
+                         f"{fmt(e['tyto_time_ratio'], '.3f', 'x')}")
+            acc_text = (f"{'':<9} tyto    test accuracy {pct(tap)} vs f32 "
+                        f"{pct(ta32)}: "
+                        f"{fmt(e['tyto_accuracy_points'], '+.2f', ' points')}")
+            if model == "cnn":
+                target(f"cnn_{p}_time_ratio", secs(tp), None,
+                       e["tyto_time_ratio"], TARGET_AMP_TIME_RATIO, False,
+                       "x", time_text + f", target <= {TARGET_AMP_TIME_RATIO}x",
+                       precision=p, tyto_f32=secs(t32))
+                target(f"cnn_{p}_accuracy_points", tap, None,
+                       e["tyto_accuracy_points"], TARGET_AMP_ACCURACY_POINTS,
+                       True, " points", acc_text + ", target >= "
+                       f"{TARGET_AMP_ACCURACY_POINTS:+.1f} points",
+                       precision=p, tyto_f32=ta32)
+            else:
+                print(f"  {time_text}")
+                print(f"  {acc_text}")
+            if tp and tp.get("skipped_steps"):
+                print(f"  {'':<9} tyto    {tp['skipped_steps']} steps "
+                      f"skipped (gradient overflow), final loss scale "
+                      f"{tp.get('loss_scale')}")
+            if pp is None:
+                why = next((w for w in (unsupported(model, st, p)
+                                        for st in settings) if w), None)
+                print(f"  {'':<9} pytorch {p}: "
+                      + (f"not supported: {why}" if why else "did not run"))
+            else:
+                print(f"  {'':<9} pytorch {fmt(secs(pp), '.2f', ' s')} ({sp})"
+                      f" vs f32 {fmt(secs(p32), '.2f', ' s')} ({s32}): "
+                      f"{fmt(e['pytorch_time_ratio'], '.3f', 'x')}; test "
+                      f"accuracy {pct(pap)} vs {pct(pa32)}: "
+                      f"{fmt(e['pytorch_accuracy_points'], '+.2f', ' points')}")
+                print(f"  {'':<9} tyto against pytorch, both {p}: "
+                      f"{fmt(e['tyto_over_pytorch'], '.3f', 'x')} the time, "
+                      f"{fmt(e['tyto_minus_pytorch_points'], '+.2f', ' points')}")
+    return amp
+
+
+def print_low_floor(f, best_by):
+    """Prints the CNN's floor in each 16-bit precision measured (floor's
+    "by_precision", low_floor_from) next to the f32 one, and each
+    framework's distance from it; adds the distances to f."""
+    fl32 = f["floor_seconds_per_epoch"]
+    for p, fp in f.get("by_precision", {}).items():
+        if "error" in fp:
+            print(f"  {p}: no floor ({fp['error']})")
+            continue
+        g = fp["gemm"]
+        m, k, n = g["gemm_shape"]
+        r = g["gflops"]
+        fl = fp["floor_seconds_per_epoch"]
+        print(f"  {p} GEMM {m}x{k}x{n} (torch {fp['torch_version']} "
+              f"matmul on {g['dtype']} tensors: {fp['implementation']};"
+              f" best of {len(f.get('low_probes', []))} probes): x.w "
+              f"{r['x_w']:.1f}, dy.wT {r['dy_wT']:.1f}, xT.dy "
+              f"{r['xT_dy']:.1f}, together {r['all']:.1f} GFLOP/s")
+        print(f"  {p} floor = "
+              f"{f['cnn_flops_per_image'] * f['train_images'] / 1e12:.3f}"
+              f" TFLOP / {r['all']:.1f} GFLOP/s = "
+              f"{fp['compute_seconds']:.2f} s + Adam (f32 master weights, "
+              f"as above) {fp['adam_seconds']:.2f} s\n"
+              f"    + the {p} copy of the weights, {f['steps']} steps x "
+              f"{f['cnn_parameters'] / 1e6:.2f}M params x "
+              f"{AMP_COPY_BYTES_PER_PARAM} B / {f['memory_gb_per_s']:.1f} "
+              f"GB/s = {fp['copy_seconds']:.2f} s  =>  {fl:.2f} s/epoch "
+              f"({fl / fl32:.2f}x the f32 floor)")
+        b = best_by.get(p, {}).get("cnn", {})
+        t = b.get("tyto")
+        s = b.get("pytorch_best_setting")
+        pr = b["pytorch"][s] if s else None
+        fp["tyto_over_floor"] = t["seconds_per_epoch"] / fl if t else None
+        fp["pytorch_over_floor"] = pr["seconds_per_epoch"] / fl if pr \
+            else None
+        print(f"  tyto {p}/{p} floor = "
+              f"{fmt(fp['tyto_over_floor'], '.2f', 'x')}, pytorch {p} "
+              f"({s})/{p} floor = {fmt(fp['pytorch_over_floor'], '.2f', 'x')}")
 
 
 def main(argv):
@@ -1015,6 +1448,11 @@ def main(argv):
     ap.add_argument("--eval-last", type=int, default=0,
                     help="evaluate after each of the last K steps in both "
                     "and compare the means over them")
+    ap.add_argument("--precision", default="f32",
+                    help="comma-separated list of " + ",".join(PRECISIONS)
+                    + ": each configuration runs in each (bf16, f16: "
+                    "automatic mixed precision, tyto-train --precision and "
+                    "PyTorch's autocast); default f32")
     args = ap.parse_args(argv)
     try:
         seeds = [int(v) for v in args.seeds.split(",") if v] \
@@ -1024,6 +1462,17 @@ def main(argv):
     if not seeds or args.eval_every < 0 or args.eval_last < 0:
         ap.error("--seeds needs a seed, --eval-every and --eval-last "
                  "values >= 0")
+    precisions = []
+    for v in args.precision.split(","):
+        if v and v not in precisions:
+            precisions.append(v)
+    if not precisions or any(v not in PRECISIONS for v in precisions):
+        ap.error(f"--precision {args.precision}: expected a comma-separated "
+                 f"list of {', '.join(PRECISIONS)}")
+    # The existing targets (against PyTorch) and the "results" of the
+    # BENCH line are those of f32 when it ran, else of the first listed.
+    ref = "f32" if "f32" in precisions else precisions[0]
+    low = [v for v in precisions if v != "f32"]
 
     cuda = args.device == "cuda"
     table = settings_table(args.device)
@@ -1078,13 +1527,19 @@ def main(argv):
             f"compute capability {gpu['capability']}), CUDA "
             f"{gpu['cuda_version']}, cuDNN {gpu['cudnn_version']}")
 
-    probes = []
+    probes, low_probes = [], []
     if cuda:
-        log("measuring cuBLAS sgemm (TF32 off) and device memory bandwidth")
-        probes.append(run_gpu_probe(models))
+        log("measuring cuBLAS sgemm (TF32 off)"
+            + (f", {', '.join(low)} GEMMs" if low else "")
+            + " and device memory bandwidth")
+        probes.append(run_gpu_probe(models, low))
     elif "cnn" in models:
         log(f"measuring sgemm ({CORES} threads) and memory bandwidth")
         probes.append(run_probe(CORES))
+        if low:
+            log(f"measuring {', '.join(low)} GEMMs (torch.matmul, "
+                f"{CORES} threads)")
+            low_probes.append(run_low_probe(low, CORES))
 
     # Round-robin over the repeats, so slow drift on a shared machine
     # spreads over every configuration instead of landing on one.
@@ -1096,21 +1551,37 @@ def main(argv):
                 log(f"repeat {rep + 1}/{args.repeat}")
             for seed in seeds:
                 for model in models:
-                    if not tyto_missing:
-                        runs.append(run_tyto(model, args, seed))
-                    for setting in settings:
-                        runs.append(run_torch(model, setting, args, seed))
+                    # Each framework's precisions back to back: their
+                    # ratio, the figure --precision is for, then sees
+                    # the least drift of a shared machine's load.
+                    for prec in precisions if not tyto_missing else []:
+                        runs.append(run_tyto(model, args, seed, prec))
+                    for prec in precisions:
+                        for setting in settings:
+                            no = next((r for r in runs
+                                       if r.get("unsupported")
+                                       and r["precision"] == prec), None)
+                            if no:
+                                # The same torch on the same device: no
+                                # other setting will autocast to it either.
+                                runs.append(dict(no, model=model, seed=seed,
+                                                 setting=setting,
+                                                 wall_seconds=0.0))
+                                continue
+                            runs.append(run_torch(model, setting, args, seed,
+                                                  prec))
     finally:
         shutil.rmtree(args.workdir, ignore_errors=True)
     errors += [r["error"] for r in runs if "error" in r]
 
-    def accuracy(model, framework, setting):
+    def accuracy(model, framework, setting, prec):
         """The configuration's test accuracy per seed (the mean of its
         repeats), its mean and standard deviation over the seeds, the same
         for the mean over the last steps (--eval-last), and the mean swing
         between neighbouring evaluations."""
         ok = [r for r in runs if "error" not in r and r["model"] == model
-              and r["framework"] == framework and r["setting"] == setting]
+              and r["framework"] == framework and r["setting"] == setting
+              and r["precision"] == prec and not r.get("unsupported")]
 
         def by_seed(key):
             per_seed = {}
@@ -1132,15 +1603,18 @@ def main(argv):
                 "late_sd": statistics.stdev(late) if len(late) > 1 else None,
                 "swing_points": statistics.mean(swings) if swings else None}
 
-    acc = {m: {"tyto": accuracy(m, "tyto", "default"),
-               "pytorch": {st: accuracy(m, "pytorch", st)
-                           for st in settings}} for m in models}
+    # Per precision; acc and best (below) are the reference precision's.
+    acc_by = {p: {m: {"tyto": accuracy(m, "tyto", "default", p),
+                      "pytorch": {st: accuracy(m, "pytorch", st, p)
+                                  for st in settings}} for m in models}
+              for p in precisions}
+    acc = acc_by[ref]
 
     floor = None
     if cuda:
         log("measuring cuBLAS sgemm and device memory bandwidth again")
-        probes.append(run_gpu_probe(models))
-        floor = gpu_floor_from(probes, models, train_images)
+        probes.append(run_gpu_probe(models, low))
+        floor = gpu_floor_from(probes, models, train_images, low)
         if floor is None:
             errors.append("GPU sgemm/bandwidth probe failed")
     elif "cnn" in models:
@@ -1150,24 +1624,36 @@ def main(argv):
                            MODELS["cnn"]["batch"])
         if floor is None:
             errors.append("sgemm/bandwidth probe failed")
+        if low:
+            log(f"measuring {', '.join(low)} GEMMs again")
+            low_probes.append(run_low_probe(low, CORES))
+            if not any(low_probes):
+                errors.append("16-bit GEMM probe failed")
+            if floor is not None:
+                floor["low_probes"] = low_probes
+                floor["by_precision"] = {
+                    p: low_floor_from(low_probes, floor, p) for p in low}
+    machine["load_average_end"] = load_average()
 
     # Best of N per configuration, then PyTorch's best setting per model.
-    best = {}
-    for model in models:
-        best[model] = {"tyto": pick_best(
+    def best_of(model, prec):
+        b = {"tyto": pick_best(
             [r for r in runs if r["framework"] == "tyto"
-             and r["model"] == model], "seconds_per_epoch"),
-            "pytorch": {}}
+             and r["model"] == model and r["precision"] == prec],
+            "seconds_per_epoch"), "pytorch": {}}
         for setting in settings:
-            best[model]["pytorch"][setting] = pick_best(
+            b["pytorch"][setting] = pick_best(
                 [r for r in runs if r["framework"] == "pytorch"
-                 and r["model"] == model and r["setting"] == setting],
-                "seconds_per_epoch")
-        best[model]["pytorch_best_setting"] = None
-        ok = {s: r for s, r in best[model]["pytorch"].items() if r}
+                 and r["model"] == model and r["setting"] == setting
+                 and r["precision"] == prec], "seconds_per_epoch")
+        b["pytorch_best_setting"] = None
+        ok = {s: r for s, r in b["pytorch"].items() if r}
         if ok:
-            best[model]["pytorch_best_setting"] = min(
+            b["pytorch_best_setting"] = min(
                 ok, key=lambda s: ok[s]["seconds_per_epoch"])
+        return b
+    best_by = {p: {m: best_of(m, p) for m in models} for p in precisions}
+    best = best_by[ref]
 
     # ---- table
     print("tyto-train vs PyTorch, Fashion-MNIST, one epoch, batch 64"
@@ -1175,13 +1661,15 @@ def main(argv):
              f"images)" if args.quick else ""))
     print(f"machine: {machine['cpu']} ({', '.join(machine['isa'])}), "
           f"{machine['cores_usable']} of {machine['cores_online']} cores, "
-          f"{machine['memory_gib']} GiB, load {machine['load_average']}")
+          f"{machine['memory_gib']} GiB, load {machine['load_average']} at "
+          f"the start, {machine['load_average_end']} at the end")
     if cuda:
         print(f"GPU: {gpu['name']}, {gpu['memory_bytes'] / 2**30:.0f} GiB, "
               f"compute capability {gpu['capability']}, "
               f"{gpu['multiprocessors']} SMs; CUDA {gpu['cuda_version']}, "
               f"cuDNN {gpu['cudnn_version']}; both frameworks on cuda:0, "
-              f"f32 (TF32 off)")
+              f"f32 (TF32 off)"
+              + (f", and AMP in {', '.join(low)}" if low else ""))
     print(f"date: {machine['date']}   torch {machine['torch_version']}   "
           f"tyto {machine['tyto_revision']} ({args.tyto})")
     if args.repeat > 1:
@@ -1191,29 +1679,43 @@ def main(argv):
           + ("; test accuracy: the mean over the seeds" if len(seeds) > 1
              else ""))
     print()
-    head = (f"{'model':<5} {'framework':<9} {'setting':<46} {'test acc':>8} "
-            f"{'s/epoch':>8} {'images/s':>9} {'peak RSS MB':>11}")
+    head = (f"{'model':<5} {'prec':<4} {'framework':<9} {'setting':<46} "
+            f"{'test acc':>8} {'s/epoch':>8} {'images/s':>9} "
+            f"{'peak RSS MB':>11}")
     if cuda:
         head += f" {'device MB':>9} {'reserved MB':>11}"
     print(head)
     print("-" * len(head))
-    for model in models:
-        rows = [("tyto", "default", best[model]["tyto"])]
-        rows += [("pytorch", s, best[model]["pytorch"][s]) for s in settings]
+
+    def unsupported(model, setting, prec):
+        """Why PyTorch did not run the configuration, or None."""
+        return next((r["unsupported"] for r in runs
+                     if r["framework"] == "pytorch" and r["model"] == model
+                     and r["setting"] == setting and r["precision"] == prec
+                     and r.get("unsupported")), None)
+
+    for model, prec in ((m, p) for m in models for p in precisions):
+        bp, ap_ = best_by[prec][model], acc_by[prec][model]
+        rows = [("tyto", "default", bp["tyto"])]
+        rows += [("pytorch", s, bp["pytorch"][s]) for s in settings]
         for framework, setting, r in rows:
             label = table[setting]["label"] \
                 if framework == "pytorch" else setting
             if framework == "pytorch" and \
-                    setting == best[model]["pytorch_best_setting"]:
+                    setting == bp["pytorch_best_setting"]:
                 label += " *"
             if r is None:
+                why = framework == "pytorch" and \
+                    unsupported(model, setting, prec)
                 status = "not run (binary missing)" \
-                    if framework == "tyto" and tyto_missing else "FAILED"
-                print(f"{model:<5} {framework:<9} {label:<46} {status}")
+                    if framework == "tyto" and tyto_missing else \
+                    "not supported (below)" if why else "FAILED"
+                print(f"{model:<5} {prec:<4} {framework:<9} {label:<46} "
+                      f"{status}")
                 continue
-            a = acc[model]["tyto"] if framework == "tyto" else \
-                acc[model]["pytorch"][setting]
-            line = (f"{model:<5} {framework:<9} {label:<46} "
+            a = ap_["tyto"] if framework == "tyto" else \
+                ap_["pytorch"][setting]
+            line = (f"{model:<5} {prec:<4} {framework:<9} {label:<46} "
                     f"{100 * a['mean']:>7.2f}% "
                     f"{r['seconds_per_epoch']:>8.2f} "
                     f"{r['images_per_second']:>9.0f} "
@@ -1225,6 +1727,18 @@ def main(argv):
                 line += f" {fmt(dev_b and dev_b / 1e6, '9.0f'):>9} {res:>11}"
             print(line)
     print("* PyTorch's best (fastest) setting in this run, compared below")
+    if low:
+        print("prec: f32, or automatic mixed precision in that dtype with "
+              "f32 master weights:\n  tyto-train --precision, PyTorch's "
+              "torch.autocast"
+              + (" (f16: with a GradScaler)" if "f16" in low else "")
+              + "; both evaluate in f32")
+    for prec in low:
+        why = next((r["unsupported"] for r in runs
+                    if r.get("unsupported") and r["precision"] == prec), None)
+        if why:
+            print(f"PyTorch {prec} on the {args.device}: not supported by "
+                  f"torch {machine['torch_version']}: {why}")
     if cuda:
         data = ", ".join(f"{m} {r['data_device_bytes'] / 1e6:.0f} MB"
                          for m in models
@@ -1245,11 +1759,15 @@ def main(argv):
               + ("; swing: mean |change| between neighbouring evaluations "
                  f"(every {args.eval_every} steps) over the second half of "
                  "the epoch, in points" if args.eval_every else "") + ":")
-        for model in models:
-            rows = [("tyto", acc[model]["tyto"])]
-            rows += [(f"pytorch {st}", acc[model]["pytorch"][st])
+        for model, prec in ((m, p) for m in models for p in precisions):
+            am = acc_by[prec][model]
+            tag = f" {prec}" if len(precisions) > 1 else ""
+            rows = [(f"tyto{tag}", am["tyto"])]
+            rows += [(f"pytorch {st}{tag}", am["pytorch"][st])
                      for st in settings]
             for label, a in rows:
+                if not a["accuracies"]:
+                    continue
                 print(f"  {model:<5} {label:<18} "
                       + " ".join(f"{100 * v:6.2f}" for v in a["accuracies"])
                       + f"   mean {fmt(a['mean'] and 100 * a['mean'], '.2f')}"
@@ -1269,12 +1787,14 @@ def main(argv):
     # ---- ratios against the targets
     targets = []
 
-    def target(name, tyto_v, torch_v, value, goal, higher, unit, text):
+    def target(name, tyto_v, torch_v, value, goal, higher, unit, text,
+               **extra):
         v = verdict(value, goal, higher, unit)
         targets.append({"name": name, "tyto": tyto_v, "pytorch": torch_v,
                         "value": value, "target": goal,
                         "higher_is_better": higher,
                         "met": None if value is None else v == "met"})
+        targets[-1].update(extra)
         print(f"  {text}: {v}")
 
     def memory_target(model, t, p, s):
@@ -1293,7 +1813,8 @@ def main(argv):
         targets[-1]["pytorch_reserved"] = res
         targets[-1]["pytorch_data"] = data
 
-    print("Targets (tyto against PyTorch's best setting):")
+    print("Targets (tyto against PyTorch's best setting"
+          + (f", both in {ref}" if low else "") + "):")
     if "cnn" in models:
         t = best["cnn"]["tyto"]
         s = best["cnn"]["pytorch_best_setting"]
@@ -1354,13 +1875,18 @@ def main(argv):
         if cuda:
             memory_target("mlp", t, p, s)
 
+    amp = amp_section(models, precisions, low, best_by, acc_by, target,
+                      unsupported, settings, seeds, args.eval_last)
+
     if floor and cuda:
-        print_gpu_floor(floor, best)
+        print_gpu_floor(floor, best_by, low)
     elif floor:
         f = floor
-        t = best["cnn"]["tyto"]
-        s = best["cnn"]["pytorch_best_setting"]
-        p = best["cnn"]["pytorch"][s] if s else None
+        # The f32 floor against the f32 runs (none when f32 did not run).
+        b32 = best_by["f32"]["cnn"] if "f32" in best_by else {}
+        t = b32.get("tyto")
+        s = b32.get("pytorch_best_setting")
+        p = b32["pytorch"][s] if s else None
         fl = f["floor_seconds_per_epoch"]
         print()
         print(f"CNN arithmetic floor ({f['threads']} threads, "
@@ -1390,6 +1916,7 @@ def main(argv):
         f["pytorch_over_floor"] = p["seconds_per_epoch"] / fl if p else None
         print(f"  tyto/floor = {fmt(f['tyto_over_floor'], '.2f', 'x')}, "
               f"pytorch ({s})/floor = {fmt(f['pytorch_over_floor'], '.2f', 'x')}")
+        print_low_floor(f, best_by)
     if errors:
         print()
         for e in errors:
@@ -1398,15 +1925,25 @@ def main(argv):
     def summary(r):
         if r is None:
             return None
-        keys = ("setting", "test_accuracy", "train_loss", "seconds_per_epoch",
-                "images_per_second", "peak_rss_bytes", "train_images",
-                "test_images")
+        keys = ("setting", "precision", "test_accuracy", "train_loss",
+                "seconds_per_epoch", "images_per_second", "peak_rss_bytes",
+                "train_images", "test_images")
+        if r.get("precision", "f32") != "f32":
+            keys += ("loss_scale", "skipped_steps")
         if cuda:
             keys += ("peak_device_bytes", "peak_device_allocated_bytes",
                      "peak_device_reserved_bytes", "data_device_bytes",
                      "warmup_seconds")
         return {k: r.get(k) for k in keys if k in r or
-                not k.startswith(("peak_device", "data_device", "warmup"))}
+                not k.startswith(("peak_device", "data_device", "warmup",
+                                  "loss_scale", "skipped"))}
+
+    def results(b):
+        return {m: {"tyto": summary(b[m]["tyto"]),
+                    "pytorch": {s: summary(r) for s, r in
+                                b[m]["pytorch"].items()},
+                    "pytorch_best_setting":
+                    b[m]["pytorch_best_setting"]} for m in models}
 
     bench = {
         "bench": "train_vs_torch",
@@ -1420,13 +1957,17 @@ def main(argv):
                    "eval_last": args.eval_last,
                    "data": args.data, "tyto": args.tyto,
                    "device": args.device,
+                   "precisions": precisions,
+                   "reference_precision": ref,
                    "model_settings": {m: MODELS[m] for m in models}},
+        # "accuracy" and "results": the reference precision's (f32 when
+        # it ran); "by_precision": every precision's, the reference's too.
         "accuracy": acc,
-        "results": {m: {"tyto": summary(best[m]["tyto"]),
-                        "pytorch": {s: summary(r) for s, r in
-                                    best[m]["pytorch"].items()},
-                        "pytorch_best_setting":
-                        best[m]["pytorch_best_setting"]} for m in models},
+        "results": results(best),
+        "by_precision": {p: {"accuracy": acc_by[p],
+                             "results": results(best_by[p])}
+                         for p in precisions},
+        "amp": amp,
         "targets": targets,
         "floor": floor,
         "runs": runs,
