@@ -21,12 +21,14 @@ typedef struct copy_op {
 /* n elements of e bytes from src (step is) to dst (step os). */
 static void move(size_t e, int64_t n, unsigned char *dst, int64_t os,
                  const unsigned char *src, int64_t is) {
+  /* memcpy of one element: a plain load and store, whatever the
+   * alignment the caller's offsets leave (an f64 at a 4-byte offset is no
+   * undefined behaviour this way). */
 #define MOVE(T)                                                                \
   do {                                                                         \
-    T *d_ = (T *)(void *)dst;                                                  \
-    const T *s_ = (const T *)(const void *)src;                                \
     for (int64_t i = 0; i < n; i++)                                            \
-      d_[i * os] = s_[i * is];                                                 \
+      memcpy(dst + i * os * (int64_t)sizeof(T),                                \
+             src + i * is * (int64_t)sizeof(T), sizeof(T));                    \
   } while (0)
   if (e == 2)
     MOVE(uint16_t);
