@@ -65,18 +65,23 @@ uint64_t dist_hash(uint64_t h, const void *data, size_t bytes) {
   return h;
 }
 
+/* TYTO_DIST_TIMEOUT's seconds into *v: 1 when set and valid, 0 when
+ * unset or empty, -1 when set to something else. */
+static int env_timeout(double *v) {
+  const char *s = getenv("TYTO_DIST_TIMEOUT");
+  if (!s || !*s)
+    return 0;
+  char *end;
+  errno = 0;
+  *v = strtod(s, &end);
+  return !errno && *end == '\0' && *v > 0 && isfinite(*v) ? 1 : -1;
+}
+
 double tyto_dist_timeout(void) {
   if (D.timeout > 0)
     return D.timeout;
-  const char *s = getenv("TYTO_DIST_TIMEOUT");
-  if (s && *s) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!errno && *end == '\0' && v > 0 && isfinite(v))
-      return v;
-  }
-  return DEFAULT_TIMEOUT;
+  double v;
+  return env_timeout(&v) == 1 ? v : DEFAULT_TIMEOUT;
 }
 
 double tyto_dist_set_timeout(double seconds) {
@@ -362,17 +367,12 @@ tyto_status tyto_dist_init(int *argc, char ***argv) {
     return TYTO_OK;
   /* A timeout that cannot be read is an error, not the default: a user
    * who set it meant something. */
-  const char *ts = getenv("TYTO_DIST_TIMEOUT");
-  if (ts && *ts) {
-    char *end;
-    errno = 0;
-    double v = strtod(ts, &end);
-    if (errno || *end != '\0' || !(v > 0) || !isfinite(v))
-      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                     "distributed: TYTO_DIST_TIMEOUT='%.64s': expected a "
-                     "number of seconds > 0 (unset it for the default, %g)",
-                     ts, (double)DEFAULT_TIMEOUT);
-  }
+  double tv;
+  if (env_timeout(&tv) < 0)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "distributed: TYTO_DIST_TIMEOUT='%.64s': expected a "
+                   "number of seconds > 0 (unset it for the default, %g)",
+                   getenv("TYTO_DIST_TIMEOUT"), (double)DEFAULT_TIMEOUT);
   long ls = launcher_size();
 #ifdef TYTO_HAVE_MPI
   int already = 0;

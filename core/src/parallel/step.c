@@ -450,12 +450,12 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
       tyto_dtype dt = tyto_tensor_dtype(r->sends[x]);
       double v[1];
       st = tyto_program_read_send(r->p, x, v, tyto_dtype_size(dt));
+      /* A shard of padding only (share 0): its 0 / 0 loss and gradients
+       * are left out of the mean and the exchange, and so is their
+       * non-finite count. */
       if (k == 0)
         mean += r->share == 0 ? 0 : r->share * read_scalar(v, dt, 0);
-      else if (k > dp->n_sums && r->share == 0)
-        ; /* a shard of padding only: its 0 / 0 gradients are left out of
-           * the exchange, and so is their non-finite count */
-      else
+      else if (k <= dp->n_sums || r->share != 0)
         sums[k - 1] += read_scalar(v, dt, 0);
     }
   }
