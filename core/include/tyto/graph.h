@@ -257,10 +257,20 @@ typedef enum tyto_op {
    * (tyto_stop_gradient in <tyto/ad.h>); compiled as x itself.
    * CUSTOM_DERIVATIVE: (y, x1 .. xn), y's value, differentiated with the
    * rule iattrs[0] of its graph instead of through y's own sub-graph
-   * (tyto_custom_derivative in <tyto/ad.h>); compiled as y itself. */
+   * (tyto_custom_derivative in <tyto/ad.h>); compiled as y itself.
+   * REPLICA_SUM: (x), x summed over the replicas of a data-parallel step
+   * (tyto_replica_sum in <tyto/parallel.h>): iattrs[0] =
+   * TYTO_REPLICA_SUM_PLAIN, y = sum over replicas r of x_r, or
+   * TYTO_REPLICA_SUM_SHARES, its transpose as AD needs it, y = (sum over
+   * r of w_r x_r) / w (w_r: replica r's share of the loss, w this
+   * replica's); compiled as x itself outside data-parallel training. */
   TYTO_OP_STOP_GRADIENT = 352,
-  TYTO_OP_CUSTOM_DERIVATIVE
+  TYTO_OP_CUSTOM_DERIVATIVE,
+  TYTO_OP_REPLICA_SUM
 } tyto_op;
+
+/* TYTO_OP_REPLICA_SUM's iattrs[0]. */
+enum { TYTO_REPLICA_SUM_PLAIN = 0, TYTO_REPLICA_SUM_SHARES = 1 };
 
 /* Short lower-case names: "f32", "f64", "f16", "bf16", "parameter",
  * "matmul", "reduce_max". Never NULL ("?" for an unknown value). */

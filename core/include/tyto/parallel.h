@@ -28,6 +28,20 @@
 extern "C" {
 #endif
 
+/* x summed over the replicas of a data-parallel step: every replica gets
+ * the same sum of every replica's x (of one shape on all of them; over
+ * several processes, of every rank's replicas). What synchronised
+ * statistics are built from (tyto_nn_options.sync_batch_norm: a batch
+ * norm's channel sums over the whole global batch). Outside a
+ * data-parallel step (one device, tyto_program_run) it is x itself, so a
+ * model behaves the same alone and on one replica. AD differentiates it
+ * as the sum it is: the gradient that reaches x is the sum over the
+ * replicas of each one's, weighted by their shares of the loss, at every
+ * order (docs/data-parallel.md). Each one costs the step a pause: the
+ * replicas wait for each other there, in the forward pass and again in
+ * the backward. */
+TYTO_API tyto_tensor *tyto_replica_sum(tyto_tensor *x);
+
 /* What one replica trains, built by the caller's tyto_dp_build_fn. */
 typedef struct tyto_dp_model {
   /* A one-element loss: the MEAN over the batch (so that shards combine

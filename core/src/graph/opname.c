@@ -104,6 +104,7 @@ const char *tyto_op_name(tyto_op op) {
   case TYTO_OP_FUSED_OUTPUT: return "fused_output";
   case TYTO_OP_STOP_GRADIENT: return "stop_gradient";
   case TYTO_OP_CUSTOM_DERIVATIVE: return "custom_derivative";
+  case TYTO_OP_REPLICA_SUM: return "replica_sum";
   }
   return "?";
 }
