@@ -92,6 +92,15 @@ typedef struct tyto_program_options {
   size_t n_exchanges;
   tyto_tensor *const *exchange_sends;
   tyto_tensor *const *exchange_recvs;
+  /* Exchanges in stages (data-parallel training's replica sums: a batch
+   * norm's statistics summed over the replicas in the forward pass, and
+   * again in the backward): exchange i happens after phase
+   * exchange_stages[i]; NULL: every exchange after phase 0. Stages 0 ..
+   * S - 1 must each hold an exchange; the run then has S + 1 phases.
+   * Phase k computes the sends of stage k and whatever does not need a
+   * recv of stage k or later; a send of stage k may need recvs of earlier
+   * stages only. */
+  const size_t *exchange_stages;
   /* Graphs: on a device whose plugin can record work (CUDA), a run's
    * launches are recorded on the second run and replayed from then on, one
    * call per run instead of one per kernel. Non-zero turns that off, as
@@ -203,38 +212,47 @@ TYTO_API tyto_status tyto_program_run(tyto_program *p);
 /* A program with exchanges (tyto_program_options.n_exchanges): runs phase
  * 0 (up to the sends) or phase 1 (the rest, after the recvs are set), and
  * waits for it. Phase 1 needs phase 0 run since the last phase 1; a
- * program without exchanges has phase 0 only (all of it). */
+ * program without exchanges has phase 0 only (all of it). With exchanges
+ * in S stages (exchange_stages) the phases are 0 .. S, run in order:
+ * phase k + 1 needs phase k run, and the recvs of stage k set, since. */
 TYTO_API tyto_status tyto_program_run_phase(tyto_program *p, int phase);
+/* The number of phases: 1 without exchanges, else the stages + 1. */
+TYTO_API int tyto_program_phase_count(const tyto_program *p);
+/* The stage of exchange i (tyto_program_options.exchange_stages), or -1
+ * for an i out of range. */
+TYTO_API int tyto_program_exchange_stage(const tyto_program *p, size_t i);
 
 /* Streamed sends: fn(user, i, data, bytes) is called during each later
- * phase 0 with send i's value (bytes of host memory, valid until the next
- * phase 0) as soon as it is computed, while the device goes on with the
- * rest of the phase: the sends come in the order the launches complete
- * them (tyto_program_send_order), each once its copy has landed, on the
- * thread running the phase. Data-parallel training reduces each gradient
- * this way while the backward pass computes the next. A phase replayed as
- * a graph delivers them all at its end. A phase that fails stops the
- * calls. fn NULL turns it off. Fails when the program has no exchanges. */
+ * run of the phase that computes send i (its stage's) with its value (bytes of
+ * host memory, valid until the next phase 0) as soon as it is computed, while
+ * the device goes on with the rest of the phase: the sends come in the order
+ * the launches complete them (tyto_program_send_order), each once its copy has
+ * landed, on the thread running the phase. Data-parallel training reduces each
+ * gradient this way while the backward pass computes the next. A phase replayed
+ * as a graph delivers them all at its end. A phase that fails stops the calls.
+ * fn NULL turns it off. Fails when the program has no exchanges. */
 typedef void (*tyto_program_send_fn)(void *user, size_t i, const void *data,
                                      size_t bytes);
 TYTO_API tyto_status tyto_program_stream_sends(tyto_program *p,
                                                tyto_program_send_fn fn,
                                                void *user);
 
-/* The sends (n = their count) in the order phase 0 completes them, into
- * order[]: the last launch writing each, then the send's index. */
+/* The sends (n = their count) in the order the phases complete them, into
+ * order[]: by stage, then the last launch writing each, then the send's
+ * index. */
 TYTO_API tyto_status tyto_program_send_order(const tyto_program *p,
                                              size_t *order, size_t n);
 
-/* Sets every recv from its own send, on the device, with no copy through
- * the host: the exchange of a program that is its only participant (a
- * data-parallel run down to one device). Queued on the program's stream
- * after phase 0, so phase 1 sees it. Fails before phase 0 and on a
- * program without exchanges. */
+/* Sets every recv of the stage just run from its own send, on the
+ * device, with no copy through the host: the exchange of a program that
+ * is its only participant (a data-parallel run down to one device).
+ * Queued on the program's stream after phase k, so phase k + 1 sees it.
+ * Fails when no phase but the last is the one just run, and on a program
+ * without exchanges. */
 TYTO_API tyto_status tyto_program_recv_sends(tyto_program *p);
 
-/* Copies exchange send i (as computed by the last phase 0) into dst
- * (bytes = its size). */
+/* Copies exchange send i (as computed by the last run of its stage's
+ * phase) into dst (bytes = its size). */
 TYTO_API tyto_status tyto_program_read_send(tyto_program *p, size_t i,
                                             void *dst, size_t bytes);
 

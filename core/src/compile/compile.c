@@ -449,13 +449,18 @@ static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
   p->upd_value = malloc((n_u ? n_u : 1) * sizeof *p->upd_value);
   p->send_slot = malloc((n_x ? n_x : 1) * sizeof *p->send_slot);
   p->recv_index = malloc((n_x ? n_x : 1) * sizeof *p->recv_index);
+  p->send_stage = calloc(n_x ? n_x : 1, sizeof *p->send_stage);
+  p->n_phases = n_x ? o->n_stages + 1 : 1;
+  p->phase_at = calloc(p->n_phases + 1, sizeof *p->phase_at);
+  p->graphs = calloc(p->n_phases + 1, sizeof *p->graphs);
   tyto_tensor **map = malloc((g->n_nodes ? g->n_nodes : 1) * sizeof *map);
   /* The passes keep the outputs, the update values and the updated
    * parameters (an update needs its parameter even when nothing reads
    * it). */
   tyto_tensor **all = malloc(n_all * sizeof *all);
   if (!p->outputs || !p->out_slot || !p->user_slot || !p->upd_param ||
-      !p->upd_value || !p->send_slot || !p->recv_index || !map || !all) {
+      !p->upd_value || !p->send_slot || !p->recv_index || !p->send_stage ||
+      !p->phase_at || !p->graphs || !map || !all) {
     free(map);
     free(all);
     return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
@@ -469,8 +474,10 @@ static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
   if (n_x)
     memcpy(all + n_outputs + 2 * n_u, o->exchange_sends, n_x * sizeof *all);
   p->n_sends = n_x;
-  for (size_t i = 0; i < n_x; i++)
+  for (size_t i = 0; i < n_x; i++) {
     p->recv_index[i] = o->exchange_recvs[i]->index;
+    p->send_stage[i] = o->exchange_stages ? o->exchange_stages[i] : 0;
+  }
   unsigned char *need = mark_needed(g, n_all, all);
   if (!need) {
     free(map);
@@ -710,12 +717,44 @@ static tyto_status check_updates(const tyto_graph *g, const compile_opts *o) {
 }
 
 /* The exchanges: n sends of g, each with a recv (an input of g) of its
- * dtype and shape. */
-static tyto_status check_exchanges(const tyto_graph *g, const compile_opts *o) {
+ * dtype and shape, in stages 0 .. S - 1 that each hold one (sets
+ * o->n_stages). */
+static tyto_status check_exchanges(const tyto_graph *g, compile_opts *o) {
   static const char fn[] = "compile: exchange";
   size_t n = o->n_exchanges;
+  o->n_stages = 0;
   if (!n)
     return TYTO_OK;
+  if (o->exchange_stages) {
+    size_t top = 0, at = 0;
+    for (size_t i = 0; i < n; i++)
+      if (o->exchange_stages[i] > top) {
+        top = o->exchange_stages[i];
+        at = i;
+      }
+    if (top >= n)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "%s %zu: stage %zu, with %zu exchanges (expected stages "
+                     "0 .. %zu at most, each holding an exchange)",
+                     fn, at, top, n, n - 1);
+    unsigned char *held = calloc(top + 1, 1);
+    if (!held)
+      return oom();
+    for (size_t i = 0; i < n; i++)
+      held[o->exchange_stages[i]] = 1;
+    size_t gap = 0;
+    while (held[gap])
+      gap++;
+    free(held);
+    if (gap <= top)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "%ss: stage %zu holds no exchange, yet stage %zu does "
+                     "(stages run 0, 1, 2 ... without a gap)",
+                     fn, gap, top);
+    o->n_stages = top + 1;
+  } else {
+    o->n_stages = 1;
+  }
   if (!o->exchange_sends || !o->exchange_recvs)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "%ss: n_exchanges is %zu but exchange_sends or "
@@ -743,7 +782,39 @@ static tyto_status check_exchanges(const tyto_graph *g, const compile_opts *o) {
                      "%s %zu: %s cannot receive %s (dtype or shape differ)", fn,
                      i, brief(a, sizeof a, r), brief(b, sizeof b, s));
   }
-  return TYTO_OK;
+  /* A send may need recvs of earlier stages only: each node's stage is
+   * the latest recv it needs, plus one. */
+  size_t nn = (size_t)g->n_nodes;
+  size_t *lv = calloc(nn ? nn : 1, sizeof *lv);
+  if (!lv)
+    return oom();
+  for (size_t i = 0; i < n; i++) {
+    size_t st = o->exchange_stages ? o->exchange_stages[i] : 0;
+    size_t r = (size_t)o->exchange_recvs[i]->index;
+    if (st + 1 > lv[r])
+      lv[r] = st + 1;
+  }
+  for (size_t v = 0; v < nn; v++)
+    for (size_t j = 0; j < g->nodes[v]->n_inputs; j++) {
+      size_t u = (size_t)g->nodes[v]->inputs[j]->index;
+      if (lv[u] > lv[v])
+        lv[v] = lv[u];
+    }
+  tyto_status bad = TYTO_OK;
+  for (size_t i = 0; i < n && bad == TYTO_OK; i++) {
+    size_t st = o->exchange_stages ? o->exchange_stages[i] : 0;
+    const tyto_tensor *s = o->exchange_sends[i];
+    if (lv[s->index] > st) {
+      char a[160];
+      bad = rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                    "%s %zu: its send %s needs the recv of a stage-%zu "
+                    "exchange, but is sent at stage %zu (a send may need "
+                    "recvs of earlier stages only)",
+                    fn, i, brief(a, sizeof a, s), lv[s->index] - 1, st);
+    }
+  }
+  free(lv);
+  return bad;
 }
 
 tyto_status tyto_program_compile(tyto_context *ctx, tyto_graph *g,
@@ -799,6 +870,8 @@ tyto_status tyto_program_compile(tyto_context *ctx, tyto_graph *g,
     co.n_exchanges = opts->n_exchanges;
     co.exchange_sends = opts->exchange_sends;
     co.exchange_recvs = opts->exchange_recvs;
+    co.exchange_stages =
+        HAS(opts, exchange_stages) ? opts->exchange_stages : NULL;
     if ((st = check_exchanges(g, &co)) != TYTO_OK)
       return st;
   }

@@ -21,6 +21,8 @@ typedef struct compile_opts {
   size_t n_exchanges;
   tyto_tensor *const *exchange_sends;
   tyto_tensor *const *exchange_recvs;
+  const size_t *exchange_stages; /* NULL: all 0 */
+  size_t n_stages;               /* 1 + the largest; 0 without exchanges */
   tyto_context *ctx;
   size_t n_devs;
   size_t *devs; /* context device indices; devs[0] is the caller's first */

@@ -312,34 +312,44 @@ static tyto_status oom(void) {
   return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
 }
 
-/* The exchange with the host: a step without kernels (step_slot -2) that
- * reads every send and writes every recv, so that the order puts all the
- * sends before it and everything that needs a recv after it: phase 0 is
- * the launches before it (exec_plan_memory). */
+/* The exchanges with the host: per stage, a step without kernels
+ * (step_slot -2) that reads every send of the stage and the previous
+ * stage's token, and writes every recv of the stage and its own token, so
+ * that the order puts each stage's sends before it, everything that needs
+ * its recvs after it, and the stages in their order: phase k is the
+ * launches between exchange k - 1 and exchange k (exec_plan_memory). */
 static int add_exchange(tyto_program *p, problem *q) {
-  size_t st = q->n_steps++;
-  q->step_slot[st] = -2;
-  q->k_first[st] = 0;
-  q->k_n[st] = 0;
-  q->done[st] = -1;
-  for (size_t i = 0; i < p->n_sends; i++)
-    if (push(&q->ins[st], (uint32_t)p->send_slot[i]) < 0)
+  int token = -1;
+  for (size_t stage = 0; stage + 1 < p->n_phases; stage++) {
+    size_t st = q->n_steps++;
+    q->step_slot[st] = -2;
+    q->k_first[st] = 0;
+    q->k_n[st] = 0;
+    q->done[st] = -1;
+    if (token >= 0 && push(&q->ins[st], (uint32_t)token) < 0)
       return -1;
-  for (size_t i = 0; i < p->n_sends; i++) {
-    int64_t r = p->recv_index[i];
-    int s = r >= 0 && (size_t)r < p->n_graph ? p->user_slot[r] : -1;
-    if (s < 0 || p->slots[s].recv)
-      continue; /* unused, or received twice */
-    p->slots[s].recv = 1;
-    if (push(&q->outs[st], (uint32_t)s) < 0)
+    for (size_t i = 0; i < p->n_sends; i++)
+      if (p->send_stage[i] == stage &&
+          push(&q->ins[st], (uint32_t)p->send_slot[i]) < 0)
+        return -1;
+    for (size_t i = 0; i < p->n_sends; i++) {
+      int64_t r = p->recv_index[i];
+      int s = r >= 0 && (size_t)r < p->n_graph ? p->user_slot[r] : -1;
+      if (p->send_stage[i] != stage || s < 0 || p->slots[s].recv)
+        continue; /* another stage's, unused, or received twice */
+      p->slots[s].recv = 1 + (int)stage;
+      if (push(&q->outs[st], (uint32_t)s) < 0)
+        return -1;
+    }
+    if ((token = add_value(q, 0, 1, 0)) < 0 ||
+        push(&q->outs[st], (uint32_t)token) < 0)
       return -1;
   }
-  /* A token every parameter update reads: nothing persistent changes in
-   * phase 0, so a run that fails there (or a host that never runs phase
-   * 1) leaves the parameters as they were. */
-  if ((q->exchanged = add_value(q, 0, 1, 0)) < 0 ||
-      push(&q->outs[st], (uint32_t)q->exchanged) < 0)
-    return -1;
+  /* The last stage's token every parameter update reads: nothing
+   * persistent changes before the last phase, so a run that fails earlier
+   * (or a host that never runs the last phase) leaves the parameters as
+   * they were. */
+  q->exchanged = token;
   return 0;
 }
 
@@ -427,7 +437,8 @@ out:
 /* One step per computed slot, in slot order (topological), one per update
  * that is copied, and the tokens that order the updates. */
 static tyto_status build_problem(tyto_program *p, problem *q) {
-  size_t ns = p->n_slots, nk = p->n_kernels, nst = ns + p->n_updates + 1;
+  size_t ns = p->n_slots, nk = p->n_kernels,
+         nst = ns + p->n_updates + p->n_phases;
   memset(q, 0, sizeof *q);
   q->exchanged = -1;
 #define ALLOC(f, n) (q->f = calloc((n) ? (n) : 1, sizeof *q->f))
@@ -750,12 +761,13 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
   if (st == TYTO_OK && !(p->launch = malloc((p->n_kernels ? p->n_kernels : 1) *
                                             sizeof *p->launch)))
     st = rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
-  p->phase_split = SIZE_MAX;
+  size_t phase = 0;
+  p->phase_at[0] = 0;
   for (size_t j = 0; j < q.pr.n_steps && st == TYTO_OK; j++) {
     size_t step = r.order[j];
     int s = q.step_slot[step];
-    if (s == -2)
-      p->phase_split = p->n_launch; /* the exchange with the host */
+    if (s == -2) /* an exchange with the host: the next phase starts */
+      p->phase_at[++phase] = p->n_launch;
     for (size_t i = q.k_first[step]; i < q.k_first[step] + q.k_n[step]; i++) {
       exec_kernel *k = &p->kernels[i];
       /* A reshape whose input it took: the bytes are already there. */
@@ -772,8 +784,11 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
         p->slots[s].xfer = p->slots[k->in[0]].xfer;
     }
   }
-  if (p->phase_split == SIZE_MAX)
-    p->phase_split = p->n_launch;
+  if (st == TYTO_OK && phase + 1 != p->n_phases)
+    st = rt_fail(TYTO_ERR_INTERNAL,
+                 "compile: %zu exchange steps were ordered, of %zu stages",
+                 phase, p->n_phases - 1);
+  p->phase_at[p->n_phases] = p->n_launch;
   p->stats.alloc_seconds = exec_now() - t1;
   if (p->n_devs > 1) {
     free(off);

@@ -80,7 +80,7 @@ void exec_release(tyto_program *p) {
                ->stream_synchronize(exec_handle(p, (uint32_t)i),
                                     p->devs[i].stream));
   exec_sends_free(p);
-  for (size_t r = 0; r < EXEC_N_RANGES; r++)
+  for (size_t r = 0; p->graphs && r < p->n_phases + 1; r++)
     if (p->graphs[r].g)
       exec_fns(p, 0)->graph_destroy(exec_handle(p, 0), p->graphs[r].g);
   for (size_t i = 0; i < p->n_xfers; i++) {
@@ -144,6 +144,9 @@ void tyto_program_free(tyto_program *p) {
   free(p->upd_value);
   free(p->send_slot);
   free(p->recv_index);
+  free(p->send_stage);
+  free(p->phase_at);
+  free(p->graphs);
   free(p->outputs);
   free(p->out_slot);
   free(p->pass_stats);
@@ -396,20 +399,20 @@ static tyto_plugin_error *launch(tyto_program *p, exec_kernel *k) {
 
 /* Fails when an input the launches [from, to) may read was never set:
  * every input for a whole run, all but the recvs for phase 0, the recvs
- * for phase 1 (the rest were checked by phase 0). */
+ * of stage k - 1 for phase k (the rest were checked by earlier phases). */
 static tyto_status check_set(const tyto_program *p, const char *fn, int phase) {
   for (size_t s = 0; s < p->n_slots; s++) {
     const exec_slot *sl = &p->slots[s];
     if (sl->kind != TYTO_KIND_INPUT || sl->set || sl->src >= 0 ||
-        (phase == 0 && sl->recv) || (phase == 1 && !sl->recv))
+        (phase == 0 && sl->recv) || (phase > 0 && sl->recv != phase))
       continue;
     char d[EXEC_DESC];
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "%s: %s and was never set; bind it with "
                    "tyto_program_set_input%s",
                    fn, exec_slot_desc(p, sl, d),
-                   sl->recv ? " (it receives an exchange: set it after "
-                              "phase 0)"
+                   sl->recv ? " (it receives an exchange: set it after the "
+                              "phase that computes its send)"
                             : "");
   }
   return TYTO_OK;
@@ -492,14 +495,15 @@ static void graph_record(tyto_program *p, exec_graph *gr, size_t from,
 /* Launches [from, to) of p->launch, finishes the copies still pending
  * and waits for every device. */
 static tyto_status run_range(tyto_program *p, const char *fn, size_t from,
-                             size_t to, exec_range range) {
+                             size_t to, size_t range) {
   tyto_plugin_error *e = NULL;
   run_fail where = {0, "a launch"};
   double t_run = p->profile ? exec_now() : 0;
   exec_graph *gr = &p->graphs[range];
-  int streaming = range == EXEC_RANGE_PHASE0 && p->n_streamed;
+  /* Range 1 + k is phase k; every phase but the last ends with sends. */
+  int streaming = range >= 1 && range < p->n_phases && p->n_streamed;
   if (streaming)
-    exec_sends_begin(p);
+    exec_sends_begin(p, range - 1);
   if (p->no_graphs && !p->graph_note[0])
     snprintf(p->graph_note, sizeof p->graph_note,
              "turned off (tyto_program_options.no_graphs or TYTO_GRAPHS=off)");
@@ -598,8 +602,8 @@ tyto_status tyto_program_run(tyto_program *p) {
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: program is NULL", fn);
   tyto_status st = check_set(p, fn, -1);
   if (st == TYTO_OK)
-    st = run_range(p, fn, 0, p->n_launch, EXEC_RANGE_RUN);
-  p->phase0_done = 0;
+    st = run_range(p, fn, 0, p->n_launch, 0);
+  p->next_phase = 0;
   if (st == TYTO_OK)
     p->ran = 1;
   return st;
@@ -609,32 +613,37 @@ tyto_status tyto_program_run_phase(tyto_program *p, int phase) {
   static const char fn[] = "tyto_program_run_phase";
   if (!p)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: program is NULL", fn);
-  if (phase != 0 && phase != 1)
-    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: phase %d: expected 0 or 1",
-                   fn, phase);
-  if (phase == 1 && !p->n_sends)
+  size_t np = p->n_phases;
+  if (phase < 0 || (size_t)phase >= np)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                   "%s: the program has no exchanges, so no phase 1; its "
-                   "phase 0 is the whole run",
-                   fn);
-  if (phase == 1 && !p->phase0_done)
+                   "%s: phase %d: expected 0 .. %zu (the program has %zu "
+                   "phase%s%s)",
+                   fn, phase, np - 1, np, np == 1 ? "" : "s",
+                   np == 1 ? ": without exchanges, phase 0 is the whole run"
+                           : "");
+  if (phase > 0 && p->next_phase != (size_t)phase)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                   "%s: phase 1 needs phase 0 run first (since the last "
-                   "phase 1)",
-                   fn);
-  tyto_status st = check_set(p, fn, p->n_sends ? phase : -1);
+                   "%s: phase %d needs phase %d run first (since the last "
+                   "phase %zu)",
+                   fn, phase, phase - 1, np - 1);
+  tyto_status st = check_set(p, fn, np > 1 ? phase : -1);
   if (st != TYTO_OK)
     return st;
-  size_t from = phase ? p->phase_split : 0;
-  size_t to = phase || !p->n_sends ? p->n_launch : p->phase_split;
-  st = run_range(p, fn, from, to,
-                 !p->n_sends ? EXEC_RANGE_RUN
-                 : phase     ? EXEC_RANGE_PHASE1
-                             : EXEC_RANGE_PHASE0);
-  p->phase0_done = st == TYTO_OK && phase == 0 && p->n_sends;
+  size_t from = p->phase_at[phase], to = p->phase_at[phase + 1];
+  st = run_range(p, fn, from, to, np > 1 ? 1 + (size_t)phase : 0);
+  p->next_phase =
+      st == TYTO_OK && (size_t)phase + 1 < np ? (size_t)phase + 1 : 0;
   if (st == TYTO_OK && to == p->n_launch)
     p->ran = 1;
   return st;
+}
+
+int tyto_program_phase_count(const tyto_program *p) {
+  return p ? (int)p->n_phases : 0;
+}
+
+int tyto_program_exchange_stage(const tyto_program *p, size_t i) {
+  return p && i < p->n_sends ? (int)p->send_stage[i] : -1;
 }
 
 tyto_status tyto_program_read_send(tyto_program *p, size_t i, void *dst,
@@ -646,9 +655,11 @@ tyto_status tyto_program_read_send(tyto_program *p, size_t i, void *dst,
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "%s: send %zu out of range (the program has %zu)", fn, i,
                    p->n_sends);
-  if (!p->phase0_done && !p->ran)
+  if (!p->ran && p->next_phase <= p->send_stage[i])
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                   "%s: the program has not run phase 0 yet", fn);
+                   "%s: the program has not run phase %zu yet (which "
+                   "computes send %zu)",
+                   fn, p->send_stage[i], i);
   return to_host(p, fn, &p->slots[p->send_slot[i]], dst, bytes);
 }
 
@@ -659,12 +670,16 @@ tyto_status tyto_program_recv_sends(tyto_program *p) {
   if (!p->n_sends)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "%s: the program has no exchanges", fn);
-  if (!p->phase0_done)
+  if (!p->next_phase)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                   "%s: phase 0 has not run since the last phase 1", fn);
+                   "%s: phase 0 has not run since the last phase (%zu), so "
+                   "no exchange is due",
+                   fn, p->n_phases - 1);
   tyto_status st = TYTO_OK;
   void *host = NULL;
   for (size_t i = 0; i < p->n_sends && st == TYTO_OK; i++) {
+    if (p->send_stage[i] != p->next_phase - 1)
+      continue; /* another stage's */
     int64_t r = p->recv_index[i];
     int d = r >= 0 && (size_t)r < p->n_graph ? p->user_slot[r] : -1;
     if (d < 0 || !p->slots[d].recv)

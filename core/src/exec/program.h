@@ -31,7 +31,9 @@ typedef struct exec_slot {
    * xfer writes this one each run), or -1. */
   int src;
   int xfer; /* 1 + the copy between devices that writes it, or 0 */
-  int recv; /* an exchange's recv: set by the host between the phases */
+  /* An exchange's recv: 1 + its stage (set by the host after that
+   * stage's phase); 0 for any other slot. */
+  int recv;
 } exec_slot;
 
 /* "input 'x' (#0) is f32[2] (8 bytes)": slot sl for messages, with the
@@ -98,15 +100,6 @@ typedef struct exec_xfer {
   int pending;                 /* downloaded, not yet uploaded (staged) */
 } exec_xfer;
 
-/* A range of p->launch recorded as a graph (program.c): the whole run,
- * phase 0 or phase 1. */
-typedef enum exec_range {
-  EXEC_RANGE_RUN,
-  EXEC_RANGE_PHASE0,
-  EXEC_RANGE_PHASE1,
-  EXEC_N_RANGES
-} exec_range;
-
 typedef struct exec_graph {
   uint64_t eager_runs;  /* runs of the range before it was recorded */
   tyto_plugin_graph *g; /* the recording, or NULL */
@@ -144,19 +137,26 @@ struct tyto_program {
   tyto_tensor **outputs;
   int *out_slot; /* the slot of each output */
   /* Exchanges with the host (tyto_program_options.n_exchanges): the slot
-   * of each send, the caller's graph index of each recv, and where phase
-   * 1 starts in p->launch (n_launch when there are none). */
+   * of each send, the caller's graph index of each recv, the stage of
+   * each, and the phases: launches [phase_at[k], phase_at[k + 1]) of
+   * p->launch are phase k, k < n_phases (1 without exchanges, else the
+   * stages + 1). */
   size_t n_sends;
   int *send_slot;
   int64_t *recv_index;
-  size_t phase_split;
+  size_t *send_stage;
+  size_t n_phases;
+  size_t *phase_at;
   /* Streamed sends (sends.c; tyto_program_stream_sends): n_sends of them
    * in the order they become ready, or none. */
   exec_sent *streamed;
   size_t n_streamed, next_streamed;
+  size_t first_streamed, stream_stage; /* the phase streaming now */
   tyto_program_send_fn send_fn;
   void *send_user;
-  int phase0_done;  /* phase 0 ran since the last phase 1 */
+  /* The phase tyto_program_run_phase may run next but 0 (which may always
+   * run): 1 + the last phase run, 0 after the last phase or a failure. */
+  size_t next_phase;
   size_t n_updates; /* parameter updates (tyto_program_options) */
   int *upd_param;   /* the slot of each updated parameter */
   int *upd_value;   /* the slot of each update's value */
@@ -172,10 +172,11 @@ struct tyto_program {
   double *prof_seconds; /* per kernel */
   uint64_t prof_runs;
   double prof_total;
-  /* Graphs (one-device programs only): per range, and why none are made
-   * (devs[0].stats.graph_note points here). */
+  /* Graphs (one-device programs only): per range, graphs[0] for the whole
+   * run and graphs[1 + k] for phase k (n_phases + 1 of them), and why none
+   * are made (devs[0].stats.graph_note points here). */
   int no_graphs;
-  exec_graph graphs[EXEC_N_RANGES];
+  exec_graph *graphs;
   char graph_note[256];
 };
 

@@ -6,8 +6,9 @@
  * training reduces a gradient while the next ones are still computed
  * (parallel/dp.c).
  *
- * A send is ready after the last launch of phase 0 that writes any of its
- * bytes (its producer, a fused kernel's output, a workspace in its range).
+ * A send is ready after the last launch of its stage's phase that writes
+ * any of its bytes (its producer, a fused kernel's output, a workspace in
+ * its range), or at the phase's start when an earlier phase wrote it.
  * Its copy is queued on its device's stream right after that launch, with
  * an event behind it; after the whole phase is queued the sends are
  * delivered in the order they become ready, each once its event has
@@ -30,15 +31,16 @@ static int overlaps(const exec_slot *s, uint32_t dev,
          s->offset < off + bytes;
 }
 
-/* 1 + the index in p->launch of the last launch of phase 0 that writes
- * slot s; 0 when none does (an input, a parameter); SIZE_MAX when a copy
- * between devices writes it (ready once the range's copies are done). */
-static size_t ready_index(const tyto_program *p, int s) {
+/* 1 + the index in p->launch of the last launch of phase `stage` that
+ * writes slot s; the phase's first index when none does (an input, a
+ * parameter, a value of an earlier phase); SIZE_MAX when a copy between
+ * devices writes it (ready once the range's copies are done). */
+static size_t ready_index(const tyto_program *p, int s, size_t stage) {
   const exec_slot *sl = &p->slots[s];
   if (sl->xfer)
     return SIZE_MAX;
-  size_t ready = 0;
-  for (size_t i = 0; i < p->phase_split; i++) {
+  size_t ready = p->phase_at[stage];
+  for (size_t i = p->phase_at[stage]; i < p->phase_at[stage + 1]; i++) {
     const exec_kernel *k = &p->kernels[p->launch[i]];
     if (k->skip || k->xfer)
       continue;
@@ -60,6 +62,8 @@ static size_t ready_index(const tyto_program *p, int s) {
 
 static int by_ready(const void *a, const void *b) {
   const exec_sent *x = a, *y = b;
+  if (x->stage != y->stage)
+    return x->stage < y->stage ? -1 : 1;
   if (x->ready != y->ready)
     return x->ready < y->ready ? -1 : 1;
   return x->send < y->send ? -1 : x->send > y->send;
@@ -107,7 +111,8 @@ tyto_status tyto_program_stream_sends(tyto_program *p, tyto_program_send_fn fn,
     tyto_plugin_device *d = exec_handle(p, sl->dev);
     size_t size = sl->bytes ? (size_t)sl->bytes : 1;
     x->send = i;
-    x->ready = ready_index(p, p->send_slot[i]);
+    x->stage = p->send_stage[i];
+    x->ready = ready_index(p, p->send_slot[i], x->stage);
     x->bytes = (size_t)sl->bytes;
     tyto_plugin_error *e = f->event_create(d, &x->ev);
     if (e) {
@@ -154,7 +159,8 @@ tyto_status tyto_program_send_order(const tyto_program *p, size_t *order,
     return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   for (size_t i = 0; i < n; i++) {
     v[i].send = i;
-    v[i].ready = ready_index(p, p->send_slot[i]);
+    v[i].stage = p->send_stage[i];
+    v[i].ready = ready_index(p, p->send_slot[i], v[i].stage);
   }
   qsort(v, n, sizeof *v, by_ready);
   for (size_t j = 0; j < n; j++)
@@ -163,15 +169,19 @@ tyto_status tyto_program_send_order(const tyto_program *p, size_t *order,
   return TYTO_OK;
 }
 
-void exec_sends_begin(tyto_program *p) {
-  p->next_streamed = 0;
+void exec_sends_begin(tyto_program *p, size_t stage) {
+  size_t j = 0;
+  while (j < p->n_streamed && p->streamed[j].stage < stage)
+    j++;
+  p->next_streamed = p->first_streamed = j;
+  p->stream_stage = stage;
 }
 
 tyto_plugin_error *exec_sends_queue(tyto_program *p, size_t done,
                                     uint32_t *dev) {
   for (; p->next_streamed < p->n_streamed; p->next_streamed++) {
     exec_sent *x = &p->streamed[p->next_streamed];
-    if (x->ready > done)
+    if (x->stage != p->stream_stage || x->ready > done)
       break;
     const exec_slot *sl = &p->slots[p->send_slot[x->send]];
     const tyto_plugin_device_fns *f = exec_fns(p, sl->dev);
@@ -192,7 +202,9 @@ tyto_plugin_error *exec_sends_queue(tyto_program *p, size_t done,
 
 tyto_plugin_error *exec_sends_deliver(tyto_program *p, uint32_t *dev) {
   tyto_plugin_error *e = exec_sends_queue(p, SIZE_MAX, dev);
-  for (size_t j = 0; j < p->n_streamed && !e; j++) {
+  for (size_t j = p->first_streamed;
+       j < p->n_streamed && p->streamed[j].stage == p->stream_stage && !e;
+       j++) {
     exec_sent *x = &p->streamed[j];
     uint32_t sd = p->slots[p->send_slot[x->send]].dev;
     e = exec_fns(p, sd)->event_synchronize(exec_handle(p, sd), x->ev);

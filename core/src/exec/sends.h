@@ -13,7 +13,8 @@ struct tyto_program;
 /* One streamed send: where its copy lands and the event behind it. */
 typedef struct exec_sent {
   size_t send;  /* its index among the program's sends */
-  size_t ready; /* launches [0, ready) of phase 0 compute it (sends.c) */
+  size_t stage; /* the phase that computes it */
+  size_t ready; /* launches [0, ready) of p->launch compute it (sends.c) */
   size_t bytes;
   void *host; /* bytes of host memory, pinned when the plugin offers it */
   int pinned;
@@ -22,13 +23,15 @@ typedef struct exec_sent {
 
 /* The streamed sends (p->streamed), their memory and events, freed. */
 void exec_sends_free(struct tyto_program *p);
-/* Before phase 0's first launch. */
-void exec_sends_begin(struct tyto_program *p);
-/* Once launches [0, done) of phase 0 are queued: queues the copy of every
- * send they complete. On failure *dev is the device that failed. */
+/* Before the first launch of phase `stage` (which streams that stage's
+ * sends). */
+void exec_sends_begin(struct tyto_program *p, size_t stage);
+/* Once launches [0, done) of p->launch are queued: queues the copy of
+ * every send of the phase they complete. On failure *dev is the device
+ * that failed. */
 tyto_plugin_error *exec_sends_queue(struct tyto_program *p, size_t done,
                                     uint32_t *dev);
-/* Once phase 0 is queued (and its copies between devices finished):
+/* Once the phase is queued (and its copies between devices finished):
  * queues what is left, then waits for each send in turn and hands it to
  * the caller's function. */
 tyto_plugin_error *exec_sends_deliver(struct tyto_program *p, uint32_t *dev);

@@ -96,6 +96,12 @@ void dp_replica_free(replica *r) {
   free(r->got);
   free(r->amp_uv);
   free(r->amp_grads);
+  free(r->rs_send);
+  free(r->rs_recv);
+  free(r->rs_kind);
+  free(r->rs_stage);
+  free(r->stages);
+  free(r->rs_uv);
 }
 
 void tyto_dp_free(tyto_dp *dp) {
@@ -300,6 +306,55 @@ static tyto_status match_global(const tyto_dp_model *gm, const tyto_graph *gg,
 static tyto_status replica_program(tyto_dp *dp, replica *r,
                                    const tyto_dp_model *mp, const char *who);
 
+/* With more than one replica in the run, the replica sums of r's loss,
+ * gradients, weight, sums and layer updates become exchanges (replica.c):
+ * the tensors are rebuilt on their inputs. With one, each is x itself. */
+static tyto_status replica_sums(tyto_dp *dp, replica *r, tyto_dp_model *m,
+                                const char *who) {
+  if (dp->n < 2 && dp->ranks < 2)
+    return TYTO_OK;
+  size_t np = r->n_params, nr = 2 + np + m->n_sums + m->n_updates;
+  tyto_tensor **roots = malloc(nr * sizeof *roots);
+  size_t *lv = calloc(nr, sizeof *lv);
+  r->rs_uv = malloc((m->n_updates ? m->n_updates : 1) * sizeof *r->rs_uv);
+  if (!roots || !lv || !r->rs_uv) {
+    free(roots);
+    free(lv);
+    return dp_oom();
+  }
+  roots[0] = r->loss;
+  roots[1] = m->weight;
+  memcpy(roots + 2, r->grads, np * sizeof *roots);
+  memcpy(roots + 2 + np, m->sums, m->n_sums * sizeof *roots);
+  memcpy(roots + 2 + np + m->n_sums, m->update_values,
+         m->n_updates * sizeof *roots);
+  tyto_status st = dp_rs_rewrite(r, nr, roots, lv, who);
+  if (st == TYTO_OK) {
+    r->loss = roots[0];
+    m->weight = roots[1];
+    memcpy(r->grads, roots + 2, np * sizeof *roots);
+    memcpy(m->sums, roots + 2 + np, m->n_sums * sizeof *roots);
+    memcpy(r->sums, m->sums, m->n_sums * sizeof *roots);
+    memcpy(r->rs_uv, roots + 2 + np + m->n_sums, m->n_updates * sizeof *roots);
+    m->update_values = r->rs_uv;
+    r->weight_stage = lv[1];
+  }
+  /* The shares weight the backward pass's sums: the weight must be known
+   * by then. */
+  for (size_t j = 0; j < r->n_rs && st == TYTO_OK && m->weight; j++)
+    if (r->rs_kind[j] == TYTO_REPLICA_SUM_SHARES &&
+        r->rs_stage[j] < r->weight_stage)
+      st = rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "dp: %s: the model's weight needs a replica sum (it is "
+                   "computed after %zu of them), but the backward pass sums "
+                   "over the replicas by their weights before that; compute "
+                   "the weight from the inputs alone",
+                   who, r->weight_stage);
+  free(roots);
+  free(lv);
+  return st;
+}
+
 static tyto_status build_replica(tyto_dp *dp, size_t i, tyto_dp_build_fn build,
                                  void *user, const tyto_dp_model *gm,
                                  const tyto_graph *gg) {
@@ -346,12 +401,15 @@ static tyto_status replica_program(tyto_dp *dp, replica *r,
   r->recvs = calloc(np, sizeof *r->recvs);
   r->sends = malloc((np + 3 + m.n_sums) * sizeof *r->sends);
   r->recv_of_send = malloc((np + 3 + m.n_sums) * sizeof *r->recv_of_send);
+  r->stages = calloc(np + 3 + m.n_sums, sizeof *r->stages);
   r->state = malloc((m.n_updates ? m.n_updates : 1) * sizeof *r->state);
   if (!r->params || !r->grads || !r->recvs || !r->sends || !r->recv_of_send ||
-      !r->state)
+      !r->stages || !r->state)
     return dp_oom();
   memcpy(r->params, m.params, np * sizeof *r->params);
   tyto_grads(dp_amp_loss(dp, r), np, r->params, r->grads);
+  if ((st = replica_sums(dp, r, &m, who)) != TYTO_OK)
+    return st;
   for (size_t k = 0; k < np; k++) {
     if (!r->grads[k])
       continue;
@@ -396,6 +454,32 @@ static tyto_status replica_program(tyto_dp *dp, replica *r,
     r->sends[r->n_x] = flag;
     r->recv_of_send[r->n_x++] =
         tyto_input(r->g, tyto_tensor_dtype(flag), 0, NULL, "dp.nonfinite");
+  }
+  /* Every exchange so far after the last stage of replica sums (the
+   * weight as early as it is computed), then the replica sums. */
+  for (size_t k = 0; k < r->n_x; k++)
+    r->stages[k] = r->n_rs_stages;
+  if (m.weight)
+    r->stages[r->x_weight] = r->weight_stage;
+  r->x_rs = r->n_x;
+  if (r->n_rs) {
+    size_t nx = r->n_x + r->n_rs;
+    tyto_tensor **s = realloc(r->sends, nx * sizeof *s);
+    if (s)
+      r->sends = s;
+    tyto_tensor **v = realloc(r->recv_of_send, nx * sizeof *v);
+    if (v)
+      r->recv_of_send = v;
+    size_t *sg = realloc(r->stages, nx * sizeof *sg);
+    if (sg)
+      r->stages = sg;
+    if (!s || !v || !sg)
+      return dp_oom();
+    for (size_t j = 0; j < r->n_rs; j++) {
+      r->sends[r->n_x] = r->rs_send[j];
+      r->stages[r->n_x] = r->rs_stage[j];
+      r->recv_of_send[r->n_x++] = r->rs_recv[j];
+    }
   }
   if (tyto_graph_status(r->g) != TYTO_OK)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "dp: %s: %s", who,
@@ -442,6 +526,7 @@ static tyto_status replica_program(tyto_dp *dp, replica *r,
   po.n_exchanges = r->n_x;
   po.exchange_sends = r->sends;
   po.exchange_recvs = r->recv_of_send;
+  po.exchange_stages = r->stages;
   tyto_tensor *outs[9] = {r->loss};
   memcpy(outs + 1, r->sums, r->n_sums * sizeof *outs);
   st = tyto_program_compile(dp->ctx, r->g, 1 + r->n_sums, outs, &po, &r->p);
@@ -497,6 +582,7 @@ tyto_status dp_build_all(tyto_dp *dp, const int64_t *shard) {
   replica *r0 = &dp->r[0];
   dp->n_x = r0->n_x;
   dp->n_gx = r0->n_gx;
+  dp->n_stages = r0->n_rs_stages;
   dp->weighted = r0->weight_in != NULL;
   dp->dtype = tyto_tensor_dtype(r0->loss);
   /* The exchange sums and the optimiser state on the host in the
@@ -523,7 +609,31 @@ tyto_status dp_build_all(tyto_dp *dp, const int64_t *shard) {
         (dp->r[i].weight_in != NULL) != dp->weighted)
       return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                      "dp: the replicas differ in which parameters the loss "
-                     "reaches");
+                     "reaches, or in their replica sums");
+  /* Replica sums pair up by their order in the graph: the same kind,
+   * stage and shape on every replica (a sum of a tensor whose shape
+   * follows the shard cannot be made). */
+  for (size_t i = 1; i < dp->n; i++)
+    for (size_t j = 0; j < r0->n_rs; j++) {
+      const replica *r = &dp->r[i];
+      const tyto_tensor *a = r0->rs_send[j], *b = r->rs_send[j];
+      if (r->rs_kind[j] != r0->rs_kind[j] ||
+          r->rs_stage[j] != r0->rs_stage[j] ||
+          tyto_tensor_numel(a) != tyto_tensor_numel(b))
+        return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                       "dp: replica sum %zu has %lld elements on replica 0 "
+                       "(%lld examples) and %lld on replica %zu (%lld): a "
+                       "replica sum's operand must not depend on the shard's "
+                       "size (sum over the batch axis first)",
+                       j, (long long)tyto_tensor_numel(a), (long long)r0->shard,
+                       (long long)tyto_tensor_numel(b), i, (long long)r->shard);
+    }
+  for (size_t j = 0; j < r0->n_rs; j++)
+    if (!dtype_host_arith(tyto_tensor_dtype(r0->rs_send[j])))
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "dp: replica sum %zu is %s; expected f32 or f64 (it is "
+                     "summed on the host)",
+                     j, tyto_dtype_name(tyto_tensor_dtype(r0->rs_send[j])));
   /* Across processes, gradient k goes to the exchange as item slot[k]:
    * the gradients in reverse order, which is about the order the
    * backward pass makes them in, and the same on every rank whatever its

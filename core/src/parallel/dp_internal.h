@@ -37,7 +37,17 @@ typedef struct replica {
   size_t n_x, n_gx, n_params;
   size_t x_weight, x_loss, x_sums;
   tyto_tensor *weight_in; /* the weight's recv, or NULL: no weight */
-  size_t n_state;         /* the layers' updated state */
+  /* Replica sums (replica.c), exchanges x_rs .. x_rs + n_rs - 1 after the
+   * figures: each one's operand and input, kind (TYTO_REPLICA_SUM_*) and
+   * stage, in n_rs_stages stages (0: none; the gradients and the figures
+   * go after the last, in phase n_rs_stages), and every exchange's stage
+   * (stages[0 .. n_x)); x_weight's is weight_stage. */
+  size_t x_rs, n_rs, n_rs_stages, weight_stage;
+  tyto_tensor **rs_send, **rs_recv;
+  int *rs_kind;
+  size_t *rs_stage, *stages;
+  tyto_tensor **rs_uv; /* the layers' update values, rebuilt */
+  size_t n_state;      /* the layers' updated state */
   tyto_tensor **state;
   tyto_optim *opt;
   tyto_program *p;
@@ -76,9 +86,11 @@ struct tyto_dp {
   int failed, failed_phase; /* the last step's failed replica, or -1 */
   double *window; /* per replica: phase 0 seconds since the last rebalance */
   int64_t window_steps;
-  size_t n_x;   /* exchanges, as each replica's */
-  size_t n_gx;  /* of them the gradients, first */
-  int weighted; /* the model gives a weight */
+  size_t n_stages; /* of replica sums, as each replica's n_rs_stages */
+  size_t rs_done;  /* stages exchanged in this step */
+  size_t n_x;      /* exchanges, as each replica's */
+  size_t n_gx;     /* of them the gradients, first */
+  int weighted;    /* the model gives a weight */
   tyto_dtype dtype;
   size_t *x_numel; /* per exchange: elements */
   coll *coll;      /* the exchange's transport (collective.h) */
@@ -146,6 +158,14 @@ tyto_tensor *dp_amp_flag(tyto_dp *dp, replica *r);
 tyto_status dp_amp_grads(tyto_dp *dp, replica *r, tyto_tensor ***out);
 tyto_status dp_amp_feed(tyto_dp *dp);
 int dp_amp_after(tyto_dp *dp, double flag);
+/* Replica sums (replica.c): in replica r's graph, the tensors roots[0 ..
+ * n) rebuilt with every TYTO_OP_REPLICA_SUM they need turned into an
+ * input (r->rs_*; each root's phase, the replica sums above it, into
+ * levels[k]); and, in a step, stage `stage`'s sums made and set into
+ * every replica once its phase has run on them all. */
+tyto_status dp_rs_rewrite(replica *r, size_t n, tyto_tensor **roots,
+                          size_t *levels, const char *who);
+tyto_status dp_rs_exchange(tyto_dp *dp, size_t stage);
 /* Seconds on a monotonic clock (dp.c). */
 double dp_now(void);
 /* After a step: rebalances every rebalance_every steps (resplit.c). */

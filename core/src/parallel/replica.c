@@ -7,9 +7,16 @@
  */
 #include "config.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 #include <tyto/parallel.h>
 
+#include "../graph/dtype.h"
 #include "../graph/node.h"
+#include "../runtime/error.h"
+
+#include "dp_internal.h"
 
 tyto_tensor *tyto_replica_sum(tyto_tensor *x) {
   tyto_tensor *err;
@@ -17,6 +24,189 @@ tyto_tensor *tyto_replica_sum(tyto_tensor *x) {
   if (!g)
     return err;
   int64_t kind = TYTO_REPLICA_SUM_PLAIN;
-  return node_new(g, TYTO_OP_REPLICA_SUM, x->dtype, x->rank, x->shape, 1, &x,
-                  1, &kind, 0, NULL);
+  return node_new(g, TYTO_OP_REPLICA_SUM, x->dtype, x->rank, x->shape, 1, &x, 1,
+                  &kind, 0, NULL);
+}
+
+/* ---------------------------------------------------------------------- */
+/* A replica's replica sums as exchanges                                  */
+
+/* Marks the nodes the roots need. */
+static unsigned char *needed(tyto_graph *g, size_t n, tyto_tensor **roots) {
+  size_t nn = (size_t)g->n_nodes;
+  unsigned char *need = calloc(nn ? nn : 1, 1);
+  if (!need)
+    return NULL;
+  for (size_t k = 0; k < n; k++)
+    if (roots[k] && roots[k]->index >= 0)
+      need[roots[k]->index] = 1;
+  for (size_t i = nn; i-- > 0;)
+    if (need[i])
+      for (size_t j = 0; j < g->nodes[i]->n_inputs; j++)
+        need[g->nodes[i]->inputs[j]->index] = 1;
+  return need;
+}
+
+static int rs_push(replica *r, tyto_tensor *send, tyto_tensor *recv, int kind,
+                   size_t stage) {
+  size_t n = r->n_rs + 1;
+  tyto_tensor **s = realloc(r->rs_send, n * sizeof *s);
+  if (s)
+    r->rs_send = s;
+  tyto_tensor **v = realloc(r->rs_recv, n * sizeof *v);
+  if (v)
+    r->rs_recv = v;
+  int *kd = realloc(r->rs_kind, n * sizeof *kd);
+  if (kd)
+    r->rs_kind = kd;
+  size_t *sg = realloc(r->rs_stage, n * sizeof *sg);
+  if (sg)
+    r->rs_stage = sg;
+  if (!s || !v || !kd || !sg)
+    return -1;
+  s[r->n_rs] = send;
+  v[r->n_rs] = recv;
+  kd[r->n_rs] = kind;
+  sg[r->n_rs] = stage;
+  r->n_rs = n;
+  if (stage + 1 > r->n_rs_stages)
+    r->n_rs_stages = stage + 1;
+  return 0;
+}
+
+tyto_status dp_rs_rewrite(replica *r, size_t n, tyto_tensor **roots,
+                          size_t *levels, const char *who) {
+  tyto_graph *g = r->g;
+  size_t nn = (size_t)g->n_nodes;
+  unsigned char *need = needed(g, n, roots);
+  tyto_tensor **map = calloc(nn ? nn : 1, sizeof *map);
+  size_t *level = calloc(nn ? nn : 1, sizeof *level);
+  tyto_status st = TYTO_OK;
+  if (!need || !map || !level)
+    st = dp_oom();
+  /* In creation order, which is topological: each node needed is rebuilt
+   * on its inputs' counterparts when one of them changed; a replica sum
+   * becomes an input received after the phase that computes its operand
+   * (its stage: the replica sums on the longest chain above it). */
+  for (size_t i = 0; i < nn && st == TYTO_OK; i++) {
+    tyto_tensor *t = g->nodes[i];
+    if (!need[i])
+      continue;
+    size_t lv = 0;
+    int same = 1;
+    tyto_tensor *stack[8], **ins = stack;
+    if (t->n_inputs > 8 && !(ins = malloc(t->n_inputs * sizeof *ins))) {
+      st = dp_oom();
+      break;
+    }
+    for (size_t j = 0; j < t->n_inputs; j++) {
+      size_t k = (size_t)t->inputs[j]->index;
+      ins[j] = map[k];
+      same &= ins[j] == t->inputs[j];
+      if (level[k] > lv)
+        lv = level[k];
+    }
+    if (t->op == TYTO_OP_REPLICA_SUM) {
+      char name[48];
+      snprintf(name, sizeof name, "dp.replica_sum%zu", r->n_rs);
+      tyto_tensor *in = tyto_input(g, t->dtype, t->rank, t->shape, name);
+      if (tyto_graph_status(g) != TYTO_OK ||
+          rs_push(r, ins[0], in, (int)t->iattrs[0], lv) < 0)
+        st = tyto_graph_status(g) != TYTO_OK
+                 ? rt_fail(TYTO_ERR_INVALID_ARGUMENT, "dp: %s: %s", who,
+                           tyto_graph_error_message(g))
+                 : dp_oom();
+      map[i] = in;
+      level[i] = lv + 1;
+    } else {
+      map[i] = t;
+      level[i] = lv;
+      if (!same) {
+        uint32_t scope = g->scope;
+        g->scope = t->pin;
+        map[i] = node_new(g, t->op, t->dtype, t->rank, t->shape, t->n_inputs,
+                          ins, t->n_iattrs, t->iattrs, t->n_fattrs, t->fattrs);
+        g->scope = scope;
+        if (map[i]->kind == TYTO_KIND_ERROR)
+          st = rt_fail(TYTO_ERR_INVALID_ARGUMENT, "dp: %s: %s", who,
+                       tyto_graph_error_message(g));
+        else
+          map[i]->name = t->name;
+      }
+    }
+    if (ins != stack)
+      free(ins);
+  }
+  for (size_t k = 0; k < n && st == TYTO_OK; k++) {
+    if (!roots[k])
+      continue;
+    levels[k] = level[roots[k]->index];
+    roots[k] = map[roots[k]->index];
+  }
+  free(need);
+  free(map);
+  free(level);
+  return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* A stage's replica sums, in a step                                      */
+
+tyto_status dp_rs_exchange(tyto_dp *dp, size_t stage) {
+  replica *r0 = &dp->r[0];
+  size_t total = 0, most = 0;
+  for (size_t j = 0; j < r0->n_rs; j++)
+    if (r0->rs_stage[j] == stage) {
+      size_t ne = dp->x_numel[r0->x_rs + j];
+      total += ne;
+      most = ne > most ? ne : most;
+    }
+  double *acc = calloc(total ? total : 1, sizeof *acc);
+  unsigned char *buf = malloc((most ? most : 1) * sizeof(double));
+  tyto_status st = acc && buf ? TYTO_OK : dp_oom();
+  /* Every replica's operand, in replica order, added in double: as is
+   * (PLAIN), or weighted by the replica's share of the loss (SHARES; a
+   * replica of share 0, all padding, is left out as in the gradients). */
+  for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
+    replica *r = &dp->r[i];
+    size_t off = 0;
+    for (size_t j = 0; j < r->n_rs && st == TYTO_OK; j++) {
+      if (r->rs_stage[j] != stage)
+        continue;
+      size_t x = r->x_rs + j, ne = dp->x_numel[x];
+      const dtype_info *di = dtype_info_of(tyto_tensor_dtype(r->sends[x]));
+      int shares = r->rs_kind[j] == TYTO_REPLICA_SUM_SHARES;
+      if (!(shares && r->share == 0) &&
+          (st = tyto_program_read_send(r->p, x, buf, ne * di->size)) == TYTO_OK)
+        for (size_t e = 0; e < ne; e++)
+          acc[off + e] += (shares ? r->share : 1.0) * di->load(buf, e);
+      off += ne;
+    }
+  }
+  /* Over the processes. */
+  if (st == TYTO_OK && dp->ranks > 1)
+    st = dp->coll->ops->sum(dp->coll, acc, total);
+  /* Into every replica: the sum, or (SHARES) the sum over its own share,
+   * as the gradient its own loss gives is scaled by that share later. */
+  for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
+    replica *r = &dp->r[i];
+    size_t off = 0;
+    for (size_t j = 0; j < r->n_rs && st == TYTO_OK; j++) {
+      if (r->rs_stage[j] != stage)
+        continue;
+      size_t x = r->x_rs + j, ne = dp->x_numel[x];
+      const dtype_info *di = dtype_info_of(tyto_tensor_dtype(r->sends[x]));
+      int shares = r->rs_kind[j] == TYTO_REPLICA_SUM_SHARES;
+      for (size_t e = 0; e < ne; e++)
+        di->store(buf, e,
+                  !shares        ? acc[off + e]
+                  : r->share > 0 ? acc[off + e] / r->share
+                                 : 0);
+      st = tyto_program_set_input(r->p, r->recv_of_send[x], buf, ne * di->size);
+      off += ne;
+    }
+  }
+  free(acc);
+  free(buf);
+  return st;
 }

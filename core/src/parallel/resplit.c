@@ -225,8 +225,8 @@ tyto_status tyto_dp_drop(tyto_dp *dp, size_t i, int *applied) {
   int done = 0;
   if (dp->failed >= 0 && dp->failed_phase == 1)
     for (size_t j = 0; j < dp->n && !done; j++)
-      if (j != i && dp->r[j].phase == 1 && dp->r[j].st == TYTO_OK &&
-          (!dp->o.single_optimiser || j == 0)) {
+      if (j != i && (size_t)dp->r[j].phase == dp->n_stages + 1 &&
+          dp->r[j].st == TYTO_OK && (!dp->o.single_optimiser || j == 0)) {
         src = j;
         done = 1;
       }

@@ -92,15 +92,22 @@ tyto_status dp_build_exchange(tyto_dp *dp) {
 /* ---------------------------------------------------------------------- */
 /* A step                                                                  */
 
+/* The phases of a step: 0 .. S - 1 end with a stage of replica sums
+ * (S = dp->n_stages), S with the gradients (the forward and backward
+ * passes are phases 0 .. S), S + 1 is the update. */
 static void *run_phase(void *arg) {
   replica *r = arg;
+  size_t S = r->dp->n_stages;
   double t0 = dp_now();
   r->st = tyto_program_run_phase(r->p, r->phase);
   double t1 = dp_now();
-  r->seconds[r->phase] = t1 - t0;
+  if ((size_t)r->phase > S)
+    r->seconds[1] = t1 - t0;
+  else
+    r->seconds[0] += t1 - t0;
   free(r->msg);
   r->msg = r->st == TYTO_OK ? NULL : rt_strdup(tyto_errmsg());
-  if (r->phase == 0) {
+  if ((size_t)r->phase == S) {
     pthread_mutex_lock(&r->dp->mu);
     r->ended = 1;
     r->t_end = t1;
@@ -119,6 +126,7 @@ static void all_start(tyto_dp *dp, int phase) {
     r->st = TYTO_OK;
     if (phase == 0) {
       r->ended = 0;
+      r->seconds[0] = 0;
       memset(r->got, 0, (dp->n_x ? dp->n_x : 1) * sizeof *r->got);
     }
     /* A thread of its own also for a rank's only replica: the step's
@@ -136,22 +144,23 @@ static tyto_status all_join(tyto_dp *dp, int phase) {
   for (size_t i = 0; i < dp->n; i++)
     if (dp->r[i].threaded)
       pthread_join(dp->r[i].thread, NULL);
+  int update = (size_t)phase > dp->n_stages;
   double slowest = 0;
   for (size_t i = 0; i < dp->n; i++)
-    if (dp->r[i].seconds[phase] > slowest)
-      slowest = dp->r[i].seconds[phase];
+    if (dp->r[i].seconds[update] > slowest)
+      slowest = dp->r[i].seconds[update];
   for (size_t i = 0; i < dp->n; i++) {
     replica *r = &dp->r[i];
-    if (phase == 0)
+    if ((size_t)phase == dp->n_stages)
       r->wait = slowest - r->seconds[0];
     if (r->st != TYTO_OK) {
       const tyto_device_info *info =
           tyto_device_get_info(tyto_context_device(dp->ctx, r->dev));
       dp->failed = (int)i;
-      dp->failed_phase = phase;
+      dp->failed_phase = update; /* 1: the update */
       return rt_fail(r->st, "dp: step %lld: the replica on %s (%s): %s",
                      (long long)dp->steps + 1, info->id,
-                     phase ? "update" : "forward and backward",
+                     update ? "update" : "forward and backward",
                      r->msg ? r->msg : "failed");
     }
   }
@@ -282,6 +291,21 @@ static int sum_figures(tyto_dp *dp, double *mean, double *sums, int failed,
   return first;
 }
 
+/* Zeros in place of stage k's replica sums, over the ranks. */
+static tyto_status rs_zeros(tyto_dp *dp, size_t k) {
+  const replica *r0 = &dp->r[0];
+  size_t total = 0;
+  for (size_t j = 0; j < r0->n_rs; j++)
+    if (r0->rs_stage[j] == k)
+      total += dp->x_numel[r0->x_rs + j];
+  double *z = calloc(total ? total : 1, sizeof *z);
+  if (!z)
+    return dp_oom();
+  tyto_status st = dp->coll->ops->sum(dp->coll, z, total);
+  free(z);
+  return st;
+}
+
 /* Over several ranks, a rank whose step failed (status st, its message
  * set) still makes every collective the others make in that step: the
  * weights' sum unless made (shares_done), each gradient not yet finished,
@@ -295,7 +319,18 @@ static tyto_status fail_together(tyto_dp *dp, tyto_status st, int shares_done) {
   const coll_ops *co = dp->coll->ops;
   size_t es = tyto_dtype_size(dp->dtype);
   double total = 0, mean = 0, sums[9] = {0};
-  tyto_status s2 = shares_done ? TYTO_OK : co->sum(dp->coll, &total, 1);
+  tyto_status s2 = TYTO_OK;
+  size_t ws = dp->weighted ? dp->r[0].weight_stage : 0;
+  for (size_t k = dp->rs_done; k < dp->n_stages && s2 == TYTO_OK; k++) {
+    if (k >= ws && !shares_done) {
+      shares_done = 1;
+      s2 = co->sum(dp->coll, &total, 1);
+    }
+    if (s2 == TYTO_OK)
+      s2 = rs_zeros(dp, k);
+  }
+  if (s2 == TYTO_OK && !shares_done)
+    s2 = co->sum(dp->coll, &total, 1);
   for (size_t k = 0; k < dp->n_gx && s2 == TYTO_OK; k++)
     if (!dp->xdone[k]) {
       s2 = co->begin(dp->coll, dp->slot[k], dp->x_numel[k]);
@@ -396,10 +431,31 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
   int streamed = !dp->o.no_overlap && multi;
   size_t n_red = 0; /* gradients summed, with their times in red_t */
   int ok = 1, shared = 0;
-  all_start(dp, 0);
+  /* The phases that end with replica sums, each exchanged once every
+   * replica has run it; the shares, which weight the backward pass's
+   * sums, as soon as the weight is known. */
+  size_t S = dp->n_stages, ws = dp->weighted ? dp->r[0].weight_stage : 0;
+  dp->rs_done = 0;
+  for (size_t k = 0; k < S && st == TYTO_OK; k++) {
+    all_start(dp, (int)k);
+    if ((st = all_join(dp, (int)k)) != TYTO_OK)
+      return fail_together(dp, st, shared);
+    if (k >= ws && !shared) {
+      shared = 1;
+      st = shares(dp, 0);
+    }
+    if (st == TYTO_OK)
+      st = dp_rs_exchange(dp, k);
+    if (st == TYTO_OK)
+      dp->rs_done = k + 1;
+  }
+  if (st != TYTO_OK)
+    return fail_together(dp, st, shared);
+  int pre_shared = shared;
+  all_start(dp, (int)S);
   if (streamed) {
-    ok = !dp->weighted || await_send(dp, dp->r[0].x_weight);
-    if (ok)
+    ok = pre_shared || !dp->weighted || await_send(dp, dp->r[0].x_weight);
+    if (ok && !pre_shared)
       st = shares(dp, 1);
     shared = ok;
     for (size_t j = 0; j < dp->n_gx && ok && st == TYTO_OK; j++) {
@@ -417,7 +473,7 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
       dp->red_t[2 * n_red++ + 1] = dp_now();
     }
   }
-  tyto_status sj = all_join(dp, 0);
+  tyto_status sj = all_join(dp, (int)S);
   if (sj != TYTO_OK)
     return fail_together(dp, sj, shared);
   if (!ok) /* every phase 0 ran, yet a send never came */
@@ -429,7 +485,8 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
                          shared);
   if (st == TYTO_OK && !streamed) {
     dp->red_t[0] = dp_now();
-    st = shares(dp, 0);
+    if (!pre_shared)
+      st = shares(dp, 0);
     for (size_t j = 0; j < dp->n_gx && st == TYTO_OK && multi; j++)
       st = reduce_send(dp, dp->order[j], 0);
     if (st == TYTO_OK && multi)
@@ -515,7 +572,7 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
   if (st == TYTO_OK)
     skip = dp_amp_after(dp, sums[dp->n_sums]);
   if (st == TYTO_OK && !skip)
-    st = all_run(dp, 1);
+    st = all_run(dp, (int)S + 1);
   if (st == TYTO_OK && !skip && dp->o.single_optimiser)
     st = broadcast(dp);
   if (st == TYTO_OK && loss)
