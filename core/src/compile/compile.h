@@ -37,6 +37,11 @@ typedef struct compile_opts {
   size_t n_nofuse, cap_nofuse;
 } compile_opts;
 
+/* The parameter updates and the exchanges of o checked against g (the
+ * latter sets o->n_stages) (check.c). */
+tyto_status compile_check_updates(const tyto_graph *g, const compile_opts *o);
+tyto_status compile_check_exchanges(const tyto_graph *g, compile_opts *o);
+
 /* Adds an exclusion to o->nofuse: 1 when new, 0 when there already,
  * -1 on out of memory. */
 int compile_add_nofuse(compile_opts *o, uint32_t pin, int op, int dtype);

@@ -306,55 +306,6 @@ static tyto_status match_global(const tyto_dp_model *gm, const tyto_graph *gg,
 static tyto_status replica_program(tyto_dp *dp, replica *r,
                                    const tyto_dp_model *mp, const char *who);
 
-/* With more than one replica in the run, the replica sums of r's loss,
- * gradients, weight, sums and layer updates become exchanges (replica.c):
- * the tensors are rebuilt on their inputs. With one, each is x itself. */
-static tyto_status replica_sums(tyto_dp *dp, replica *r, tyto_dp_model *m,
-                                const char *who) {
-  if (dp->n < 2 && dp->ranks < 2)
-    return TYTO_OK;
-  size_t np = r->n_params, nr = 2 + np + m->n_sums + m->n_updates;
-  tyto_tensor **roots = malloc(nr * sizeof *roots);
-  size_t *lv = calloc(nr, sizeof *lv);
-  r->rs_uv = malloc((m->n_updates ? m->n_updates : 1) * sizeof *r->rs_uv);
-  if (!roots || !lv || !r->rs_uv) {
-    free(roots);
-    free(lv);
-    return dp_oom();
-  }
-  roots[0] = r->loss;
-  roots[1] = m->weight;
-  memcpy(roots + 2, r->grads, np * sizeof *roots);
-  memcpy(roots + 2 + np, m->sums, m->n_sums * sizeof *roots);
-  memcpy(roots + 2 + np + m->n_sums, m->update_values,
-         m->n_updates * sizeof *roots);
-  tyto_status st = dp_rs_rewrite(r, nr, roots, lv, who);
-  if (st == TYTO_OK) {
-    r->loss = roots[0];
-    m->weight = roots[1];
-    memcpy(r->grads, roots + 2, np * sizeof *roots);
-    memcpy(m->sums, roots + 2 + np, m->n_sums * sizeof *roots);
-    memcpy(r->sums, m->sums, m->n_sums * sizeof *roots);
-    memcpy(r->rs_uv, roots + 2 + np + m->n_sums, m->n_updates * sizeof *roots);
-    m->update_values = r->rs_uv;
-    r->weight_stage = lv[1];
-  }
-  /* The shares weight the backward pass's sums: the weight must be known
-   * by then. */
-  for (size_t j = 0; j < r->n_rs && st == TYTO_OK && m->weight; j++)
-    if (r->rs_kind[j] == TYTO_REPLICA_SUM_SHARES &&
-        r->rs_stage[j] < r->weight_stage)
-      st = rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                   "dp: %s: the model's weight needs a replica sum (it is "
-                   "computed after %zu of them), but the backward pass sums "
-                   "over the replicas by their weights before that; compute "
-                   "the weight from the inputs alone",
-                   who, r->weight_stage);
-  free(roots);
-  free(lv);
-  return st;
-}
-
 static tyto_status build_replica(tyto_dp *dp, size_t i, tyto_dp_build_fn build,
                                  void *user, const tyto_dp_model *gm,
                                  const tyto_graph *gg) {
@@ -408,7 +359,7 @@ static tyto_status replica_program(tyto_dp *dp, replica *r,
     return dp_oom();
   memcpy(r->params, m.params, np * sizeof *r->params);
   tyto_grads(dp_amp_loss(dp, r), np, r->params, r->grads);
-  if ((st = replica_sums(dp, r, &m, who)) != TYTO_OK)
+  if ((st = dp_rs_model(dp, r, &m, who)) != TYTO_OK)
     return st;
   for (size_t k = 0; k < np; k++) {
     if (!r->grads[k])
@@ -610,30 +561,8 @@ tyto_status dp_build_all(tyto_dp *dp, const int64_t *shard) {
       return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                      "dp: the replicas differ in which parameters the loss "
                      "reaches, or in their replica sums");
-  /* Replica sums pair up by their order in the graph: the same kind,
-   * stage and shape on every replica (a sum of a tensor whose shape
-   * follows the shard cannot be made). */
-  for (size_t i = 1; i < dp->n; i++)
-    for (size_t j = 0; j < r0->n_rs; j++) {
-      const replica *r = &dp->r[i];
-      const tyto_tensor *a = r0->rs_send[j], *b = r->rs_send[j];
-      if (r->rs_kind[j] != r0->rs_kind[j] ||
-          r->rs_stage[j] != r0->rs_stage[j] ||
-          tyto_tensor_numel(a) != tyto_tensor_numel(b))
-        return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                       "dp: replica sum %zu has %lld elements on replica 0 "
-                       "(%lld examples) and %lld on replica %zu (%lld): a "
-                       "replica sum's operand must not depend on the shard's "
-                       "size (sum over the batch axis first)",
-                       j, (long long)tyto_tensor_numel(a), (long long)r0->shard,
-                       (long long)tyto_tensor_numel(b), i, (long long)r->shard);
-    }
-  for (size_t j = 0; j < r0->n_rs; j++)
-    if (!dtype_host_arith(tyto_tensor_dtype(r0->rs_send[j])))
-      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                     "dp: replica sum %zu is %s; expected f32 or f64 (it is "
-                     "summed on the host)",
-                     j, tyto_dtype_name(tyto_tensor_dtype(r0->rs_send[j])));
+  if ((st = dp_rs_check(dp)) != TYTO_OK)
+    return st;
   /* Across processes, gradient k goes to the exchange as item slot[k]:
    * the gradients in reverse order, which is about the order the
    * backward pass makes them in, and the same on every rank whatever its
@@ -848,79 +777,6 @@ tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
 
 /* ---------------------------------------------------------------------- */
 /* Queries                                                                 */
-
-const tyto_program *tyto_dp_replica_program(const tyto_dp *dp, size_t i) {
-  return dp && i < dp->n ? dp->r[i].p : NULL;
-}
-
-double tyto_dp_exchange_seconds(const tyto_dp *dp) {
-  return dp ? dp->xch_seconds : NAN;
-}
-
-double tyto_dp_exchange_exposed_seconds(const tyto_dp *dp) {
-  return dp ? dp->xch_exposed : NAN;
-}
-
-double tyto_dp_network_bytes(const tyto_dp *dp) {
-  return dp ? dp->net_bytes : NAN;
-}
-
-double tyto_dp_network_seconds(const tyto_dp *dp) {
-  return dp ? dp->net_seconds : NAN;
-}
-
-int tyto_dp_rank(const tyto_dp *dp) {
-  return dp ? dp->rank : -1;
-}
-
-int64_t tyto_dp_rank_start(const tyto_dp *dp) {
-  return dp ? dp->rank_start : -1;
-}
-
-int64_t tyto_dp_rank_batch(const tyto_dp *dp) {
-  return dp ? dp->local_batch : -1;
-}
-
-double tyto_dp_loss(const tyto_dp *dp) {
-  return dp ? dp->loss : NAN;
-}
-
-tyto_status tyto_dp_sums(const tyto_dp *dp, double *out, size_t n) {
-  static const char fn[] = "tyto_dp_sums";
-  if (!dp || (!out && n))
-    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
-                   dp ? "out" : "dp");
-  if (n > dp->n_sums)
-    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                   "%s: %zu sums asked for; the model has %zu", fn, n,
-                   dp->n_sums);
-  memcpy(out, dp->sums, n * sizeof *out);
-  return TYTO_OK;
-}
-
-size_t tyto_dp_replica_count(const tyto_dp *dp) {
-  return dp ? dp->n : 0;
-}
-
-size_t tyto_dp_replica_device(const tyto_dp *dp, size_t i) {
-  return dp && i < dp->n ? dp->r[i].dev : SIZE_MAX;
-}
-
-int64_t tyto_dp_replica_shard(const tyto_dp *dp, size_t i) {
-  return dp && i < dp->n ? dp->r[i].shard : -1;
-}
-
-double tyto_dp_replica_seconds(const tyto_dp *dp, size_t i) {
-  return dp && i < dp->n ? dp->r[i].seconds[0] : -1;
-}
-
-double tyto_dp_replica_update_seconds(const tyto_dp *dp, size_t i) {
-  return dp && i < dp->n ? dp->r[i].seconds[1] : -1;
-}
-
-double tyto_dp_replica_wait(const tyto_dp *dp, size_t i) {
-  return dp && i < dp->n ? dp->r[i].wait : -1;
-}
 
 /* Replica r's parameter or optimiser state named `name`, or NULL. */
 static tyto_tensor *find(const replica *r, const char *name, size_t np) {

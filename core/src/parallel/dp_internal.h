@@ -166,6 +166,12 @@ int dp_amp_after(tyto_dp *dp, double flag);
 tyto_status dp_rs_rewrite(replica *r, size_t n, tyto_tensor **roots,
                           size_t *levels, const char *who);
 tyto_status dp_rs_exchange(tyto_dp *dp, size_t stage);
+/* With more than one replica in the run, the replica sums of r's loss,
+ * gradients, weight, sums and layer updates (in *m) made exchanges; and
+ * the replicas' sums checked against each other once all are built. */
+tyto_status dp_rs_model(tyto_dp *dp, replica *r, tyto_dp_model *m,
+                        const char *who);
+tyto_status dp_rs_check(const tyto_dp *dp);
 /* Seconds on a monotonic clock (dp.c). */
 double dp_now(void);
 /* After a step: rebalances every rebalance_every steps (resplit.c). */

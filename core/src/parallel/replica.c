@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <tyto/parallel.h>
 
@@ -147,6 +148,88 @@ tyto_status dp_rs_rewrite(replica *r, size_t n, tyto_tensor **roots,
   free(map);
   free(level);
   return st;
+}
+
+/* With more than one replica in the run, the replica sums of r's loss,
+ * gradients, weight, sums and layer updates become exchanges (replica.c):
+ * the tensors are rebuilt on their inputs. With one, each is x itself. */
+tyto_status dp_rs_model(tyto_dp *dp, replica *r, tyto_dp_model *m,
+                        const char *who) {
+  if (dp->n < 2 && dp->ranks < 2)
+    return TYTO_OK;
+  size_t np = r->n_params, nr = 2 + np + m->n_sums + m->n_updates;
+  tyto_tensor **roots = malloc(nr * sizeof *roots);
+  size_t *lv = calloc(nr, sizeof *lv);
+  r->rs_uv = malloc((m->n_updates ? m->n_updates : 1) * sizeof *r->rs_uv);
+  if (!roots || !lv || !r->rs_uv) {
+    free(roots);
+    free(lv);
+    return dp_oom();
+  }
+  roots[0] = r->loss;
+  roots[1] = m->weight;
+  memcpy(roots + 2, r->grads, np * sizeof *roots);
+  memcpy(roots + 2 + np, m->sums, m->n_sums * sizeof *roots);
+  memcpy(roots + 2 + np + m->n_sums, m->update_values,
+         m->n_updates * sizeof *roots);
+  tyto_status st = dp_rs_rewrite(r, nr, roots, lv, who);
+  if (st == TYTO_OK) {
+    r->loss = roots[0];
+    m->weight = roots[1];
+    memcpy(r->grads, roots + 2, np * sizeof *roots);
+    memcpy(m->sums, roots + 2 + np, m->n_sums * sizeof *roots);
+    memcpy(r->sums, m->sums, m->n_sums * sizeof *roots);
+    memcpy(r->rs_uv, roots + 2 + np + m->n_sums, m->n_updates * sizeof *roots);
+    m->update_values = r->rs_uv;
+    r->weight_stage = lv[1];
+  }
+  /* The shares weight the backward pass's sums: the weight must be known
+   * by then. */
+  for (size_t j = 0; j < r->n_rs && st == TYTO_OK && m->weight; j++)
+    if (r->rs_kind[j] == TYTO_REPLICA_SUM_SHARES &&
+        r->rs_stage[j] < r->weight_stage)
+      st = rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "dp: %s: the model's weight needs a replica sum (it is "
+                   "computed after %zu of them), but the backward pass sums "
+                   "over the replicas by their weights before that; compute "
+                   "the weight from the inputs alone",
+                   who, r->weight_stage);
+  free(roots);
+  free(lv);
+  return st;
+}
+
+/* The replica sums pair up by their order in the graph: the same kind,
+ * stage and shape on every replica (a sum of a tensor whose shape follows
+ * the shard cannot be made), in a dtype the host sums. */
+tyto_status dp_rs_check(const tyto_dp *dp) {
+  const replica *r0 = &dp->r[0];
+  for (size_t i = 1; i < dp->n; i++)
+    for (size_t j = 0; j < r0->n_rs; j++) {
+      const replica *r = &dp->r[i];
+      const tyto_tensor *a = r0->rs_send[j], *b = r->rs_send[j];
+      if (r->rs_kind[j] != r0->rs_kind[j] || r->rs_stage[j] != r0->rs_stage[j])
+        return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                       "dp: replica sum %zu differs in kind or place between "
+                       "replica 0 and replica %zu: the builder must build the "
+                       "same model for every shard",
+                       j, i);
+      if (tyto_tensor_numel(a) != tyto_tensor_numel(b))
+        return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                       "dp: replica sum %zu has %lld elements on replica 0 "
+                       "(%lld examples) and %lld on replica %zu (%lld): a "
+                       "replica sum's operand must not depend on the shard's "
+                       "size (sum over the batch axis first)",
+                       j, (long long)tyto_tensor_numel(a), (long long)r0->shard,
+                       (long long)tyto_tensor_numel(b), i, (long long)r->shard);
+    }
+  for (size_t j = 0; j < r0->n_rs; j++)
+    if (!dtype_host_arith(tyto_tensor_dtype(r0->rs_send[j])))
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "dp: replica sum %zu is %s; expected f32 or f64 (it is "
+                     "summed on the host)",
+                     j, tyto_dtype_name(tyto_tensor_dtype(r0->rs_send[j])));
+  return TYTO_OK;
 }
 
 /* ---------------------------------------------------------------------- */
