@@ -151,6 +151,7 @@ static int build(run *r, int *code) {
   tyto_nn_options no;
   tyto_nn_options_init(&no);
   no.seed = r->o.seed;
+  no.sync_batch_norm = r->o.sync_batch_norm;
   if (!r->g || tyto_nn_new(r->g, &no, &r->nn) != TYTO_OK)
     return fail_status("model");
   int rank = 1 + mf_input_rank(r->model);
@@ -818,6 +819,7 @@ int main(int argc, char **argv) {
                         .classes = r.classes,
                         .optim = r.oo,
                         .exact_exchange = r.o.exact_exchange,
+                        .sync_batch_norm = r.o.sync_batch_norm,
                         .precision = r.o.precision,
                         .loss_scale = r.o.loss_scale,
                         .quiet = r.o.quiet,

@@ -8,7 +8,8 @@
  *
  *   mpi_train MODEL DEVICES OUT [options]
  *
- * MODEL: mlp or cnn. DEVICES: the devices each rank trains on
+ * MODEL: mlp, cnn, or bn (the CNN with batch norm after the
+ * convolution). DEVICES: the devices each rank trains on
  * ("cpu:0,opencl:0"); with '/', one list per rank in rank order
  * ("cpu:0/opencl:0"). OUT: rank 0 writes there every step's loss and the
  * trained parameters, one number a line (as %.17g: the bits). Options:
@@ -21,6 +22,8 @@
  *   --no-overlap      tyto_dp_options.no_overlap
  *   --bucket BYTES    tyto_dp_options.bucket_bytes
  *   --exact           tyto_dp_options.exact_exchange
+ *   --sync-bn         tyto_nn_options.sync_batch_norm (batch norm over
+ *                     the global batch)
  *   --wider-on R      rank R builds a wider hidden layer (a mismatch)
  *   --fault R:S:KIND  rank R, before step S (1-based), stops itself
  *                     (KIND stop: SIGSTOP, a hang), dies (kill: SIGKILL)
@@ -57,6 +60,17 @@ static const char cnn_text[] = "input shape=1x12x12\n"
                                "activation=relu\n"
                                "linear name=out units=10\n"
                                "softmax\n";
+static const char bn_text[] = "input shape=1x12x12\n"
+                              "conv2d name=conv filters=4 kernel=5 stride=1 "
+                              "padding=same\n"
+                              "batch_norm name=bn\n"
+                              "relu\n"
+                              "max_pool2d kernel=2\n"
+                              "fully_connected name=fc units=%d "
+                              "activation=relu\n"
+                              "linear name=out units=10\n"
+                              "softmax\n";
+static int sync_bn; /* --sync-bn */
 
 static mf_model *model;
 
@@ -71,6 +85,7 @@ static tyto_status build(void *user, tyto_graph *g, int64_t b,
   tyto_nn_options no;
   tyto_nn_options_init(&no);
   no.seed = SEED;
+  no.sync_batch_norm = sync_bn;
   tyto_nn *nn = NULL;
   tyto_status st = tyto_nn_new(g, &no, &nn);
   if (st != TYTO_OK)
@@ -191,6 +206,8 @@ int main(int argc, char **argv) {
       o.local_only = 1;
     else if (!strcmp(argv[i], "--no-overlap"))
       o.no_overlap = 1;
+    else if (!strcmp(argv[i], "--sync-bn"))
+      sync_bn = 1;
     else if (!strcmp(argv[i], "--exact"))
       o.exact_exchange = 1;
     else if (!strcmp(argv[i], "--bucket") && i + 1 < argc)
@@ -207,10 +224,11 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  int is_cnn = !strcmp(argv[1], "cnn");
+  const char *form = !strcmp(argv[1], "cnn")  ? cnn_text
+                     : !strcmp(argv[1], "bn") ? bn_text
+                                              : mlp_text;
   char text[1024], err[512], devs[256];
-  snprintf(text, sizeof text, is_cnn ? cnn_text : mlp_text,
-           me == wider ? 48 : 32);
+  snprintf(text, sizeof text, form, me == wider ? 48 : 32);
   if (mf_parse(text, argv[1], &model, err, sizeof err) < 0) {
     fprintf(stderr, "mpi_train: %s\n", err);
     return 2;

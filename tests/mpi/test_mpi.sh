@@ -13,6 +13,9 @@
 #  4. 2 ranks x (cpu:0 + opencl:0) follow one process on cpu:0, with and
 #     without overlap; in every case every rank ends with the same
 #     parameters, bit for bit (mpi_train checks with tyto_dist_agree);
+#  4b. a CNN with batch norm: 2 ranks with synchronised statistics
+#     (--sync-bn) follow one rank, alone and as 2 x (cpu:0 + opencl:0);
+#     with each rank's own statistics they differ (the check can fail);
 #  5. a rank that builds another model stops both at start-up, naming it;
 #     a launcher's process count that MPI does not see is refused;
 #  6. a rank that hangs (SIGSTOP) before step 5 makes the other fail
@@ -78,7 +81,35 @@ else
   cat $out/cnn-3.txt
 fi
 
+# Batch norm over 2 ranks: synchronised statistics (the global batch's)
+# follow one rank; each rank's own statistics (over 8 of the 16) do not.
+"$train" bn cpu:0 $out/bn-1.out --sync-bn >$out/bn-1.txt 2>&1 ||
+  { fail "bn, one rank"; cat $out/bn-1.txt; }
+if run2 "$train" bn cpu:0 $out/bn-2.out --sync-bn \
+  --compare $out/bn-1.out 1e-5 0.02 >$out/bn-2.txt 2>&1; then
+  echo "bn, 2 ranks with synchronised statistics against 1: $(grep worst $out/bn-2.txt)"
+else
+  fail "bn, 2 ranks with synchronised statistics against 1 rank"
+  cat $out/bn-2.txt
+fi
+run2 "$train" bn cpu:0 $out/bn-3.out --compare $out/bn-1.out 1e-5 0.02 \
+  >$out/bn-3.txt 2>&1
+rc=$?
+if [ $rc -eq 1 ]; then
+  echo "bn, 2 ranks with their own statistics differ from 1, as they should: $(grep worst $out/bn-3.txt)"
+else
+  fail "bn, 2 ranks with per-rank statistics: expected a difference (exit 1), got exit $rc"
+  cat $out/bn-3.txt
+fi
+
 if [ $has_opencl = 1 ]; then
+  if run2 "$train" bn cpu:0,opencl:0 $out/bn-4.out --sync-bn \
+    --compare $out/bn-1.out 1e-5 0.02 >$out/bn-4.txt 2>&1; then
+    echo "bn, 2 ranks x (cpu:0 + opencl:0) with synchronised statistics against cpu:0: $(grep worst $out/bn-4.txt)"
+  else
+    fail "bn, 2 ranks x (cpu:0 + opencl:0) with synchronised statistics against one process on cpu:0"
+    cat $out/bn-4.txt
+  fi
   "$train" mlp cpu:0,opencl:0 $out/mixed-1.out >$out/mixed-1.txt 2>&1 ||
     { fail "mlp over cpu:0 + opencl:0 in one process"; cat $out/mixed-1.txt; }
   for opt in "" --no-overlap; do

@@ -51,6 +51,11 @@ static void usage(FILE *f) {
       "  --exact-exchange      under mpirun or srun: add the ranks' "
       "gradients in double\n"
       "                        (twice the bytes; docs/distributed.md)\n"
+      "  --sync-batch-norm     batch norm layers normalise with the whole "
+      "global batch's\n"
+      "                        statistics, summed over the devices and ranks "
+      "(default:\n"
+      "                        each device's shard; docs/data-parallel.md)\n"
       "Precision\n"
       "  --precision P         f32 (default), bf16 or f16: automatic mixed "
       "precision,\n"
@@ -160,6 +165,7 @@ enum {
   O_QUIET,
   O_DIST_TIMEOUT,
   O_EXACT_EXCHANGE,
+  O_SYNC_BATCH_NORM,
   O_PRECISION,
   O_LOSS_SCALE,
   O_HELP
@@ -208,6 +214,7 @@ static const struct option long_options[] = {
     {"quiet", no_argument, NULL, O_QUIET},
     {"dist-timeout", required_argument, NULL, O_DIST_TIMEOUT},
     {"exact-exchange", no_argument, NULL, O_EXACT_EXCHANGE},
+    {"sync-batch-norm", no_argument, NULL, O_SYNC_BATCH_NORM},
     {"precision", required_argument, NULL, O_PRECISION},
     {"loss-scale", required_argument, NULL, O_LOSS_SCALE},
     {"help", no_argument, NULL, O_HELP},
@@ -403,6 +410,7 @@ int options_parse(int argc, char **argv, options *o) {
     case O_NO_PROGRESS: o->progress = 0; break;
     case O_QUIET: o->quiet = 1; break;
     case O_EXACT_EXCHANGE: o->exact_exchange = 1; break;
+    case O_SYNC_BATCH_NORM: o->sync_batch_norm = 1; break;
     case O_PRECISION:
       if (strcmp(optarg, "f32") == 0)
         o->precision = TYTO_F32;

@@ -29,6 +29,9 @@ typedef struct options {
    * (--dist-timeout; NaN: the library's default, TYTO_DIST_TIMEOUT). */
   double dist_timeout;
   int exact_exchange; /* --exact-exchange: tyto_dp_options' */
+  /* --sync-batch-norm: tyto_nn_options' (batch norm over the global
+   * batch) */
+  int sync_batch_norm;
   /* --precision: TYTO_F32 (default, no mixed precision), TYTO_BF16 or
    * TYTO_F16 (automatic mixed precision, docs/precision.md); --loss-scale:
    * the first loss scale (0: the library's default). */

@@ -64,6 +64,7 @@ static tyto_status build(void *user, tyto_graph *g, int64_t batch,
   tyto_nn_options no;
   tyto_nn_options_init(&no);
   no.seed = sp->seed;
+  no.sync_batch_norm = sp->sync_batch_norm;
   tyto_nn *nn = NULL;
   tyto_status st = tyto_nn_new(g, &no, &nn);
   if (st != TYTO_OK)

@@ -40,6 +40,7 @@ typedef struct train_dp_spec {
   int64_t batch, classes;
   tyto_optim_options optim;
   int exact_exchange; /* tyto_dp_options' (over several ranks) */
+  int sync_batch_norm; /* tyto_nn_options' */
   int first_only;     /* the context's first device alone (over ranks) */
   /* Automatic mixed precision: TYTO_F32 (off), TYTO_BF16 or TYTO_F16, and
    * the first loss scale (0: the library's default). */

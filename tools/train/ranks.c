@@ -85,6 +85,7 @@ int agree_run(const run *r) {
   SETTING("--eval-every", "%lld", (long long)r->o.eval_every);
   SETTING("--resume", "%d", r->o.resume);
   SETTING("--exact-exchange", "%d", r->o.exact_exchange);
+  SETTING("--sync-batch-norm", "%d", r->o.sync_batch_norm);
   SETTING("--precision and --loss-scale", "%s %.17g",
           tyto_dtype_name(r->o.precision), r->o.loss_scale);
 #undef SETTING
