@@ -100,6 +100,39 @@ static inline void ad_eval(tyto_tensor *t, size_t n, tyto_tensor *const *xs,
   tyto_program_free(p);
 }
 
+/* f64 t (one element) with the rank-0 input x bound to v. */
+static inline double ad_at1(tyto_tensor *t, tyto_tensor *x, double v) {
+  const double *vals[1] = {&v};
+  double out;
+  ad_eval(t, 1, &x, vals, &out);
+  return out;
+}
+
+/* f and its derivatives of orders 1 to 3 in the rank-0 x, d[mode][order]:
+ * forward (mode 0, tyto_diff), reverse (1, tyto_grad) and alternating
+ * (2, reverse first). */
+static inline void ad_orders(tyto_tensor *f, tyto_tensor *x,
+                             tyto_tensor *d[3][4]) {
+  d[0][0] = d[1][0] = d[2][0] = f;
+  for (int k = 1; k <= 3; k++) {
+    d[0][k] = tyto_diff(d[0][k - 1], x);
+    d[1][k] = tyto_grad(d[1][k - 1], x);
+    d[2][k] = k % 2 ? tyto_grad(d[2][k - 1], x) : tyto_diff(d[2][k - 1], x);
+  }
+}
+
+/* Every d[mode][order] of ad_orders at x = v equals want[order] within
+ * 1e-12 relative (absolute below 1). */
+static inline void ad_expect_orders(tyto_tensor *d[3][4], tyto_tensor *x,
+                                    double v, const double want[4]) {
+  for (int k = 0; k <= 3; k++)
+    for (int m = 0; m < 3; m++)
+      ck_assert_msg(fabs(ad_at1(d[m][k], x, v) - want[k]) <=
+                        1e-12 * fmax(1, fabs(want[k])),
+                    "order %d, mode %d, at %g: expected %.17g", k, m, v,
+                    want[k]);
+}
+
 /* An f64 input of the given shape. */
 static inline tyto_tensor *ad_in(tyto_graph *g, int rank, const int64_t *shape,
                                  const char *name) {

@@ -8,13 +8,6 @@
  * compiled value with the graph passes on and off. Float64. */
 #include "ad/ad_test.h"
 
-static double at1(tyto_tensor *t, tyto_tensor *x, double v) {
-  const double *vals[1] = {&v};
-  double out;
-  ad_eval(t, 1, &x, vals, &out);
-  return out;
-}
-
 /* sqrt's derivative where x > 0, else 0: 0.5 / sqrt(x) computed on a
  * guarded x, so that neither branch is NaN. */
 static tyto_tensor *safe_dsqrt(tyto_tensor *x) {
@@ -56,7 +49,7 @@ START_TEST(guarded_sqrt_made_finite) {
   tyto_tensor *x = tyto_input(g, TYTO_F64, 0, NULL, "x");
   tyto_tensor *plain = guarded_sqrt(x);
   /* The problem: 0 * NaN from the branch the guard turns off. */
-  ck_assert(isnan(at1(tyto_grad(plain, x), x, -1)));
+  ck_assert(isnan(ad_at1(tyto_grad(plain, x), x, -1)));
   tyto_tensor *y = tyto_custom_derivative(plain, 1, &x, &safe_sqrt_rule);
   ck_assert_str_eq(tyto_op_name(tyto_tensor_op(y)), "custom_derivative");
   calls = 0;
@@ -69,11 +62,11 @@ START_TEST(guarded_sqrt_made_finite) {
     double v = pts[k];
     double w1 = v > 0 ? 0.5 / sqrt(v) : 0,
            w2 = v > 0 ? -0.25 / (v * sqrt(v)) : 0;
-    ck_assert_double_eq_tol(at1(y, x, v), v > 0 ? sqrt(v) : 0, 1e-15);
+    ck_assert_double_eq_tol(ad_at1(y, x, v), v > 0 ? sqrt(v) : 0, 1e-15);
     for (int m = 0; m < 2; m++)
-      ck_assert_double_eq_tol(at1(d1[m], x, v), w1, 1e-12);
+      ck_assert_double_eq_tol(ad_at1(d1[m], x, v), w1, 1e-12);
     for (int m = 0; m < 3; m++)
-      ck_assert_double_eq_tol(at1(d2[m], x, v), w2, 1e-12);
+      ck_assert_double_eq_tol(ad_at1(d2[m], x, v), w2, 1e-12);
   }
   /* Over a vector: the hessian of sum(y) is diagonal, finite everywhere. */
   tyto_tensor *xv = ad_in(g, 1, AD_S(4), "xv");
@@ -126,9 +119,9 @@ START_TEST(rule_reading_y_third_order) {
     m = k % 2 ? tyto_diff(m, x) : tyto_grad(m, x);
   }
   for (double v = -1; v <= 1.5; v += 0.625) {
-    ck_assert_double_eq_tol(at1(f, x, v), exp(v), 1e-12);
-    ck_assert_double_eq_tol(at1(b, x, v), exp(v), 1e-12);
-    ck_assert_double_eq_tol(at1(m, x, v), exp(v), 1e-12);
+    ck_assert_double_eq_tol(ad_at1(f, x, v), exp(v), 1e-12);
+    ck_assert_double_eq_tol(ad_at1(b, x, v), exp(v), 1e-12);
+    ck_assert_double_eq_tol(ad_at1(m, x, v), exp(v), 1e-12);
   }
   tyto_graph_free(g);
 }

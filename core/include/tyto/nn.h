@@ -93,6 +93,12 @@ typedef struct tyto_nn_options {
   tyto_dtype dtype;
   uint64_t seed;     /* initial values and dropout masks (default 0) */
   tyto_nn_mode mode; /* default TYTO_NN_TRAIN */
+  /* Non-zero: TRAIN-mode batch norms normalise with the statistics of the
+   * whole global batch of a data-parallel step, their channel sums and
+   * counts summed over the replicas (tyto_replica_sum in
+   * <tyto/parallel.h>); on one device the same as without. Default 0:
+   * each replica its own shard's. */
+  int sync_batch_norm;
 } tyto_nn_options;
 
 TYTO_API void tyto_nn_options_init(tyto_nn_options *opts);
@@ -258,9 +264,14 @@ TYTO_API tyto_tensor *tyto_nn_dropout(tyto_nn *nn, tyto_tensor *x, double rate);
  * mean and biased variance, and running statistics updated as r' = (1 -
  * momentum) r + momentum s with the unbiased batch variance (PyTorch's
  * rule; TRAIN needs more than one value per channel); EVAL: the running
- * statistics. Parameters "<name>.gamma" (ones), "<name>.beta" (zeros);
- * state "<name>.running_mean" (zeros), "<name>.running_var" (ones).
- * momentum 0: 0.1; eps 0: 1e-5. */
+ * statistics. With tyto_nn_options.sync_batch_norm, TRAIN's statistics
+ * are the global batch's over the replicas of a data-parallel step (two
+ * exchanges forward, two backward), and it is the global batch that must
+ * hold more than one value per channel: a replica's shard may hold one or
+ * none, which is not checked here (a global count of one makes the
+ * running variance infinite or NaN). Parameters "<name>.gamma" (ones),
+ * "<name>.beta" (zeros); state "<name>.running_mean" (zeros),
+ * "<name>.running_var" (ones). momentum 0: 0.1; eps 0: 1e-5. */
 TYTO_API tyto_tensor *tyto_nn_batch_norm(tyto_nn *nn, const char *name,
                                          tyto_tensor *x, double momentum,
                                          double eps);

@@ -627,6 +627,9 @@ static const char *keeps_apart(const tyto_tensor *t, const unsigned char *dep,
                                int mode, int64_t batch) {
   if (t->op == TYTO_OP_STOP_GRADIENT)
     return NULL; /* nothing flows through it */
+  /* Element i of y is that of every replica's x, whatever the mode. */
+  if (t->op == TYTO_OP_REPLICA_SUM)
+    return "sums over the replicas of a data-parallel step";
   for (size_t k = 0; k < t->n_inputs; k++) {
     const tyto_tensor *in = t->inputs[k];
     if (!dep[k])

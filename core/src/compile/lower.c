@@ -181,7 +181,8 @@ static tyto_status lower_view(tyto_program *p, int s) {
   switch (t->op) {
   case TYTO_OP_RESHAPE:
   case TYTO_OP_STOP_GRADIENT:
-  case TYTO_OP_CUSTOM_DERIVATIVE: break;
+  case TYTO_OP_CUSTOM_DERIVATIVE:
+  case TYTO_OP_REPLICA_SUM: break; /* one device: the sum of x alone */
   case TYTO_OP_PERMUTE:
     for (int i = 0; i < t->rank; i++)
       in.strides[i] = src.strides[t->iattrs[i]];
@@ -528,6 +529,7 @@ tyto_status exec_lower(tyto_program *p, int s) {
   case TYTO_OP_RESHAPE:
   case TYTO_OP_STOP_GRADIENT:
   case TYTO_OP_CUSTOM_DERIVATIVE:
+  case TYTO_OP_REPLICA_SUM:
   case TYTO_OP_PERMUTE:
   case TYTO_OP_BROADCAST_TO:
   case TYTO_OP_SLICE:

@@ -79,7 +79,7 @@ static uint32_t inplace_mask(const tyto_program *p, const exec_kernel *k) {
   int eltwise = (k->op >= TYTO_PLUGIN_OP_NEG && k->op <= TYTO_PLUGIN_OP_FMA) ||
                 k->op == TYTO_PLUGIN_OP_FUSED;
   if (t->op == TYTO_OP_RESHAPE || t->op == TYTO_OP_STOP_GRADIENT ||
-      t->op == TYTO_OP_CUSTOM_DERIVATIVE)
+      t->op == TYTO_OP_CUSTOM_DERIVATIVE || t->op == TYTO_OP_REPLICA_SUM)
     return 1;
   if (!eltwise)
     return 0;
@@ -774,7 +774,8 @@ tyto_status exec_plan_memory(tyto_program *p, int plan) {
       k->skip = plan && s >= 0 && !k->xfer &&
                 (p->slots[s].t->op == TYTO_OP_RESHAPE ||
                  p->slots[s].t->op == TYTO_OP_STOP_GRADIENT ||
-                 p->slots[s].t->op == TYTO_OP_CUSTOM_DERIVATIVE) &&
+                 p->slots[s].t->op == TYTO_OP_CUSTOM_DERIVATIVE ||
+                 p->slots[s].t->op == TYTO_OP_REPLICA_SUM) &&
                 inplace[s] >= 0;
       if (!k->skip)
         p->launch[p->n_launch++] = i;

@@ -67,6 +67,9 @@ tyto_amp_rule tyto_amp_rule_of(tyto_op op) {
   case TYTO_OP_LOG_SUM_EXP:
   case TYTO_OP_NORM_L1:
   case TYTO_OP_NORM_L2:
+  /* The same sums, over the replicas of a data-parallel step (a
+   * synchronised batch norm's statistics). */
+  case TYTO_OP_REPLICA_SUM:
   case TYTO_OP_SOFTMAX:
   case TYTO_OP_LOG_SOFTMAX:
   /* Index values: a bf16 holds whole numbers exactly only up to 256. */

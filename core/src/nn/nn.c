@@ -21,6 +21,7 @@ void tyto_nn_options_init(tyto_nn_options *opts) {
   opts->dtype = TYTO_F32;
   opts->seed = 0;
   opts->mode = TYTO_NN_TRAIN;
+  opts->sync_batch_norm = 0;
 }
 
 tyto_status tyto_nn_new(tyto_graph *g, const tyto_nn_options *opts,
@@ -66,6 +67,7 @@ tyto_status tyto_nn_new(tyto_graph *g, const tyto_nn_options *opts,
   nn->dtype = o.dtype;
   nn->seed = o.seed;
   nn->mode = o.mode;
+  nn->sync_batch_norm = o.sync_batch_norm != 0;
   *out = nn;
   return TYTO_OK;
 }

@@ -39,7 +39,8 @@ struct tyto_nn {
   tyto_dtype dtype;
   uint64_t seed;
   tyto_nn_mode mode;
-  nn_entry *entries; /* parameters and state, in creation order */
+  int sync_batch_norm; /* tyto_nn_options.sync_batch_norm */
+  nn_entry *entries;   /* parameters and state, in creation order */
   size_t n_entries, cap_entries;
   nameidx by_name;     /* entries by tensor name: layers are built in time
                         * linear in their number */

@@ -16,6 +16,8 @@
  *   dtype exactly (f16 or bf16 in f32 or f64, f32 in f64), and so
  *   cast(cast(x, w), x's dtype) -> x; never when the inner cast rounds
  *   (f64 -> f32 -> bf16 rounds twice, which f64 -> bf16 does not)
+ *   stop_gradient(x), custom_derivative(x, ...) -> x (AD is done); not
+ *   replica_sum(x), which is x only outside data-parallel training
  *
  * "0" and "1" are FULLs or CONSTANTs of that one value. Where the result
  * would be smaller than the op's (x + 0 with a 0 of a larger shape), x is
@@ -149,6 +151,9 @@ static tyto_tensor *algebra_rule(void *ctx, const tyto_tensor *t,
   case TYTO_OP_PERMUTE: r = permute_rule(t, in[0]); break;
   case TYTO_OP_STOP_GRADIENT: /* AD is done by now: the value alone */
   case TYTO_OP_CUSTOM_DERIVATIVE: r = in[0]; break;
+  /* Not x, unlike the two above: it stays until lowering, where a
+   * data-parallel replica exchanges it (one device: a view of x). */
+  case TYTO_OP_REPLICA_SUM: break;
   case TYTO_OP_RESHAPE:
     if (same_shape(in[0], t))
       r = in[0];

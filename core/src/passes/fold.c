@@ -6,7 +6,8 @@
  * elementwise ops of uniform constants, views and reductions of a FULL,
  * concatenations of equal FULLs. Elementwise results of other constants are
  * materialised only up to FOLD_MAX_ELEMENTS, so folding never trades a kernel
- * for a large constant upload.
+ * for a large constant upload. A REPLICA_SUM is never folded (its value
+ * is known only when the replicas exchange).
  */
 #include "config.h"
 
@@ -153,6 +154,9 @@ static tyto_tensor *fold_rule(void *ctx, const tyto_tensor *t,
           r = full_like(g, t, v);
       }
       break;
+    /* Never folded, a constant's included: on a data-parallel replica it
+     * is a sum over the devices, which the host cannot see here. */
+    case TYTO_OP_REPLICA_SUM:
     default: break;
     }
   }

@@ -90,7 +90,8 @@ static int64_t group_of(fuser *f, int64_t i) {
 }
 
 /* Ops a group may hold: the elementwise ones, and CAST (which the pass
- * options may keep out, as any op: pass_may_fuse). */
+ * options may keep out, as any op: pass_may_fuse). Never a graph-only op
+ * (REPLICA_SUM stays a node of its own for the data-parallel exchange). */
 static int fusable_op(tyto_op op) {
   return pass_is_elementwise(op) || op == TYTO_OP_CAST;
 }
