@@ -11,6 +11,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "common.h"
 
+#include <math.h>
+
 #ifndef TEST_PART_PLUGIN_DIR
 #error "TEST_PART_PLUGIN_DIR must name the directory of tyto_plugin_part.so"
 #endif
@@ -217,6 +219,60 @@ START_TEST(stages_streamed_and_on_the_device) {
 }
 END_TEST
 
+/* An update fused with what a send needs (t = exp(x), the send sum(t),
+ * the state s <- 0.5 s + t: one fused kernel writes t and the new s, as
+ * batch norm's mean and running mean): the update cannot be written in
+ * place by a kernel that phase 0 runs, so it is copied over s after the
+ * exchange; before, the steps made a cycle and the compile failed. */
+START_TEST(update_fused_with_a_send) {
+  tyto_context *ctx = context("cpu");
+  tyto_graph *g = tyto_graph_new();
+  int64_t s4[1] = {4};
+  tyto_tensor *x = tyto_input(g, TYTO_F32, 1, s4, "x");
+  tyto_tensor *st = tyto_parameter(g, TYTO_F32, 1, s4, "s");
+  tyto_tensor *r = tyto_input(g, TYTO_F32, 1, (int64_t[]){1}, "r");
+  tyto_tensor *t = tyto_exp(x);
+  tyto_tensor *send = tyto_sum(t, 0, NULL, 1),
+              *upd = tyto_add(tyto_mul_scalar(st, 0.5), t);
+  tyto_tensor *out = tyto_add_scalar(r, 1.0);
+  tyto_program_options po;
+  tyto_program_options_init(&po);
+  po.n_exchanges = 1;
+  po.exchange_sends = &send;
+  po.exchange_recvs = &r;
+  po.n_updates = 1;
+  po.update_params = &st;
+  po.update_values = &upd;
+  tyto_program *p = NULL;
+  ck_assert_msg(tyto_program_compile(ctx, g, 1, &out, &po, &p) == TYTO_OK, "%s",
+                tyto_errmsg());
+  float xv[4] = {0, 1, -1, 0.5f}, sv[4] = {1, 2, 3, 4}, got[4], o[1];
+  ck_assert_int_eq(tyto_program_set_input(p, x, xv, sizeof xv), TYTO_OK);
+  ck_assert_int_eq(tyto_program_write_parameter(p, st, sv, sizeof sv), TYTO_OK);
+  ck_assert_msg(tyto_program_run_phase(p, 0) == TYTO_OK, "%s", tyto_errmsg());
+  /* Phase 0 left the state as it was. */
+  ck_assert_int_eq(tyto_program_read_parameter(p, st, got, sizeof got),
+                   TYTO_OK);
+  for (int i = 0; i < 4; i++)
+    ck_assert_float_eq(got[i], sv[i]);
+  ck_assert_int_eq(tyto_program_read_send(p, 0, got, sizeof(float)), TYTO_OK);
+  ck_assert_int_eq(tyto_program_set_input(p, r, got, sizeof(float)), TYTO_OK);
+  ck_assert_msg(tyto_program_run_phase(p, 1) == TYTO_OK, "%s", tyto_errmsg());
+  ck_assert_int_eq(tyto_program_read_output(p, 0, o, sizeof o), TYTO_OK);
+  ck_assert_int_eq(tyto_program_read_parameter(p, st, sv, sizeof sv), TYTO_OK);
+  double sum = 0;
+  for (int i = 0; i < 4; i++) {
+    double e = exp(xv[i]);
+    sum += e;
+    ck_assert_double_eq_tol(sv[i], 0.5 * (i + 1) + e, 1e-5);
+  }
+  ck_assert_double_eq_tol(o[0], sum + 1, 1e-5);
+  tyto_program_free(p);
+  tyto_graph_free(g);
+  tyto_context_free(ctx);
+}
+END_TEST
+
 START_TEST(bad_stages) {
   tyto_context *ctx = context("cpu");
   tyto_graph *g = tyto_graph_new();
@@ -274,6 +330,7 @@ int main(void) {
   tcase_add_test(tc, stages_on_one_device);
   tcase_add_test(tc, stages_across_two_devices);
   tcase_add_test(tc, stages_streamed_and_on_the_device);
+  tcase_add_test(tc, update_fused_with_a_send);
   tcase_add_test(tc, bad_stages);
   suite_add_tcase(s, tc);
   return test_run(s);

@@ -60,9 +60,11 @@ static const char cnn_text[] = "input shape=1x12x12\n"
                                "activation=relu\n"
                                "linear name=out units=10\n"
                                "softmax\n";
+/* No bias before batch norm, which cancels it: its gradient would be
+ * rounding alone, which Adam turns into steps of up to lr either way. */
 static const char bn_text[] = "input shape=1x12x12\n"
                               "conv2d name=conv filters=4 kernel=5 stride=1 "
-                              "padding=same\n"
+                              "padding=same bias=false\n"
                               "batch_norm name=bn\n"
                               "relu\n"
                               "max_pool2d kernel=2\n"

@@ -15,8 +15,8 @@
  * Tolerances: as tests/parallel/test_dp.c's (loss 1e-5 relative, weights
  * 1e-4 lr x steps): the replicas add the batch's per-channel sums in
  * double on the host instead of in f32 on one device, which moves the
- * statistics by f32 rounding. The running statistics (no optimiser in
- * between) within 1e-5 relative. Per-replica statistics over shards of 6
+ * statistics by f32 rounding. The running statistics follow the
+ * weights: within 1e-4 relative. Per-replica statistics over shards of 6
  * against 24 move the loss by percents from the first step; the check
  * asks for more than 1e-3. */
 #define _POSIX_C_SOURCE 200809L
@@ -50,8 +50,10 @@ static tyto_status model(void *user, tyto_graph *g, int64_t b,
   tyto_init glorot = {TYTO_INIT_GLOROT_UNIFORM, 0, 0, 0};
   tyto_tensor *x = tyto_nn_input(nn, 2, (int64_t[]){b, IN}, "x");
   tyto_tensor *labels = tyto_nn_input(nn, 2, (int64_t[]){b, CLASSES}, "labels");
-  tyto_tensor *h =
-      tyto_nn_fully_connected(nn, "fc", x, HID, TYTO_ACT_NONE, glorot);
+  /* No bias before batch norm (which would cancel it): one would get a
+   * gradient of almost zero, which Adam turns into steps of up to lr
+   * either way on rounding alone, and the running means follow it. */
+  tyto_tensor *h = tyto_nn_linear(nn, "fc", x, HID, 0, glorot);
   h = tyto_relu(tyto_nn_batch_norm(nn, "bn", h, 0.2, 0));
   h = tyto_nn_dropout(nn, h, 0.25);
   tyto_tensor *logits = tyto_nn_linear(nn, "out", h, CLASSES, 1, glorot);
@@ -112,7 +114,9 @@ static void train(tyto_context *ctx, size_t n, const size_t *devs,
   tyto_nn *nn = NULL;
   tyto_dp_model m;
   memset(&m, 0, sizeof m);
-  ck_assert_int_eq(model(&nn, g, 1, &m), TYTO_OK);
+  /* Two rows: batch norm without sync refuses one value per channel. */
+  ck_assert_int_eq(model(&nn, g, 2, &m), TYTO_OK);
+  ck_assert_int_eq(tyto_graph_status(g), TYTO_OK);
   for (size_t k = 0; k < m.n_params; k++) {
     tyto_tensor *t = m.params[k];
     size_t bytes = (size_t)tyto_tensor_numel(t) * sizeof(float);
@@ -138,8 +142,7 @@ static void train(tyto_context *ctx, size_t n, const size_t *devs,
     ck_assert_msg(tyto_dp_step(dp, in, &r->loss[s]) == TYTO_OK, "step %d: %s",
                   s, tyto_errmsg());
   }
-  ck_assert_int_eq(tyto_dp_read(dp, "fc.weight", r->fc, sizeof r->fc),
-                   TYTO_OK);
+  ck_assert_int_eq(tyto_dp_read(dp, "fc.weight", r->fc, sizeof r->fc), TYTO_OK);
   ck_assert_int_eq(tyto_dp_read(dp, "bn.gamma", r->gamma, sizeof r->gamma),
                    TYTO_OK);
   ck_assert_int_eq(
@@ -176,8 +179,8 @@ static double compare(const result *a, const result *b, const char *what,
                       1e-4,
                   "%s: bn.gamma[%d] %.9g, one device %.9g", what, i,
                   (double)b->gamma[i], (double)a->gamma[i]);
-    ck_assert_msg(rel(b->rmean[i], a->rmean[i]) <= 1e-5 &&
-                      rel(b->rvar[i], a->rvar[i]) <= 1e-5,
+    ck_assert_msg(rel(b->rmean[i], a->rmean[i]) <= 1e-4 &&
+                      rel(b->rvar[i], a->rvar[i]) <= 1e-4,
                   "%s: bn running statistics [%d] %.9g %.9g, one device "
                   "%.9g %.9g",
                   what, i, (double)b->rmean[i], (double)b->rvar[i],

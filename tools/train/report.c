@@ -108,8 +108,7 @@ void report_json(const run *r, int64_t steps_here) {
                                                : json_null());
   json_object_set_new(o, "devices", devs);
   json_object_set_new(o, "data_parallel", par);
-  json_object_set_new(o, "sync_batch_norm",
-                      json_boolean(r->o.sync_batch_norm));
+  json_object_set_new(o, "sync_batch_norm", json_boolean(r->o.sync_batch_norm));
   double xs = 0, xe = 0;
   if (r->dp)
     train_dp_exchange(r->dp, &xs, &xe);

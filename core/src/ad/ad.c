@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include <tyto/ad.h>
+#include <tyto/parallel.h>
 
 #include "../graph/shape.h"
 #include "rules.h"
@@ -374,6 +375,16 @@ tyto_tensor *tyto_stop_gradient(tyto_tensor *x) {
     return err;
   return node_new(g, TYTO_OP_STOP_GRADIENT, x->dtype, x->rank, x->shape, 1, &x,
                   0, NULL, 0, NULL);
+}
+
+tyto_tensor *tyto_replica_sum(tyto_tensor *x) {
+  tyto_tensor *err;
+  tyto_graph *g = graph_check("replica_sum", 1, &x, 1, &err);
+  if (!g)
+    return err;
+  int64_t kind = TYTO_REPLICA_SUM_PLAIN;
+  return node_new(g, TYTO_OP_REPLICA_SUM, x->dtype, x->rank, x->shape, 1, &x, 1,
+                  &kind, 0, NULL);
 }
 
 tyto_tensor *tyto_diff(tyto_tensor *y, tyto_tensor *x) {

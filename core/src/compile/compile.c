@@ -498,7 +498,16 @@ static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
   p->n_outputs = n_outputs;
   p->n_updates = n_u;
   pass_graph pg;
+  /* The recvs marked with their stages for the passes (fusion keeps the
+   * phases apart), for the passes' run only. */
+  for (size_t i = 0; i < n_x; i++) {
+    uint32_t *xs = &o->exchange_recvs[i]->xstage;
+    if (p->send_stage[i] + 1 > *xs)
+      *xs = (uint32_t)p->send_stage[i] + 1;
+  }
   tyto_status st = optimise(p, o, g, n_all, all, map, &pg);
+  for (size_t i = 0; i < n_x; i++)
+    o->exchange_recvs[i]->xstage = 0;
   free(all);
   if (st != TYTO_OK) {
     free(map);

@@ -269,6 +269,13 @@ static int update_in_place(const tyto_program *p, problem *q, size_t i) {
     w++;
   if (w == k->n_out)
     return 0;
+  /* With exchanges, a kernel writing the parameter runs after the last
+   * one: its other outputs must be updates too, or a send computed
+   * beside the update (a fused kernel's) would wait for the exchange it
+   * feeds. Such an update is copied over the parameter instead. */
+  for (uint32_t j = 0; j < k->n_out && p->n_sends; j++)
+    if (k->out[j] >= 0 && k->out[j] != vs && !q->n_upd_value[k->out[j]])
+      return 0;
   int reads = 0;
   for (uint32_t j = 0; j < k->n_in; j++)
     if (k->in[j] == ps) {

@@ -34,6 +34,10 @@ struct tyto_tensor {
   /* The device the caller pinned it to: 1 + its index among the
    * context's selected devices; 0 when not pinned (placement decides). */
   uint32_t pin;
+  /* An input receiving an exchange with the host: 1 + the exchange's
+   * stage, set while a program is compiled (compile.c), kept by the
+   * passes' copies, so that fusion never joins work of two phases. */
+  uint32_t xstage;
 };
 
 typedef struct arena_block arena_block;

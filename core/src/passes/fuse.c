@@ -75,6 +75,10 @@ typedef struct fuser {
   uint32_t *stamp; /* walk marks, per node standing for its group */
   uint32_t cur;
   int64_t *stack;
+  /* Per node: the latest exchange stage whose recv it needs, plus one (0:
+   * none). A group holds one phase's work only: a node fed by a recv
+   * joined to one a send of that stage needs would wait for itself. */
+  uint32_t *phase;
 } fuser;
 
 static int64_t root(fuser *f, int64_t i) {
@@ -99,8 +103,10 @@ static int fusable_op(tyto_op op) {
 /* Whether t may join the group of its operand x: same shape and device
  * pin (a group runs on one device), and the same dtype unless t converts
  * (only a CAST's operand differs from it in dtype). */
-static int joinable(const tyto_tensor *x, const tyto_tensor *t) {
+static int joinable(const fuser *f, const tyto_tensor *x,
+                    const tyto_tensor *t) {
   return x->rank == t->rank && x->pin == t->pin &&
+         f->phase[x->index] == f->phase[t->index] &&
          (x->dtype == t->dtype || t->op == TYTO_OP_CAST) &&
          memcmp(x->shape, t->shape, (size_t)x->rank * sizeof *x->shape) == 0;
 }
@@ -235,7 +241,7 @@ static void form_groups(fuser *f, const pass_options *opt) {
     int n_cand = 0;
     for (size_t k = 0; k < t->n_inputs; k++) {
       int64_t r = group_of(f, t->inputs[k]->index);
-      if (r >= 0 && joinable(t->inputs[k], t) && !in_set(r, cand, n_cand))
+      if (r >= 0 && joinable(f, t->inputs[k], t) && !in_set(r, cand, n_cand))
         cand[n_cand++] = r;
     }
     if (try_merge(f, (int64_t)i, cand, n_cand))
@@ -478,7 +484,8 @@ long pass_fuse(const pass_graph *in, pass_graph *out, tyto_tensor **map,
              malloc((n_edges ? n_edges : 1) * sizeof(int64_t)),
              calloc(n, sizeof(uint32_t)),
              0,
-             malloc(n * sizeof(int64_t))};
+             malloc(n * sizeof(int64_t)),
+             calloc(n, sizeof(uint32_t))};
   emitter e = {&f,
                in,
                NULL,
@@ -494,13 +501,19 @@ long pass_fuse(const pass_graph *in, pass_graph *out, tyto_tensor **map,
   size_t *uses = pass_use_counts(in);
   e.uses = uses;
   if (!f.parent || !f.grp || !f.next || !f.reader_at || !f.reader || !f.stamp ||
-      !f.stack || !uses || !e.is_out || !e.fused || !e.emitted || !e.members ||
-      !e.n_members) {
+      !f.stack || !f.phase || !uses || !e.is_out || !e.fused || !e.emitted ||
+      !e.members || !e.n_members) {
     snprintf(msg, msg_size, "passes: out of memory");
     goto done;
   }
-  for (size_t i = 0; i < g->n_nodes; i++)
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const tyto_tensor *t = g->nodes[i];
     f.parent[i] = -1;
+    f.phase[i] = t->xstage;
+    for (size_t k = 0; k < t->n_inputs; k++)
+      if (f.phase[t->inputs[k]->index] > f.phase[i])
+        f.phase[i] = f.phase[t->inputs[k]->index];
+  }
   /* Readers of each node (a counting sort of the edges): reader_at holds
    * each list's end while filling, then is shifted to hold its start. */
   for (size_t i = 0; i < g->n_nodes; i++)
@@ -597,5 +610,6 @@ done:
   free(f.reader);
   free(f.stamp);
   free(f.stack);
+  free(f.phase);
   return rc;
 }

@@ -24,6 +24,7 @@ tyto_tensor *pass_clone(tyto_graph *g, const tyto_tensor *t,
     return c;
   c->kind = t->kind;
   c->pin = t->pin;
+  c->xstage = t->xstage;
   if (t->name) {
     tyto_tensor_set_name(c, t->name);
     if (!c->name)
