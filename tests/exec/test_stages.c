@@ -273,6 +273,51 @@ START_TEST(update_fused_with_a_send) {
 }
 END_TEST
 
+/* Fusion keeps the phases apart: t = exp(x) is sent at stage 0 (as 2t),
+ * b = ra + t needs that stage's recv and is sent at stage 1. All three
+ * are elementwise over one shape; one fused kernel holding them would
+ * need its own output's exchange. */
+START_TEST(fusion_keeps_the_phases_apart) {
+  tyto_context *ctx = context("cpu");
+  tyto_graph *g = tyto_graph_new();
+  int64_t s4[1] = {4};
+  tyto_tensor *x = tyto_input(g, TYTO_F32, 1, s4, "x");
+  tyto_tensor *ra = tyto_input(g, TYTO_F32, 1, s4, "ra");
+  tyto_tensor *rb = tyto_input(g, TYTO_F32, 1, s4, "rb");
+  tyto_tensor *t = tyto_exp(x);
+  tyto_tensor *sends[2] = {tyto_mul_scalar(t, 2.0), tyto_add(ra, t)};
+  tyto_tensor *recvs[2] = {ra, rb}, *out = tyto_neg(rb);
+  tyto_program_options po;
+  tyto_program_options_init(&po);
+  po.n_exchanges = 2;
+  po.exchange_sends = sends;
+  po.exchange_recvs = recvs;
+  po.exchange_stages = stages;
+  tyto_program *p = NULL;
+  ck_assert_msg(tyto_program_compile(ctx, g, 1, &out, &po, &p) == TYTO_OK, "%s",
+                tyto_errmsg());
+  float xv[4] = {0, 1, -1, 2}, a[4], b[4], o[4];
+  ck_assert_int_eq(tyto_program_set_input(p, x, xv, sizeof xv), TYTO_OK);
+  ck_assert_msg(tyto_program_run_phase(p, 0) == TYTO_OK, "%s", tyto_errmsg());
+  ck_assert_int_eq(tyto_program_read_send(p, 0, a, sizeof a), TYTO_OK);
+  ck_assert_int_eq(tyto_program_set_input(p, ra, a, sizeof a), TYTO_OK);
+  ck_assert_msg(tyto_program_run_phase(p, 1) == TYTO_OK, "%s", tyto_errmsg());
+  ck_assert_int_eq(tyto_program_read_send(p, 1, b, sizeof b), TYTO_OK);
+  ck_assert_int_eq(tyto_program_set_input(p, rb, b, sizeof b), TYTO_OK);
+  ck_assert_msg(tyto_program_run_phase(p, 2) == TYTO_OK, "%s", tyto_errmsg());
+  ck_assert_int_eq(tyto_program_read_output(p, 0, o, sizeof o), TYTO_OK);
+  for (int i = 0; i < 4; i++) {
+    double e = exp(xv[i]);
+    ck_assert_double_eq_tol(a[i], 2 * e, 1e-5 * e);
+    ck_assert_double_eq_tol(b[i], 3 * e, 1e-5 * e);
+    ck_assert_double_eq_tol(o[i], -3 * e, 1e-5 * e);
+  }
+  tyto_program_free(p);
+  tyto_graph_free(g);
+  tyto_context_free(ctx);
+}
+END_TEST
+
 START_TEST(bad_stages) {
   tyto_context *ctx = context("cpu");
   tyto_graph *g = tyto_graph_new();
@@ -331,6 +376,7 @@ int main(void) {
   tcase_add_test(tc, stages_across_two_devices);
   tcase_add_test(tc, stages_streamed_and_on_the_device);
   tcase_add_test(tc, update_fused_with_a_send);
+  tcase_add_test(tc, fusion_keeps_the_phases_apart);
   tcase_add_test(tc, bad_stages);
   suite_add_tcase(s, tc);
   return test_run(s);

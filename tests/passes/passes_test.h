@@ -25,7 +25,7 @@ static inline pass_run run_pass(pass_fn *fn, tyto_graph *g, size_t n,
   ck_assert_int_eq(tyto_graph_status(g), TYTO_OK);
   pass_graph in = {g, n, outs};
   pass_run r = {0, {NULL, 0, NULL}, malloc(g->n_nodes * sizeof(tyto_tensor *))};
-  pass_options opt = {fuse_ok, 0, NULL};
+  pass_options opt = {fuse_ok, 0, NULL, 0, NULL};
   char msg[256] = "";
   r.changed = fn(&in, &r.out, r.map, &opt, msg, sizeof msg);
   ck_assert_msg(r.changed >= 0, "pass failed: %s", msg);

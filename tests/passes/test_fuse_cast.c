@@ -96,7 +96,7 @@ START_TEST(casts_stay_out_for_a_device_older_than_abi_1_5) {
   /* What compile.c gives the passes for an unpinned graph whose first
    * device's plugin is ABI 1.4. */
   const pass_nofuse old = {0, TYTO_OP_CAST, -1};
-  const pass_options opt = {1, 1, &old};
+  const pass_options opt = {1, 1, &old, 0, NULL};
   pass_run r = fuse_with(g, 1, &l.y, &opt);
   ck_assert_int_eq(r.changed, 2); /* add and relu only */
   ck_assert_uint_eq(count_op(r.out.g, TYTO_OP_CAST), 2);
@@ -131,7 +131,7 @@ START_TEST(casts_stay_out_only_where_the_old_device_runs) {
   ck_assert_int_eq(tyto_graph_status(g), TYTO_OK);
   ck_assert_uint_eq(outs[0]->pin, 2);
   const pass_nofuse old = {2, TYTO_OP_CAST, -1};
-  const pass_options opt = {1, 1, &old};
+  const pass_options opt = {1, 1, &old, 0, NULL};
   pass_run r = fuse_with(g, 2, outs, &opt);
   ck_assert_int_eq(r.out.outs[0]->op, TYTO_OP_CAST);
   ck_assert_int_eq(r.out.outs[0]->inputs[0]->op, TYTO_OP_NEG);
@@ -189,7 +189,7 @@ START_TEST(a_chain_of_casts_that_rounds_twice_is_one_node) {
   tyto_tensor **map = malloc(g->n_nodes * sizeof *map);
   tyto_pass_stats *st;
   size_t n_st;
-  pass_options opt = {1, 0, NULL};
+  pass_options opt = {1, 0, NULL, 0, NULL};
   char msg[256];
   ck_assert_int_eq(
       passes_run(&in, &out, map, 0, &opt, 8, &st, &n_st, msg, sizeof msg), 0);

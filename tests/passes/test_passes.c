@@ -618,7 +618,7 @@ START_TEST(passes_run_to_a_fixed_point_with_statistics) {
   tyto_tensor **map = malloc(g->n_nodes * sizeof *map);
   tyto_pass_stats *st;
   size_t n_st;
-  pass_options opt = {1, 0, NULL};
+  pass_options opt = {1, 0, NULL, 0, NULL};
   char msg[256];
   ck_assert_int_eq(
       passes_run(&in, &out, map, 0, &opt, 8, &st, &n_st, msg, sizeof msg), 0);

@@ -140,7 +140,7 @@ tyto_status compile_check_exchanges(const tyto_graph *g, compile_opts *o) {
     for (size_t i = 0; i < n; i++)
       held[o->exchange_stages[i]] = 1;
     size_t gap = 0;
-    while (held[gap])
+    while (gap <= top && held[gap])
       gap++;
     free(held);
     if (gap <= top)

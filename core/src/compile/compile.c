@@ -315,11 +315,22 @@ static tyto_status optimise(tyto_program *p, compile_opts *o, tyto_graph *g,
       return oom();
   }
   pass_graph in = {g, n_outputs, (tyto_tensor **)outputs};
-  pass_options opt = {any, o->n_nofuse, o->nofuse};
+  /* The sends (after the outputs, update values and updated parameters)
+   * with their stages, so that fusion keeps each group in one phase. */
+  uint32_t *out_stage = NULL;
+  if (p->n_sends && !(out_stage = calloc(n_outputs, sizeof *out_stage)))
+    return oom();
+  for (size_t i = 0; i < p->n_sends; i++)
+    out_stage[p->n_outputs + 2 * p->n_updates + i] =
+        (uint32_t)p->send_stage[i] + 1;
+  pass_options opt = {any, o->n_nofuse, o->nofuse, out_stage ? n_outputs : 0,
+                      out_stage};
   char msg[512];
   size_t n_stats = 0;
-  if (passes_run(&in, pg, map, o->passes_off, &opt, 8, &p->pass_stats, &n_stats,
-                 msg, sizeof msg) < 0)
+  int rc = passes_run(&in, pg, map, o->passes_off, &opt, 8, &p->pass_stats,
+                      &n_stats, msg, sizeof msg);
+  free(out_stage);
+  if (rc < 0)
     return rt_fail(TYTO_ERR_INTERNAL, "compile: %s", msg);
   p->stats.n_passes = n_stats;
   p->stats.passes = p->pass_stats;

@@ -121,7 +121,9 @@ typedef struct problem {
   int *step_slot;        /* per step: its slot, or -1 (an update's copy) */
   size_t *first_k, *n_k; /* per slot: its kernels */
   int *ws_value;         /* per kernel: its workspace value, or -1 */
-  int *alias;    /* per slot: the parameter slot it is written into, or -1 */
+  int *alias; /* per slot: the parameter slot it is written into, or -1 */
+  /* Per slot, with exchanges: whether a send needs it (NULL: none). */
+  unsigned char *feeds;
   int *done;     /* per step: its "has run" token value, or -1 */
   int exchanged; /* the exchange's token value (every update reads it) */
   unsigned char *is_out; /* per slot: a program output */
@@ -152,6 +154,7 @@ static void problem_free(problem *q) {
   free(q->n_k);
   free(q->ws_value);
   free(q->alias);
+  free(q->feeds);
   free(q->done);
   free(q->is_out);
   free(q->n_upd_value);
@@ -270,11 +273,11 @@ static int update_in_place(const tyto_program *p, problem *q, size_t i) {
   if (w == k->n_out)
     return 0;
   /* With exchanges, a kernel writing the parameter runs after the last
-   * one: its other outputs must be updates too, or a send computed
-   * beside the update (a fused kernel's) would wait for the exchange it
-   * feeds. Such an update is copied over the parameter instead. */
-  for (uint32_t j = 0; j < k->n_out && p->n_sends; j++)
-    if (k->out[j] >= 0 && k->out[j] != vs && !q->n_upd_value[k->out[j]])
+   * one: no send may need its other outputs (a fused kernel's), or the
+   * send would wait for the exchange it feeds. Such an update is copied
+   * over the parameter instead. */
+  for (uint32_t j = 0; j < k->n_out && q->feeds; j++)
+    if (k->out[j] >= 0 && k->out[j] != vs && q->feeds[k->out[j]])
       return 0;
   int reads = 0;
   for (uint32_t j = 0; j < k->n_in; j++)
@@ -499,6 +502,18 @@ static tyto_status build_problem(tyto_program *p, problem *q) {
     if (add_value(q, exec_round_up(p->slots[s].bytes), EXEC_ALIGN,
                   is_pinned(p, q, s)) < 0)
       return oom();
+  }
+  if (p->n_sends) {
+    if (!(q->feeds = calloc(ns ? ns : 1, 1)))
+      return oom();
+    for (size_t i = 0; i < p->n_sends; i++)
+      q->feeds[p->send_slot[i]] = 1;
+    for (size_t s = ns; s-- > 0;)
+      for (size_t j = 0, n = q->feeds[s] ? slot_n_reads(p, s) : 0; j < n; j++) {
+        int x = slot_read(p, s, j);
+        if (x >= 0)
+          q->feeds[x] = 1;
+      }
   }
   p->stats.updates_in_place = 0;
   for (size_t i = 0; i < p->n_updates; i++)

@@ -160,8 +160,9 @@ tyto_status dp_rs_model(tyto_dp *dp, replica *r, tyto_dp_model *m,
   roots[1] = m->weight;
   memcpy(roots + 2, r->grads, np * sizeof *roots);
   memcpy(roots + 2 + np, m->sums, m->n_sums * sizeof *roots);
-  memcpy(roots + 2 + np + m->n_sums, m->update_values,
-         m->n_updates * sizeof *roots);
+  if (m->n_updates)
+    memcpy(roots + 2 + np + m->n_sums, m->update_values,
+           m->n_updates * sizeof *roots);
   tyto_status st = dp_rs_rewrite(r, nr, roots, lv, who);
   if (st == TYTO_OK) {
     r->loss = roots[0];

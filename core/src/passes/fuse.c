@@ -63,6 +63,7 @@ typedef struct fgroup {
   int members;
   int n_ext;
   int64_t ext[MAX_IO]; /* external (non-FULL) inputs, node indices */
+  uint32_t lo, hi;     /* the phases its members may all run in */
 } fgroup;
 
 typedef struct fuser {
@@ -75,10 +76,13 @@ typedef struct fuser {
   uint32_t *stamp; /* walk marks, per node standing for its group */
   uint32_t cur;
   int64_t *stack;
-  /* Per node: the latest exchange stage whose recv it needs, plus one (0:
-   * none). A group holds one phase's work only: a node fed by a recv
-   * joined to one a send of that stage needs would wait for itself. */
-  uint32_t *phase;
+  /* Programs with exchanges in stages: per node, the first phase it may
+   * run in (the latest stage whose recv it needs, plus one; 0: none) and
+   * the last (the earliest stage that sends what it feeds; UINT32_MAX:
+   * none). A group's members must share a phase: a node fed by a recv
+   * joined to one that the send of that stage needs would wait for
+   * itself. */
+  uint32_t *phase, *need;
 } fuser;
 
 static int64_t root(fuser *f, int64_t i) {
@@ -103,10 +107,8 @@ static int fusable_op(tyto_op op) {
 /* Whether t may join the group of its operand x: same shape and device
  * pin (a group runs on one device), and the same dtype unless t converts
  * (only a CAST's operand differs from it in dtype). */
-static int joinable(const fuser *f, const tyto_tensor *x,
-                    const tyto_tensor *t) {
+static int joinable(const tyto_tensor *x, const tyto_tensor *t) {
   return x->rank == t->rank && x->pin == t->pin &&
-         f->phase[x->index] == f->phase[t->index] &&
          (x->dtype == t->dtype || t->op == TYTO_OP_CAST) &&
          memcmp(x->shape, t->shape, (size_t)x->rank * sizeof *x->shape) == 0;
 }
@@ -183,6 +185,7 @@ static int try_merge(fuser *f, int64_t n, const int64_t *set, int n_set) {
   int64_t ext[MAX_MERGE_EXT];
   int n_ext = 0, members = 1;
   int64_t min = n;
+  uint32_t lo = f->phase[n], hi = f->need[n];
   /* The union's external inputs: the groups' and n's, less what the
    * union now holds (one group may read another directly). */
   for (int s = 0; s < n_set; s++) {
@@ -190,6 +193,8 @@ static int try_merge(fuser *f, int64_t n, const int64_t *set, int n_set) {
     members += gr->members;
     if (gr->min_index < min)
       min = gr->min_index;
+    lo = gr->lo > lo ? gr->lo : lo;
+    hi = gr->hi < hi ? gr->hi : hi;
     for (int k = 0; k < gr->n_ext; k++) {
       int64_t x = gr->ext[k], r = group_of(f, x);
       if (!(r >= 0 && in_set(r, set, n_set)) && !in_set(x, ext, n_ext))
@@ -204,7 +209,7 @@ static int try_merge(fuser *f, int64_t n, const int64_t *set, int n_set) {
     if (!in_set(x->index, ext, n_ext))
       ext[n_ext++] = x->index;
   }
-  if (members > MAX_MEMBERS || n_ext > MAX_IO || n - min > MAX_SPAN)
+  if (members > MAX_MEMBERS || n_ext > MAX_IO || n - min > MAX_SPAN || lo > hi)
     return 0;
   /* Convex: no path from the groups through outside nodes back in. */
   if (n_set && leaves_and_returns(f, n, set, n_set, ext, n_ext))
@@ -224,6 +229,8 @@ static int try_merge(fuser *f, int64_t n, const int64_t *set, int n_set) {
     f->next[gr->last] = n;
   gr->last = n;
   gr->min_index = min;
+  gr->lo = lo;
+  gr->hi = hi;
   gr->members = members;
   gr->n_ext = n_ext;
   memcpy(gr->ext, ext, (size_t)n_ext * sizeof *ext);
@@ -241,7 +248,7 @@ static void form_groups(fuser *f, const pass_options *opt) {
     int n_cand = 0;
     for (size_t k = 0; k < t->n_inputs; k++) {
       int64_t r = group_of(f, t->inputs[k]->index);
-      if (r >= 0 && joinable(f, t->inputs[k], t) && !in_set(r, cand, n_cand))
+      if (r >= 0 && joinable(t->inputs[k], t) && !in_set(r, cand, n_cand))
         cand[n_cand++] = r;
     }
     if (try_merge(f, (int64_t)i, cand, n_cand))
@@ -485,7 +492,8 @@ long pass_fuse(const pass_graph *in, pass_graph *out, tyto_tensor **map,
              calloc(n, sizeof(uint32_t)),
              0,
              malloc(n * sizeof(int64_t)),
-             calloc(n, sizeof(uint32_t))};
+             calloc(n, sizeof(uint32_t)),
+             malloc(n * sizeof(uint32_t))};
   emitter e = {&f,
                in,
                NULL,
@@ -501,19 +509,30 @@ long pass_fuse(const pass_graph *in, pass_graph *out, tyto_tensor **map,
   size_t *uses = pass_use_counts(in);
   e.uses = uses;
   if (!f.parent || !f.grp || !f.next || !f.reader_at || !f.reader || !f.stamp ||
-      !f.stack || !f.phase || !uses || !e.is_out || !e.fused || !e.emitted ||
-      !e.members || !e.n_members) {
+      !f.stack || !f.phase || !f.need || !uses || !e.is_out || !e.fused ||
+      !e.emitted || !e.members || !e.n_members) {
     snprintf(msg, msg_size, "passes: out of memory");
     goto done;
   }
   for (size_t i = 0; i < g->n_nodes; i++) {
     const tyto_tensor *t = g->nodes[i];
     f.parent[i] = -1;
+    f.need[i] = UINT32_MAX;
     f.phase[i] = t->xstage;
     for (size_t k = 0; k < t->n_inputs; k++)
       if (f.phase[t->inputs[k]->index] > f.phase[i])
         f.phase[i] = f.phase[t->inputs[k]->index];
   }
+  for (size_t k = 0; k < opt->n_out_stage && k < in->n_out; k++)
+    if (opt->out_stage[k]) {
+      uint32_t *nd = &f.need[in->outs[k]->index];
+      *nd = opt->out_stage[k] - 1 < *nd ? opt->out_stage[k] - 1 : *nd;
+    }
+  for (size_t i = g->n_nodes; i-- > 0;)
+    for (size_t k = 0; k < g->nodes[i]->n_inputs; k++) {
+      uint32_t *nd = &f.need[g->nodes[i]->inputs[k]->index];
+      *nd = f.need[i] < *nd ? f.need[i] : *nd;
+    }
   /* Readers of each node (a counting sort of the edges): reader_at holds
    * each list's end while filling, then is shifted to hold its start. */
   for (size_t i = 0; i < g->n_nodes; i++)
@@ -611,5 +630,6 @@ done:
   free(f.stamp);
   free(f.stack);
   free(f.phase);
+  free(f.need);
   return rc;
 }

@@ -50,6 +50,11 @@ typedef struct pass_options {
   int fuse_ok; /* some device runs TYTO_PLUGIN_OP_FUSED kernels */
   size_t n_nofuse;
   const pass_nofuse *nofuse;
+  /* Per output of the graph (n_out_stage of them, or none): 1 + the
+   * stage of the exchange that sends it, 0 when none does. With the
+   * inputs' xstage, fusion keeps each group within one phase. */
+  size_t n_out_stage;
+  const uint32_t *out_stage;
 } pass_options;
 
 /* 1 when o lets node t join a fusion group. */
