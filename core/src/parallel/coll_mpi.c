@@ -276,7 +276,7 @@ static tyto_status mc_flush(coll *c) {
 static tyto_status mc_sum(coll *c, double *x, size_t n) {
   mpi_coll *m = (mpi_coll *)c;
   char w[96];
-  snprintf(w, sizeof w, "step %lld's weights and losses",
+  snprintf(w, sizeof w, "step %lld's sums (weights, losses, statistics)",
            (long long)(m->step ? *m->step + 1 : 0));
   double t0 = now();
   tyto_status st = dist_sum(x, n, w);
