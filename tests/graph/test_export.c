@@ -78,7 +78,7 @@ START_TEST(text_dump_of_a_fused_program) {
                 TYTO_BF16);
   pass_graph in = {g, 1, &y}, out = {NULL, 0, NULL};
   tyto_tensor *map[16];
-  pass_options opt = {1, 0, NULL};
+  pass_options opt = {1, 0, NULL, 0, NULL};
   char msg[256] = "";
   ck_assert_uint_le(g->n_nodes, 16);
   ck_assert_int_eq(pass_fuse(&in, &out, map, &opt, msg, sizeof msg), 5);
