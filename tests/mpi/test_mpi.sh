@@ -21,7 +21,8 @@
 #  6. a rank that hangs (SIGSTOP) before step 5 makes the other fail
 #     within the timeout (TYTO_DIST_TIMEOUT=3), naming the rank, and
 #     tyto_dist_finalize then returns instead of waiting for it; a step
-#     that fails on rank 1 alone fails on rank 0 at once, naming rank 1; a rank
+#     that fails on rank 1 alone fails on rank 0 at once, naming rank 1
+#     (also with synchronised batch norm, after good steps); a rank
 #     killed (SIGKILL) ends the run, the launcher naming the rank;
 #  7. tyto-train under mpirun: 2 ranks follow 1 process (30 steps of the
 #     MLP on Fashion-MNIST), rank 0 alone prints and writes the
@@ -184,6 +185,23 @@ if [ $rc -eq 0 ] || [ $t -gt 20 ] ||
   cat $out/fail.txt
 else
   echo "step 5 failed on rank 1: exit $rc after $t s: $(grep -m1 'failed on rank 1' $out/fail.txt)"
+fi
+
+# The same after 4 good steps with synchronised batch norm: the failing
+# rank still makes every stage's sum of the step (none is left over from
+# the last step), so rank 0 fails at once, naming rank 1.
+t0=$(date +%s)
+TYTO_DIST_TIMEOUT=30 run2 -x TYTO_DIST_TIMEOUT "$train" bn cpu:0 $out/fail-bn.out \
+  --sync-bn --fault 1:5:input >$out/fail-bn.txt 2>&1
+rc=$?
+t=$(($(date +%s) - t0))
+if [ $rc -eq 0 ] || [ $t -gt 20 ] ||
+  ! grep -q "rank 0: step 5 failed on rank 1 (its own error says why)" $out/fail-bn.txt ||
+  ! grep -q "rank 1: step: tyto_dp_step: input 1 is NULL" $out/fail-bn.txt; then
+  fail "a step failed on rank 1 with synchronised batch norm: exit $rc after $t s"
+  cat $out/fail-bn.txt
+else
+  echo "step 5 failed on rank 1 with synchronised batch norm: exit $rc after $t s: $(grep -m1 'failed on rank 1' $out/fail-bn.txt)"
 fi
 
 # A death: the launcher ends the run and names the rank.

@@ -237,7 +237,12 @@ tyto_status dp_rs_exchange(tyto_dp *dp, size_t stage) {
     }
   double *acc = calloc(total ? total : 1, sizeof *acc);
   unsigned char *buf = malloc((most ? most : 1) * sizeof(double));
-  tyto_status st = acc && buf ? TYTO_OK : dp_oom();
+  if (!acc || !buf) {
+    free(acc);
+    free(buf);
+    return dp_oom(); /* not summed: fail_together sums zeros instead */
+  }
+  tyto_status st = TYTO_OK;
   /* Every replica's operand, in replica order, added in double: as is
    * (PLAIN), or weighted by the replica's share of the loss (SHARES; a
    * replica of share 0, all padding, is left out as in the gradients). */
@@ -257,9 +262,14 @@ tyto_status dp_rs_exchange(tyto_dp *dp, size_t stage) {
       off += ne;
     }
   }
-  /* Over the processes. */
-  if (st == TYTO_OK && dp->ranks > 1)
-    st = dp->coll->ops->sum(dp->coll, acc, total);
+  /* Over the processes, even when a read failed here: every other rank
+   * makes this sum, and fail_together goes on from the next stage. */
+  if (dp->ranks > 1) {
+    tyto_status s2 = dp->coll->ops->sum(dp->coll, acc, total);
+    if (st == TYTO_OK)
+      st = s2;
+  }
+  dp->rs_done = stage + 1;
   /* Into every replica: the sum, or (SHARES) the sum over its own share,
    * as the gradient its own loss gives is scaled by that share later. */
   for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {

@@ -216,21 +216,27 @@ static int await_send(tyto_dp *dp, size_t k) {
 static tyto_status shares(tyto_dp *dp, int streamed) {
   tyto_status st = TYTO_OK;
   double total = 0;
-  for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
+  for (size_t i = 0; i < dp->n; i++) {
     replica *r = &dp->r[i];
     r->share = (double)r->shard;
     if (dp->weighted) {
       tyto_dtype dt = tyto_tensor_dtype(r->sends[r->x_weight]);
       double v[1];
       const void *src = streamed ? r->got[r->x_weight] : v;
-      if (!streamed)
-        st = tyto_program_read_send(r->p, r->x_weight, v, tyto_dtype_size(dt));
-      r->share = read_scalar(src, dt, 0);
+      tyto_status s1 = streamed ? TYTO_OK
+                                : tyto_program_read_send(r->p, r->x_weight, v,
+                                                         tyto_dtype_size(dt));
+      r->share = s1 == TYTO_OK ? read_scalar(src, dt, 0) : 0;
+      if (st == TYTO_OK)
+        st = s1;
     }
     total += r->share;
   }
+  /* Made even when a weight could not be read, as every other rank makes
+   * it (the caller counts it made: fail_together). */
+  tyto_status s2 = dp->coll->ops->sum(dp->coll, &total, 1);
   if (st == TYTO_OK)
-    st = dp->coll->ops->sum(dp->coll, &total, 1);
+    st = s2;
   for (size_t i = 0; i < dp->n; i++)
     dp->r[i].share /= total; /* 0 / 0: NaN, as the one-device loss */
   return st;
@@ -401,6 +407,8 @@ tyto_status tyto_dp_step(tyto_dp *dp, const void *const *inputs, double *loss) {
 static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
   tyto_status st = TYTO_OK;
   dp->failed = -1;
+  /* Before any failure: fail_together makes the stages not yet made. */
+  dp->rs_done = 0;
   memset(dp->xdone, 0, dp->n_gx ? dp->n_gx : 1);
   /* Each replica's slice of each input. */
   for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
@@ -435,7 +443,6 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
    * replica has run it; the shares, which weight the backward pass's
    * sums, as soon as the weight is known. */
   size_t S = dp->n_stages, ws = dp->weighted ? dp->r[0].weight_stage : 0;
-  dp->rs_done = 0;
   for (size_t k = 0; k < S && st == TYTO_OK; k++) {
     all_start(dp, (int)k);
     if ((st = all_join(dp, (int)k)) != TYTO_OK)
@@ -444,10 +451,11 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
       shared = 1;
       st = shares(dp, 0);
     }
+    /* Its sum over the ranks is made whatever failed here (it sets
+     * rs_done), so that fail_together goes on from the next stage. */
+    tyto_status sx = dp_rs_exchange(dp, k);
     if (st == TYTO_OK)
-      st = dp_rs_exchange(dp, k);
-    if (st == TYTO_OK)
-      dp->rs_done = k + 1;
+      st = sx;
   }
   if (st != TYTO_OK)
     return fail_together(dp, st, shared);
@@ -485,8 +493,10 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
                          shared);
   if (st == TYTO_OK && !streamed) {
     dp->red_t[0] = dp_now();
-    if (!pre_shared)
+    if (!shared) {
+      shared = 1;
       st = shares(dp, 0);
+    }
     for (size_t j = 0; j < dp->n_gx && st == TYTO_OK && multi; j++)
       st = reduce_send(dp, dp->order[j], 0);
     if (st == TYTO_OK && multi)
@@ -494,6 +504,10 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
     dp->red_t[1] = dp_now();
     n_red = 1;
   }
+  /* The other ranks are still inside the exchange: this one makes the
+   * rest of it too, then says it failed. */
+  if (st != TYTO_OK)
+    return fail_together(dp, st, shared);
   /* The step's figures, from phase 0: the mean loss (each replica's by its
    * share) and the sums, in replica order. */
   double mean = 0, sums[9] = {0};
