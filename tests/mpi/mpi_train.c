@@ -24,6 +24,8 @@
  *   --exact           tyto_dp_options.exact_exchange
  *   --sync-bn         tyto_nn_options.sync_batch_norm (batch norm over
  *                     the global batch)
+ *   --sync-bn-on R    rank R alone synchronises its batch norm (a
+ *                     mismatch)
  *   --wider-on R      rank R builds a wider hidden layer (a mismatch)
  *   --fault R:S:KIND  rank R, before step S (1-based), stops itself
  *                     (KIND stop: SIGSTOP, a hang), dies (kill: SIGKILL)
@@ -210,6 +212,8 @@ int main(int argc, char **argv) {
       o.no_overlap = 1;
     else if (!strcmp(argv[i], "--sync-bn"))
       sync_bn = 1;
+    else if (!strcmp(argv[i], "--sync-bn-on") && i + 1 < argc)
+      sync_bn = atoi(argv[++i]) == me;
     else if (!strcmp(argv[i], "--exact"))
       o.exact_exchange = 1;
     else if (!strcmp(argv[i], "--bucket") && i + 1 < argc)

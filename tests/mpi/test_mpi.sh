@@ -16,7 +16,8 @@
 #  4b. a CNN with batch norm: 2 ranks with synchronised statistics
 #     (--sync-bn) follow one rank, alone and as 2 x (cpu:0 + opencl:0);
 #     with each rank's own statistics they differ (the check can fail);
-#  5. a rank that builds another model stops both at start-up, naming it;
+#  5. a rank that builds another model stops both at start-up, naming it
+#     (also one that alone synchronises its batch norm);
 #     a launcher's process count that MPI does not see is refused;
 #  6. a rank that hangs (SIGSTOP) before step 5 makes the other fail
 #     within the timeout (TYTO_DIST_TIMEOUT=3), naming the rank, and
@@ -143,6 +144,17 @@ if [ $rc -eq 0 ] || ! grep -q "rank 1 .*differs from rank 0\|rank 1 has" $out/ba
   cat $out/bad.txt
 else
   echo "another model on rank 1: $(grep -m1 'rank 1' $out/bad.txt)"
+fi
+
+# Synchronised batch norm on rank 1 alone: its replica sums would not
+# line up with rank 0's exchange; both stop at start-up, naming it.
+run2 "$train" bn cpu:0 $out/bad-bn.out --sync-bn-on 1 >$out/bad-bn.txt 2>&1
+rc=$?
+if [ $rc -eq 0 ] || ! grep -q "rank 1 has a count of replica sums of 4, rank 0 has 0" $out/bad-bn.txt; then
+  fail "a rank with synchronised batch norm alone was not refused (exit $rc)"
+  cat $out/bad-bn.txt
+else
+  echo "synchronised batch norm on rank 1 alone: $(grep -m1 'replica sums' $out/bad-bn.txt)"
 fi
 
 # A launcher this MPI does not speak to (here only its environment: 4

@@ -632,10 +632,21 @@ static tyto_status agree(tyto_dp *dp) {
                                "a weighted loss (1 yes, 0 no):",
                                "amp (1 on, 0 off):",
                                "an amp dtype numbered",
-                               "#loss scaling settings"};
+                               "#loss scaling settings",
+                               "a count of replica sums of",
+                               "#replica sums' kinds, stages and sizes"};
   double sd[] = {dp->scale, o->scale_growth, o->scale_backoff,
                  (double)o->scale_interval, (double)dp->dynamic};
   uint64_t hs = dist_hash(DIST_FNV0, sd, sizeof sd);
+  /* Each stage's sums are added over the ranks in one call, and the
+   * shares are summed after the weight's stage: both must line up. */
+  uint64_t hr =
+      dist_hash(DIST_FNV0, &r0->weight_stage, sizeof r0->weight_stage);
+  for (size_t j = 0; j < r0->n_rs; j++) {
+    int64_t v[3] = {r0->rs_kind[j], (int64_t)r0->rs_stage[j],
+                    tyto_tensor_numel(r0->rs_send[j])};
+    hr = dist_hash(hr, v, sizeof v);
+  }
   int64_t vals[] = {o->batch,
                     o->granularity,
                     (int64_t)dp->dtype,
@@ -652,7 +663,9 @@ static tyto_status agree(tyto_dp *dp) {
                     dp->weighted,
                     o->amp,
                     o->amp ? (int64_t)o->amp_dtype : -1,
-                    (int64_t)hs};
+                    (int64_t)hs,
+                    (int64_t)r0->n_rs,
+                    (int64_t)hr};
   return dist_agree_values("dp: the ranks' models", sizeof vals / sizeof *vals,
                            names, vals);
 }
