@@ -9,8 +9,11 @@
  * the exchange after the backward pass, against the CPU alone on the same
  * global batch. With synchronised statistics the runs agree with one
  * device: losses, weights and the running statistics; with each
- * replica's own statistics they do not (so the check can fail). A
- * replica sum of a shard-sized tensor is refused.
+ * replica's own statistics they do not (so the check can fail). So do
+ * a weight known only after a replica sum, one optimiser, replicas
+ * dropped mid-run (down to one) and f16 mixed precision with loss
+ * scaling. Refused, by name: a replica sum of a shard-sized tensor, a
+ * weight computed after the backward pass's first weighted sum.
  *
  * Tolerances: as tests/parallel/test_dp.c's (loss 1e-5 relative, weights
  * 1e-4 lr x steps): the replicas add the batch's per-channel sums in
@@ -18,7 +21,7 @@
  * statistics by f32 rounding. The running statistics follow the
  * weights: within 1e-4 relative. Per-replica statistics over shards of 6
  * against 24 move the loss by percents from the first step; the check
- * asks for more than 1e-3. */
+ * asks for more than 1e-3. f16: 100 times the bounds (see slack). */
 #define _POSIX_C_SOURCE 200809L
 #include "common.h"
 
@@ -35,6 +38,18 @@ enum { IN = 8, HID = 12, CLASSES = 4, BATCH = 24, PAD = 5, STEPS = 30 };
 #define LR 0.01
 
 static int sync_bn = 1;
+/* How the weight is made: 0 from
+ * the labels, 1 times replica_sum(1) / replica_sum(1) (the same value,
+ * known one stage later), 3 times a chain of three replica sums of 1 over
+ * themselves (after the backward pass's first sums: refused). */
+static int weight_rs = 0;
+
+static tyto_tensor *rs_one(tyto_graph *g, int chain) {
+  tyto_tensor *one = tyto_scalar(g, TYTO_F32, 1.0), *t = one;
+  for (int i = 0; i < chain; i++)
+    t = tyto_replica_sum(t);
+  return tyto_div(t, tyto_replica_sum(one));
+}
 
 static tyto_status model(void *user, tyto_graph *g, int64_t b,
                          tyto_dp_model *m) {
@@ -59,6 +74,10 @@ static tyto_status model(void *user, tyto_graph *g, int64_t b,
   tyto_tensor *logits = tyto_nn_linear(nn, "out", h, CLASSES, 1, glorot);
   m->loss = tyto_loss_softmax_cross_entropy(logits, labels);
   m->weight = tyto_sum(labels, 0, NULL, 0);
+  if (weight_rs == 1)
+    m->weight = tyto_mul(m->weight, rs_one(g, 1));
+  else if (weight_rs == 3)
+    m->weight = tyto_mul(m->weight, tyto_div(rs_one(g, 3), rs_one(g, 2)));
   m->n_inputs = 2;
   m->inputs[0] = x;
   m->inputs[1] = labels;
@@ -94,6 +113,11 @@ typedef struct result {
   float fc[IN * HID], gamma[HID], rmean[HID], rvar[HID];
 } result;
 
+/* The run's other options: f16 mixed precision with loss scaling, one
+ * optimiser, and replica `drop` dropped before step `drop_at` (0: none). */
+static int amp, single, drop_at;
+static size_t drop;
+
 /* 30 steps over devs with weights w (NULL: equal); resplit: new weights
  * at step 10 (NULL: none). */
 static void train(tyto_context *ctx, size_t n, const size_t *devs,
@@ -107,6 +131,12 @@ static void train(tyto_context *ctx, size_t n, const size_t *devs,
   o.weights = w;
   o.optim.lr = LR;
   o.no_overlap = no_overlap;
+  o.amp = amp;
+  o.amp_dtype = TYTO_F16;
+  /* Not 65536: the shard of 6 holds one labelled row, whose mean's
+   * gradient times 65536 overflows f16 (a skipped step, not a wrong one). */
+  o.loss_scale = 1024;
+  o.single_optimiser = single;
   tyto_dp *dp = NULL;
   ck_assert_msg(tyto_dp_new(ctx, &o, model, NULL, &dp) == TYTO_OK, "%s",
                 tyto_errmsg());
@@ -131,6 +161,9 @@ static void train(tyto_context *ctx, size_t n, const size_t *devs,
     if (resplit && s == 10)
       ck_assert_msg(tyto_dp_resplit(dp, resplit) == TYTO_OK, "%s",
                     tyto_errmsg());
+    if (drop_at && s == drop_at)
+      ck_assert_msg(tyto_dp_drop(dp, drop, NULL) == TYTO_OK, "%s",
+                    tyto_errmsg());
     float x[BATCH * IN], lab[BATCH * CLASSES];
     fill(x, BATCH * IN, 700u + (unsigned)s, 1.0f);
     for (int i = 0; i < BATCH * IN; i++)
@@ -152,6 +185,12 @@ static void train(tyto_context *ctx, size_t n, const size_t *devs,
   tyto_dp_free(dp);
 }
 
+/* The bounds' factor: f16 mixed precision rounds the products' operands
+ * to 11 bits, where the replicas' sums in double and one device's in f32
+ * round differently now and then: 100 (the loss within 1e-3; measured
+ * 1.2e-4). A lost loss scale or a skipped step moves it by percents. */
+static double slack = 1;
+
 static double rel(double a, double b) {
   return fabs(a - b) / fmax(fabs(b), 1e-3);
 }
@@ -165,22 +204,23 @@ static double compare(const result *a, const result *b, const char *what,
     double d = rel(b->loss[s], a->loss[s]);
     worst = d > worst ? d : worst;
     if (close)
-      ck_assert_msg(d <= 1e-5, "%s: step %d loss %.9g, one device %.9g", what,
-                    s, b->loss[s], a->loss[s]);
+      ck_assert_msg(d <= 1e-5 * slack, "%s: step %d loss %.9g, one device %.9g",
+                    what, s, b->loss[s], a->loss[s]);
   }
   if (!close)
     return worst;
   for (int i = 0; i < IN * HID; i++)
-    ck_assert_msg(fabs((double)b->fc[i] - a->fc[i]) / (LR * STEPS) <= 1e-4,
+    ck_assert_msg(fabs((double)b->fc[i] - a->fc[i]) / (LR * STEPS) <=
+                      1e-4 * slack,
                   "%s: fc.weight[%d] %.9g, one device %.9g", what, i,
                   (double)b->fc[i], (double)a->fc[i]);
   for (int i = 0; i < HID; i++) {
     ck_assert_msg(fabs((double)b->gamma[i] - a->gamma[i]) / (LR * STEPS) <=
-                      1e-4,
+                      1e-4 * slack,
                   "%s: bn.gamma[%d] %.9g, one device %.9g", what, i,
                   (double)b->gamma[i], (double)a->gamma[i]);
-    ck_assert_msg(rel(b->rmean[i], a->rmean[i]) <= 1e-4 &&
-                      rel(b->rvar[i], a->rvar[i]) <= 1e-4,
+    ck_assert_msg(rel(b->rmean[i], a->rmean[i]) <= 1e-4 * slack &&
+                      rel(b->rvar[i], a->rvar[i]) <= 1e-4 * slack,
                   "%s: bn running statistics [%d] %.9g %.9g, one device "
                   "%.9g %.9g",
                   what, i, (double)b->rmean[i], (double)b->rvar[i],
@@ -217,6 +257,69 @@ START_TEST(sync_batch_norm_follows_one_device) {
   printf("per-replica batch norm, 18 + 6: worst loss deviation %.2e\n", d);
   ck_assert_msg(d > 1e-3, "per-replica statistics deviate by only %g", d);
   sync_bn = 1;
+  tyto_context_free(ctx);
+}
+END_TEST
+
+/* Further paths with synchronised statistics, each against one device:
+ * a weight known only
+ * after a replica sum (the shares are taken one stage later); one
+ * optimiser; replicas dropped mid-run (down to one, where a replica sum
+ * is its operand again); f16 mixed precision with loss scaling (the
+ * backward pass's sums carry the scale). */
+START_TEST(sync_batch_norm_other_paths) {
+  static result one, two;
+  const size_t cpu[1] = {0}, pair[2] = {0, 1}, three[3] = {0, 1, 2};
+  const double w31[2] = {3, 1}, w152[3] = {1, 5, 2};
+  tyto_context *ctx = context(2);
+  train(ctx, 1, cpu, NULL, NULL, 0, &one);
+  weight_rs = 1;
+  train(ctx, 2, pair, w31, NULL, 0, &two);
+  compare(&one, &two, "18 + 6, a weight after a replica sum", 1);
+  train(ctx, 2, pair, w31, NULL, 1, &two);
+  compare(&one, &two, "18 + 6, a weight after a replica sum, no overlap", 1);
+  weight_rs = 0;
+  single = 1;
+  train(ctx, 2, pair, w31, NULL, 0, &two);
+  compare(&one, &two, "18 + 6, single optimiser", 1);
+  single = 0;
+  drop_at = 10;
+  drop = 1;
+  train(ctx, 2, pair, w31, NULL, 0, &two);
+  compare(&one, &two, "18 + 6, part dropped at step 10", 1);
+  train(ctx, 3, three, w152, NULL, 0, &two);
+  compare(&one, &two, "3 + 15 + 6, one part dropped at step 10", 1);
+  drop_at = 0;
+  amp = 1;
+  slack = 100;
+  train(ctx, 1, cpu, NULL, NULL, 0, &one);
+  train(ctx, 2, pair, w31, NULL, 0, &two);
+  compare(&one, &two, "f16 mixed precision, 18 + 6", 1);
+  amp = 0;
+  slack = 1;
+  tyto_context_free(ctx);
+}
+END_TEST
+
+/* A weight computed after the backward pass's first replica sums, which
+ * are weighted by the shares: refused, saying so. */
+START_TEST(weight_after_backward_sums_is_refused) {
+  tyto_context *ctx = context(1);
+  const size_t pair[2] = {0, 1};
+  tyto_dp_options o;
+  tyto_dp_options_init(&o);
+  o.n_devices = 2;
+  o.devices = pair;
+  o.batch = BATCH;
+  weight_rs = 3;
+  tyto_dp *dp = NULL;
+  ck_assert_int_eq(tyto_dp_new(ctx, &o, model, NULL, &dp),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  weight_rs = 0;
+  ck_assert_msg(strstr(tyto_errmsg(), "the model's weight needs a replica "
+                                      "sum (it is computed after 3 of them)"),
+                "%s", tyto_errmsg());
+  ck_assert_ptr_null(dp);
   tyto_context_free(ctx);
 }
 END_TEST
@@ -269,6 +372,8 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, sync_batch_norm_follows_one_device);
   tcase_add_test(tc, replica_sum_of_a_shard_is_refused);
+  tcase_add_test(tc, sync_batch_norm_other_paths);
+  tcase_add_test(tc, weight_after_backward_sums_is_refused);
   suite_add_tcase(s, tc);
   return test_run(s);
 }
