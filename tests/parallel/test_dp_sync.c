@@ -13,7 +13,8 @@
  * a weight known only after a replica sum, one optimiser, replicas
  * dropped mid-run (down to one) and f16 mixed precision with loss
  * scaling. Refused, by name: a replica sum of a shard-sized tensor, a
- * weight computed after the backward pass's first weighted sum.
+ * weight computed after the backward pass's first weighted sum, a weight
+ * of another graph.
  *
  * Tolerances: as tests/parallel/test_dp.c's (loss 1e-5 relative, weights
  * 1e-4 lr x steps): the replicas add the batch's per-channel sums in
@@ -324,6 +325,39 @@ START_TEST(weight_after_backward_sums_is_refused) {
 }
 END_TEST
 
+/* A weight of another graph (one larger than the replica's): refused by
+ * name, with no read or write outside the replica's graph on the way. */
+static tyto_status foreign_weight_model(void *user, tyto_graph *g, int64_t b,
+                                        tyto_dp_model *m) {
+  tyto_status st = model(NULL, g, b, m);
+  m->weight = user; /* the last node of a graph of 4001 */
+  return st;
+}
+
+START_TEST(weight_of_another_graph_is_refused) {
+  tyto_context *ctx = context(1);
+  const size_t pair[2] = {0, 1};
+  tyto_graph *other = tyto_graph_new();
+  tyto_tensor *t = tyto_scalar(other, TYTO_F32, 1.0);
+  for (int i = 0; i < 4000; i++)
+    t = tyto_add_scalar(t, 1.0);
+  tyto_dp_options o;
+  tyto_dp_options_init(&o);
+  o.n_devices = 2;
+  o.devices = pair;
+  o.batch = BATCH;
+  tyto_dp *dp = NULL;
+  ck_assert_int_eq(tyto_dp_new(ctx, &o, foreign_weight_model, t, &dp),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(tyto_errmsg(), "is not a one-element tensor of its "
+                                      "graph"),
+                "%s", tyto_errmsg());
+  ck_assert_ptr_null(dp);
+  tyto_graph_free(other);
+  tyto_context_free(ctx);
+}
+END_TEST
+
 /* A replica sum of a tensor shaped by the shard: refused, by name. */
 static tyto_status bad_model(void *user, tyto_graph *g, int64_t b,
                              tyto_dp_model *m) {
@@ -374,6 +408,7 @@ int main(void) {
   tcase_add_test(tc, replica_sum_of_a_shard_is_refused);
   tcase_add_test(tc, sync_batch_norm_other_paths);
   tcase_add_test(tc, weight_after_backward_sums_is_refused);
+  tcase_add_test(tc, weight_of_another_graph_is_refused);
   suite_add_tcase(s, tc);
   return test_run(s);
 }

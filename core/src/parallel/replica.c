@@ -22,6 +22,13 @@
 /* ---------------------------------------------------------------------- */
 /* A replica's replica sums as exchanges                                  */
 
+/* Whether root t is a node of g: the caller's model is checked after
+ * the rewrite (dp.c names what is wrong), which leaves others as they
+ * are. */
+static int of_graph(const tyto_graph *g, const tyto_tensor *t) {
+  return t && t->graph == g && t->index >= 0 && (size_t)t->index < g->n_nodes;
+}
+
 /* Marks the nodes the roots need. */
 static unsigned char *needed(tyto_graph *g, size_t n, tyto_tensor **roots) {
   size_t nn = (size_t)g->n_nodes;
@@ -29,7 +36,7 @@ static unsigned char *needed(tyto_graph *g, size_t n, tyto_tensor **roots) {
   if (!need)
     return NULL;
   for (size_t k = 0; k < n; k++)
-    if (roots[k] && roots[k]->index >= 0)
+    if (of_graph(g, roots[k]))
       need[roots[k]->index] = 1;
   for (size_t i = nn; i-- > 0;)
     if (need[i])
@@ -129,7 +136,7 @@ tyto_status dp_rs_rewrite(replica *r, size_t n, tyto_tensor **roots,
       free(ins);
   }
   for (size_t k = 0; k < n && st == TYTO_OK; k++) {
-    if (!roots[k])
+    if (!of_graph(g, roots[k]))
       continue;
     levels[k] = level[roots[k]->index];
     roots[k] = map[roots[k]->index];
