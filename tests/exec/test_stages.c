@@ -273,6 +273,60 @@ START_TEST(update_fused_with_a_send) {
 }
 END_TEST
 
+/* An optimiser's update, w <- 0.9 w - 0.1 r with r received: 0.9 w
+ * needs no recv, yet no send needs it either, so it joins the update's
+ * group after the exchange, which writes w in place (a kernel of its own
+ * in phase 0 would be a launch and a buffer more per run, on every
+ * data-parallel replica). The send x * w is its own kernel, in phase 0. */
+START_TEST(update_after_the_exchange_fuses_whole) {
+  tyto_context *ctx = context("cpu");
+  tyto_graph *g = tyto_graph_new();
+  int64_t s4[1] = {4};
+  tyto_tensor *x = tyto_input(g, TYTO_F32, 1, s4, "x");
+  tyto_tensor *w = tyto_parameter(g, TYTO_F32, 1, s4, "w");
+  tyto_tensor *r = tyto_input(g, TYTO_F32, 1, s4, "r");
+  tyto_tensor *send = tyto_mul(x, w);
+  tyto_tensor *upd = tyto_sub(tyto_mul_scalar(w, 0.9), tyto_mul_scalar(r, 0.1));
+  tyto_tensor *out = tyto_sum(r, 0, NULL, 0);
+  tyto_program_options po;
+  tyto_program_options_init(&po);
+  po.n_exchanges = 1;
+  po.exchange_sends = &send;
+  po.exchange_recvs = &r;
+  po.n_updates = 1;
+  po.update_params = &w;
+  po.update_values = &upd;
+  tyto_program *p = NULL;
+  ck_assert_msg(tyto_program_compile(ctx, g, 1, &out, &po, &p) == TYTO_OK, "%s",
+                tyto_errmsg());
+  tyto_program_stats ps;
+  ps.struct_size = sizeof ps;
+  ck_assert_int_eq(tyto_program_stats_get(p, &ps), TYTO_OK);
+  /* x * w; the update, fused; sum(r). */
+  ck_assert_uint_eq(ps.kernels, 3);
+  ck_assert_uint_eq(ps.updates_in_place, 1);
+  float xv[4] = {1, 2, 3, 4}, wv[4] = {1, -1, 2, 0.5f}, sent[4], o[1];
+  ck_assert_int_eq(tyto_program_set_input(p, x, xv, sizeof xv), TYTO_OK);
+  ck_assert_int_eq(tyto_program_write_parameter(p, w, wv, sizeof wv), TYTO_OK);
+  ck_assert_msg(tyto_program_run_phase(p, 0) == TYTO_OK, "%s", tyto_errmsg());
+  ck_assert_int_eq(tyto_program_read_send(p, 0, sent, sizeof sent), TYTO_OK);
+  ck_assert_int_eq(tyto_program_set_input(p, r, sent, sizeof sent), TYTO_OK);
+  ck_assert_msg(tyto_program_run_phase(p, 1) == TYTO_OK, "%s", tyto_errmsg());
+  float got[4];
+  ck_assert_int_eq(tyto_program_read_parameter(p, w, got, sizeof got), TYTO_OK);
+  ck_assert_int_eq(tyto_program_read_output(p, 0, o, sizeof o), TYTO_OK);
+  double sum = 0;
+  for (int i = 0; i < 4; i++) {
+    sum += (double)xv[i] * wv[i];
+    ck_assert_double_eq_tol(got[i], 0.9 * wv[i] - 0.1 * xv[i] * wv[i], 1e-6);
+  }
+  ck_assert_double_eq_tol(o[0], sum, 1e-5);
+  tyto_program_free(p);
+  tyto_graph_free(g);
+  tyto_context_free(ctx);
+}
+END_TEST
+
 /* Fusion keeps the phases apart: t = exp(x) is sent at stage 0 (as 2t),
  * b = ra + t needs that stage's recv and is sent at stage 1. All three
  * are elementwise over one shape; one fused kernel holding them would
@@ -376,6 +430,7 @@ int main(void) {
   tcase_add_test(tc, stages_across_two_devices);
   tcase_add_test(tc, stages_streamed_and_on_the_device);
   tcase_add_test(tc, update_fused_with_a_send);
+  tcase_add_test(tc, update_after_the_exchange_fuses_whole);
   tcase_add_test(tc, fusion_keeps_the_phases_apart);
   tcase_add_test(tc, bad_stages);
   suite_add_tcase(s, tc);

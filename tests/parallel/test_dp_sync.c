@@ -39,6 +39,8 @@ enum { IN = 8, HID = 12, CLASSES = 4, BATCH = 24, PAD = 5, STEPS = 30 };
 #define LR 0.01
 
 static int sync_bn = 1;
+/* The padded rows at the end of each batch (labels all zero). */
+static int pad = PAD;
 /* How the weight is made: 0 from
  * the labels, 1 times replica_sum(1) / replica_sum(1) (the same value,
  * known one stage later), 3 times a chain of three replica sums of 1 over
@@ -170,7 +172,7 @@ static void train(tyto_context *ctx, size_t n, const size_t *devs,
     for (int i = 0; i < BATCH * IN; i++)
       x[i] = 2.0f * x[i] + 0.5f; /* off-centre: the statistics matter */
     memset(lab, 0, sizeof lab);
-    for (int b = 0; b < BATCH - PAD; b++)
+    for (int b = 0; b < BATCH - pad; b++)
       lab[b * CLASSES + (x[b * IN] > 0.5f) + 2 * (x[b * IN + 1] > 0.5f)] = 1;
     const void *in[2] = {x, lab};
     ck_assert_msg(tyto_dp_step(dp, in, &r->loss[s]) == TYTO_OK, "step %d: %s",
@@ -302,6 +304,31 @@ START_TEST(sync_batch_norm_other_paths) {
 }
 END_TEST
 
+/* A shard of padding alone (6 padded rows: 18 + 6 and 3 + 15 + 6): its
+ * loss is 0 (no labelled row) and its share 0, yet its rows enter the
+ * statistics every labelled row is normalised with, so the gradient that
+ * reaches them through the sums counts, at weight 1; leaving the shard
+ * out, as without synchronised statistics, moved the loss by 2e-3 from
+ * step 2 on. */
+START_TEST(a_shard_of_padding_alone_still_counts) {
+  static result one, two;
+  const size_t cpu[1] = {0}, pair[2] = {0, 1}, three[3] = {0, 1, 2};
+  const double w31[2] = {3, 1}, w152[3] = {1, 5, 2};
+  tyto_context *ctx = context(2);
+  pad = 6;
+  train(ctx, 1, cpu, NULL, NULL, 0, &one);
+  ck_assert_double_lt(one.loss[STEPS - 1], one.loss[0]);
+  train(ctx, 2, pair, w31, NULL, 0, &two);
+  compare(&one, &two, "18 + 6, the 6 all padding", 1);
+  train(ctx, 2, pair, w31, NULL, 1, &two);
+  compare(&one, &two, "18 + 6, the 6 all padding, no overlap", 1);
+  train(ctx, 3, three, w152, NULL, 0, &two);
+  compare(&one, &two, "3 + 15 + 6, the 6 all padding", 1);
+  pad = PAD;
+  tyto_context_free(ctx);
+}
+END_TEST
+
 /* A weight computed after the backward pass's first replica sums, which
  * are weighted by the shares: refused, saying so. */
 START_TEST(weight_after_backward_sums_is_refused) {
@@ -407,6 +434,7 @@ int main(void) {
   tcase_add_test(tc, sync_batch_norm_follows_one_device);
   tcase_add_test(tc, replica_sum_of_a_shard_is_refused);
   tcase_add_test(tc, sync_batch_norm_other_paths);
+  tcase_add_test(tc, a_shard_of_padding_alone_still_counts);
   tcase_add_test(tc, weight_after_backward_sums_is_refused);
   tcase_add_test(tc, weight_of_another_graph_is_refused);
   suite_add_tcase(s, tc);

@@ -327,7 +327,8 @@ TYTO_API tyto_tensor *tyto_nn_gru(tyto_nn *nn, const char *name, tyto_tensor *x,
 /* Softmax cross-entropy against label rows (one-hot or probabilities):
  * -sum(labels * log_softmax(logits, -1)) / sum(labels), the mean over the
  * labelled rows (an all-zero row, such as the padding of a partial batch,
- * counts for nothing; all-zero labels give NaN). log_softmax subtracts each
+ * counts for nothing; all-zero labels give 0, with a zero gradient: a
+ * data-parallel shard of padding only). log_softmax subtracts each
  * row's max first, so it holds for any finite logits; its gradient is softmax -
  * labels (scaled), which the fusion pass compiles to one kernel. */
 TYTO_API tyto_tensor *tyto_loss_softmax_cross_entropy(tyto_tensor *logits,

@@ -39,10 +39,13 @@ tyto_tensor *tyto_loss_softmax_cross_entropy(tyto_tensor *logits,
                   1, &err))
     return err;
   /* -sum(labels log_softmax(logits)) / sum(labels): the mean over the
-   * labelled rows. */
+   * labelled rows; 0 / 1 when none is (the count plus whether it is 0), so
+   * that a data-parallel shard of padding alone has a finite loss and a
+   * zero gradient (its rows still count in synchronised statistics). */
   tyto_tensor *ll = tyto_mul(labels, tyto_log_softmax(logits, -1));
+  tyto_tensor *n = tyto_sum(labels, 0, NULL, 0);
   return tyto_div(tyto_neg(tyto_sum(ll, 0, NULL, 0)),
-                  tyto_sum(labels, 0, NULL, 0));
+                  tyto_add(n, tyto_eq(n, tyto_scalar_like(n, 0))));
 }
 
 tyto_tensor *tyto_loss_mse(tyto_tensor *pred, tyto_tensor *target) {

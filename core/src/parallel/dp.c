@@ -534,6 +534,9 @@ tyto_status dp_build_all(tyto_dp *dp, const int64_t *shard) {
   dp->n_x = r0->n_x;
   dp->n_gx = r0->n_gx;
   dp->n_stages = r0->n_rs_stages;
+  dp->rs_shares = 0;
+  for (size_t j = 0; j < r0->n_rs; j++)
+    dp->rs_shares |= r0->rs_kind[j] == TYTO_REPLICA_SUM_SHARES;
   dp->weighted = r0->weight_in != NULL;
   dp->dtype = tyto_tensor_dtype(r0->loss);
   /* The exchange sums and the optimiser state on the host in the

@@ -65,6 +65,12 @@ typedef struct replica {
   double seconds[2]; /* each phase's, last step */
   double wait;       /* for the slowest replica's phase 0 */
   double share;      /* of the last step's mean */
+  /* Share 0 (padding alone), yet its gradient counts, at weight 1: the
+   * model sums statistics over the replicas, which its rows enter, and
+   * its own loss was finite (so its direct gradient is zero). pad_ok:
+   * none of what it added to the backward's sums in this step was
+   * infinite or NaN (a loss that is NaN on padding alone leaves it out). */
+  int pad_in, pad_ok;
   /* Mixed precision (amp.c): the layers' update values rewritten, and
    * with loss scaling the scale's inputs (phase 0, phase 1), the
    * gradients handed to the optimiser and the non-finite figure's send
@@ -87,6 +93,7 @@ struct tyto_dp {
   double *window; /* per replica: phase 0 seconds since the last rebalance */
   int64_t window_steps;
   size_t n_stages; /* of replica sums, as each replica's n_rs_stages */
+  int rs_shares;   /* some replica sum is of kind SHARES (a backward's) */
   size_t rs_done;  /* stages exchanged in this step */
   size_t n_x;      /* exchanges, as each replica's */
   size_t n_gx;     /* of them the gradients, first */

@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,8 +252,10 @@ tyto_status dp_rs_exchange(tyto_dp *dp, size_t stage) {
   }
   tyto_status st = TYTO_OK;
   /* Every replica's operand, in replica order, added in double: as is
-   * (PLAIN), or weighted by the replica's share of the loss (SHARES; a
-   * replica of share 0, all padding, is left out as in the gradients). */
+   * (PLAIN), or weighted by the replica's share of the loss (SHARES). A
+   * replica of share 0 (padding alone) took the sum undivided at the
+   * stages before: what it adds is already at the scale of the whole,
+   * weight 1, while it is finite (pad_ok; step.c). */
   for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
     replica *r = &dp->r[i];
     size_t off = 0;
@@ -262,10 +265,15 @@ tyto_status dp_rs_exchange(tyto_dp *dp, size_t stage) {
       size_t x = r->x_rs + j, ne = dp->x_numel[x];
       const dtype_info *di = dtype_info_of(tyto_tensor_dtype(r->sends[x]));
       int shares = r->rs_kind[j] == TYTO_REPLICA_SUM_SHARES;
-      if (!(shares && r->share == 0) &&
-          (st = tyto_program_read_send(r->p, x, buf, ne * di->size)) == TYTO_OK)
-        for (size_t e = 0; e < ne; e++)
-          acc[off + e] += (shares ? r->share : 1.0) * di->load(buf, e);
+      int pad = shares && r->share == 0;
+      if (!(pad && !r->pad_ok) &&
+          (st = tyto_program_read_send(r->p, x, buf, ne * di->size)) ==
+              TYTO_OK) {
+        for (size_t e = 0; e < ne && pad && r->pad_ok; e++)
+          r->pad_ok = isfinite(di->load(buf, e));
+        for (size_t e = 0; e < ne && !(pad && !r->pad_ok); e++)
+          acc[off + e] += (shares && !pad ? r->share : 1.0) * di->load(buf, e);
+      }
       off += ne;
     }
   }
@@ -278,7 +286,9 @@ tyto_status dp_rs_exchange(tyto_dp *dp, size_t stage) {
   }
   dp->rs_done = stage + 1;
   /* Into every replica: the sum, or (SHARES) the sum over its own share,
-   * as the gradient its own loss gives is scaled by that share later. */
+   * as the gradient its own loss gives is scaled by that share later; a
+   * replica of share 0 takes the sum as it is, its gradient counting at
+   * weight 1 (step.c: pad_in). */
   for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
     replica *r = &dp->r[i];
     size_t off = 0;
@@ -290,9 +300,8 @@ tyto_status dp_rs_exchange(tyto_dp *dp, size_t stage) {
       int shares = r->rs_kind[j] == TYTO_REPLICA_SUM_SHARES;
       for (size_t e = 0; e < ne; e++)
         di->store(buf, e,
-                  !shares        ? acc[off + e]
-                  : r->share > 0 ? acc[off + e] / r->share
-                                 : 0);
+                  shares && r->share > 0 ? acc[off + e] / r->share
+                                         : acc[off + e]);
       st = tyto_program_set_input(r->p, r->recv_of_send[x], buf, ne * di->size);
       off += ne;
     }

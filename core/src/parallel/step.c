@@ -245,7 +245,10 @@ static tyto_status shares(tyto_dp *dp, int streamed) {
 /* Gradient k combined over every replica, in replica order, weighted by
  * the shares (collective.h), into dp->reduced. A replica whose shard
  * holds no example the loss counts (all padding: its mean is 0 / 0, its
- * gradient NaN) has share 0 and is left out, not multiplied by 0. */
+ * gradient NaN) has share 0 and is left out, not multiplied by 0; unless
+ * the model sums statistics over the replicas and its loss is finite
+ * (pad_in): its rows then reach the others' losses through the sums, and
+ * its gradient, which holds only that, counts at weight 1. */
 static tyto_status reduce_send(tyto_dp *dp, size_t k, int streamed) {
   const coll_ops *co = dp->coll->ops;
   size_t es = tyto_dtype_size(dp->dtype), ne = dp->x_numel[k];
@@ -253,14 +256,14 @@ static tyto_status reduce_send(tyto_dp *dp, size_t k, int streamed) {
   for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
     replica *r = &dp->r[i];
     const void *src = dp->host;
-    if (r->share == 0)
+    if (r->share == 0 && !r->pad_in)
       continue;
     if (streamed)
       src = r->got[k];
     else
       st = tyto_program_read_send(r->p, k, dp->host, ne * es);
     if (st == TYTO_OK)
-      st = co->add(dp->coll, src, dp->dtype, r->share);
+      st = co->add(dp->coll, src, dp->dtype, r->pad_in ? 1.0 : r->share);
   }
   if (st == TYTO_OK)
     st = co->finish(dp->coll, dp->dtype,
@@ -268,6 +271,36 @@ static tyto_status reduce_send(tyto_dp *dp, size_t k, int streamed) {
   if (st == TYTO_OK)
     dp->xdone[k] = 1;
   return st;
+}
+
+/* Which replicas of share 0 count at weight 1 (reduce_send): with
+ * backward sums weighted by the shares, those whose loss is finite. Their
+ * losses come streamed (then wait for them) or are read. Returns 0 when a
+ * replica's phase ended without its loss (it failed: all_join says how). */
+static int pads_in(tyto_dp *dp, int streamed, tyto_status *st) {
+  int any = 0;
+  for (size_t i = 0; i < dp->n; i++) {
+    dp->r[i].pad_in = 0;
+    any |= dp->r[i].share == 0;
+  }
+  if (!any || !dp->rs_shares)
+    return 1;
+  size_t x = dp->r[0].x_loss;
+  if (streamed && !await_send(dp, x))
+    return 0;
+  for (size_t i = 0; i < dp->n && *st == TYTO_OK; i++) {
+    replica *r = &dp->r[i];
+    if (r->share != 0)
+      continue;
+    tyto_dtype dt = tyto_tensor_dtype(r->sends[x]);
+    double v[1];
+    const void *src = streamed ? r->got[x] : v;
+    if (!streamed)
+      *st = tyto_program_read_send(r->p, x, v, tyto_dtype_size(dt));
+    if (*st == TYTO_OK)
+      r->pad_in = r->pad_ok && isfinite(read_scalar(src, dt, 0));
+  }
+  return 1;
 }
 
 /* The loss, the sums and, over several ranks, which ranks failed the
@@ -409,6 +442,8 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
   dp->failed = -1;
   /* Before any failure: fail_together makes the stages not yet made. */
   dp->rs_done = 0;
+  for (size_t i = 0; i < dp->n; i++)
+    dp->r[i].pad_ok = 1;
   memset(dp->xdone, 0, dp->n_gx ? dp->n_gx : 1);
   /* Each replica's slice of each input. */
   for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
@@ -466,6 +501,8 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
     if (ok && !pre_shared)
       st = shares(dp, 1);
     shared = ok;
+    if (ok && st == TYTO_OK)
+      ok = pads_in(dp, 1, &st);
     for (size_t j = 0; j < dp->n_gx && ok && st == TYTO_OK; j++) {
       size_t k = dp->order[j];
       if ((ok = await_send(dp, k))) {
@@ -497,6 +534,8 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
       shared = 1;
       st = shares(dp, 0);
     }
+    if (st == TYTO_OK)
+      pads_in(dp, 0, &st);
     for (size_t j = 0; j < dp->n_gx && st == TYTO_OK && multi; j++)
       st = reduce_send(dp, dp->order[j], 0);
     if (st == TYTO_OK && multi)
@@ -526,7 +565,7 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
        * non-finite count. */
       if (k == 0)
         mean += r->share == 0 ? 0 : r->share * read_scalar(v, dt, 0);
-      else if (k <= dp->n_sums || r->share != 0)
+      else if (k <= dp->n_sums || r->share != 0 || r->pad_in)
         sums[k - 1] += read_scalar(v, dt, 0);
     }
   }
