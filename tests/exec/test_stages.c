@@ -107,9 +107,10 @@ static void three_phases(const staged *s) {
     ck_assert_msg(tyto_program_run_phase(s->p, 0) == TYTO_OK, "%s",
                   tyto_errmsg());
     ck_assert_int_eq(tyto_program_read_send(s->p, 0, a, sizeof a), TYTO_OK);
+    /* Send 1 is the last step's until phase 1 runs again. */
+    expect_error(tyto_program_read_send(s->p, 1, b, sizeof b),
+                 "has not run phase 1");
     if (it == 0) {
-      expect_error(tyto_program_read_send(s->p, 1, b, sizeof b),
-                   "has not run phase 1");
       expect_error(tyto_program_run_phase(s->p, 2), "needs phase 1 run first");
       expect_error(tyto_program_run_phase(s->p, 1), "receives an exchange");
     }
@@ -408,6 +409,13 @@ START_TEST(bad_stages) {
   expect_error(tyto_program_compile(ctx, g, 1, &out, &po, &p),
                "needs the recv of a stage-0 exchange, but is sent at stage 0");
   sends[0] = y;
+  /* One recv for exchanges of two stages. */
+  tyto_tensor *twice[2] = {r1, r1};
+  po.exchange_recvs = twice;
+  po.exchange_stages = ok_stages;
+  expect_error(tyto_program_compile(ctx, g, 1, &out, &po, &p),
+               "receives exchanges of stages 0 and 1");
+  po.exchange_recvs = recvs;
   ck_assert_ptr_null(p);
   /* Both in stage 0, as without stages: two phases. */
   po.exchange_stages = NULL;

@@ -188,8 +188,17 @@ tyto_status compile_check_exchanges(const tyto_graph *g, compile_opts *o) {
   for (size_t i = 0; i < n; i++) {
     size_t st = o->exchange_stages ? o->exchange_stages[i] : 0;
     size_t r = (size_t)o->exchange_recvs[i]->index;
-    if (st + 1 > lv[r])
-      lv[r] = st + 1;
+    if (lv[r] && lv[r] != st + 1) {
+      char a[160];
+      size_t first = lv[r] - 1;
+      free(lv);
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "%s %zu: %s receives exchanges of stages %zu and %zu (a "
+                     "recv is set once, after one stage)",
+                     fn, i, brief(a, sizeof a, o->exchange_recvs[i]), first,
+                     st);
+    }
+    lv[r] = st + 1;
   }
   for (size_t v = 0; v < nn; v++)
     for (size_t j = 0; j < g->nodes[v]->n_inputs; j++) {

@@ -655,7 +655,8 @@ tyto_status tyto_program_read_send(tyto_program *p, size_t i, void *dst,
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "%s: send %zu out of range (the program has %zu)", fn, i,
                    p->n_sends);
-  if (!p->ran && p->next_phase <= p->send_stage[i])
+  /* Computed by this step's phases (or by the last whole run). */
+  if (p->next_phase ? p->next_phase <= p->send_stage[i] : !p->ran)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "%s: the program has not run phase %zu yet (which "
                    "computes send %zu)",

@@ -207,7 +207,9 @@ tyto_status dp_rs_check(const tyto_dp *dp) {
     for (size_t j = 0; j < r0->n_rs; j++) {
       const replica *r = &dp->r[i];
       const tyto_tensor *a = r0->rs_send[j], *b = r->rs_send[j];
-      if (r->rs_kind[j] != r0->rs_kind[j] || r->rs_stage[j] != r0->rs_stage[j])
+      if (r->rs_kind[j] != r0->rs_kind[j] ||
+          r->rs_stage[j] != r0->rs_stage[j] ||
+          r->weight_stage != r0->weight_stage)
         return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                        "dp: replica sum %zu differs in kind or place between "
                        "replica 0 and replica %zu: the builder must build the "
