@@ -78,6 +78,10 @@ END_TEST
 START_TEST(bad_input_exits_2_with_its_message) {
   char args[2048], net[256];
   expect_bad("--frobnicate", "unknown option '--frobnicate'");
+  expect_bad("--sync-batch-norm=yes",
+             "option '--sync-batch-norm' takes no value, got "
+             "'--sync-batch-norm=yes'");
+  expect_bad("--quiet=1", "option '--quiet' takes no value");
   expect_bad("--epochs zero", "--epochs: expected an integer in [1, 1000000], "
                               "got 'zero'");
   expect_bad("--model resnet", "unknown model 'resnet' (expected cnn, mlp, "

@@ -435,10 +435,22 @@ int options_parse(int argc, char **argv, options *o) {
     case ':':
       fprintf(stderr, PROG ": option '%s' needs a value\n", argv[optind - 1]);
       return -1;
-    default:
-      fprintf(stderr, PROG ": unknown option '%s' (see " PROG " --help)\n",
-              argv[optind - 1]);
+    default: {
+      /* --flag=value for an option that takes none: say so, not that
+       * the option is unknown. */
+      const char *a = argv[optind - 1], *eq = strchr(a, '=');
+      for (size_t k = 0; eq && !strncmp(a, "--", 2) && long_options[k].name;
+           k++)
+        if (long_options[k].has_arg == no_argument &&
+            strlen(long_options[k].name) == (size_t)(eq - a - 2) &&
+            !strncmp(a + 2, long_options[k].name, (size_t)(eq - a - 2))) {
+          fprintf(stderr, PROG ": option '--%s' takes no value, got '%s'\n",
+                  long_options[k].name, a);
+          return -1;
+        }
+      fprintf(stderr, PROG ": unknown option '%s' (see " PROG " --help)\n", a);
       return -1;
+    }
     }
     if (rc < 0)
       return -1;
