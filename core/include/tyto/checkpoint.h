@@ -41,7 +41,7 @@ extern "C" {
 typedef struct tyto_checkpoint tyto_checkpoint;
 
 /* Element types of checkpoint tensors. On disk: "F32", "F64", "I64",
- * "U64", "F16", "BF16" (PyTorch's names). Only F32 and F64 have the
+ * "U64", "F16", "BF16", "I32" (PyTorch's names). Only F32 and F64 have the
  * numbers of their tyto_dtype: convert a graph dtype with
  * tyto_checkpoint_dtype_of(), never with a cast. Append-only. */
 typedef enum tyto_checkpoint_dtype {
@@ -50,7 +50,8 @@ typedef enum tyto_checkpoint_dtype {
   TYTO_CHECKPOINT_I64 = 2,
   TYTO_CHECKPOINT_U64 = 3,
   TYTO_CHECKPOINT_F16 = 4,
-  TYTO_CHECKPOINT_BF16 = 5
+  TYTO_CHECKPOINT_BF16 = 5,
+  TYTO_CHECKPOINT_I32 = 6
 } tyto_checkpoint_dtype;
 
 /* The checkpoint dtype that stores tensors of graph dtype dtype (a

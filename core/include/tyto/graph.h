@@ -42,15 +42,24 @@ typedef struct tyto_tensor tyto_tensor;
 
 /* Element types. The values equal the plugin ABI's TYTO_PLUGIN_DTYPE_*.
  * F16 (IEEE 754 binary16) and BF16 (bfloat16) are storage formats: 2 bytes
- * an element, with arithmetic in f32 where a device runs them. Graphs of
- * every dtype can be built; compiling one needs a device whose plugin runs
- * its dtype, and the host-side helpers (gradient checks, initialisers,
- * optimisers, datasets) handle f32 and f64 only and say so. */
+ * an element, with arithmetic in f32 where a device runs them. I32 and I64
+ * are two's-complement integers for indices and counts: the results of
+ * tyto_argmax_as(), the indices of gather, scatter_add and one_hot, class
+ * labels. Integer tensors take the ops that make sense on whole numbers
+ * (sources, casts, layout, indexing, add, sub, mul, neg, abs, min, max,
+ * comparisons, where, sum, reduce_max, reduce_min), wrapping on overflow;
+ * any other op says "exp: input 1 is i64; exp takes floating-point tensors
+ * (tyto_cast it to f32 first)". They carry no derivative.
+ * Graphs of every dtype can be built; compiling one needs a device whose
+ * plugin runs its dtype, and the host-side helpers (gradient checks,
+ * initialisers, optimisers, datasets) handle f32 and f64 only and say so. */
 typedef enum tyto_dtype {
   TYTO_F32 = 0,
   TYTO_F64 = 1,
   TYTO_F16 = 2,
-  TYTO_BF16 = 3
+  TYTO_BF16 = 3,
+  TYTO_I32 = 4,
+  TYTO_I64 = 5
 } tyto_dtype;
 
 /* What a tensor is. */
@@ -65,7 +74,9 @@ typedef enum tyto_kind {
 /* Graph-level ops. Attributes are int64 (iattrs) and double (fattrs)
  * arrays whose layout per op is given here; axes are stored normalised
  * (0 <= axis < rank). Every op's output has the dtype of its inputs,
- * except CAST's.
+ * except CAST's, ARGMAX/ARGMIN's (an index dtype may be asked for) and
+ * ONE_HOT's of integer indices; the indices of GATHER, SCATTER_ADD and
+ * ONE_HOT may be integers whatever the data's dtype.
  * Append-only: a value never changes meaning. */
 typedef enum tyto_op {
   TYTO_OP_ERROR = 0, /* the error tensor */
@@ -120,12 +131,15 @@ typedef enum tyto_op {
 
   /* Conversion, 1 input, same shape: the input's value rounded to the
    * node's dtype (to nearest, ties to even; NaN, infinities and signed
-   * zeros kept; beyond the range, an infinity). The only op whose output
-   * dtype is not its input's (tyto_cast in <tyto/ops.h>). */
+   * zeros kept; beyond the range, an infinity). To an integer dtype: the
+   * value truncated toward zero, saturated at the dtype's limits, NaN
+   * giving 0; between integer dtypes, the low bits (two's complement, as C
+   * and PyTorch wrap). tyto_cast in <tyto/ops.h>. */
   TYTO_OP_CAST = 48,
 
   /* Elementwise binary, 2 inputs broadcast by NumPy rules. Comparisons
-   * give 1 or 0 in the inputs' dtype. */
+   * give 1 or 0 in the inputs' dtype. On integers ADD, SUB, MUL (and
+   * NEG, ABS) wrap modulo 2^bits. */
   TYTO_OP_ADD = 64,
   TYTO_OP_SUB,
   TYTO_OP_MUL,
@@ -147,8 +161,9 @@ typedef enum tyto_op {
   TYTO_OP_FMA,
 
   /* Reductions, 1 input. iattrs[0] = keepdims (0 or 1), then the reduced
-   * axes, ascending. ARGMAX/ARGMIN reduce one axis and give the index in
-   * the input's (floating) dtype. NORM_L1 = sum |x|, NORM_L2 =
+   * axes, ascending. ARGMAX/ARGMIN reduce one axis and give the index
+   * (the first, on ties) in the node's dtype: the input's (floating) one,
+   * or i32/i64 (tyto_argmax_as). NORM_L1 = sum |x|, NORM_L2 =
    * sqrt(sum x^2). */
   TYTO_OP_SUM = 128,
   TYTO_OP_MEAN,
@@ -190,7 +205,8 @@ typedef enum tyto_op {
    * data[:axis] + indices + data[axis+1:] (NumPy's take). SCATTER_ADD:
    * (base, indices, updates), iattrs[0] = axis, updates shaped as GATHER's
    * output; output shaped as base. ONE_HOT: (indices), iattrs[0] = depth;
-   * output [..., depth]. Indices are whole numbers in the dtype. */
+   * output [..., depth]. Indices are i32 or i64, or whole numbers in the
+   * data's floating dtype (ONE_HOT: the output's). */
   TYTO_OP_GATHER = 224,
   TYTO_OP_SCATTER_ADD,
   TYTO_OP_ONE_HOT,
@@ -272,12 +288,14 @@ typedef enum tyto_op {
 /* TYTO_OP_REPLICA_SUM's iattrs[0]. */
 enum { TYTO_REPLICA_SUM_PLAIN = 0, TYTO_REPLICA_SUM_SHARES = 1 };
 
-/* Short lower-case names: "f32", "f64", "f16", "bf16", "parameter",
+/* Short lower-case names: "f32", "f64", "f16", "bf16", "i32", "parameter",
  * "matmul", "reduce_max". Never NULL ("?" for an unknown value). */
 TYTO_API const char *tyto_dtype_name(tyto_dtype dtype);
-/* Bytes of one stored element (4, 8, 2, 2); 0 for a value that is not a
- * tyto_dtype, so that callers can check a dtype with it. */
+/* Bytes of one stored element (4, 8, 2, 2, 4, 8); 0 for a value that is
+ * not a tyto_dtype, so that callers can check a dtype with it. */
 TYTO_API size_t tyto_dtype_size(tyto_dtype dtype);
+/* 1 for TYTO_I32 and TYTO_I64, 0 otherwise (unknown values included). */
+TYTO_API int tyto_dtype_is_integer(tyto_dtype dtype);
 TYTO_API const char *tyto_kind_name(tyto_kind kind);
 TYTO_API const char *tyto_op_name(tyto_op op);
 

@@ -48,7 +48,16 @@ TYTO_API tyto_tensor *tyto_parameter(tyto_graph *g, tyto_dtype dtype, int rank,
  * is NULL". */
 TYTO_API tyto_tensor *tyto_constant(tyto_graph *g, tyto_dtype dtype, int rank,
                                     const int64_t *shape, const double *values);
-/* A constant whose every element is `value` (op TYTO_OP_FULL, no data). */
+/* A constant holding numel(shape) elements given as stored in dtype
+ * (bytes = numel * tyto_dtype_size(dtype), host byte order), copied: the
+ * way to give i64 values beyond 2^53, or bf16 bit patterns, exactly.
+ * "constant_raw: 12 bytes for i64[2] (expected 16)". */
+TYTO_API tyto_tensor *tyto_constant_raw(tyto_graph *g, tyto_dtype dtype,
+                                        int rank, const int64_t *shape,
+                                        const void *data, size_t bytes);
+/* A constant whose every element is `value` (op TYTO_OP_FULL, no data).
+ * For an integer dtype the value must be a whole number the dtype holds,
+ * at most 2^53 in magnitude: "full: 2.5 is not an i32". */
 TYTO_API tyto_tensor *tyto_full(tyto_graph *g, tyto_dtype dtype, int rank,
                                 const int64_t *shape, double value);
 /* A rank-0 TYTO_OP_FULL constant. Scalars broadcast against anything, so
@@ -95,10 +104,13 @@ TYTO_API tyto_tensor *tyto_random_stepped(tyto_op op, tyto_tensor *step,
 
 /* x converted to `dtype` (op TYTO_OP_CAST): each element rounded to
  * nearest, ties to even; NaN stays NaN, infinities and signed zeros are
- * kept, a value beyond dtype's range becomes an infinity. x itself when
- * it has that dtype already. Differentiable: the derivative of a cast is
- * the cast back (a gradient arrives in the dtype of what it is the
- * gradient of). "cast: unknown dtype 9" for a dtype tyto lacks. */
+ * kept, a value beyond dtype's range becomes an infinity. To i32 or i64:
+ * truncated toward zero (as C and PyTorch convert), saturated at the
+ * dtype's limits, NaN giving 0; from i64 to i32: the low 32 bits. x itself
+ * when it has that dtype already. Differentiable between floating dtypes:
+ * the derivative of a cast is the cast back (a gradient arrives in the
+ * dtype of what it is the gradient of); a cast to or from an integer
+ * dtype has none. "cast: unknown dtype 9" for a dtype tyto lacks. */
 TYTO_API tyto_tensor *tyto_cast(tyto_tensor *x, tyto_dtype dtype);
 
 /* Any unary op (TYTO_OP_NEG .. TYTO_OP_ROUND but LEAKY_RELU and ELU);
@@ -196,10 +208,20 @@ TYTO_API tyto_tensor *tyto_norm_l1(tyto_tensor *x, int n_axes, const int *axes,
                                    int keepdims);
 TYTO_API tyto_tensor *tyto_norm_l2(tyto_tensor *x, int n_axes, const int *axes,
                                    int keepdims);
-/* Index of the largest/smallest element along one axis, in x's dtype.
+/* Index of the largest/smallest element along one axis (the first, on
+ * ties), in x's dtype (exact below 2^24 in f32, 256 in bf16).
  * "argmax: axis of an empty extent in [3,0]" when the axis has extent 0. */
 TYTO_API tyto_tensor *tyto_argmax(tyto_tensor *x, int axis, int keepdims);
 TYTO_API tyto_tensor *tyto_argmin(tyto_tensor *x, int axis, int keepdims);
+/* The same index in `dtype`: TYTO_I64 or TYTO_I32 (as TensorFlow's
+ * output_type), or a floating dtype that holds every index of the axis
+ * exactly: "argmax_as: axis extent 300 exceeds 257: bf16 holds indices
+ * exactly only up to 256 (ask tyto_argmax_as for i32 or i64)", as
+ * tyto_argmax says for x's dtype. x is floating-point. */
+TYTO_API tyto_tensor *tyto_argmax_as(tyto_tensor *x, int axis, int keepdims,
+                                     tyto_dtype dtype);
+TYTO_API tyto_tensor *tyto_argmin_as(tyto_tensor *x, int axis, int keepdims,
+                                     tyto_dtype dtype);
 
 /* ---------------------------------------------------------------------- */
 /* Products and linear algebra                                             */
@@ -316,6 +338,10 @@ TYTO_API tyto_tensor *tyto_flip(tyto_tensor *x, int n_axes, const int *axes);
 /* ---------------------------------------------------------------------- */
 /* Indexing                                                                */
 
+/* Indices are i32 or i64 tensors, or whole numbers in the data's own
+ * floating dtype; anything else: "gather: indices are f64; expected i32,
+ * i64 or the data's f32". */
+
 /* NumPy take: output data.shape[:axis] + indices.shape +
  * data.shape[axis+1:]. */
 TYTO_API tyto_tensor *tyto_gather(tyto_tensor *data, tyto_tensor *indices,
@@ -331,8 +357,13 @@ TYTO_API tyto_tensor *tyto_index_select(tyto_tensor *data, int axis,
  * [4], axis 0". */
 TYTO_API tyto_tensor *tyto_scatter_add(tyto_tensor *base, tyto_tensor *indices,
                                        tyto_tensor *updates, int axis);
-/* indices [...] to [..., depth]: "one_hot: depth 0 must be positive". */
+/* indices [...] to [..., depth], 1 at each index and 0 elsewhere, in the
+ * indices' dtype when they are floating-point and in f32 when they are
+ * integers: "one_hot: depth 0 must be positive". */
 TYTO_API tyto_tensor *tyto_one_hot(tyto_tensor *indices, int64_t depth);
+/* The same in `dtype`, any dtype (from indices of any dtype). */
+TYTO_API tyto_tensor *tyto_one_hot_as(tyto_tensor *indices, int64_t depth,
+                                      tyto_dtype dtype);
 
 /* ---------------------------------------------------------------------- */
 /* Neural                                                                  */

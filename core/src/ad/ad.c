@@ -16,6 +16,7 @@
 #include <tyto/ad.h>
 #include <tyto/parallel.h>
 
+#include "../graph/dtype.h"
 #include "../graph/shape.h"
 #include "rules.h"
 
@@ -47,10 +48,12 @@ static int64_t mark_active(tyto_graph *g, size_t n0, size_t n_x,
     if (ys[k]->index > hi)
       hi = ys[k]->index;
   }
+  /* Integer tensors carry no derivative: nothing flows through them (a
+   * cast to one, argmax_as, an index) or out of them. */
   for (int64_t i = lo + 1; i <= hi; i++) {
     const tyto_tensor *t = g->nodes[i];
     for (size_t j = 0; j < t->n_inputs && !dep[i]; j++)
-      dep[i] = dep[t->inputs[j]->index];
+      dep[i] = dep[t->inputs[j]->index] && !dtype_is_int(t->dtype);
   }
   for (int64_t i = hi; i >= lo; i--) {
     const tyto_tensor *t = g->nodes[i];
@@ -168,6 +171,19 @@ static tyto_graph *sweep_begin(const char *name, int forward, size_t n_x,
     if (!check_args(name, 2, pair, &err) ||
         shape_like(g, name, forward ? "tangent" : "adjoint", v, seeded[k])) {
       fill_error(out, n_out, err ? err : &g->error);
+      return NULL;
+    }
+  }
+  for (size_t k = 0; k < n_x + n_y; k++) {
+    const tyto_tensor *t = k < n_x ? xs[k] : ys[k - n_x];
+    if (dtype_is_int(t->dtype)) {
+      fill_error(out, n_out,
+                 graph_fail(g,
+                            "%s: %s %zu is %s; derivatives are taken of and "
+                            "with respect to floating-point tensors",
+                            name, k < n_x ? "x" : "y",
+                            (k < n_x ? k : k - n_x) + 1,
+                            tyto_dtype_name(t->dtype)));
       return NULL;
     }
   }

@@ -179,6 +179,12 @@ char *exec_abi_refusal(const tyto_device *dev, const exec_kernel *k) {
     if (dt == TYTO_PLUGIN_DTYPE_F16 || dt == TYTO_PLUGIN_DTYPE_BF16)
       need = 5, what = "f16 or bf16";
   }
+  /* The integer dtypes' ops came with ABI 1.6. */
+  for (uint32_t i = 0; i < k->n_in + k->n_out && need < 6; i++) {
+    uint32_t dt = i < k->n_in ? k->in_l[i].dtype : k->out_l[i - k->n_in].dtype;
+    if (dt == TYTO_PLUGIN_DTYPE_I32 || dt == TYTO_PLUGIN_DTYPE_I64)
+      need = 6, what = "i32 or i64";
+  }
   if (dev->plugin->pub.abi_minor >= need)
     return NULL;
   char buf[256];

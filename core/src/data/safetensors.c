@@ -25,22 +25,23 @@
 /* The reference implementation refuses headers over 100 MB; so do we. */
 #define MAX_HEADER ((uint64_t)100 * 1000 * 1000)
 
-/* The checkpoint's dtypes, indexed by tyto_checkpoint_dtype. The floating
- * ones are graph dtypes, whose names and sizes are the dtype table's; the
- * integer ones (counters, random state) are the checkpoint's own. */
+/* The checkpoint's dtypes, indexed by tyto_checkpoint_dtype. Those that
+ * are graph dtypes take their names and sizes from the dtype table; U64
+ * (random state) is the checkpoint's own. */
 typedef struct ck_dtype_row {
   int graph;              /* its tyto_dtype, or -1 */
-  const char *file, *msg; /* "I64", "i64": for the integer ones only */
-  size_t size;            /* for the integer ones only */
+  const char *file, *msg; /* "U64", "u64": for U64 only */
+  size_t size;            /* for U64 only */
 } ck_dtype_row;
 
 static const ck_dtype_row ck_dtypes[] = {
     [TYTO_CHECKPOINT_F32] = {TYTO_F32, NULL, NULL, 0},
     [TYTO_CHECKPOINT_F64] = {TYTO_F64, NULL, NULL, 0},
-    [TYTO_CHECKPOINT_I64] = {-1, "I64", "i64", 8},
+    [TYTO_CHECKPOINT_I64] = {TYTO_I64, NULL, NULL, 0},
     [TYTO_CHECKPOINT_U64] = {-1, "U64", "u64", 8},
     [TYTO_CHECKPOINT_F16] = {TYTO_F16, NULL, NULL, 0},
     [TYTO_CHECKPOINT_BF16] = {TYTO_BF16, NULL, NULL, 0},
+    [TYTO_CHECKPOINT_I32] = {TYTO_I32, NULL, NULL, 0},
 };
 
 enum { N_CK_DTYPES = (int)(sizeof ck_dtypes / sizeof *ck_dtypes) };
@@ -672,7 +673,7 @@ static tyto_status parse_entry(const source *s, tyto_checkpoint *ck,
   if (dtype < 0)
     return bad(s,
                "tensor '%s': dtype \"%s\" is not supported (tyto reads "
-               "F32, F64, F16, BF16, I64 and U64)",
+               "F32, F64, F16, BF16, I32, I64 and U64)",
                name, ds);
   if (!json_is_array(js))
     return bad(s, "tensor '%s': shape is %s, expected an array of extents",

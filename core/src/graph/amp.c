@@ -124,7 +124,7 @@ static tyto_tensor *get(amp *a, const tyto_tensor *x, tyto_dtype want) {
 
 /* The dtype node t runs in. */
 static tyto_dtype pick(const amp *a, const tyto_tensor *t) {
-  if (t->op == TYTO_OP_CAST)
+  if (t->op == TYTO_OP_CAST || dtype_is_int(t->dtype))
     return t->dtype;
   if (tyto_dtype_size(t->dtype) <= a->low_size)
     return t->dtype; /* as narrow as the low dtype already */
@@ -137,7 +137,8 @@ static tyto_dtype pick(const amp *a, const tyto_tensor *t) {
     tyto_dtype d = t->dtype;
     for (size_t k = 0; k < t->n_inputs; k++) {
       const tyto_tensor *in = t->inputs[k];
-      if (tyto_amp_rule_of(in->op) == TYTO_AMP_SOURCE)
+      if (tyto_amp_rule_of(in->op) == TYTO_AMP_SOURCE ||
+          dtype_is_int(in->dtype))
         continue;
       tyto_dtype md = a->map[in->index]->dtype;
       if (!any || tyto_dtype_size(md) > widest) {
@@ -163,9 +164,12 @@ static tyto_tensor *rewrite(amp *a, tyto_tensor *t) {
   if (t->n_inputs > 8 && !(ins = malloc(t->n_inputs * sizeof *ins)))
     return graph_oom(a->g, "autocast");
   int same = d == t->dtype;
+  /* Integer operands stay as they are (indices, labels), and so do the
+   * floating operands of an op with an integer result (argmax_as). */
+  int keep = source || dtype_is_int(t->dtype);
   for (size_t k = 0; k < t->n_inputs; k++) {
     const tyto_tensor *in = t->inputs[k];
-    ins[k] = get(a, in, source ? in->dtype : d);
+    ins[k] = get(a, in, keep || dtype_is_int(in->dtype) ? in->dtype : d);
     same &= ins[k] == t->inputs[k];
   }
   tyto_tensor *r = t;

@@ -2,6 +2,7 @@
 #include "dtype.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <tyto/plugin.h>
@@ -13,6 +14,10 @@ _Static_assert(TYTO_F64 == (int)TYTO_PLUGIN_DTYPE_F64,
 _Static_assert(TYTO_F16 == (int)TYTO_PLUGIN_DTYPE_F16,
                "tyto_dtype follows the plugin ABI");
 _Static_assert(TYTO_BF16 == (int)TYTO_PLUGIN_DTYPE_BF16,
+               "tyto_dtype follows the plugin ABI");
+_Static_assert(TYTO_I32 == (int)TYTO_PLUGIN_DTYPE_I32,
+               "tyto_dtype follows the plugin ABI");
+_Static_assert(TYTO_I64 == (int)TYTO_PLUGIN_DTYPE_I64,
                "tyto_dtype follows the plugin ABI");
 
 /* A binary floating-point format of 1 sign bit, `ebits` exponent bits and
@@ -110,16 +115,46 @@ static void store_bf16(void *p, size_t i, double v) {
   ((uint16_t *)p)[i] = dtype_bf16_from_double(v);
 }
 
+static double load_i32(const void *p, size_t i) {
+  return (double)((const int32_t *)p)[i];
+}
+static double load_i64(const void *p, size_t i) {
+  return (double)((const int64_t *)p)[i];
+}
+/* v toward zero, saturated to [lo, hi] (both powers of two, or one less,
+ * so the comparisons in double are exact), NaN giving 0. */
+static double to_integer(double v, double lo, double hi) {
+  if (isnan(v))
+    return 0;
+  if (v <= lo)
+    return lo;
+  return v >= hi ? hi : trunc(v);
+}
+static void store_i32(void *p, size_t i, double v) {
+  ((int32_t *)p)[i] = (int32_t)to_integer(v, INT32_MIN, INT32_MAX);
+}
+static void store_i64(void *p, size_t i, double v) {
+  /* INT64_MAX is not a double: 2^63 is the first value out of range. */
+  if (v >= 0x1p63)
+    ((int64_t *)p)[i] = INT64_MAX;
+  else
+    ((int64_t *)p)[i] = (int64_t)to_integer(v, (double)INT64_MIN, 0x1p63);
+}
+
 /* Indexed by tyto_dtype. */
 static const dtype_info table[] = {
-    {TYTO_F32, "f32", "F32", 4, TYTO_PLUGIN_DTYPE_F32, TYTO_F32, load_f32,
+    {TYTO_F32, "f32", "F32", 4, 0, TYTO_PLUGIN_DTYPE_F32, TYTO_F32, load_f32,
      store_f32, 24, -125, 128},
-    {TYTO_F64, "f64", "F64", 8, TYTO_PLUGIN_DTYPE_F64, TYTO_F64, load_f64,
+    {TYTO_F64, "f64", "F64", 8, 0, TYTO_PLUGIN_DTYPE_F64, TYTO_F64, load_f64,
      store_f64, 53, -1021, 1024},
-    {TYTO_F16, "f16", "F16", 2, TYTO_PLUGIN_DTYPE_F16, TYTO_F32, load_f16,
+    {TYTO_F16, "f16", "F16", 2, 0, TYTO_PLUGIN_DTYPE_F16, TYTO_F32, load_f16,
      store_f16, 11, -13, 16},
-    {TYTO_BF16, "bf16", "BF16", 2, TYTO_PLUGIN_DTYPE_BF16, TYTO_F32, load_bf16,
-     store_bf16, 8, -125, 128},
+    {TYTO_BF16, "bf16", "BF16", 2, 0, TYTO_PLUGIN_DTYPE_BF16, TYTO_F32,
+     load_bf16, store_bf16, 8, -125, 128},
+    {TYTO_I32, "i32", "I32", 4, 1, TYTO_PLUGIN_DTYPE_I32, TYTO_I32, load_i32,
+     store_i32, 31, 0, 0},
+    {TYTO_I64, "i64", "I64", 8, 1, TYTO_PLUGIN_DTYPE_I64, TYTO_I64, load_i64,
+     store_i64, 63, 0, 0},
 };
 
 const dtype_info *dtype_info_of(tyto_dtype d) {
@@ -137,13 +172,26 @@ const dtype_info *dtype_info_of_abi(uint32_t abi) {
 
 int dtype_host_arith(tyto_dtype d) {
   const dtype_info *i = dtype_info_of(d);
-  return i && i->arith == d;
+  return i && !i->integer && i->arith == d;
+}
+
+int dtype_is_int(tyto_dtype d) {
+  const dtype_info *i = dtype_info_of(d);
+  return i && i->integer;
+}
+
+int tyto_dtype_is_integer(tyto_dtype dtype) {
+  return dtype_is_int(dtype);
 }
 
 int dtype_holds(tyto_dtype w, tyto_dtype d) {
   const dtype_info *a = dtype_info_of(w), *b = dtype_info_of(d);
   if (!a || !b)
     return 0;
+  /* An integer holds no fraction; a float holds the integers of at most
+   * its digits (sign apart). */
+  if (a->integer || b->integer)
+    return b->integer && a->digits >= b->digits;
   /* As many digits, as high a top binade, and a least subnormal (its
    * quantum, 2^(min_exp - digits)) no coarser: then every finite value of
    * d, a multiple of d's quantum with at most d's digits, is one of w. */

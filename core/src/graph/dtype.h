@@ -19,18 +19,23 @@ typedef struct dtype_info {
   const char *name;    /* "bf16", as tyto writes it in messages */
   const char *st_name; /* "BF16", the safetensors (and PyTorch) name */
   size_t size;         /* bytes of one stored element */
+  int integer;         /* a two's-complement integer (i32, i64) */
   uint32_t abi;        /* its TYTO_PLUGIN_DTYPE_* */
-  /* The dtype arithmetic on it runs in: itself for f32 and f64, f32 for
-   * the 2-byte formats, which are storage formats only. */
+  /* The dtype arithmetic on it runs in: itself for f32, f64 and the
+   * integers, f32 for the 2-byte formats, which are storage formats only. */
   tyto_dtype arith;
-  /* Element i of the array at p, exactly, as a double. */
+  /* Element i of the array at p as a double: exactly, but for an i64
+   * beyond 2^53 (rounded to nearest). */
   double (*load)(const void *p, size_t i);
-  /* Stores v into element i of the array at p, rounded to nearest (ties
-   * to even); NaN stays NaN (quiet, sign kept), overflow becomes inf. */
+  /* Stores v into element i of the array at p, as TYTO_OP_CAST converts:
+   * to a floating dtype rounded to nearest (ties to even), NaN staying NaN
+   * (quiet, sign kept), overflow becoming inf; to an integer dtype
+   * truncated toward zero and saturated, NaN giving 0. */
   void (*store)(void *p, size_t i, double v);
   /* The format, as <float.h> gives it for float: significand digits
    * (hidden bit included), and the exponents of the least and greatest
-   * normal binades (FLT_MIN_EXP, FLT_MAX_EXP). */
+   * normal binades (FLT_MIN_EXP, FLT_MAX_EXP). An integer's digits are
+   * its value bits (31, 63), its exponents 0. */
   int digits, min_exp, max_exp;
 } dtype_info;
 
@@ -38,18 +43,22 @@ typedef struct dtype_info {
 const dtype_info *dtype_info_of(tyto_dtype d);
 
 /* The row whose ABI dtype is abi (TYTO_PLUGIN_DTYPE_*), or NULL for an ABI
- * dtype the graph has no row for (the integer ones). */
+ * dtype the graph has no row for (u8). */
 const dtype_info *dtype_info_of_abi(uint32_t abi);
 
-/* Whether host code can compute in d directly: its stored type is its
- * arithmetic type (f32, f64), as host evaluation, constant folding of
- * reductions, gradient checks and optimisers need. */
+/* Whether host code can compute in d directly: a floating dtype whose
+ * stored type is its arithmetic type (f32, f64), as host evaluation,
+ * gradient checks and optimisers need. */
 int dtype_host_arith(tyto_dtype d);
+
+/* Whether d is i32 or i64 (0 for an unknown value). */
+int dtype_is_int(tyto_dtype d);
 
 /* Whether every value of dtype d (subnormals, infinities and NaN
  * included) is exactly a value of dtype w: a cast from d to w and back
  * gives what it started from. f16 and bf16 in f32 and f64, f32 in f64,
- * each in itself; never bf16 in f16 or f16 in bf16. */
+ * each in itself; never bf16 in f16 or f16 in bf16. i32 in i64 and f64;
+ * no floating dtype in an integer one. */
 int dtype_holds(tyto_dtype w, tyto_dtype d);
 
 /* The number of rows, for loops over every dtype (0 .. dtype_count()-1 are

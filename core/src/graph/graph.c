@@ -2,6 +2,7 @@
  * Graphs: the arena that owns tensors, the sticky status, and node
  * construction shared by every op.
  */
+#include "dtype.h"
 #include "node.h"
 #include "shape.h"
 
@@ -156,6 +157,69 @@ tyto_graph *graph_check(const char *name, size_t n, tyto_tensor *const *in,
   return g;
 }
 
+/* Whether op takes integer operands and results (the whole-number ops of
+ * <tyto/graph.h>'s tyto_dtype). ARGMAX and ARGMIN give integers of a
+ * floating input only. */
+static int int_op(tyto_op op) {
+  switch (op) {
+  case TYTO_OP_INPUT:
+  case TYTO_OP_PARAMETER:
+  case TYTO_OP_CONSTANT:
+  case TYTO_OP_FULL:
+  case TYTO_OP_CAST:
+  case TYTO_OP_NEG:
+  case TYTO_OP_ABS:
+  case TYTO_OP_SIGN:
+  case TYTO_OP_ADD:
+  case TYTO_OP_SUB:
+  case TYTO_OP_MUL:
+  case TYTO_OP_MAX:
+  case TYTO_OP_MIN:
+  case TYTO_OP_EQ:
+  case TYTO_OP_NE:
+  case TYTO_OP_LT:
+  case TYTO_OP_LE:
+  case TYTO_OP_GT:
+  case TYTO_OP_GE:
+  case TYTO_OP_WHERE:
+  case TYTO_OP_SUM:
+  case TYTO_OP_REDUCE_MAX:
+  case TYTO_OP_REDUCE_MIN:
+  case TYTO_OP_GATHER:
+  case TYTO_OP_SCATTER_ADD:
+  case TYTO_OP_ONE_HOT:
+  case TYTO_OP_STOP_GRADIENT: return 1;
+  default: return op >= TYTO_OP_RESHAPE && op <= TYTO_OP_SLICE_BACKWARD;
+  }
+}
+
+/* Refuses integer operands or results of an op that computes in floating
+ * point: "exp: input 1 is i64; exp takes floating-point tensors (tyto_cast
+ * it to f32 first)". */
+static int int_check(tyto_graph *g, tyto_op op, tyto_dtype dtype, size_t n_in,
+                     tyto_tensor *const *in) {
+  int arg = op == TYTO_OP_ARGMAX || op == TYTO_OP_ARGMIN;
+  if (int_op(op))
+    return 0;
+  const char *name = tyto_op_name(op);
+  for (size_t i = 0; i < n_in; i++)
+    if (dtype_is_int(in[i]->dtype)) {
+      graph_fail(g,
+                 "%s: input %zu is %s; %s takes floating-point tensors "
+                 "(tyto_cast it to f32 first)",
+                 name, i + 1, tyto_dtype_name(in[i]->dtype), name);
+      return -1;
+    }
+  if (dtype_is_int(dtype) && !arg) {
+    graph_fail(g,
+               "%s: %s is an integer dtype; %s makes floating-point tensors "
+               "(tyto_cast the result instead)",
+               name, tyto_dtype_name(dtype), name);
+    return -1;
+  }
+  return 0;
+}
+
 tyto_tensor *node_new(tyto_graph *g, tyto_op op, tyto_dtype dtype, int rank,
                       const int64_t *shape, size_t n_in, tyto_tensor *const *in,
                       size_t n_i, const int64_t *iattrs, size_t n_f,
@@ -163,7 +227,8 @@ tyto_tensor *node_new(tyto_graph *g, tyto_op op, tyto_dtype dtype, int rank,
   const char *name = tyto_op_name(op);
   /* Shapes computed from other shapes (outer, matmul, conv, gather...) may
    * overflow even when every input was valid. */
-  if (shape_check(g, name, rank, shape) < 0)
+  if (shape_check(g, name, rank, shape) < 0 ||
+      int_check(g, op, dtype, n_in, in) < 0)
     return &g->error;
   if (g->n_nodes == g->cap_nodes) {
     size_t cap = g->cap_nodes ? 2 * g->cap_nodes : 64;

@@ -1,10 +1,27 @@
 /* Indexing: gather (NumPy take), index_select, scatter_add, one_hot. Indices
- * are whole numbers held in the floating dtype of the data. */
+ * are i32 or i64, or whole numbers held in the floating dtype of the data. */
+#include "dtype.h"
 #include "node.h"
 #include "shape.h"
 
 #include <inttypes.h>
 #include <string.h>
+
+/* Checks that indices are an integer tensor or have data's floating
+ * dtype: "gather: indices are f64; expected i32, i64 or the data's f32". */
+static int index_check(tyto_graph *g, const char *name, const tyto_tensor *data,
+                       const tyto_tensor *indices) {
+  if (dtype_is_int(indices->dtype) || indices->dtype == data->dtype)
+    return 0;
+  if (dtype_is_int(data->dtype))
+    graph_fail(g, "%s: indices are %s; expected i32 or i64", name,
+               tyto_dtype_name(indices->dtype));
+  else
+    graph_fail(g, "%s: indices are %s; expected i32, i64 or the data's %s",
+               name, tyto_dtype_name(indices->dtype),
+               tyto_dtype_name(data->dtype));
+  return -1;
+}
 
 /* The shape of gather(data, indices, axis a) into shape; its rank, or -1
  * when above 8. */
@@ -26,11 +43,12 @@ static int gather_shape(const tyto_tensor *data, const tyto_tensor *indices,
 static tyto_tensor *gather_named(const char *name, tyto_tensor *data,
                                  tyto_tensor *indices, int axis) {
   tyto_tensor *in[2] = {data, indices}, *err;
-  tyto_graph *g = graph_check(name, 2, in, 1, &err);
+  tyto_graph *g = graph_check(name, 2, in, 0, &err);
   if (!g)
     return err;
   int a;
-  if (shape_axis(g, name, data, axis, &a) < 0)
+  if (index_check(g, name, data, indices) < 0 ||
+      shape_axis(g, name, data, axis, &a) < 0)
     return &g->error;
   int64_t shape[TYTO_MAX_RANK];
   int rank = gather_shape(data, indices, a, shape);
@@ -53,7 +71,7 @@ tyto_tensor *tyto_gather(tyto_tensor *data, tyto_tensor *indices, int axis) {
 tyto_tensor *tyto_index_select(tyto_tensor *data, int axis,
                                tyto_tensor *indices) {
   tyto_tensor *in[2] = {data, indices}, *err;
-  tyto_graph *g = graph_check("index_select", 2, in, 1, &err);
+  tyto_graph *g = graph_check("index_select", 2, in, 0, &err);
   if (!g)
     return err;
   if (indices->rank != 1) {
@@ -67,11 +85,13 @@ tyto_tensor *tyto_index_select(tyto_tensor *data, int axis,
 tyto_tensor *tyto_scatter_add(tyto_tensor *base, tyto_tensor *indices,
                               tyto_tensor *updates, int axis) {
   tyto_tensor *in[3] = {base, indices, updates}, *err;
-  tyto_graph *g = graph_check("scatter_add", 3, in, 1, &err);
-  if (!g)
+  tyto_tensor *values[2] = {base, updates};
+  tyto_graph *g = graph_check("scatter_add", 3, in, 0, &err);
+  if (!g || !graph_check("scatter_add", 2, values, 1, &err))
     return err;
   int a;
-  if (shape_axis(g, "scatter_add", base, axis, &a) < 0)
+  if (index_check(g, "scatter_add", base, indices) < 0 ||
+      shape_axis(g, "scatter_add", base, axis, &a) < 0)
     return &g->error;
   int64_t shape[TYTO_MAX_RANK];
   int rank = gather_shape(base, indices, a, shape);
@@ -94,22 +114,37 @@ tyto_tensor *tyto_scatter_add(tyto_tensor *base, tyto_tensor *indices,
                   3, in, 1, &iattr, 0, NULL);
 }
 
-tyto_tensor *tyto_one_hot(tyto_tensor *indices, int64_t depth) {
+static tyto_tensor *one_hot_named(const char *name, tyto_tensor *indices,
+                                  int64_t depth, int dtype) {
   tyto_tensor *err;
-  tyto_graph *g = graph_check("one_hot", 1, &indices, 1, &err);
+  tyto_graph *g = graph_check(name, 1, &indices, 1, &err);
   if (!g)
     return err;
   char s[SHAPE_STR];
+  tyto_dtype dt = dtype >= 0                     ? (tyto_dtype)dtype
+                  : dtype_is_int(indices->dtype) ? TYTO_F32
+                                                 : indices->dtype;
+  if (!dtype_info_of(dt))
+    return graph_fail(g, "%s: unknown dtype %d", name, dtype);
   if (depth <= 0)
-    return graph_fail(g, "one_hot: depth %" PRId64 " must be positive", depth);
+    return graph_fail(g, "%s: depth %" PRId64 " must be positive", name, depth);
   if (indices->rank == TYTO_MAX_RANK)
-    return graph_fail(g, "one_hot: indices need rank below 8, got %s",
+    return graph_fail(g, "%s: indices need rank below 8, got %s", name,
                       tensor_shape_str(s, indices));
   int64_t shape[TYTO_MAX_RANK];
   memcpy(shape, indices->shape, (size_t)indices->rank * sizeof *shape);
   shape[indices->rank] = depth;
-  if (shape_check(g, "one_hot", indices->rank + 1, shape) < 0)
+  if (shape_check(g, name, indices->rank + 1, shape) < 0)
     return &g->error;
-  return node_new(g, TYTO_OP_ONE_HOT, indices->dtype, indices->rank + 1, shape,
-                  1, &indices, 1, &depth, 0, NULL);
+  return node_new(g, TYTO_OP_ONE_HOT, dt, indices->rank + 1, shape, 1, &indices,
+                  1, &depth, 0, NULL);
+}
+
+tyto_tensor *tyto_one_hot(tyto_tensor *indices, int64_t depth) {
+  return one_hot_named("one_hot", indices, depth, -1);
+}
+
+tyto_tensor *tyto_one_hot_as(tyto_tensor *indices, int64_t depth,
+                             tyto_dtype dtype) {
+  return one_hot_named("one_hot_as", indices, depth, (int)dtype);
 }

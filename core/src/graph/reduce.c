@@ -1,6 +1,9 @@
 /* Reductions over sets of axes, with or without keepdims. */
+#include "dtype.h"
 #include "node.h"
 #include "shape.h"
+
+#include <math.h>
 
 static int is_reduction(tyto_op op) {
   return op >= TYTO_OP_SUM && op <= TYTO_OP_NORM_L2 && op != TYTO_OP_ARGMAX &&
@@ -9,7 +12,7 @@ static int is_reduction(tyto_op op) {
 
 /* Builds the reduction of x over the axes in mask. */
 static tyto_tensor *reduce_new(tyto_graph *g, tyto_op op, tyto_tensor *x,
-                               unsigned mask, int keepdims) {
+                               tyto_dtype dtype, unsigned mask, int keepdims) {
   int64_t shape[TYTO_MAX_RANK], iattrs[1 + TYTO_MAX_RANK];
   int rank = 0;
   size_t n_i = 0;
@@ -23,7 +26,7 @@ static tyto_tensor *reduce_new(tyto_graph *g, tyto_op op, tyto_tensor *x,
       shape[rank++] = x->shape[i];
     }
   }
-  return node_new(g, op, x->dtype, rank, shape, 1, &x, n_i, iattrs, 0, NULL);
+  return node_new(g, op, dtype, rank, shape, 1, &x, n_i, iattrs, 0, NULL);
 }
 
 tyto_tensor *tyto_reduce(tyto_op op, tyto_tensor *x, int n_axes,
@@ -39,7 +42,7 @@ tyto_tensor *tyto_reduce(tyto_op op, tyto_tensor *x, int n_axes,
   unsigned mask;
   if (shape_axes(g, name, x, n_axes, axes, &mask) < 0)
     return &g->error;
-  return reduce_new(g, op, x, mask, keepdims);
+  return reduce_new(g, op, x, x->dtype, mask, keepdims);
 }
 
 #define REDUCE(fn, OP)                                                         \
@@ -56,28 +59,52 @@ REDUCE(log_sum_exp, LOG_SUM_EXP)
 REDUCE(norm_l1, NORM_L1)
 REDUCE(norm_l2, NORM_L2)
 
-static tyto_tensor *arg_reduce(tyto_op op, tyto_tensor *x, int axis,
-                               int keepdims) {
+/* ARGMAX or ARGMIN of x along axis, in dtype (x's own when negative). */
+static tyto_tensor *arg_reduce(const char *name, tyto_op op, tyto_tensor *x,
+                               int axis, int keepdims, int dtype) {
   tyto_tensor *err;
-  const char *name = tyto_op_name(op);
   tyto_graph *g = graph_check(name, 1, &x, 1, &err);
   if (!g)
     return err;
+  tyto_dtype dt = dtype < 0 ? x->dtype : (tyto_dtype)dtype;
+  const dtype_info *di = dtype_info_of(dt);
+  if (!di)
+    return graph_fail(g,
+                      "%s: unknown dtype %d (expected i32, i64 or a "
+                      "floating dtype)",
+                      name, dtype);
   int a;
   if (shape_axis(g, name, x, axis, &a) < 0)
     return &g->error;
-  if (x->shape[a] == 0) {
-    char s[SHAPE_STR];
+  char s[SHAPE_STR];
+  if (x->shape[a] == 0)
     return graph_fail(g, "%s: axis of an empty extent in %s", name,
                       tensor_shape_str(s, x));
-  }
-  return reduce_new(g, op, x, 1u << a, keepdims);
+  /* Every index, up to extent - 1, must be a value of dt. */
+  double top = ldexp(1.0, di->digits);
+  if ((double)(x->shape[a] - 1) > top)
+    return graph_fail(g,
+                      "%s: axis extent %lld exceeds %.0f: %s holds indices "
+                      "exactly only up to %.0f (ask tyto_argmax_as for i32 "
+                      "or i64)",
+                      name, (long long)x->shape[a], top + 1, di->name, top);
+  return reduce_new(g, op, x, dt, 1u << a, keepdims);
 }
 
 tyto_tensor *tyto_argmax(tyto_tensor *x, int axis, int keepdims) {
-  return arg_reduce(TYTO_OP_ARGMAX, x, axis, keepdims);
+  return arg_reduce("argmax", TYTO_OP_ARGMAX, x, axis, keepdims, -1);
 }
 
 tyto_tensor *tyto_argmin(tyto_tensor *x, int axis, int keepdims) {
-  return arg_reduce(TYTO_OP_ARGMIN, x, axis, keepdims);
+  return arg_reduce("argmin", TYTO_OP_ARGMIN, x, axis, keepdims, -1);
+}
+
+tyto_tensor *tyto_argmax_as(tyto_tensor *x, int axis, int keepdims,
+                            tyto_dtype dtype) {
+  return arg_reduce("argmax_as", TYTO_OP_ARGMAX, x, axis, keepdims, (int)dtype);
+}
+
+tyto_tensor *tyto_argmin_as(tyto_tensor *x, int axis, int keepdims,
+                            tyto_dtype dtype) {
+  return arg_reduce("argmin_as", TYTO_OP_ARGMIN, x, axis, keepdims, (int)dtype);
 }

@@ -3,6 +3,8 @@
 #include "node.h"
 #include "shape.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Validates the dtype and shape of a source made by op `name`. */
@@ -11,7 +13,7 @@ static int source_check(tyto_graph *g, const char *name, tyto_dtype dtype,
   if (!dtype_info_of(dtype)) {
     graph_fail(g,
                "%s: unknown dtype %d (expected TYTO_F32, TYTO_F64, "
-               "TYTO_F16 or TYTO_BF16)",
+               "TYTO_F16, TYTO_BF16, TYTO_I32 or TYTO_I64)",
                name, (int)dtype);
     return -1;
   }
@@ -50,6 +52,29 @@ tyto_tensor *tyto_parameter(tyto_graph *g, tyto_dtype dtype, int rank,
                     shape, name);
 }
 
+/* Whether v is a value integer dtype di holds exactly as a double: a
+ * whole number within its range and at most 2^53 in magnitude. */
+static int int_value_ok(const dtype_info *di, double v) {
+  double lim = di->digits < 53 ? ldexp(1.0, di->digits) : 0x1p53;
+  return v == trunc(v) && v >= -lim &&
+         (v < lim || (di->digits >= 53 && v == lim));
+}
+
+/* "name: 2.5 is not an i32" when an integer dtype's value is not one. */
+static int int_value_check(tyto_graph *g, const char *name,
+                           const dtype_info *di, double v, int64_t at) {
+  if (!di->integer || int_value_ok(di, v))
+    return 0;
+  char where[48] = "";
+  if (at >= 0)
+    snprintf(where, sizeof where, " (element %lld)", (long long)at);
+  graph_fail(g,
+             "%s: %.17g%s is not an %s (a whole number in its range, at most "
+             "2^53 in magnitude; tyto_constant_raw gives any i64)",
+             name, v, where, di->name);
+  return -1;
+}
+
 tyto_tensor *tyto_constant(tyto_graph *g, tyto_dtype dtype, int rank,
                            const int64_t *shape, const double *values) {
   if (!g)
@@ -59,6 +84,10 @@ tyto_tensor *tyto_constant(tyto_graph *g, tyto_dtype dtype, int rank,
   int64_t n = shape_numel(rank, shape);
   if (n > 0 && !values)
     return graph_fail(g, "constant: values is NULL");
+  const dtype_info *di = dtype_info_of(dtype);
+  for (int64_t i = 0; di->integer && i < n; i++)
+    if (int_value_check(g, "constant", di, values[i], i) < 0)
+      return &g->error;
   tyto_tensor *t = source_new(g, TYTO_OP_CONSTANT, TYTO_KIND_CONSTANT, dtype,
                               rank, shape, NULL);
   if (t->kind == TYTO_KIND_ERROR || n == 0)
@@ -66,14 +95,45 @@ tyto_tensor *tyto_constant(tyto_graph *g, tyto_dtype dtype, int rank,
   if ((uint64_t)n > SIZE_MAX / tyto_dtype_size(dtype) ||
       !(t->data = graph_alloc(g, (size_t)n * tyto_dtype_size(dtype))))
     return graph_oom(g, "constant");
-  const dtype_info *di = dtype_info_of(dtype);
   for (int64_t i = 0; i < n; i++)
     di->store(t->data, (size_t)i, values[i]);
   return t;
 }
 
+tyto_tensor *tyto_constant_raw(tyto_graph *g, tyto_dtype dtype, int rank,
+                               const int64_t *shape, const void *data,
+                               size_t bytes) {
+  if (!g)
+    return NULL;
+  if (source_check(g, "constant_raw", dtype, rank, shape) < 0)
+    return &g->error;
+  int64_t n = shape_numel(rank, shape);
+  size_t size = tyto_dtype_size(dtype);
+  if ((uint64_t)n > SIZE_MAX / size)
+    return graph_oom(g, "constant_raw");
+  if (bytes != (size_t)n * size) {
+    char s[SHAPE_STR];
+    shape_str(s, rank, shape);
+    return graph_fail(g, "constant_raw: %zu bytes for %s%s (expected %zu)",
+                      bytes, tyto_dtype_name(dtype), s, (size_t)n * size);
+  }
+  if (n > 0 && !data)
+    return graph_fail(g, "constant_raw: data is NULL");
+  tyto_tensor *t = source_new(g, TYTO_OP_CONSTANT, TYTO_KIND_CONSTANT, dtype,
+                              rank, shape, NULL);
+  if (t->kind == TYTO_KIND_ERROR || n == 0)
+    return t;
+  if (!(t->data = graph_alloc(g, bytes)))
+    return graph_oom(g, "constant_raw");
+  memcpy(t->data, data, bytes);
+  return t;
+}
+
 tyto_tensor *tyto_full(tyto_graph *g, tyto_dtype dtype, int rank,
                        const int64_t *shape, double value) {
+  const dtype_info *di = dtype_info_of(dtype);
+  if (g && di && int_value_check(g, "full", di, value, -1) < 0)
+    return &g->error;
   tyto_tensor *t =
       source_new(g, TYTO_OP_FULL, TYTO_KIND_CONSTANT, dtype, rank, shape, NULL);
   if (t && t->kind != TYTO_KIND_ERROR) {

@@ -6,8 +6,9 @@
  * elementwise ops of uniform constants, views and reductions of a FULL,
  * concatenations of equal FULLs. Elementwise results of other constants are
  * materialised only up to FOLD_MAX_ELEMENTS, so folding never trades a kernel
- * for a large constant upload. A REPLICA_SUM is never folded (its value
- * is known only when the replicas exchange).
+ * for a large constant upload. Integer arithmetic is left to the device
+ * (it wraps; an i64 need not fit a double); integer views fold. A REPLICA_SUM
+ * is never folded (its value is known only when the replicas exchange).
  */
 #include "config.h"
 
@@ -111,6 +112,15 @@ static tyto_tensor *fold_rule(void *ctx, const tyto_tensor *t,
       return NULL;
   double v;
   tyto_tensor *r = NULL;
+  /* Integer arithmetic wraps, and an i64 may not fit a double: the host's
+   * double evaluation is for floating dtypes only. */
+  int ints = dtype_is_int(t->dtype);
+  for (size_t k = 0; k < t->n_inputs; k++)
+    ints |= dtype_is_int(ins[k]->dtype);
+  int computes = pass_is_elementwise(t->op) || t->op == TYTO_OP_CAST ||
+                 (t->op >= TYTO_OP_SUM && t->op <= TYTO_OP_NORM_L2);
+  if (ints && computes)
+    return NULL;
   if (pass_is_elementwise(t->op) || t->op == TYTO_OP_CAST) {
     r = fold_elementwise(t, ins, g);
   } else if (t->op >= TYTO_OP_SUM && t->op <= TYTO_OP_NORM_L2) {

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../graph/dtype.h"
 #include "passes.h"
 
 enum {
@@ -111,6 +112,15 @@ static int joinable(const tyto_tensor *x, const tyto_tensor *t) {
   return x->rank == t->rank && x->pin == t->pin &&
          (x->dtype == t->dtype || t->op == TYTO_OP_CAST) &&
          memcmp(x->shape, t->shape, (size_t)x->rank * sizeof *x->shape) == 0;
+}
+
+/* Integer ops stay kernels of their own: fused programs compute in
+ * floating point (a cast from an integer included). */
+static int touches_int(const tyto_tensor *t) {
+  int any = dtype_is_int(t->dtype);
+  for (size_t k = 0; k < t->n_inputs; k++)
+    any |= dtype_is_int(t->inputs[k]->dtype);
+  return any;
 }
 
 static int in_set(int64_t r, const int64_t *set, int n) {
@@ -242,7 +252,7 @@ static void form_groups(fuser *f, const pass_options *opt) {
   for (size_t i = 0; i < g->n_nodes; i++) {
     const tyto_tensor *t = g->nodes[i];
     if (!fusable_op(t->op) || tyto_tensor_numel(t) == 0 ||
-        !pass_may_fuse(opt, t))
+        !pass_may_fuse(opt, t) || touches_int(t))
       continue;
     int64_t cand[3];
     int n_cand = 0;

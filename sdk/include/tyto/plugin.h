@@ -60,7 +60,7 @@ extern "C" {
 #endif
 
 #define TYTO_PLUGIN_ABI_MAJOR 1
-#define TYTO_PLUGIN_ABI_MINOR 5
+#define TYTO_PLUGIN_ABI_MINOR 6
 
 /* True when `field` of *ptr lies wholly inside ptr->struct_size. */
 #define TYTO_PLUGIN_HAS_FIELD(ptr, type, field)                                \
@@ -224,8 +224,11 @@ typedef struct tyto_plugin_claims {
 /* Element types. F16 is IEEE 754 binary16 and BF16 bfloat16 (the top 16
  * bits of a binary32); both are storage formats (ABI 1.5): an op on them
  * computes in at least f32 and rounds its result to the dtype once
- * (sdk/docs/ops.md, "Dtypes"). The integer dtypes are reserved for index
- * tensors; no op takes them yet. */
+ * (sdk/docs/ops.md, "Dtypes"). I32 and I64 (ABI 1.6) are two's-complement
+ * integers for indices and counts, taken by the ops sdk/docs/ops.md lists
+ * under "Integer dtypes" (casts, layout, indexing, ARGMAX/ARGMIN results,
+ * the whole-number elementwise ops and SUM, REDUCE_MAX, REDUCE_MIN),
+ * wrapping on overflow; never in a fused program. U8 is reserved. */
 typedef enum tyto_plugin_dtype {
   TYTO_PLUGIN_DTYPE_F32 = 0,
   TYTO_PLUGIN_DTYPE_F64 = 1,
@@ -330,7 +333,10 @@ typedef enum tyto_plugin_op {
    * (unlike every other op) any dtype: the input's value rounded to the
    * output's dtype, to nearest with ties to even; NaN stays NaN,
    * infinities and signed zeros are kept, a finite value beyond the
-   * output's range becomes an infinity. Any pair of F32, F64, F16, BF16. */
+   * output's range becomes an infinity. Any pair of F32, F64, F16, BF16.
+   * ABI 1.6, with I32 and I64: to an integer, truncated toward zero and
+   * saturated at its limits, NaN giving 0; from an integer, rounded to
+   * nearest (ties to even); I64 to I32 keeps the low 32 bits. */
   TYTO_PLUGIN_OP_CAST = 48,
 
   /* Elementwise binary, 2 inputs. Comparisons give 1 or 0 in the dtype. */
