@@ -341,7 +341,7 @@ static const bad_case bad_cases[] = {
     {"", 0, "header is not valid JSON"},
     {"{\"w\":{\"dtype\":\"I8\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2,
      "tensor 'w': dtype \"I8\" is not supported (tyto reads F32, F64, F16, "
-     "BF16, I64 and U64)"},
+     "BF16, I32, I64 and U64)"},
     {"{\"w\":{\"dtype\":\"BF16\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", 24,
      "tensor 'w': bf16[2,3] needs 12 bytes, data_offsets [0, 24] hold 24"},
     {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,20]}}", 20,

@@ -15,7 +15,7 @@
 
 #define S(...) ((const int64_t[]){__VA_ARGS__})
 
-static const tyto_dtype BAD[] = {(tyto_dtype)-1, (tyto_dtype)4, (tyto_dtype)7,
+static const tyto_dtype BAD[] = {(tyto_dtype)-1, (tyto_dtype)6, (tyto_dtype)7,
                                  (tyto_dtype)1000};
 
 START_TEST(every_row) {
@@ -30,8 +30,10 @@ START_TEST(every_row) {
       {TYTO_F64, "f64", "F64", 8, TYTO_PLUGIN_DTYPE_F64, TYTO_F64},
       {TYTO_F16, "f16", "F16", 2, TYTO_PLUGIN_DTYPE_F16, TYTO_F32},
       {TYTO_BF16, "bf16", "BF16", 2, TYTO_PLUGIN_DTYPE_BF16, TYTO_F32},
+      {TYTO_I32, "i32", "I32", 4, TYTO_PLUGIN_DTYPE_I32, TYTO_I32},
+      {TYTO_I64, "i64", "I64", 8, TYTO_PLUGIN_DTYPE_I64, TYTO_I64},
   };
-  ck_assert_int_eq(dtype_count(), 4);
+  ck_assert_int_eq(dtype_count(), 6);
   for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
     const dtype_info *di = dtype_info_of(want[i].d);
     ck_assert_ptr_nonnull(di);
@@ -44,17 +46,23 @@ START_TEST(every_row) {
     ck_assert_uint_eq(di->abi, want[i].abi);
     ck_assert_ptr_eq(dtype_info_of_abi(want[i].abi), di);
     ck_assert_int_eq(di->arith, want[i].arith);
-    ck_assert_int_eq(dtype_host_arith(want[i].d), want[i].arith == want[i].d);
-    /* 1.5 is exact in every format: stored and loaded unchanged. */
+    int integer = want[i].d == TYTO_I32 || want[i].d == TYTO_I64;
+    ck_assert_int_eq(dtype_is_int(want[i].d), integer);
+    ck_assert_int_eq(tyto_dtype_is_integer(want[i].d), integer);
+    ck_assert_int_eq(dtype_host_arith(want[i].d),
+                     !integer && want[i].arith == want[i].d);
+    /* 1.5 is exact in every floating format: stored and loaded unchanged;
+     * an integer truncates it toward zero. */
     _Alignas(8) unsigned char e[8] = {0};
     di->store(e, 0, 1.5);
-    ck_assert_double_eq(di->load(e, 0), 1.5);
+    ck_assert_double_eq(di->load(e, 0), integer ? 1.0 : 1.5);
+    di->store(e, 0, -1.5);
+    ck_assert_double_eq(di->load(e, 0), integer ? -1.0 : -1.5);
     int c = tyto_checkpoint_dtype_of(want[i].d);
-    ck_assert_int_ge(c, 0);
-    ck_assert_int_eq(c, (int)(i == 0   ? TYTO_CHECKPOINT_F32
-                              : i == 1 ? TYTO_CHECKPOINT_F64
-                              : i == 2 ? TYTO_CHECKPOINT_F16
-                                       : TYTO_CHECKPOINT_BF16));
+    static const tyto_checkpoint_dtype ck[] = {
+        TYTO_CHECKPOINT_F32,  TYTO_CHECKPOINT_F64, TYTO_CHECKPOINT_F16,
+        TYTO_CHECKPOINT_BF16, TYTO_CHECKPOINT_I32, TYTO_CHECKPOINT_I64};
+    ck_assert_int_eq(c, (int)ck[i]);
   }
   for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
     ck_assert_ptr_null(dtype_info_of(BAD[i]));
@@ -63,7 +71,45 @@ START_TEST(every_row) {
     ck_assert_int_eq(tyto_checkpoint_dtype_of(BAD[i]), -1);
     ck_assert_int_eq(dtype_host_arith(BAD[i]), 0);
   }
-  ck_assert_ptr_null(dtype_info_of_abi(TYTO_PLUGIN_DTYPE_I32));
+  ck_assert_ptr_null(dtype_info_of_abi(TYTO_PLUGIN_DTYPE_U8));
+  ck_assert_int_eq(tyto_dtype_is_integer((tyto_dtype)6), 0);
+}
+END_TEST
+
+/* The integers' host conversions are CAST's: toward zero, saturated at the
+ * limits, NaN giving 0; i64 values beyond 2^53 load rounded. */
+START_TEST(integer_store_and_load) {
+  const dtype_info *i32 = dtype_info_of(TYTO_I32),
+                   *i64 = dtype_info_of(TYTO_I64);
+  int32_t a[8];
+  const double in32[8] = {NAN,           INFINITY, -INFINITY, 2147483647.9,
+                          -2147483648.9, 3e9,      -0.0,      -7.99};
+  const int32_t want32[8] = {0,         INT32_MAX, INT32_MIN, INT32_MAX,
+                             INT32_MIN, INT32_MAX, 0,         -7};
+  for (int k = 0; k < 8; k++) {
+    i32->store(a, (size_t)k, in32[k]);
+    ck_assert_int_eq(a[k], want32[k]);
+  }
+  int64_t b[6];
+  const double in64[6] = {NAN,   0x1p63,        -0x1p63,
+                          1e300, -0x1p62 - 0.5, 9007199254740993.0};
+  const int64_t want64[6] = {
+      0,         INT64_MAX,           INT64_MIN,
+      INT64_MAX, -(INT64_C(1) << 62), INT64_C(9007199254740992)};
+  for (int k = 0; k < 6; k++) {
+    i64->store(b, (size_t)k, in64[k]);
+    ck_assert_int_eq(b[k], want64[k]);
+  }
+  b[0] = INT64_MAX;
+  ck_assert_double_eq(i64->load(b, 0), 0x1p63);
+  /* Which dtypes hold which exactly. */
+  ck_assert(dtype_holds(TYTO_I64, TYTO_I32));
+  ck_assert(!dtype_holds(TYTO_I32, TYTO_I64));
+  ck_assert(dtype_holds(TYTO_F64, TYTO_I32));
+  ck_assert(!dtype_holds(TYTO_F32, TYTO_I32));
+  ck_assert(!dtype_holds(TYTO_F64, TYTO_I64));
+  ck_assert(!dtype_holds(TYTO_I64, TYTO_F16));
+  ck_assert(!dtype_holds(TYTO_I32, TYTO_BF16));
 }
 END_TEST
 
@@ -198,8 +244,8 @@ START_TEST(unknown_dtypes_refused) {
   for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
     char want[160];
     snprintf(want, sizeof want,
-             "unknown dtype %d (expected TYTO_F32, TYTO_F64, TYTO_F16 or "
-             "TYTO_BF16)",
+             "unknown dtype %d (expected TYTO_F32, TYTO_F64, TYTO_F16, "
+             "TYTO_BF16, TYTO_I32 or TYTO_I64)",
              (int)BAD[i]);
     for (int k = 0; k < 7; k++) {
       tyto_graph *g = tyto_graph_new();
@@ -365,6 +411,7 @@ int main(void) {
   TCase *tc = tcase_create("dtype");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, every_row);
+  tcase_add_test(tc, integer_store_and_load);
   tcase_add_test(tc, bf16_bits);
   tcase_add_test(tc, f16_bits);
   tcase_add_test(tc, unknown_dtypes_refused);

@@ -87,8 +87,8 @@ START_TEST(common_errors) {
   FAILS(tyto_parameter(g, TYTO_F32, 2, S(2, -1), NULL),
         "parameter: negative extent in [2,-1]");
   FAILS(tyto_input(g, (tyto_dtype)7, 0, NULL, NULL),
-        "input: unknown dtype 7 (expected TYTO_F32, TYTO_F64, TYTO_F16 or "
-        "TYTO_BF16)");
+        "input: unknown dtype 7 (expected TYTO_F32, TYTO_F64, TYTO_F16, "
+        "TYTO_BF16, TYTO_I32 or TYTO_I64)");
   FAILS(tyto_full(g, TYTO_F64, 3, S(1 << 30, 1 << 30, 1 << 30), 0),
         "full: [1073741824,1073741824,1073741824] has more than 2^60 "
         "elements");

@@ -24,7 +24,18 @@
  * Returns the graph, or NULL with *err set to what to return. */
 static tyto_graph *check_args(const char *name, size_t n,
                               tyto_tensor *const *ts, tyto_tensor **err) {
-  return graph_check(name, n, ts, 1, err);
+  tyto_graph *g = graph_check(name, n, ts, 0, err);
+  for (size_t i = 0; g && i < n; i++)
+    if (dtype_is_int(ts[i]->dtype)) {
+      char s[SHAPE_STR];
+      *err = graph_fail(g,
+                        "%s: %s%s is an integer tensor; derivatives are taken "
+                        "of and with respect to floating-point tensors",
+                        name, tyto_dtype_name(ts[i]->dtype),
+                        tensor_shape_str(s, ts[i]));
+      return NULL;
+    }
+  return g ? graph_check(name, n, ts, 1, err) : NULL;
 }
 
 /* Marks the active tensors (indices below n0): act[i] = 1 when tensor i
@@ -171,19 +182,6 @@ static tyto_graph *sweep_begin(const char *name, int forward, size_t n_x,
     if (!check_args(name, 2, pair, &err) ||
         shape_like(g, name, forward ? "tangent" : "adjoint", v, seeded[k])) {
       fill_error(out, n_out, err ? err : &g->error);
-      return NULL;
-    }
-  }
-  for (size_t k = 0; k < n_x + n_y; k++) {
-    const tyto_tensor *t = k < n_x ? xs[k] : ys[k - n_x];
-    if (dtype_is_int(t->dtype)) {
-      fill_error(out, n_out,
-                 graph_fail(g,
-                            "%s: %s %zu is %s; derivatives are taken of and "
-                            "with respect to floating-point tensors",
-                            name, k < n_x ? "x" : "y",
-                            (k < n_x ? k : k - n_x) + 1,
-                            tyto_dtype_name(t->dtype)));
       return NULL;
     }
   }

@@ -65,13 +65,15 @@ static int int_value_check(tyto_graph *g, const char *name,
                            const dtype_info *di, double v, int64_t at) {
   if (!di->integer || int_value_ok(di, v))
     return 0;
-  char where[48] = "";
+  char where[48] = "", val[48];
   if (at >= 0)
     snprintf(where, sizeof where, " (element %lld)", (long long)at);
+  snprintf(val, sizeof val, v == trunc(v) && fabs(v) < 1e30 ? "%.0f" : "%.17g",
+           v);
   graph_fail(g,
-             "%s: %.17g%s is not an %s (a whole number in its range, at most "
+             "%s: %s%s is not an %s (a whole number in its range, at most "
              "2^53 in magnitude; tyto_constant_raw gives any i64)",
-             name, v, where, di->name);
+             name, val, where, di->name);
   return -1;
 }
 
