@@ -294,6 +294,51 @@ START_TEST(test_half_formats) {
 }
 END_TEST
 
+/* i32 and i64 tensors as PyTorch writes them (I32, I64, little-endian):
+ * read with their graph dtypes and written back under the same names. */
+START_TEST(test_integer_formats) {
+  static const unsigned char int_data[24] = {
+      0xff, 0xff, 0xff, 0x7f, 0x00, 0x00, 0x00, 0x80,  /* i32 max, min */
+      0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x20, 0x00,  /* i64 2^53 + 1 */
+      0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}; /* i64 -2 */
+  const char *header =
+      "{\"i\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+      "\"l\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[8,24]}}";
+  char padded[256];
+  snprintf(padded, sizeof padded, "%-*s", (int)((strlen(header) + 7) / 8 * 8),
+           header);
+  unsigned char buf[512];
+  size_t len = make_file(buf, padded, int_data, sizeof int_data);
+  const char *path = in_dir("torch-int.safetensors");
+  write_bytes(path, buf, len);
+  tyto_checkpoint *ck;
+  OK(tyto_checkpoint_load(path, &ck));
+  tyto_checkpoint_dtype dt;
+  int rank;
+  const int64_t *shape;
+  const void *data;
+  size_t bytes;
+  OK(tyto_checkpoint_find(ck, "i", &dt, &rank, &shape, &data, &bytes));
+  ck_assert_int_eq(dt, TYTO_CHECKPOINT_I32);
+  ck_assert_int_eq(dt, tyto_checkpoint_dtype_of(TYTO_I32));
+  ck_assert_uint_eq(bytes, 8);
+  ck_assert_mem_eq(data, int_data, 8);
+  OK(tyto_checkpoint_find(ck, "l", &dt, &rank, &shape, &data, &bytes));
+  ck_assert_int_eq(dt, TYTO_CHECKPOINT_I64);
+  ck_assert_int_eq(dt, tyto_checkpoint_dtype_of(TYTO_I64));
+  ck_assert_mem_eq(data, int_data + 8, 16);
+  path = in_dir("tyto-int.safetensors");
+  OK(tyto_checkpoint_save(ck, path));
+  tyto_checkpoint_free(ck);
+  size_t n;
+  unsigned char *got = slurp(path, &n);
+  ck_assert_ptr_nonnull(strstr((const char *)got + 8, "\"dtype\":\"I32\""));
+  ck_assert_ptr_nonnull(strstr((const char *)got + 8, "\"dtype\":\"I64\""));
+  ck_assert_mem_eq(got + n - 24, int_data, 24);
+  free(got);
+}
+END_TEST
+
 START_TEST(test_other_writers) {
   /* Tensors in another order than their offsets, metadata last, spaces
    * inside and a padding that is not ours (the reference writer pads to
@@ -791,6 +836,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_byte_exact);
   tcase_add_test(tc, test_other_writers);
   tcase_add_test(tc, test_half_formats);
+  tcase_add_test(tc, test_integer_formats);
   tcase_add_loop_test(tc, test_bad_files, 0,
                       (int)(sizeof bad_cases / sizeof bad_cases[0]));
   tcase_add_test(tc, test_bad_sizes);
