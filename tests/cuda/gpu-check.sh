@@ -102,5 +102,11 @@ step profile-cnn 120 env TYTO_PROFILE=1 "$bin/tyto-train" --model cnn \
 step vs-torch 300 env PYTHONUNBUFFERED=1 python3 "$top/bench/train_vs_torch.py" \
   --torch-settings eager,benchmark,fused \
   --device cuda --tyto "$bin/tyto-train" --data "$data"
+# Issue 19's GPU goal: the seed CNN in bf16 and f16 AMP against PyTorch's
+# autocast on the same GPU (tyto-train --precision).
+step vs-torch-amp 240 env PYTHONUNBUFFERED=1 python3 \
+  "$top/bench/train_vs_torch.py" --torch-settings eager --models cnn \
+  --precision f32,bf16,f16 --device cuda --tyto "$bin/tyto-train" \
+  --data "$data"
 echo "gpu-check: $passed passed, $failed failed"
 [ $failed -eq 0 ]
