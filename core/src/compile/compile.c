@@ -37,25 +37,6 @@ void tyto_program_options_init(tyto_program_options *opts) {
   }
 }
 
-/* Marks every node the outputs depend on; creation order is topological,
- * so one backward sweep suffices. */
-static unsigned char *mark_needed(tyto_graph *g, size_t n_outputs,
-                                  tyto_tensor *const *outputs) {
-  unsigned char *need = calloc(g->n_nodes ? g->n_nodes : 1, 1);
-  if (!need)
-    return NULL;
-  for (size_t i = 0; i < n_outputs; i++)
-    need[outputs[i]->index] = 1;
-  for (size_t i = g->n_nodes; i-- > 0;) {
-    if (!need[i])
-      continue;
-    const tyto_tensor *t = g->nodes[i];
-    for (size_t j = 0; j < t->n_inputs; j++)
-      need[t->inputs[j]->index] = 1;
-  }
-  return need;
-}
-
 static tyto_status check_outputs(const char *fn, tyto_graph *g,
                                  size_t n_outputs,
                                  tyto_tensor *const *outputs) {
@@ -495,7 +476,7 @@ static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
     p->recv_index[i] = o->exchange_recvs[i]->index;
     p->send_stage[i] = o->exchange_stages ? o->exchange_stages[i] : 0;
   }
-  unsigned char *need = mark_needed(g, n_all, all);
+  unsigned char *need = graph_needed(g, n_all, all);
   if (!need) {
     free(map);
     free(all);
@@ -534,7 +515,7 @@ static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
   p->stats.passes_seconds = exec_now() - t0;
 
   /* One slot per node the (optimised) outputs need. */
-  need = mark_needed(og, pg.n_out, pg.outs);
+  need = graph_needed(og, pg.n_out, pg.outs);
   p->slot_of = malloc((og->n_nodes ? og->n_nodes : 1) * sizeof *p->slot_of);
   p->slots = calloc(og->n_nodes ? og->n_nodes : 1, sizeof *p->slots);
   if (!need || !p->slot_of || !p->slots) {

@@ -172,16 +172,7 @@ static tyto_tensor *rewrite(amp *a, tyto_tensor *t) {
     ins[k] = get(a, in, keep || dtype_is_int(in->dtype) ? in->dtype : d);
     same &= ins[k] == t->inputs[k];
   }
-  tyto_tensor *r = t;
-  if (!same) {
-    uint32_t scope = a->g->scope;
-    a->g->scope = t->pin;
-    r = node_new(a->g, t->op, d, t->rank, t->shape, t->n_inputs, ins,
-                 t->n_iattrs, t->iattrs, t->n_fattrs, t->fattrs);
-    a->g->scope = scope;
-    if (r->kind != TYTO_KIND_ERROR)
-      r->name = t->name;
-  }
+  tyto_tensor *r = same ? t : node_rebuild(a->g, t, d, ins);
   if (ins != stack)
     free(ins);
   return r;
@@ -223,7 +214,7 @@ tyto_status tyto_autocast(tyto_dtype low, size_t n, tyto_tensor **ys) {
            calloc(n0, sizeof(tyto_tensor *)),
            calloc(n0, sizeof(tyto_tensor *)),
            calloc(n0, sizeof(tyto_tensor *))};
-  unsigned char *need = calloc(n0, 1);
+  unsigned char *need = graph_needed(g, n, ys);
   tyto_status st = TYTO_OK;
   if (!a.map || !a.to_orig || !a.to_low || !need) {
     st = rt_fail(TYTO_ERR_OUT_OF_MEMORY,
@@ -232,13 +223,7 @@ tyto_status tyto_autocast(tyto_dtype low, size_t n, tyto_tensor **ys) {
                  n0);
     goto done;
   }
-  /* What the outputs need, then every such node in creation order. */
-  for (size_t i = 0; i < n; i++)
-    need[ys[i]->index] = 1;
-  for (size_t i = n0; i-- > 0;)
-    if (need[i])
-      for (size_t k = 0; k < g->nodes[i]->n_inputs; k++)
-        need[g->nodes[i]->inputs[k]->index] = 1;
+  /* Every node the outputs need, in creation order. */
   for (size_t i = 0; i < n0 && g->status == TYTO_OK; i++)
     if (need[i])
       a.map[i] = rewrite(&a, g->nodes[i]);

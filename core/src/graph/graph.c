@@ -157,6 +157,23 @@ tyto_graph *graph_check(const char *name, size_t n, tyto_tensor *const *in,
   return g;
 }
 
+unsigned char *graph_needed(const tyto_graph *g, size_t n,
+                            tyto_tensor *const *roots) {
+  size_t nn = g->n_nodes;
+  unsigned char *need = calloc(nn ? nn : 1, 1);
+  if (!need)
+    return NULL;
+  for (size_t k = 0; k < n; k++)
+    if (roots[k] && roots[k]->graph == g && roots[k]->index >= 0 &&
+        (size_t)roots[k]->index < nn)
+      need[roots[k]->index] = 1;
+  for (size_t i = nn; i-- > 0;)
+    if (need[i])
+      for (size_t j = 0; j < g->nodes[i]->n_inputs; j++)
+        need[g->nodes[i]->inputs[j]->index] = 1;
+  return need;
+}
+
 /* Whether op takes integer operands and results (the whole-number ops of
  * <tyto/graph.h>'s tyto_dtype). ARGMAX and ARGMIN give integers of a
  * floating input only. */
@@ -267,4 +284,16 @@ tyto_tensor *node_new(tyto_graph *g, tyto_op op, tyto_dtype dtype, int rank,
     memcpy(t->fattrs, fattrs, n_f * sizeof *fattrs);
   g->nodes[g->n_nodes++] = t;
   return t;
+}
+
+tyto_tensor *node_rebuild(tyto_graph *g, const tyto_tensor *t, tyto_dtype dtype,
+                          tyto_tensor *const *in) {
+  uint32_t scope = g->scope;
+  g->scope = t->pin;
+  tyto_tensor *r = node_new(g, t->op, dtype, t->rank, t->shape, t->n_inputs, in,
+                            t->n_iattrs, t->iattrs, t->n_fattrs, t->fattrs);
+  g->scope = scope;
+  if (r->kind != TYTO_KIND_ERROR)
+    r->name = t->name;
+  return r;
 }

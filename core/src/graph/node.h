@@ -75,12 +75,25 @@ tyto_tensor *graph_oom(tyto_graph *g, const char *op);
 tyto_graph *graph_check(const char *name, size_t n, tyto_tensor *const *in,
                         int same_dtype, tyto_tensor **err);
 
+/* The nodes roots[0 .. n) need, themselves included: need[i] = 1 for node
+ * i (calloc'ed, g's node count; the caller frees it). Creation order is
+ * topological, so one backward sweep finds them. Roots that are NULL or
+ * not nodes of g are skipped. NULL when out of memory. */
+unsigned char *graph_needed(const tyto_graph *g, size_t n,
+                            tyto_tensor *const *roots);
+
 /* A new computed node (kind TYTO_KIND_COMPUTED; callers may change it).
  * Copies inputs and attributes. Returns the error tensor on out of memory. */
 tyto_tensor *node_new(tyto_graph *g, tyto_op op, tyto_dtype dtype, int rank,
                       const int64_t *shape, size_t n_in, tyto_tensor *const *in,
                       size_t n_i, const int64_t *iattrs, size_t n_f,
                       const double *fattrs);
+
+/* t (a computed node of g) built again in g on other inputs, in dtype: its
+ * op, shape and attributes, its device pin and its name. Returns the error
+ * tensor when the op refuses the inputs or out of memory. */
+tyto_tensor *node_rebuild(tyto_graph *g, const tyto_tensor *t, tyto_dtype dtype,
+                          tyto_tensor *const *in);
 
 /* The program of a TYTO_OP_FUSED node (<tyto/graph.h>): iattrs[0] = the
  * number of outputs, then FUSED_FIELDS per instruction, fattrs = one attr

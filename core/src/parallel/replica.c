@@ -30,22 +30,6 @@ static int of_graph(const tyto_graph *g, const tyto_tensor *t) {
   return t && t->graph == g && t->index >= 0 && (size_t)t->index < g->n_nodes;
 }
 
-/* Marks the nodes the roots need. */
-static unsigned char *needed(tyto_graph *g, size_t n, tyto_tensor **roots) {
-  size_t nn = (size_t)g->n_nodes;
-  unsigned char *need = calloc(nn ? nn : 1, 1);
-  if (!need)
-    return NULL;
-  for (size_t k = 0; k < n; k++)
-    if (of_graph(g, roots[k]))
-      need[roots[k]->index] = 1;
-  for (size_t i = nn; i-- > 0;)
-    if (need[i])
-      for (size_t j = 0; j < g->nodes[i]->n_inputs; j++)
-        need[g->nodes[i]->inputs[j]->index] = 1;
-  return need;
-}
-
 static int rs_push(replica *r, tyto_tensor *send, tyto_tensor *recv, int kind,
                    size_t stage) {
   size_t n = r->n_rs + 1;
@@ -77,7 +61,7 @@ tyto_status dp_rs_rewrite(replica *r, size_t n, tyto_tensor **roots,
                           size_t *levels, const char *who) {
   tyto_graph *g = r->g;
   size_t nn = (size_t)g->n_nodes;
-  unsigned char *need = needed(g, n, roots);
+  unsigned char *need = graph_needed(g, n, roots);
   tyto_tensor **map = calloc(nn ? nn : 1, sizeof *map);
   size_t *level = calloc(nn ? nn : 1, sizeof *level);
   tyto_status st = TYTO_OK;
@@ -120,18 +104,10 @@ tyto_status dp_rs_rewrite(replica *r, size_t n, tyto_tensor **roots,
     } else {
       map[i] = t;
       level[i] = lv;
-      if (!same) {
-        uint32_t scope = g->scope;
-        g->scope = t->pin;
-        map[i] = node_new(g, t->op, t->dtype, t->rank, t->shape, t->n_inputs,
-                          ins, t->n_iattrs, t->iattrs, t->n_fattrs, t->fattrs);
-        g->scope = scope;
-        if (map[i]->kind == TYTO_KIND_ERROR)
-          st = rt_fail(TYTO_ERR_INVALID_ARGUMENT, "dp: %s: %s", who,
-                       tyto_graph_error_message(g));
-        else
-          map[i]->name = t->name;
-      }
+      if (!same &&
+          (map[i] = node_rebuild(g, t, t->dtype, ins))->kind == TYTO_KIND_ERROR)
+        st = rt_fail(TYTO_ERR_INVALID_ARGUMENT, "dp: %s: %s", who,
+                     tyto_graph_error_message(g));
     }
     if (ins != stack)
       free(ins);
