@@ -6,7 +6,8 @@
  * runs as clEnqueueCopyBuffer and a contiguous fill as clEnqueueFillBuffer,
  * which drivers run at copy-engine speed. Anything else runs a strided
  * kernel over the merged dimensions. f16 and bf16 move as ushort, bit for
- * bit; FILL's value is rounded to them on the host (plugins/common/half.h).
+ * bit; FILL's value is rounded to them on the host (plugins/common/half.h),
+ * and converted to i32 and i64 as CAST converts a double (int.c).
  * A CAST whose two dtypes are one is a COPY (sdk/docs/ops.md) and runs
  * here.
  */
@@ -42,6 +43,8 @@ typedef struct copyfill {
     cl_float f;
     cl_double d;
     cl_ushort h;
+    cl_int i;
+    cl_long l;
   } value;
 } copyfill;
 
@@ -49,6 +52,10 @@ typedef struct copyfill {
 static void fill_value(copyfill *c, uint32_t dtype, double v) {
   if (dtype == TYTO_PLUGIN_DTYPE_F64)
     c->value.d = v;
+  else if (dtype == TYTO_PLUGIN_DTYPE_I32)
+    c->value.i = (cl_int)ocl_int_of_f64(dtype, v);
+  else if (dtype == TYTO_PLUGIN_DTYPE_I64)
+    c->value.l = ocl_int_of_f64(dtype, v);
   else if (dtype == TYTO_PLUGIN_DTYPE_BF16)
     c->value.h = tpc_f64_to_bf16(v);
   else if (dtype == TYTO_PLUGIN_DTYPE_F16)

@@ -16,6 +16,12 @@
  * for it (every device has the two functions, so PoCL, which lacks the
  * extension, checks the f16 kernels in the test suite).
  *
+ * i32 and i64 (ABI 1.6) are int and long, stored and computed as they
+ * are (T and TS both the integer type; programs built for them define
+ * TYTO_INT and TU, the unsigned type of the same width, through which
+ * int.c wraps). Only the ops sdk/docs/ops.md lists for them run on them
+ * (int.c, ocl_int_check).
+ *
  * Both 16-bit formats compute in f32 (sdk/docs/ops.md, "Dtypes"):
  * kernels read them into float (TLD), compute, and round once when they
  * store (TST).
@@ -153,10 +159,19 @@ tyto_plugin_error *ocl_dtype_check(tyto_plugin_device *dev, const char *op,
                      "f16 needs cl_khr_fp16, which this device lacks; use "
                      "bf16 or f32 (tyto_cast), or a device with cl_khr_fp16",
                      op, ordinal, i->name);
+  case TYTO_PLUGIN_DTYPE_I32:
+  case TYTO_PLUGIN_DTYPE_I64:
+    if (i->dtypes & TYTO_PLUGIN_DTYPE_BIT(dtype))
+      return NULL;
+    return ocl_error(host, TYTO_PLUGIN_ERR_UNSUPPORTED,
+                     "%s: dtype %s is not supported by opencl:%u \"%s\": "
+                     "it is an embedded-profile device without 64-bit "
+                     "integers (cles_khr_int64); use i32 or another device",
+                     op, ocl_dtype_name(dtype), ordinal, i->name);
   default:
     return ocl_error(host, TYTO_PLUGIN_ERR_UNSUPPORTED,
                      "%s: dtype %s is not supported by the opencl plugin "
-                     "(f32, f64, bf16 and f16 only)",
+                     "(f32, f64, bf16, f16, i32 and i64 only)",
                      op, ocl_dtype_name(dtype));
   }
 }

@@ -3,7 +3,10 @@
  * (numpy.take and its adjoint) and ONE_HOT, on layouts of any strides, as
  * plugins/cpu/layout.c defines them.
  *
- * Indices are whole numbers stored in the float dtype. As on the CPU,
+ * Indices are whole numbers stored in the float dtype, or (ABI 1.6) i32 or
+ * i64 (TYTO_IDX), whatever the data's dtype; ONE_HOT's integer indices may
+ * give an output of any dtype. Integer data moves as it is, and
+ * SCATTER_ADD sums it modulo 2^32 or 2^64. As on the CPU,
  * GATHER and SCATTER_ADD check every index before writing anything: an
  * index that is not a whole number in [0, extent) fails the launch with an
  * error naming its row-major position, and the output is left as it was.
@@ -33,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/common.h"
 #include "../common/half.h"
 #include "../common/index_plan.h"
 #include "errors.h"
@@ -42,10 +46,30 @@
  * first (long8s as ocl_dims() makes them), unpacked into private arrays. */
 static const char *const source_parts[] = {
     "#define TYTO_UNPACK(a, v) long a[8]; vstore8(v, 0, a)\n"
+    "/* Indices of type TI stored as TIS, read with TILD: TYTO_IDX (int or\n"
+    " * long) for integer indices, else the data's dtype. */\n"
+    "#if defined(TYTO_IDX)\n"
+    "#define TI TYTO_IDX\n"
+    "#define TIS TYTO_IDX\n"
+    "#define TILD(p, i) ((p)[i])\n"
+    "inline int tyto_index_ok(TI v, long extent) {\n"
+    "  return v >= 0 && (long)v < extent;\n"
+    "}\n"
+    "#else\n"
+    "#define TI T\n"
+    "#define TIS TS\n"
+    "#define TILD(p, i) TLD(p, i)\n"
     "/* Whether index v is a whole number in [0, extent). */\n"
     "inline int tyto_index_ok(T v, long extent) {\n"
     "  return v >= 0 && v < 0x1p63f && v == floor(v) && (long)v < extent;\n"
     "}\n"
+    "#endif\n"
+    "/* Integers add modulo 2^32 or 2^64 (TU: their unsigned type). */\n"
+    "#if defined(TYTO_INT)\n"
+    "#define TADD(a, b) ((T)((TU)(a) + (TU)(b)))\n"
+    "#else\n"
+    "#define TADD(a, b) ((a) + (b))\n"
+    "#endif\n"
     "__kernel void tyto_pad(__global const TS *in, long ib, long8 ishape8,\n"
     "                       long8 istr8, __global TS *out, long ob,\n"
     "                       long8 oshape8, long8 ostr8, long8 before8,\n"
@@ -75,12 +99,12 @@ static const char *const source_parts[] = {
     "}\n",
     "/* Raises flag[fb] when an index is not a whole number in [0, extent). "
     "*/\n"
-    "__kernel void tyto_index_check(__global const TS *ind, long xb,\n"
+    "__kernel void tyto_index_check(__global const TIS *ind, long xb,\n"
     "                               long8 shape, long8 str, int rank,\n"
     "                               long extent, __global int *flag,\n"
     "                               long fb, long n) {\n"
     "  TYTO_FOR(i, n)\n"
-    "    if (!tyto_index_ok(TLD(ind, xb + tyto_offset(i, shape, str, rank)),\n"
+    "    if (!tyto_index_ok(TILD(ind, xb + tyto_offset(i, shape, str, rank)),\n"
     "                       extent))\n"
     "      flag[fb] = 1;\n"
     "}\n"
@@ -88,7 +112,7 @@ static const char *const source_parts[] = {
     "   dims) and in the indices (0 elsewhere); dax: data's axis stride. */\n"
     "__kernel void tyto_gather(__global const TS *data, long db,\n"
     "                          long8 dcoef8,\n"
-    "                          long dax, __global const TS *ind, long xb,\n"
+    "                          long dax, __global const TIS *ind, long xb,\n"
     "                          long8 icoef8, __global TS *out, long ob,\n"
     "                          long8 ostr8, long8 shape8, int rank, long n) {\n"
     "  TYTO_UNPACK(dcoef, dcoef8); TYTO_UNPACK(icoef, icoef8);\n"
@@ -102,7 +126,7 @@ static const char *const source_parts[] = {
     "      x += idx * icoef[k];\n"
     "      o += idx * ostr[k];\n"
     "    }\n"
-    "    TST(out, ob + o, TLD(data, db + d + (long)TLD(ind, xb + x) * dax));\n"
+    "    TST(out, ob + o, TLD(data, db + d + (long)TILD(ind, xb + x) * dax));\n"
     "  }\n"
     "}\n",
     "/* out = base plus, for the q (ascending) whose index keys[p] is this\n"
@@ -140,19 +164,19 @@ static const char *const source_parts[] = {
     "        hi = mid;\n"
     "    }\n"
     "    for (long p = lo; p < nq && keys[p] == j; p++)\n"
-    "      acc += TLD(upd, ub + u + uoff[p]);\n"
+    "      acc = TADD(acc, TLD(upd, ub + u + uoff[p]));\n"
     "    TST(out, ob + o, acc);\n"
     "  }\n"
     "}\n",
     "/* out[..., k] = 1 where the index is k, else 0. */\n"
-    "__kernel void tyto_one_hot(__global const TS *ind, long xb,\n"
+    "__kernel void tyto_one_hot(__global const TIS *ind, long xb,\n"
     "                           long8 ishape,\n"
     "                           long8 istr, int irank, __global TS *out,\n"
     "                           long ob, long8 oshape, long8 ostr, int orank,\n"
     "                           long depth, long n) {\n"
     "  TYTO_FOR(i, n) {\n"
     "    long k = i % depth;\n"
-    "    T v = TLD(ind, xb + tyto_offset(i / depth, ishape, istr, irank));\n"
+    "    TI v = TILD(ind, xb + tyto_offset(i / depth, ishape, istr, irank));\n"
     "    TST(out, ob + tyto_offset(i, oshape, ostr, orank),\n"
     "        tyto_index_ok(v, depth) && (long)v == k ? (T)1 : (T)0);\n"
     "  }\n"
@@ -167,6 +191,17 @@ typedef struct index_impl {
 
 static int owns(uint32_t op) {
   return tpc_index_op(op);
+}
+
+/* The dtype the kernels read indices in: GATHER's and SCATTER_ADD's input
+ * 1, ONE_HOT's input; integer data (PAD too) is read as it is. */
+static uint32_t index_dtype(const ocl_desc *d) {
+  uint32_t x =
+      d->op == TYTO_PLUGIN_OP_GATHER || d->op == TYTO_PLUGIN_OP_SCATTER_ADD
+          ? d->in[1].l.dtype
+      : d->op == TYTO_PLUGIN_OP_ONE_HOT ? d->in[0].l.dtype
+                                        : d->dtype;
+  return ocl_is_int(x) ? x : d->dtype;
 }
 
 /* The rules of plugins/cpu/layout.c (plugins/common/index_plan.c). */
@@ -221,9 +256,10 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   if (source == NULL)
     return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                      "prepare: out of host memory");
-  e = ocl_kernel_new(dev, d->dtype, source, NULL, name, &c->main);
+  const char *idx = ocl_idx_option(index_dtype(d));
+  e = ocl_kernel_new(dev, d->dtype, source, idx, name, &c->main);
   if (e == NULL && d->op == TYTO_PLUGIN_OP_GATHER)
-    e = ocl_kernel_new(dev, d->dtype, source, NULL, "tyto_index_check",
+    e = ocl_kernel_new(dev, d->dtype, source, idx, "tyto_index_check",
                        &c->check);
   free(source);
   return e;
@@ -263,6 +299,13 @@ static tyto_plugin_error *pad_launch(tyto_plugin_device *dev,
                     ? tpc_f16_to_f32(tpc_f64_to_f16(c->ix.value))
                     : c->ix.valuef;
   cl_double vd = c->ix.value;
+  /* Integers: as CAST converts a double. */
+  cl_long vl = ocl_int_of_f64(d->dtype, c->ix.value);
+  cl_int vi = (cl_int)vl;
+  const void *value = d->dtype == TYTO_PLUGIN_DTYPE_I32   ? (const void *)&vi
+                      : d->dtype == TYTO_PLUGIN_DTYPE_I64 ? (const void *)&vl
+                      : d->celem == 8                     ? (const void *)&vd
+                                                          : (const void *)&vf;
   cl_long n = d->out[0].n;
   ocl_args a = OCL_ARGS(dev, c->main);
   ocl_args_mem(&a, &in[0]);
@@ -274,8 +317,7 @@ static tyto_plugin_error *pad_launch(tyto_plugin_device *dev,
   ocl_args_put(&a, sizeof before, &before);
   ocl_args_put(&a, sizeof crank, &crank);
   ocl_args_put(&a, sizeof reflect, &reflect);
-  ocl_args_put(&a, d->celem,
-               d->celem == 8 ? (const void *)&vd : (const void *)&vf);
+  ocl_args_put(&a, d->celem, value);
   ocl_args_put(&a, sizeof n, &n);
   return a.e != NULL ? a.e : ocl_enqueue_n(dev, s, c->main, n, "pad kernel");
 }
@@ -304,19 +346,36 @@ static tyto_plugin_error *indices_read(tyto_plugin_device *dev,
                                        const ocl_arg *x, void **out) {
   const ocl_reach *r = &d->in[1];
   const char *op = ocl_op_name(d->op);
-  size_t bytes = (size_t)(r->hi - r->lo + 1) * d->elem;
+  const size_t elem = tpc_dtype_size(r->l.dtype);
+  size_t bytes = (size_t)(r->hi - r->lo + 1) * elem;
   void *host = malloc(bytes);
   if (host == NULL)
     return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                      "%s: out of host memory reading %zu bytes of indices", op,
                      bytes);
   /* The origin includes the layout's offset, the reach too. */
-  size_t at = (size_t)(x->origin - r->l.offset + r->lo) * d->elem;
+  size_t at = (size_t)(x->origin - r->l.offset + r->lo) * elem;
   tyto_plugin_error *e = ocl_read(dev, s, x->mem, at, bytes, host, op,
                                   "the indices back to check them");
   if (e != NULL) {
     free(host);
     return e;
+  }
+  /* Integer indices as doubles, which the shared scan reads (one beyond
+   * 2^53 may round, but stays far outside any extent). */
+  if (ocl_is_int(r->l.dtype)) {
+    size_t n = bytes / elem;
+    double *v = malloc(n * sizeof *v);
+    if (v == NULL) {
+      free(host);
+      return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                       "%s: out of host memory reading %zu indices", op, n);
+    }
+    for (size_t i = 0; i < n; i++)
+      v[i] = elem == 4 ? (double)((const int32_t *)host)[i]
+                       : (double)((const int64_t *)host)[i];
+    free(host);
+    host = v;
   }
   *out = host;
   return NULL;
@@ -327,9 +386,10 @@ static tyto_plugin_error *indices_read(tyto_plugin_device *dev,
 static tpc_index_host indices_host(const ocl_desc *d, uint32_t axis,
                                    const void *host) {
   const tyto_plugin_layout *il = &d->in[1].l;
+  /* indices_read() gives integer indices as doubles */
   return (tpc_index_host){d->op,
                           il,
-                          d->elem,
+                          ocl_is_int(il->dtype) ? sizeof(double) : d->elem,
                           host,
                           il->offset - d->in[1].lo,
                           d->in[0].l.shape[axis],

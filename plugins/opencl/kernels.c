@@ -89,11 +89,14 @@ void ocl_dims(const tyto_plugin_layout *l, cl_long8 *shape, cl_long8 *strides,
 tyto_plugin_error *ocl_kernel_new(tyto_plugin_device *dev, uint32_t dtype,
                                   const char *source, const char *options,
                                   const char *name, cl_kernel *out) {
-  const char *dt = dtype == TYTO_PLUGIN_DTYPE_F64    ? "-DT=double -DTYTO_FP64"
-                   : dtype == TYTO_PLUGIN_DTYPE_BF16 ? "-DT=float -DTYTO_BF16"
-                   : dtype == TYTO_PLUGIN_DTYPE_F16  ? "-DT=float -DTYTO_F16"
-                   : dtype == OCL_DTYPE_RAW16        ? "-DT=ushort"
-                                                     : "-DT=float";
+  const char *dt =
+      dtype == TYTO_PLUGIN_DTYPE_F64    ? "-DT=double -DTYTO_FP64"
+      : dtype == TYTO_PLUGIN_DTYPE_BF16 ? "-DT=float -DTYTO_BF16"
+      : dtype == TYTO_PLUGIN_DTYPE_F16  ? "-DT=float -DTYTO_F16"
+      : dtype == OCL_DTYPE_RAW16        ? "-DT=ushort"
+      : dtype == TYTO_PLUGIN_DTYPE_I32  ? "-DT=int -DTU=uint -DTYTO_INT"
+      : dtype == TYTO_PLUGIN_DTYPE_I64  ? "-DT=long -DTU=ulong -DTYTO_INT"
+                                        : "-DT=float";
   char opts[1024];
   int n = snprintf(opts, sizeof opts, "%s%s%s", dt,
                    options != NULL && options[0] != '\0' ? " " : "",
@@ -352,8 +355,13 @@ static tyto_plugin_error *read_desc(tyto_plugin_device *dev,
   /* Every operand has output 0's dtype, but for CAST (its input) and
    * FUSED (the family checks the program's dtypes). */
   uint32_t dt = d->out[0].l.dtype;
-  const int mixed =
-      desc->op == TYTO_PLUGIN_OP_CAST || desc->op == TYTO_PLUGIN_OP_FUSED;
+  /* Integer operands (ABI 1.6): int.c checks their dtypes. */
+  int ints = 0;
+  for (uint32_t i = 0; i < d->n_in + d->n_out; i++)
+    ints |= ocl_is_int(i < d->n_in ? d->in[i].l.dtype
+                                   : d->out[i - d->n_in].l.dtype);
+  const int mixed = desc->op == TYTO_PLUGIN_OP_CAST ||
+                    desc->op == TYTO_PLUGIN_OP_FUSED || ints;
   for (uint32_t i = 0; i < d->n_in + d->n_out; i++) {
     const ocl_reach *r = i < d->n_in ? &d->in[i] : &d->out[i - d->n_in];
     if (r->l.dtype != dt && !mixed)
@@ -381,6 +389,13 @@ static tyto_plugin_error *read_desc(tyto_plugin_device *dev,
   /* A CAST to its own dtype is a COPY: moved bit for bit. */
   if (desc->op == TYTO_PLUGIN_OP_CAST && d->n_in == 1 && d->in[0].l.dtype == dt)
     *fam = &ocl_family_copyfill;
+  if (ints && (e = ocl_int_route(dev, d, fam)) != NULL)
+    return e;
+  /* ARGMAX and ARGMIN into an integer output compute in the input's
+   * dtype. */
+  if (ints &&
+      (desc->op == TYTO_PLUGIN_OP_ARGMAX || desc->op == TYTO_PLUGIN_OP_ARGMIN))
+    dt = d->in[0].l.dtype;
   d->dtype = dt;
   d->elem = tpc_dtype_size(dt);
   d->cdtype = ocl_is16(dt) ? TYTO_PLUGIN_DTYPE_F32 : dt;

@@ -4,7 +4,8 @@
  * kernels.c owns the generic part of supports_op/prepare/launch:
  *  - it checks every layout of the descriptor (present, complete, rank <= 8,
  *    no negative extent, reach without 64-bit overflow), that every operand
- *    has one dtype (CAST and FUSED excepted), f32, f64, f16 or bf16, that
+ *    has one dtype (CAST, FUSED and integer operands excepted: int.c),
+ *    f32, f64, f16, bf16, i32 or i64, that
  *    the device runs that dtype, has a compiler and 64-bit integers;
  *  - it finds the family that owns the op and lets it check the rest;
  *  - at launch it resolves every binding to an ocl_arg, after checking that
@@ -108,6 +109,9 @@ extern const ocl_family ocl_family_index;    /* index.c: PAD, GATHER,
 extern const ocl_family ocl_family_random;   /* random.c: RANDOM_* */
 extern const ocl_family ocl_family_linalg;   /* linalg.c: INV ..
                                                 TRIANGULAR_SOLVE */
+extern const ocl_family ocl_family_int;      /* int.c: elementwise ops,
+                                                CAST and reductions on
+                                                i32 and i64 */
 
 /* ---- services of kernels.c and cache.c ----------------------------------
  */
@@ -124,6 +128,28 @@ static inline int ocl_is16(uint32_t dtype) {
   return dtype == TYTO_PLUGIN_DTYPE_F16 || dtype == TYTO_PLUGIN_DTYPE_BF16;
 }
 
+/* The integer dtypes (ABI 1.6). */
+static inline int ocl_is_int(uint32_t dtype) {
+  return dtype == TYTO_PLUGIN_DTYPE_I32 || dtype == TYTO_PLUGIN_DTYPE_I64;
+}
+
+/* int.c: called by kernels.c for a descriptor with an integer operand
+ * (d's layouts read, *fam the op's family). NULL when the op is one
+ * sdk/docs/ops.md runs on integers with these dtypes, *fam then the family
+ * that runs it (ocl_family_int for the elementwise ops, CAST and the
+ * reductions SUM, MAX_REDUCE, MIN_REDUCE); else UNSUPPORTED (an op not
+ * defined on integers, FUSED) or INVALID_ARGUMENT (dtypes that do not go
+ * together), naming the op and the dtypes. */
+tyto_plugin_error *ocl_int_route(tyto_plugin_device *dev, const ocl_desc *d,
+                                 const struct ocl_family **fam);
+
+/* v converted to an integer dtype as CAST converts a double: truncated
+ * toward zero, saturated, NaN 0 (FILL's and PAD's value). */
+int64_t ocl_int_of_f64(uint32_t dtype, double v);
+
+/* "-DTYTO_IDX=int" or "-DTYTO_IDX=long" for an integer dtype, else "". */
+const char *ocl_idx_option(uint32_t dtype);
+
 /* A dtype for ocl_kernel_new that only moves 16-bit elements (T and TS
  * ushort): COPY and FILL of f16 and bf16, bit for bit. */
 #define OCL_DTYPE_RAW16 0x100u
@@ -137,7 +163,8 @@ tyto_plugin_error *ocl_dtype_check(tyto_plugin_device *dev, const char *op,
 /* The cl_kernel `name` of OpenCL C `source`, built for `dtype` on `dev`.
  * The program is ocl_prelude followed by `source`, built with the dtype's
  * options (f32: -DT=float; f64: -DT=double -DTYTO_FP64; bf16: -DT=float
- * -DTYTO_BF16; f16: -DT=float -DTYTO_F16; OCL_DTYPE_RAW16: -DT=ushort)
+ * -DTYTO_BF16; f16: -DT=float -DTYTO_F16; OCL_DTYPE_RAW16: -DT=ushort;
+ * i32: -DT=int -DTU=uint -DTYTO_INT; i64: -DT=long -DTU=ulong -DTYTO_INT)
  * then `options` (may be NULL or ""). Programs are cached per open device in
  * memory and on disk (cache.c), so asking again for another kernel of one
  * (source, options) pair costs no build. A failed build returns an error with

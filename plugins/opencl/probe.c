@@ -307,6 +307,12 @@ static int describe(candidate *c, cl_platform_id platform,
    * with them. */
   d->has_int64 = strcmp(profile, "EMBEDDED_PROFILE") != 0 ||
                  has_extension(exts, "cles_khr_int64");
+  /* i32 and i64 (ABI 1.6) are OpenCL C's int and long: i64 needs the
+   * 64-bit integers an embedded-profile device may lack (and without
+   * which no kernel runs at all). */
+  d->dtypes |= TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_I32);
+  if (d->has_int64)
+    d->dtypes |= TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_I64);
 
 done:
   free(version);

@@ -39,7 +39,9 @@
  * is its input (same layout) is read before it is written.
  *
  * f16 and bf16 are read into f32 (TLD), reduced in f32 and rounded once
- * when stored (TST); partial states stay f32.
+ * when stored (TST); partial states stay f32. ARGMAX and ARGMIN into an
+ * i32 or i64 output (ABI 1.6) run in the input's dtype and store the index
+ * as the integer (TYTO_IDX). The integer reductions run in int.c.
  */
 #include "ops.h"
 
@@ -64,6 +66,15 @@ static const char source_1[] =
     "  switch (op) { RED_OPS(RED_CASE_F) }\n"
     "  return 0;\n"
     "}\n"
+    "/* The output's storage and store: ARGMAX and ARGMIN into an integer\n"
+    " * dtype (TYTO_IDX) store the index itself. */\n"
+    "#if defined(TYTO_IDX)\n"
+    "#define YS TYTO_IDX\n"
+    "#define YST(p, j, a, b, i, n) ((p)[j] = (TYTO_IDX)(i))\n"
+    "#else\n"
+    "#define YS TS\n"
+    "#define YST(p, j, a, b, i, n) TST(p, j, red_final(op, a, b, i, n))\n"
+    "#endif\n"
     "\n"
     "/* Work-item l = ly * Lx + lx of a group, Lx = 2^lxs: lx picks one of\n"
     " * the group's Lx outputs, ly one of the output's Ly lanes. */\n"
@@ -106,7 +117,7 @@ static const char source_1[] =
     "                          long xbase, long8 ksh, long8 kxs, long8 kys,\n"
     "                          int krank, long nout, long tile0, long8 rsh,\n"
     "                          long8 rxs, int rrank, long count, long chunk,\n"
-    "                          long n, int lxs, long span, __global TS *y,\n"
+    "                          long n, int lxs, long span, __global YS *y,\n"
     "                          long ybase, __global T *w, long wbase,\n"
     "                          __global long *wi, long wibase,\n"
     "                          __local T *la, __local T *lb,\n"
@@ -139,8 +150,7 @@ static const char source_1[] =
     "  RED_TREE(switch (op) { RED_OPS(RED_CASE_M) })\n"
     "  if (ly == 0 && o < nout) {\n"
     "    if (nch == 1) {\n"
-    "      TST(y, ybase + tyto_offset(o, ksh, kys, krank),\n"
-    "          red_final(op, a, b, i, n));\n"
+    "      YST(y, ybase + tyto_offset(o, ksh, kys, krank), a, b, i, n);\n"
     "    } else {\n"
     "      const long p = o * nch + c;\n"
     "      w[wbase + 2 * p] = a;\n"
@@ -243,7 +253,7 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
     return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                      "prepare: out of host memory");
   tyto_plugin_error *e = ocl_kernel_new(
-      dev, d->dtype, source, NULL,
+      dev, d->dtype, source, ocl_idx_option(d->out[0].l.dtype),
       r->plan.softmax ? "tyto_softmax" : "tyto_reduce", &r->kernel);
   free(source);
   if (e != NULL)

@@ -137,12 +137,16 @@ static inline const char *dt_name(uint32_t dt) {
   case TYTO_PLUGIN_DTYPE_F64: return "f64";
   case TYTO_PLUGIN_DTYPE_F16: return "f16";
   case TYTO_PLUGIN_DTYPE_BF16: return "bf16";
+  case TYTO_PLUGIN_DTYPE_I32: return "i32";
+  case TYTO_PLUGIN_DTYPE_I64: return "i64";
   default: return "?";
   }
 }
 
 static inline size_t dsize(uint32_t dt) {
-  return dt == TYTO_PLUGIN_DTYPE_F64 ? 8 : dt == TYTO_PLUGIN_DTYPE_F32 ? 4 : 2;
+  return dt == TYTO_PLUGIN_DTYPE_F64 || dt == TYTO_PLUGIN_DTYPE_I64   ? 8
+         : dt == TYTO_PLUGIN_DTYPE_F32 || dt == TYTO_PLUGIN_DTYPE_I32 ? 4
+                                                                      : 2;
 }
 
 /* Dense row-major. */
