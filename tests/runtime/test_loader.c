@@ -4,6 +4,8 @@
  */
 #include "common.h"
 
+#include <tyto/plugin.h>
+
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,6 +30,11 @@ static tyto_context *inspect(const char *devices) {
   return ctx;
 }
 
+/* TYTO_PLUGIN_ABI_MINOR as a string literal, for the loader's messages. */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define ABI_MINOR_STR STR(TYTO_PLUGIN_ABI_MINOR)
+
 START_TEST(other_abi_major_is_refused) {
   tyto_context *ctx = inspect(NULL);
   const tyto_found_plugin *p = find(ctx, "badabi");
@@ -36,7 +43,8 @@ START_TEST(other_abi_major_is_refused) {
   ck_assert_uint_eq(p->abi_minor, 3);
   ck_assert_str_eq(p->reason,
                    "built for plugin ABI 2.3, but this tyto (" PACKAGE_VERSION
-                   ") speaks plugin ABI 1.5; rebuild the plugin against "
+                   ") speaks plugin ABI 1." ABI_MINOR_STR
+                   "; rebuild the plugin against "
                    "tyto-plugin 1.x");
   ck_assert_str_eq(p->path, TEST_EXTRA_PLUGIN_DIR "/tyto_plugin_badabi.la");
   tyto_context_free(ctx);
@@ -241,7 +249,8 @@ START_TEST(selection_errors_name_device_and_reason) {
                   "satisfied:\ndevice badabi:0: plugin not available: plugin "
                   "badabi (" TEST_EXTRA_PLUGIN_DIR "/tyto_plugin_badabi.la) "
                   "built for plugin ABI 2.3, but this tyto (" PACKAGE_VERSION
-                  ") speaks plugin ABI 1.5; rebuild the plugin against "
+                  ") speaks plugin ABI 1." ABI_MINOR_STR
+                  "; rebuild the plugin against "
                   "tyto-plugin 1.x");
 
   selection_fails(
@@ -422,7 +431,8 @@ START_TEST(loader_and_kit_refuse_alike) {
                 "option 1 has an invalid key (expected [a-z0-9_]+)");
   refused_alike("badabi", TYTO_FOUND_REFUSED,
                 "built for plugin ABI 2.3, but this tyto (" PACKAGE_VERSION
-                ") speaks plugin ABI 1.5; rebuild the plugin against "
+                ") speaks plugin ABI 1." ABI_MINOR_STR
+                "; rebuild the plugin against "
                 "tyto-plugin 1.x");
   refused_alike("noentry", TYTO_FOUND_REFUSED,
                 "entry point tyto_plugin_noentry_LTX_init not found (a "
