@@ -136,8 +136,12 @@ static tyto_tensor *one_hot_named(const char *name, tyto_tensor *indices,
   shape[indices->rank] = depth;
   if (shape_check(g, name, indices->rank + 1, shape) < 0)
     return &g->error;
-  return node_new(g, TYTO_OP_ONE_HOT, dt, indices->rank + 1, shape, 1, &indices,
-                  1, &depth, 0, NULL);
+  /* Floating indices make rows of their own dtype (the ABI's ONE_HOT),
+   * cast to another: 0 and 1 are exact in every dtype. */
+  tyto_dtype made = dtype_is_int(indices->dtype) ? dt : indices->dtype;
+  return tyto_cast(node_new(g, TYTO_OP_ONE_HOT, made, indices->rank + 1, shape,
+                            1, &indices, 1, &depth, 0, NULL),
+                   dt);
 }
 
 tyto_tensor *tyto_one_hot(tyto_tensor *indices, int64_t depth) {
