@@ -7,7 +7,7 @@
  * vendor's own host would; grad mode goes through libtyto.
  *
  *   tyto-conform PLUGIN.so [--mode test|perf|grad] [--json]
- *                [--dtype f32,f64,f16,bf16] [--op NAME]
+ *                [--dtype f32,f64,f16,bf16,i32,i64] [--op NAME]
  *                [--reference CPU_PLUGIN.so]
  *
  * Exit status: 0 every supported case passed; 1 a case failed; 2 usage
@@ -45,7 +45,7 @@
 #define NO_DTYPE UINT32_MAX
 
 /* The dtypes the kit knows, in the order it runs them (ABI numbers). */
-#define N_DTYPES 4
+#define N_DTYPES 6
 
 typedef struct options {
   const char *plugin, *reference, *op;
@@ -62,15 +62,18 @@ typedef struct tally {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: tyto-conform PLUGIN.so [--mode test|perf|grad] [--json]\n"
-          "                    [--dtype f32,f64,f16,bf16] [--op NAME]\n"
+          "                    [--dtype f32,f64,f16,bf16,i32,i64] [--op NAME]\n"
           "                    [--reference CPU_PLUGIN.so]\n"
           "Checks a tyto device plugin against the CPU plugin "
           "(sdk/docs/conformance.md).\n"
-          "The reference defaults to %s/tyto_plugin_cpu.so.\n",
+          "The reference defaults to %s/tyto_plugin_cpu.so.\n"
+          "--dtype: the dtypes to run (default: every one the device lists);\n"
+          "i32 and i64 run in test mode only (grad and perf mode skip them).\n",
           TYTO_CONFORM_PLUGIN_DIR);
 }
 
-/* --dtype's value: one or more of f32, f64, f16, bf16, comma-separated. */
+/* --dtype's value: one or more of f32, f64, f16, bf16, i32, i64,
+ * comma-separated. */
 static int parse_dtypes(const char *v, options *o) {
   char buf[64];
   if (strlen(v) >= sizeof buf || v[0] == '\0')
@@ -114,7 +117,8 @@ static int parse(int argc, char **argv, options *o) {
     } else if (strcmp(a, "--dtype") == 0 && v) {
       if (parse_dtypes(v, o) != 0) {
         fprintf(stderr,
-                "tyto-conform: --dtype takes f32, f64, f16 or bf16, or "
+                "tyto-conform: --dtype takes f32, f64, f16, bf16, i32 or i64, "
+                "or "
                 "several of them comma-separated (f32,bf16), not \"%s\"\n",
                 v);
         return -1;
@@ -434,7 +438,7 @@ static void perf_device(const options *o, cf_device *dut, cf_device *ref,
     cf_bench *b = NULL;
     size_t n = 0;
     if (!o->dtypes[dt] || (o->listed && !cf_device_has_dtype(dut, dt)) ||
-        cf_perf_benches(dt, &b, &n) != 0)
+        cf_fmt_int(dt) || cf_perf_benches(dt, &b, &n) != 0)
       continue;
     for (size_t i = 0; i < n; i++) {
       if (o->op && strcmp(o->op, b[i].c.op_name) != 0)

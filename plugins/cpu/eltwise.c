@@ -364,7 +364,8 @@ tyto_plugin_error *cpu_eltwise_check_operands(const tyto_plugin_host *h,
 /* ------------------------------------------------------------------------ */
 
 /* Computes `n` elements of one row in blocks, staging non-unit-stride
- * operands in scratch (one block per operand). */
+ * operands in scratch (one block per operand). Elements are moved as bits
+ * of their size (f32 and i32, f64 and i64 alike). */
 static void run_segment(const void *ctx, unsigned char *const *base,
                         const int64_t *off, int64_t n, unsigned char *scratch) {
   const elt_op *op = ctx;
@@ -383,13 +384,13 @@ static void run_segment(const void *ctx, unsigned char *const *base,
       continue;
     int64_t m = n < ELT_BLOCK ? n : ELT_BLOCK;
     if (e == 4) {
-      float v = ((const float *)base[j])[off[j]];
+      uint32_t v = ((const uint32_t *)base[j])[off[j]];
       for (int64_t i = 0; i < m; i++)
-        ((float *)buf[j])[i] = v;
+        ((uint32_t *)buf[j])[i] = v;
     } else {
-      double v = ((const double *)base[j])[off[j]];
+      uint64_t v = ((const uint64_t *)base[j])[off[j]];
       for (int64_t i = 0; i < m; i++)
-        ((double *)buf[j])[i] = v;
+        ((uint64_t *)buf[j])[i] = v;
     }
   }
   for (int64_t done = 0; done < n; done += ELT_BLOCK) {
@@ -402,14 +403,14 @@ static void run_segment(const void *ctx, unsigned char *const *base,
       } else if (s == 0) {
         src[j] = buf[j];
       } else if (e == 4) {
-        const float *in = (const float *)base[j] + at;
-        float *t = (float *)buf[j];
+        const uint32_t *in = (const uint32_t *)base[j] + at;
+        uint32_t *t = (uint32_t *)buf[j];
         for (int64_t i = 0; i < m; i++)
           t[i] = in[i * s];
         src[j] = t;
       } else {
-        const double *in = (const double *)base[j] + at;
-        double *t = (double *)buf[j];
+        const uint64_t *in = (const uint64_t *)base[j] + at;
+        uint64_t *t = (uint64_t *)buf[j];
         for (int64_t i = 0; i < m; i++)
           t[i] = in[i * s];
         src[j] = t;
@@ -422,13 +423,13 @@ static void run_segment(const void *ctx, unsigned char *const *base,
     } else {
       op->kern((size_t)m, buf[no], src[0], src[1], src[2], p);
       if (e == 4) {
-        const float *t = (const float *)buf[no];
-        float *o = (float *)base[no] + at;
+        const uint32_t *t = (const uint32_t *)buf[no];
+        uint32_t *o = (uint32_t *)base[no] + at;
         for (int64_t i = 0; i < m; i++)
           o[i * so] = t[i];
       } else {
-        const double *t = (const double *)buf[no];
-        double *o = (double *)base[no] + at;
+        const uint64_t *t = (const uint64_t *)buf[no];
+        uint64_t *o = (uint64_t *)base[no] + at;
         for (int64_t i = 0; i < m; i++)
           o[i * so] = t[i];
       }
@@ -646,7 +647,8 @@ tyto_plugin_error *cpu_eltwise_prepare(const tyto_plugin_host *h,
   op->base.destroy = elt_destroy;
   op->op = d->op;
   op->n_in = (uint32_t)n_in;
-  op->kern = cpu_eltwise_kern(d->op, cpu_dtype_compute(dt));
+  op->kern = cpu_dtype_int(dt) ? cpu_eltwise_int_kern(d->op, dt)
+                               : cpu_eltwise_kern(d->op, cpu_dtype_compute(dt));
   op->has_attr = needs_attr;
   op->attr[0] = needs_attr ? d->fattrs[0] : 0;
   cpu_elt_space_init(&op->sp, desc, cpu_eltwise_slow(d->op));

@@ -28,8 +28,10 @@ struct tyto_plugin_kernel {
 
 size_t cpu_dtype_size(uint32_t dtype) {
   switch (dtype) {
-  case TYTO_PLUGIN_DTYPE_F32: return 4;
-  case TYTO_PLUGIN_DTYPE_F64: return 8;
+  case TYTO_PLUGIN_DTYPE_F32:
+  case TYTO_PLUGIN_DTYPE_I32: return 4;
+  case TYTO_PLUGIN_DTYPE_F64:
+  case TYTO_PLUGIN_DTYPE_I64: return 8;
   case TYTO_PLUGIN_DTYPE_F16:
   case TYTO_PLUGIN_DTYPE_BF16: return 2;
   default: return 0;
@@ -130,7 +132,7 @@ static tyto_plugin_error *measure(const tyto_plugin_host *h, uint32_t op,
   if (!cpu_dtype_size(l->dtype))
     return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
                         "%s: dtype %s is not supported by the cpu device "
-                        "(f32, f64, f16 and bf16 are)",
+                        "(f32, f64, f16, bf16, i32 and i64 are)",
                         cpu_op_name(op), cpu_dtype_name(l->dtype));
   int64_t elem = (int64_t)cpu_dtype_size(l->dtype), lo = l->offset,
           hi = l->offset, n = 1;
@@ -215,6 +217,43 @@ static const cpu_family *family_of(uint32_t op, int half) {
   return NULL;
 }
 
+/* Whether an op runs with I32 or I64 operands (sdk/docs/ops.md,
+ * "Integer dtypes"): each family then checks how its operands' dtypes
+ * agree. ARGMAX and ARGMIN give an integer index of a floating input. */
+static int int_op(uint32_t op, const cpu_desc *desc) {
+  switch (op) {
+  case TYTO_PLUGIN_OP_COPY:
+  case TYTO_PLUGIN_OP_FILL:
+  case TYTO_PLUGIN_OP_PAD:
+  case TYTO_PLUGIN_OP_CAST:
+  case TYTO_PLUGIN_OP_NEG:
+  case TYTO_PLUGIN_OP_ABS:
+  case TYTO_PLUGIN_OP_SIGN:
+  case TYTO_PLUGIN_OP_ADD:
+  case TYTO_PLUGIN_OP_SUB:
+  case TYTO_PLUGIN_OP_MUL:
+  case TYTO_PLUGIN_OP_MAX:
+  case TYTO_PLUGIN_OP_MIN:
+  case TYTO_PLUGIN_OP_EQ:
+  case TYTO_PLUGIN_OP_NE:
+  case TYTO_PLUGIN_OP_LT:
+  case TYTO_PLUGIN_OP_LE:
+  case TYTO_PLUGIN_OP_GT:
+  case TYTO_PLUGIN_OP_GE:
+  case TYTO_PLUGIN_OP_WHERE:
+  case TYTO_PLUGIN_OP_SUM:
+  case TYTO_PLUGIN_OP_MAX_REDUCE:
+  case TYTO_PLUGIN_OP_MIN_REDUCE:
+  case TYTO_PLUGIN_OP_GATHER:
+  case TYTO_PLUGIN_OP_SCATTER_ADD:
+  case TYTO_PLUGIN_OP_ONE_HOT: return 1;
+  case TYTO_PLUGIN_OP_ARGMAX:
+  case TYTO_PLUGIN_OP_ARGMIN:
+    return desc->n_in < 1 || !cpu_dtype_int(desc->in[0].l.dtype);
+  default: return 0;
+  }
+}
+
 /* Reads a descriptor and measures its layouts into *desc: the part of the
  * checks every family shares. *family: the op's. */
 static tyto_plugin_error *describe(const tyto_plugin_host *h,
@@ -253,6 +292,20 @@ static tyto_plugin_error *describe(const tyto_plugin_host *h,
                      d->n_fattrs);
   if (e)
     return e;
+  for (uint32_t i = 0; i < desc->n_in + desc->n_out; i++) {
+    uint32_t dt = i < desc->n_in ? desc->in[i].l.dtype
+                                 : desc->out[i - desc->n_in].l.dtype;
+    if (cpu_dtype_int(dt) && !int_op(d->op, desc))
+      return h->error_new(
+          TYTO_PLUGIN_ERR_UNSUPPORTED,
+          "%s: %s %s is not supported by the cpu device: integers run only "
+          "copy, fill, pad, cast, neg, abs, sign, add, sub, mul, max, min, "
+          "the comparisons, where, sum, max_reduce, min_reduce, gather, "
+          "scatter_add, one_hot, and argmax/argmin of a floating input; "
+          "cast to a floating dtype first",
+          cpu_op_name(d->op), i < desc->n_in ? "input" : "output",
+          cpu_dtype_name(dt));
+  }
   uint32_t half = UINT32_MAX; /* the first 16-bit operand's dtype */
   for (uint32_t i = 0; i < desc->n_in + desc->n_out && half == UINT32_MAX;
        i++) {

@@ -3,7 +3,9 @@
  * GATHER and SCATTER_ADD along one axis (numpy.take and its adjoint), and
  * ONE_HOT. Every input and output may be strided.
  *
- * Indices are whole numbers stored in the float dtype. GATHER and
+ * Indices are whole numbers stored in the float dtype, or (ABI 1.6) I32
+ * or I64 whatever the data's dtype (ONE_HOT's output then of any dtype,
+ * integers included; SCATTER_ADD on integers wraps). GATHER and
  * SCATTER_ADD check every index before writing anything: an index that is
  * not a whole number in [0, extent) makes run() return an error naming its
  * position, and the output is left as it was. The checked indices are kept
@@ -69,8 +71,13 @@ static void walk_next(walk *w) {
   }
 }
 
-/* Element off of base as a double (exactly), and v rounded once into it. */
+/* Element off of base as a double (exactly, but I64 beyond 2^53), and v
+ * rounded once into it (converted as CAST converts for I32 and I64). */
 static double load(const unsigned char *base, uint32_t dtype, int64_t off) {
+  if (dtype == TYTO_PLUGIN_DTYPE_I32)
+    return ((const int32_t *)(const void *)base)[off];
+  if (dtype == TYTO_PLUGIN_DTYPE_I64)
+    return (double)((const int64_t *)(const void *)base)[off];
   if (dtype == TYTO_PLUGIN_DTYPE_F32)
     return ((const float *)base)[off];
   if (dtype == TYTO_PLUGIN_DTYPE_F64)
@@ -81,7 +88,11 @@ static double load(const unsigned char *base, uint32_t dtype, int64_t off) {
 }
 
 static void store(unsigned char *base, uint32_t dtype, int64_t off, double v) {
-  if (dtype == TYTO_PLUGIN_DTYPE_F32)
+  if (dtype == TYTO_PLUGIN_DTYPE_I32)
+    ((int32_t *)(void *)base)[off] = cpu_f64_to_i32(v);
+  else if (dtype == TYTO_PLUGIN_DTYPE_I64)
+    ((int64_t *)(void *)base)[off] = cpu_f64_to_i64(v);
+  else if (dtype == TYTO_PLUGIN_DTYPE_F32)
     ((float *)base)[off] = (float)v;
   else if (dtype == TYTO_PLUGIN_DTYPE_F64)
     ((double *)base)[off] = v;
@@ -163,7 +174,21 @@ static tyto_plugin_error *read_indices(const layout_op *op,
   int64_t n = cpu_numel(il);
   walk w;
   walk_init(&w, il);
-  for (int64_t i = 0; i < n; i++, walk_next(&w)) {
+  for (int64_t i = 0; i < n && cpu_dtype_int(il->dtype); i++, walk_next(&w)) {
+    int64_t v = il->dtype == TYTO_PLUGIN_DTYPE_I32
+                    ? ((const int32_t *)(const void *)ibase)[w.off]
+                    : ((const int64_t *)(const void *)ibase)[w.off];
+    if (v < 0 || v >= extent)
+      return op->h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                              "%s: index %lld at position %lld of the indices "
+                              "(row-major) is out of range for axis %u of "
+                              "extent %lld (expected 0 to %lld)",
+                              cpu_op_name(op->op), (long long)v, (long long)i,
+                              op->axis, (long long)extent,
+                              (long long)extent - 1);
+    ws[i] = v;
+  }
+  for (int64_t i = 0; i < n && !cpu_dtype_int(il->dtype); i++, walk_next(&w)) {
     double v = load(ibase, il->dtype, w.off);
     if (v != floor(v) || isinf(v))
       return op->h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
@@ -276,11 +301,12 @@ static tyto_plugin_error *scatter_run(const layout_op *op, const cpu_desc *d,
   }
   /* out = base (an elementwise copy, safe when they are the same memory). */
   int64_t n = cpu_numel(out);
+  const size_t e = cpu_dtype_size(out->dtype);
   walk wb, wo;
   walk_init(&wb, base);
   walk_init(&wo, out);
   for (int64_t i = 0; i < n; i++, walk_next(&wb), walk_next(&wo))
-    store(args[3], out->dtype, wo.off, load(args[0], base->dtype, wb.off));
+    memmove(args[3] + wo.off * (int64_t)e, args[0] + wb.off * (int64_t)e, e);
   /* Updates in row-major order, so duplicates accumulate reproducibly. */
   int64_t m = cpu_numel(upd);
   walk wu;
@@ -288,7 +314,13 @@ static tyto_plugin_error *scatter_run(const layout_op *op, const cpu_desc *d,
   for (int64_t i = 0; i < m; i++, walk_next(&wu)) {
     int64_t dst =
         gathered_offset(out, op->axis, il->rank, wu.idx, ind, il->shape);
-    if (out->dtype == TYTO_PLUGIN_DTYPE_F32)
+    if (out->dtype == TYTO_PLUGIN_DTYPE_I32) {
+      uint32_t *y = (uint32_t *)(void *)args[3] + dst;
+      *y += ((const uint32_t *)(const void *)args[2])[wu.off]; /* wraps */
+    } else if (out->dtype == TYTO_PLUGIN_DTYPE_I64) {
+      uint64_t *y = (uint64_t *)(void *)args[3] + dst;
+      *y += ((const uint64_t *)(const void *)args[2])[wu.off];
+    } else if (out->dtype == TYTO_PLUGIN_DTYPE_F32)
       ((float *)args[3])[dst] += ((const float *)args[2])[wu.off];
     else
       ((double *)args[3])[dst] += ((const double *)args[2])[wu.off];
@@ -306,13 +338,21 @@ static tyto_plugin_error *one_hot_run(const cpu_desc *d,
   walk_init(&wi, il);
   walk_init(&wo, out);
   double v = 0;
+  int64_t iv = -1; /* an integer index, read exactly */
+  const int ints = cpu_dtype_int(il->dtype);
   for (int64_t i = 0; i < n; i++, walk_next(&wo)) {
     int64_t k = wo.idx[out->rank - 1];
     if (k == 0) {
-      v = load(args[0], il->dtype, wi.off);
+      if (il->dtype == TYTO_PLUGIN_DTYPE_I32)
+        iv = ((const int32_t *)(const void *)args[0])[wi.off];
+      else if (il->dtype == TYTO_PLUGIN_DTYPE_I64)
+        iv = ((const int64_t *)(const void *)args[0])[wi.off];
+      else
+        v = load(args[0], il->dtype, wi.off);
       walk_next(&wi);
     }
-    store(args[1], out->dtype, wo.off, v == (double)k ? 1.0 : 0.0);
+    int hit = ints ? iv == k : v == (double)k;
+    store(args[1], out->dtype, wo.off, hit ? 1.0 : 0.0);
   }
   return NULL;
 }
@@ -362,13 +402,25 @@ static tyto_plugin_error *check_io(const tyto_plugin_host *h,
                         "%s: expected %u input%s and 1 output, got %u and %u",
                         name, n_in, n_in == 1 ? "" : "s", desc->n_in,
                         desc->n_out);
-  for (uint32_t i = 0; i < n_in; i++)
-    if (desc->in[i].l.dtype != desc->out[0].l.dtype)
+  uint32_t code = desc->d->op;
+  for (uint32_t i = 0; i < n_in; i++) {
+    uint32_t dt = desc->in[i].l.dtype;
+    /* ABI 1.6: GATHER's and SCATTER_ADD's indices (input 1) in I32 or
+     * I64 whatever the data's dtype; ONE_HOT's in any dtype, its output
+     * then in any. */
+    if (cpu_dtype_int(dt) && i == 1 &&
+        (code == TYTO_PLUGIN_OP_GATHER || code == TYTO_PLUGIN_OP_SCATTER_ADD))
+      continue;
+    if (code == TYTO_PLUGIN_OP_ONE_HOT &&
+        (cpu_dtype_int(dt) || cpu_dtype_int(desc->out[0].l.dtype)))
+      continue;
+    if (dt != desc->out[0].l.dtype)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                           "%s: expected input %u in the output's dtype %s, "
                           "found %s",
                           name, i, cpu_dtype_name(desc->out[0].l.dtype),
                           cpu_dtype_name(desc->in[i].l.dtype));
+  }
   return NULL;
 }
 

@@ -164,6 +164,9 @@ int cpu_eltwise_slow(uint32_t op);
  * F16 and BF16 run the f32 loop between conversions); the same function
  * the single-op kernels call. */
 cpu_elt_kern cpu_eltwise_kern(uint32_t op, uint32_t dtype);
+/* eltwise_int.c: the loop for an elementwise op on I32 or I64 (NEG, ABS,
+ * SIGN, ADD .. MIN, EQ .. GE, WHERE; wrapping), or NULL. */
+cpu_elt_kern cpu_eltwise_int_kern(uint32_t op, uint32_t dtype);
 /* Checks that every input and output has output 0's shape (and, when
  * one_dtype, its dtype) and that no output has stride 0 on an axis of
  * extent > 1. `name` prefixes the message. */

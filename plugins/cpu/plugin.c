@@ -102,7 +102,9 @@ static tyto_plugin_error *cpu_device_query(tyto_plugin_state *st,
   SET(dtypes, TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F32) |
                   TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F64) |
                   TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F16) |
-                  TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_BF16))
+                  TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_BF16) |
+                  TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_I32) |
+                  TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_I64))
   SET(flags, TYTO_PLUGIN_CAP_UNIFIED_MEMORY | TYTO_PLUGIN_CAP_ASYNC |
                  TYTO_PLUGIN_CAP_PEER_COPY)
   SET(memory_bytes, st->memory_bytes)

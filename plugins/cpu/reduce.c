@@ -119,10 +119,10 @@ static tyto_plugin_error *red_run(const cpu_op *base, const cpu_desc *d,
   const red_plan *p = (const red_plan *)base;
   if (p->nout == 0)
     return NULL;
-  size_t e = red_elem_size(p);
+  size_t e = red_elem_size(p), eo = cpu_dtype_size(p->odtype);
   red_job j = {p,
                args[0] + d->in[0].l.offset * (int64_t)e,
-               args[1] + d->out[0].l.offset * (int64_t)e,
+               args[1] + d->out[0].l.offset * (int64_t)eo,
                p->nout,
                1,
                NULL};
@@ -309,7 +309,10 @@ static tyto_plugin_error *red_check(const tyto_plugin_host *h,
                         "%s: expected 1 input and 1 output, got %u and %u",
                         name, desc->n_in, desc->n_out);
   const tyto_plugin_layout *in = &desc->in[0].l, *o = &desc->out[0].l;
-  if (in->dtype != o->dtype)
+  /* ARGMAX and ARGMIN may give their index in I32 or I64 (ABI 1.6);
+   * kernels.c sends no integer input here but to SUM, MAX_REDUCE and
+   * MIN_REDUCE. */
+  if (in->dtype != o->dtype && !(is_arg(d->op) && cpu_dtype_int(o->dtype)))
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                         "%s: input is %s but output is %s", name,
                         cpu_dtype_name(in->dtype), cpu_dtype_name(o->dtype));
@@ -339,7 +342,8 @@ static tyto_plugin_error *red_check(const tyto_plugin_host *h,
   int64_t exact = in->dtype == TYTO_PLUGIN_DTYPE_F16    ? 2048
                   : in->dtype == TYTO_PLUGIN_DTYPE_BF16 ? 256
                                                         : INT64_MAX;
-  if (is_arg(d->op) && in->shape[d->iattrs[0]] - 1 > exact)
+  if (is_arg(d->op) && !cpu_dtype_int(o->dtype) &&
+      in->shape[d->iattrs[0]] - 1 > exact)
     return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
                         "%s: axis %lld has extent %lld, but %s holds whole "
                         "numbers exactly only up to %lld; cast the input to "
@@ -366,6 +370,8 @@ tyto_plugin_error *cpu_reduce_prepare(const tyto_plugin_host *h,
   if (e)
     return e;
   const tyto_plugin_layout *in = &desc->in[0].l, *o = &desc->out[0].l;
+  if (cpu_dtype_int(in->dtype))
+    return red_int_prepare(h, desc, out);
   red_plan *p = calloc(1, sizeof *p);
   if (!p)
     return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY, "out of memory");
@@ -373,6 +379,7 @@ tyto_plugin_error *cpu_reduce_prepare(const tyto_plugin_host *h,
   p->base.destroy = red_destroy;
   p->op = d->op;
   p->dtype = in->dtype;
+  p->odtype = o->dtype;
   if (cpu_dtype_half(p->dtype)) {
     p->widen = cpu_cvt_arith(p->dtype);
     p->from_f64 = cpu_cvt(p->dtype, TYTO_PLUGIN_DTYPE_F64);

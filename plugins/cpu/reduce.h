@@ -15,6 +15,7 @@
 typedef struct red_plan {
   cpu_op base;
   uint32_t op, dtype;
+  uint32_t odtype;     /* the output's: dtype, or I32/I64 for ARG* (ABI 1.6) */
   cpu_cvt_fn widen;    /* F16, BF16: the input to f32 */
   cpu_cvt_fn from_f64; /* F16, BF16: a result (a double) rounded once */
   int softmax;
@@ -68,6 +69,11 @@ void red_store(const red_plan *p, unsigned char *y, int64_t off, double v);
 void red_softmax_row(const red_plan *p, const unsigned char *x,
                      unsigned char *y);
 size_t red_elem_size(const red_plan *p);
+
+/* reduce_int.c: SUM, MAX_REDUCE, MIN_REDUCE of I32 and I64, for a
+ * descriptor reduce.c has checked. */
+tyto_plugin_error *red_int_prepare(const tyto_plugin_host *h,
+                                   const cpu_desc *desc, cpu_op **out);
 
 /* reduce_col.c */
 /* Whether the op has a column mode. */

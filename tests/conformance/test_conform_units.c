@@ -21,6 +21,8 @@
 #define F64 TYTO_PLUGIN_DTYPE_F64
 #define F16 TYTO_PLUGIN_DTYPE_F16
 #define BF16 TYTO_PLUGIN_DTYPE_BF16
+#define I32 TYTO_PLUGIN_DTYPE_I32
+#define I64 TYTO_PLUGIN_DTYPE_I64
 
 /* Sample counts: fewer under valgrind, where each costs fifty times as
  * much (make check-valgrind). */
@@ -55,7 +57,10 @@ START_TEST(formats) {
   ck_assert_uint_eq(cf_fmt_parse("f16"), F16);
   ck_assert_uint_eq(cf_fmt_parse("f8"), UINT32_MAX);
   ck_assert_str_eq(cf_fmt_name(F16), "f16");
-  ck_assert_str_eq(cf_fmt_name(TYTO_PLUGIN_DTYPE_I32), "-");
+  ck_assert_str_eq(cf_fmt_name(I32), "i32");
+  ck_assert_str_eq(cf_fmt_name(I64), "i64");
+  ck_assert_str_eq(cf_fmt_name(99), "-");
+  ck_assert_uint_eq(cf_fmt_parse("i64"), I64);
 }
 END_TEST
 
@@ -469,6 +474,194 @@ START_TEST(special_lists) {
 }
 END_TEST
 
+/* ------------------------------------------------------------- integers -- */
+
+/* To an integer: truncated toward zero, saturated, NaN 0 (ops.md, CAST). */
+START_TEST(int_from_float) {
+  ck_assert_int_eq(cf_fmt_to_int(I32, NAN), 0);
+  ck_assert_int_eq(cf_fmt_to_int(I64, -NAN), 0);
+  ck_assert_int_eq(cf_fmt_to_int(I32, 2.99), 2);
+  ck_assert_int_eq(cf_fmt_to_int(I32, -2.99), -2);
+  ck_assert_int_eq(cf_fmt_to_int(I32, -0.5), 0);
+  ck_assert_int_eq(cf_fmt_to_int(I32, 2147483647.75), INT32_MAX);
+  ck_assert_int_eq(cf_fmt_to_int(I32, 2147483648.0), INT32_MAX);
+  ck_assert_int_eq(cf_fmt_to_int(I32, -2147483648.75), INT32_MIN);
+  ck_assert_int_eq(cf_fmt_to_int(I32, -2147483649.0), INT32_MIN);
+  ck_assert_int_eq(cf_fmt_to_int(I32, INFINITY), INT32_MAX);
+  ck_assert_int_eq(cf_fmt_to_int(I32, -INFINITY), INT32_MIN);
+  ck_assert_int_eq(cf_fmt_to_int(I64, 0x1p63), INT64_MAX);
+  ck_assert_int_eq(cf_fmt_to_int(I64, -0x1p63), INT64_MIN);
+  ck_assert_int_eq(cf_fmt_to_int(I64, 0x1p63 - 1024), INT64_MAX - 1023);
+  ck_assert_int_eq(cf_fmt_to_int(I64, -1e300), INT64_MIN);
+  ck_assert_int_eq(cf_fmt_to_int(I64, 1e19), INT64_MAX);
+  /* As a stored value: -0 becomes +0, the limits as doubles. */
+  ck_assert(!signbit(cf_fmt_round(I32, -0.0)));
+  ck_assert_double_eq(cf_fmt_round(I32, 3e9), 2147483647.0);
+  ck_assert_double_eq(cf_fmt_round(I64, -1e30), -0x1p63);
+}
+END_TEST
+
+/* From an integer: rounded once to nearest, ties to even. */
+START_TEST(int_to_float) {
+  ck_assert_double_eq(cf_fmt_from_int(F32, 16777217), 16777216.0);
+  ck_assert_double_eq(cf_fmt_from_int(F32, 16777219), 16777220.0);
+  ck_assert_double_eq(cf_fmt_from_int(F32, -16777217), -16777216.0);
+  ck_assert_double_eq(cf_fmt_from_int(F32, INT32_MAX), 0x1p31);
+  ck_assert_double_eq(cf_fmt_from_int(F32, INT64_C(2147483584)), 0x1p31);
+  ck_assert_double_eq(cf_fmt_from_int(F32, INT64_C(2147483456)), 0x1p31 - 256);
+  ck_assert_double_eq(cf_fmt_from_int(BF16, 257), 256.0);
+  ck_assert_double_eq(cf_fmt_from_int(BF16, 259), 260.0);
+  ck_assert_double_eq(cf_fmt_from_int(BF16, -259), -260.0);
+  ck_assert_double_eq(cf_fmt_from_int(F16, 2049), 2048.0);
+  ck_assert_double_eq(cf_fmt_from_int(F16, 2051), 2052.0);
+  ck_assert_double_eq(cf_fmt_from_int(F16, 65519), 65504.0);
+  ck_assert(isinf(cf_fmt_from_int(F16, 65520)));
+  ck_assert(cf_fmt_from_int(F16, INT32_MIN) == -INFINITY);
+  ck_assert_double_eq(cf_fmt_from_int(F64, (INT64_C(1) << 53) + 1), 0x1p53);
+  ck_assert_double_eq(cf_fmt_from_int(F64, (INT64_C(1) << 53) + 3), 0x1p53 + 4);
+  ck_assert_double_eq(cf_fmt_from_int(F64, INT64_MAX), 0x1p63);
+  ck_assert_double_eq(cf_fmt_from_int(F64, INT64_MIN), -0x1p63);
+  ck_assert_double_eq(cf_fmt_from_int(F32, INT64_MIN), -0x1p63);
+  /* Just above an f32 tie, below double's precision: one rounding goes
+   * up, a conversion through f64 lands on the tie and goes to even. */
+  const int64_t trap = (INT64_C(1) << 60) + (INT64_C(1) << 36) + 1;
+  ck_assert_double_eq(cf_fmt_from_int(F32, trap), 0x1p60 + 0x1p37);
+  ck_assert_double_eq(cf_fmt_from_int(BF16, trap), 0x1p60);
+  /* Below 2^53 the integer is a double: the floating converter agrees. */
+  for (int i = 0; i < samples(100000); i++) {
+    const int64_t n = (int64_t)(next_u64() >> (11 + i % 40)) * (i % 2 ? -1 : 1);
+    for (uint32_t d = 0; d < 4; d++)
+      ck_assert(cf_fmt_same(cf_fmt_from_int(d, n), cf_fmt_round(d, (double)n)));
+  }
+}
+END_TEST
+
+/* Wrapping: the low bits as two's complement. */
+START_TEST(int_wrap) {
+  ck_assert_int_eq(cf_fmt_wrap(I32, UINT64_C(0x80000000)), INT32_MIN);
+  ck_assert_int_eq(cf_fmt_wrap(I32, UINT64_C(0x100000005)), 5);
+  ck_assert_int_eq(cf_fmt_wrap(I32, UINT64_C(0xffffffff)), -1);
+  ck_assert_int_eq(cf_fmt_wrap(I64, UINT64_C(0x8000000000000000)), INT64_MIN);
+  ck_assert_int_eq(cf_fmt_wrap(I64, ~UINT64_C(0)), -1);
+  ck_assert_double_eq(cf_fmt_from_int(I32, (INT64_C(1) << 32) + 7), 7.0);
+  ck_assert_double_eq(cf_fmt_from_int(I32, INT64_MIN), 0.0);
+  ck_assert_double_eq(cf_fmt_from_int(I64, -5), -5.0);
+}
+END_TEST
+
+/* w mod 2^32 in [INT32_MIN, INT32_MAX], written out. */
+static double wrap32(double w) {
+  while (w > 2147483647.0)
+    w -= 4294967296.0;
+  while (w < -2147483648.0)
+    w += 4294967296.0;
+  return w;
+}
+
+/* The model's integer arithmetic on every pair of i32's limits. */
+START_TEST(model_int_wrap) {
+  static const uint32_t ops[] = {TYTO_PLUGIN_OP_ADD, TYTO_PLUGIN_OP_SUB,
+                                 TYTO_PLUGIN_OP_MUL, TYTO_PLUGIN_OP_NEG,
+                                 TYTO_PLUGIN_OP_ABS};
+  for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+    cf_case *cs = NULL;
+    size_t n = 0, found = 0;
+    ck_assert_int_eq(cf_catalogue_build(I32, cf_op_name(ops[k]), &cs, &n), 0);
+    for (size_t i = 0; i < n; i++) {
+      cf_case *c = &cs[i];
+      if (strcmp(c->name, "limits, wrapping") != 0)
+        continue;
+      double *in[CF_MAX_IN] = {NULL};
+      void *inb[CF_MAX_IN], *outb[CF_MAX_OUT];
+      cf_expect x;
+      found++;
+      ck_assert_int_eq(cf_values_make(c, 1, inb, outb), 0);
+      for (uint32_t j = 0; j < c->n_in; j++) {
+        in[j] = malloc((size_t)c->in[j].storage * sizeof(double));
+        for (int64_t e = 0; e < c->in[j].storage; e++)
+          in[j][e] = cf_fmt_load(I32, inb[j], e);
+      }
+      ck_assert_int_eq(cf_model_run(c, in, 0, 0, &x), 0);
+      for (int64_t e = 0; e < c->out[0].storage; e++) {
+        const double a = in[0][e], b = c->n_in > 1 ? in[1][e] : 0;
+        double w;
+        switch (ops[k]) {
+        case TYTO_PLUGIN_OP_ADD: w = wrap32(a + b); break;
+        case TYTO_PLUGIN_OP_SUB: w = wrap32(a - b); break;
+        case TYTO_PLUGIN_OP_NEG: w = wrap32(-a); break;
+        case TYTO_PLUGIN_OP_ABS: w = wrap32(fabs(a)); break;
+        default: { /* b in 2^16 pieces: every product exact in double */
+          const double bl = fmod(b, 65536.0), bh = (b - bl) / 65536.0;
+          w = wrap32(wrap32(a * bl) + wrap32(wrap32(a * bh) * 65536.0));
+        }
+        }
+        ck_assert_msg(x.want[0][e] == w,
+                      "%s(%.0f, %.0f): model %.0f, want %.0f",
+                      cf_op_name(ops[k]), a, b, x.want[0][e], w);
+      }
+      cf_expect_free(&x);
+      for (uint32_t j = 0; j < c->n_in; j++)
+        free(in[j]);
+      cf_values_free(inb, outb);
+    }
+    ck_assert_uint_eq(found, 1);
+    free(cs);
+  }
+}
+END_TEST
+
+/* The integer runs: every case model-checked with the dtypes it uses;
+ * ARGMAX of a floating input, ONE_HOT into every dtype, refusals. */
+START_TEST(catalogue_int) {
+  for (uint32_t d = I32; d <= I64; d++) {
+    cf_case *cs = NULL;
+    size_t n = 0, argf = 0, refuse = 0, oh = 0, cast = 0;
+    ck_assert_int_eq(cf_catalogue_build(d, NULL, &cs, &n), 0);
+    ck_assert_uint_gt(n, 400);
+    for (size_t i = 0; i < n; i++) {
+      const cf_case *c = &cs[i];
+      const uint32_t m = cf_case_dtypes(c);
+      ck_assert(c->special);
+      ck_assert(m & TYTO_PLUGIN_DTYPE_BIT(d));
+      for (uint32_t j = 0; j < c->n_in; j++)
+        ck_assert(m & TYTO_PLUGIN_DTYPE_BIT(c->in[j].l.dtype));
+      if (cf_fmt_int(c->out[0].l.dtype) || c->expect != CF_EXPECT_VALUES)
+        ck_assert(c->rtol == 0 && c->atol == 0);
+      if (c->expect == CF_EXPECT_UNSUPPORTED)
+        refuse++;
+      else if (c->op == TYTO_PLUGIN_OP_ARGMAX) {
+        ck_assert(!cf_fmt_int(c->in[0].l.dtype));
+        ck_assert_uint_eq(c->out[0].l.dtype, d);
+        argf++;
+      } else if (c->op == TYTO_PLUGIN_OP_ONE_HOT) {
+        ck_assert_uint_eq(c->in[0].l.dtype, d);
+        oh |= 1u << c->out[0].l.dtype;
+      } else if (c->op == TYTO_PLUGIN_OP_CAST)
+        cast++;
+    }
+    ck_assert_uint_ge(refuse, 7);
+    ck_assert_uint_ge(argf, 4 * 6);
+    ck_assert_uint_eq(oh, 0x3fu); /* all six output dtypes */
+    ck_assert_uint_eq(cast, 10 * 10);
+    free(cs);
+  }
+}
+END_TEST
+
+/* Zero tolerance: equal passes, one unit at 2^40 fails. */
+START_TEST(compare_exact) {
+  double g[2] = {0x1p40, -3}, w[2] = {0x1p40, -3};
+  double *gp[1] = {g}, *wp[1] = {w};
+  const int64_t cnt[1] = {2};
+  cf_cmp r;
+  cf_compare_n(1, cnt, gp, wp, 0, 0, &r);
+  ck_assert(cf_cmp_pass(&r));
+  g[0] += 1;
+  cf_compare_n(1, cnt, gp, wp, 0, 0, &r);
+  ck_assert(!cf_cmp_pass(&r));
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("conform_units");
   TCase *tc = tcase_create("units");
@@ -486,6 +679,12 @@ int main(void) {
   tcase_add_test(tc, catalogue_casts);
   tcase_add_test(tc, catalogue_mixed);
   tcase_add_test(tc, special_lists);
+  tcase_add_test(tc, int_from_float);
+  tcase_add_test(tc, int_to_float);
+  tcase_add_test(tc, int_wrap);
+  tcase_add_test(tc, model_int_wrap);
+  tcase_add_test(tc, catalogue_int);
+  tcase_add_test(tc, compare_exact);
   suite_add_tcase(s, tc);
   return test_run(s);
 }

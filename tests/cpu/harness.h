@@ -33,6 +33,8 @@
 #define F64 TYTO_PLUGIN_DTYPE_F64
 #define F16 TYTO_PLUGIN_DTYPE_F16
 #define BF16 TYTO_PLUGIN_DTYPE_BF16
+#define I32 TYTO_PLUGIN_DTYPE_I32
+#define I64 TYTO_PLUGIN_DTYPE_I64
 
 typedef struct harness {
   tyto_context *ctx;
@@ -44,6 +46,8 @@ typedef struct h_tensor {
   tyto_plugin_layout layout;
   int64_t storage; /* elements in the data buffer */
   double *values;  /* `storage` values, read and written as doubles */
+  int64_t *ints;   /* I32, I64 only (ABI 1.6; else NULL): the values,
+                      exactly; values[] holds them as doubles after a run */
 } h_tensor;
 
 static inline void harness_open(harness *hx) {
@@ -75,6 +79,8 @@ static inline h_tensor h_tensor_new(uint32_t dtype, uint32_t rank,
   }
   t.storage = n;
   t.values = calloc(n ? (size_t)n : 1, sizeof(double));
+  if (dtype == I32 || dtype == I64) /* float tensors are copied freely */
+    t.ints = calloc(n ? (size_t)n : 1, sizeof(int64_t));
   if (values)
     memcpy(t.values, values, (size_t)n * sizeof(double));
   return t;
@@ -82,7 +88,9 @@ static inline h_tensor h_tensor_new(uint32_t dtype, uint32_t rank,
 
 static inline void h_tensor_free(h_tensor *t) {
   free(t->values);
+  free(t->ints);
   t->values = NULL;
+  t->ints = NULL;
 }
 
 /* Element index into `values` of the multi-index idx (rank entries). */
@@ -94,7 +102,9 @@ static inline int64_t h_at(const h_tensor *t, const int64_t *idx) {
 }
 
 static inline size_t h_size(uint32_t dtype) {
-  return dtype == F32 ? 4 : dtype == F64 ? 8 : 2;
+  return dtype == F32 || dtype == I32   ? 4
+         : dtype == F64 || dtype == I64 ? 8
+                                        : 2;
 }
 
 /* The 16-bit format of dtype F16 or BF16. */
@@ -104,7 +114,12 @@ static inline ref_fmt h_fmt(uint32_t dtype) {
 
 static inline void h_pack(const h_tensor *t, unsigned char *bytes) {
   for (int64_t i = 0; i < t->storage; i++) {
-    if (t->layout.dtype == F32) {
+    if (t->layout.dtype == I32) {
+      int32_t v = (int32_t)t->ints[i];
+      memcpy(bytes + 4 * i, &v, 4);
+    } else if (t->layout.dtype == I64) {
+      memcpy(bytes + 8 * i, &t->ints[i], 8);
+    } else if (t->layout.dtype == F32) {
       float f = (float)t->values[i];
       memcpy(bytes + 4 * i, &f, 4);
     } else if (t->layout.dtype == F64) {
@@ -118,7 +133,15 @@ static inline void h_pack(const h_tensor *t, unsigned char *bytes) {
 
 static inline void h_unpack(h_tensor *t, const unsigned char *bytes) {
   for (int64_t i = 0; i < t->storage; i++) {
-    if (t->layout.dtype == F32) {
+    if (t->layout.dtype == I32) {
+      int32_t v;
+      memcpy(&v, bytes + 4 * i, 4);
+      t->ints[i] = v;
+      t->values[i] = (double)v;
+    } else if (t->layout.dtype == I64) {
+      memcpy(&t->ints[i], bytes + 8 * i, 8);
+      t->values[i] = (double)t->ints[i];
+    } else if (t->layout.dtype == F32) {
       float f;
       memcpy(&f, bytes + 4 * i, 4);
       t->values[i] = f;

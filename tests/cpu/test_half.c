@@ -338,7 +338,8 @@ START_TEST(test_device_info) {
   harness_open(&hx);
   const tyto_device_info *di = &hx.dev->info;
   uint32_t want = TYTO_PLUGIN_DTYPE_BIT(F32) | TYTO_PLUGIN_DTYPE_BIT(F64) |
-                  TYTO_PLUGIN_DTYPE_BIT(F16) | TYTO_PLUGIN_DTYPE_BIT(BF16);
+                  TYTO_PLUGIN_DTYPE_BIT(F16) | TYTO_PLUGIN_DTYPE_BIT(BF16) |
+                  TYTO_PLUGIN_DTYPE_BIT(I32) | TYTO_PLUGIN_DTYPE_BIT(I64);
   ck_assert_uint_eq(di->dtypes, want);
   /* The GEMM path first (matmul16.c), then the conversions'. */
   ck_assert_msg(strstr(di->driver_version, "; f16: ") != NULL &&

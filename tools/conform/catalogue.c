@@ -624,8 +624,10 @@ static void random_cases(cf_builder *b) {
 
 int cf_catalogue_build(uint32_t dtype, const char *only, cf_case **out,
                        size_t *n) {
-  cf_builder b = {NULL, 0, 0, dtype, NULL, 0};
-  for (size_t i = 0; i < N_OPS && !b.oom; i++) {
+  cf_builder b = {NULL, 0, 0, dtype, NULL, 0, only};
+  if (cf_fmt_int(dtype))
+    cf_intdt_cases(&b);
+  for (size_t i = 0; i < N_OPS && !b.oom && !cf_fmt_int(dtype); i++) {
     if (only && strcmp(only, ops[i].name) != 0)
       continue;
     b.e = &ops[i];

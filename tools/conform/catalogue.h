@@ -121,8 +121,9 @@ typedef struct cf_case {
   int model_via_f32;
 } cf_case;
 
-/* Builds the cases of every catalogued op for `dtype` (F32, F64, F16 or
- * BF16), restricted to the op named `only` when not NULL. Cases that also
+/* Builds the cases of every catalogued op for `dtype` (F32, F64, F16,
+ * BF16, or I32 and I64: catalogue_intdt.c), restricted to the op named
+ * `only` when not NULL. Cases that also
  * involve other dtypes (CAST to each of them, FUSED programs that convert)
  * are included; cf_case_dtypes() tells which. *out is malloc'ed (free it
  * with free()). Returns -1 when out of memory. */

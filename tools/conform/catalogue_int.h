@@ -34,6 +34,7 @@ typedef struct cf_builder {
   uint32_t dtype;
   const cf_op_entry *e;
   int oom;
+  const char *only; /* the op to build (its name), NULL for every op */
 } cf_builder;
 
 /* Appends a zeroed case of the current op named `name` with the op's
@@ -69,6 +70,10 @@ void cf_pool_bwd_cases(cf_builder *b);
 void cf_linalg_cases(cf_builder *b);
 void cf_fused_cases(cf_builder *b);
 void cf_cast_cases(cf_builder *b);
+
+/* catalogue_intdt.c: every case of the run of integer dtype b->dtype (I32
+ * or I64), restricted to b->only when not NULL. */
+void cf_intdt_cases(cf_builder *b);
 
 /* The layouts every elementwise op (and FUSED, COPY, CAST) is run over:
  * n_in inputs, n_out contiguous outputs of the case's shape; finish(b, c)

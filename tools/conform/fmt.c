@@ -27,8 +27,19 @@ int cf_fmt_known(uint32_t dtype) {
   return cf_fmt_of(dtype) != NULL;
 }
 
+int cf_fmt_int(uint32_t dtype) {
+  return dtype == DT(I32) || dtype == DT(I64);
+}
+
+int cf_fmt_bits(uint32_t dtype) {
+  const cf_fmt *f = cf_fmt_of(dtype);
+  return f ? f->bits : dtype == DT(I32) ? 32 : 64;
+}
+
 const char *cf_fmt_name(uint32_t dtype) {
   const cf_fmt *f = cf_fmt_of(dtype);
+  if (f == NULL && cf_fmt_int(dtype))
+    return dtype == DT(I32) ? "i32" : "i64";
   return f ? f->name : "-";
 }
 
@@ -36,7 +47,64 @@ uint32_t cf_fmt_parse(const char *name) {
   for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++)
     if (strcmp(fmts[i].name, name) == 0)
       return fmts[i].dtype;
+  if (strcmp(name, "i32") == 0)
+    return DT(I32);
+  if (strcmp(name, "i64") == 0)
+    return DT(I64);
   return UINT32_MAX;
+}
+
+/* ------------------------------------------------------------- integers -- */
+
+int64_t cf_fmt_to_int(uint32_t dtype, double v) {
+  /* The limits as doubles: -2^31 and 2^31 (-2^63, 2^63) are exact; the
+   * comparisons decide saturation before any conversion C leaves
+   * undefined. Truncation toward zero is trunc(), exact for a double. */
+  const double lim = dtype == DT(I32) ? 0x1p31 : 0x1p63;
+  if (isnan(v))
+    return 0;
+  if (v >= lim)
+    return dtype == DT(I32) ? INT32_MAX : INT64_MAX;
+  if (v < -lim)
+    return dtype == DT(I32) ? INT32_MIN : INT64_MIN;
+  return (int64_t)trunc(v);
+}
+
+int64_t cf_fmt_wrap(uint32_t dtype, uint64_t bits) {
+  if (dtype == DT(I32)) {
+    /* The low 32 bits as two's complement, without relying on C's
+     * implementation-defined conversion to a narrower signed type. */
+    const uint64_t lo = bits & 0xffffffffu;
+    return lo >= 0x80000000u ? (int64_t)lo - (int64_t)0x100000000 : (int64_t)lo;
+  }
+  return bits >= UINT64_C(0x8000000000000000)
+             ? -(int64_t)(~bits) - 1 /* two's complement, no overflow */
+             : (int64_t)bits;
+}
+
+double cf_fmt_from_int(uint32_t dtype, int64_t n) {
+  const cf_fmt *f = cf_fmt_of(dtype);
+  if (f == NULL) /* to an integer dtype: the low bits (I64 to I32) */
+    return (double)cf_fmt_wrap(dtype, (uint64_t)n);
+  /* |n| as an unsigned integer (INT64_MIN's 2^63 included), then rounded
+   * to f->p significant bits in integer arithmetic, to nearest, ties to
+   * the even last bit: one rounding, whatever the magnitude. */
+  uint64_t u = n < 0 ? ~(uint64_t)n + 1 : (uint64_t)n;
+  int len = 0, shift;
+  while (len < 64 && (u >> len) != 0)
+    len++;
+  shift = len > f->p ? len - f->p : 0;
+  if (shift > 0) {
+    const uint64_t rem = u & ((UINT64_C(1) << shift) - 1);
+    const uint64_t half = UINT64_C(1) << (shift - 1);
+    u >>= shift;
+    if (rem > half || (rem == half && (u & 1u)))
+      u++;
+  }
+  double r = ldexp((double)u, shift);
+  if (r > cf_fmt_max(dtype))
+    r = INFINITY;
+  return n < 0 ? -r : r;
 }
 
 double cf_fmt_max(uint32_t dtype) {
@@ -82,6 +150,8 @@ static double round_to(const cf_fmt *f, double v) {
 
 double cf_fmt_round(uint32_t dtype, double v) {
   const cf_fmt *f = cf_fmt_of(dtype);
+  if (cf_fmt_int(dtype)) /* as CAST converts; 0.0 + makes -0 +0 */
+    return 0.0 + (double)cf_fmt_to_int(dtype, v);
   if (f == NULL || f->dtype == DT(F64) || !isfinite(v) || v == 0)
     return v;
   return round_to(f, v);
@@ -136,7 +206,7 @@ double cf_fmt_decode(uint32_t dtype, uint64_t bits) {
 
 void cf_fmt_store_bits(uint32_t dtype, void *p, int64_t i, uint64_t bits) {
   unsigned char *b = p;
-  switch (cf_fmt_of(dtype)->bits) {
+  switch (cf_fmt_bits(dtype)) {
   case 16: {
     const uint16_t h = (uint16_t)bits;
     memcpy(b + 2 * i, &h, 2);
@@ -153,7 +223,7 @@ void cf_fmt_store_bits(uint32_t dtype, void *p, int64_t i, uint64_t bits) {
 
 uint64_t cf_fmt_load_bits(uint32_t dtype, const void *p, int64_t i) {
   const unsigned char *b = p;
-  switch (cf_fmt_of(dtype)->bits) {
+  switch (cf_fmt_bits(dtype)) {
   case 16: {
     uint16_t h;
     memcpy(&h, b + 2 * i, 2);
@@ -173,7 +243,9 @@ uint64_t cf_fmt_load_bits(uint32_t dtype, const void *p, int64_t i) {
 }
 
 void cf_fmt_store(uint32_t dtype, void *p, int64_t i, double v) {
-  if (dtype == DT(F32)) { /* the machine's own conversion, for speed */
+  if (cf_fmt_int(dtype)) {
+    cf_fmt_store_bits(dtype, p, i, (uint64_t)cf_fmt_to_int(dtype, v));
+  } else if (dtype == DT(F32)) { /* the machine's own conversion, for speed */
     const float f = (float)cf_fmt_round(dtype, v); /* exact, in range */
     memcpy((unsigned char *)p + 4 * i, &f, 4);
   } else {
@@ -187,6 +259,8 @@ double cf_fmt_load(uint32_t dtype, const void *p, int64_t i) {
     memcpy(&f, (const unsigned char *)p + 4 * i, 4);
     return f;
   }
+  if (cf_fmt_int(dtype)) /* exact but for an i64 beyond 2^53: rounded */
+    return 0.0 + (double)cf_fmt_wrap(dtype, cf_fmt_load_bits(dtype, p, i));
   return cf_fmt_decode(dtype, cf_fmt_load_bits(dtype, p, i));
 }
 
@@ -222,6 +296,11 @@ static const double tol64[3][2] = {
 void cf_fmt_tolerance(uint32_t dtype, cf_class cls, double *rtol,
                       double *atol) {
   const int k = cls == CF_CLASS_TRANS ? 1 : cls == CF_CLASS_ACCUM ? 2 : 0;
+  if (cf_fmt_int(dtype)) { /* integers are exact: equal or wrong */
+    *rtol = 0;
+    *atol = 0;
+    return;
+  }
   if (dtype == DT(F64)) {
     *rtol = tol64[k][0];
     *atol = tol64[k][1];

@@ -34,15 +34,38 @@ const cf_fmt *cf_fmt_of(uint32_t dtype);
 /* Whether dtype is one of the four floating dtypes. */
 int cf_fmt_known(uint32_t dtype);
 
-/* The dtype's name ("f16"), or "-" for an unknown one. */
+/* Whether dtype is one of the integer dtypes (I32, I64: ABI 1.6). */
+int cf_fmt_int(uint32_t dtype);
+
+/* Bits of one element of a floating or integer dtype. */
+int cf_fmt_bits(uint32_t dtype);
+
+/* The dtype's name ("f16", "i32"), or "-" for an unknown one. */
 const char *cf_fmt_name(uint32_t dtype);
 
-/* The dtype named `name` ("f32", "f64", "f16", "bf16"), or UINT32_MAX. */
+/* The dtype named `name` ("f32", "f64", "f16", "bf16", "i32", "i64"), or
+ * UINT32_MAX. */
 uint32_t cf_fmt_parse(const char *name);
+
+/* The reference converter of CAST to and from the integer dtypes
+ * (sdk/docs/ops.md, CAST), written from the definitions, not the
+ * plugins' code:
+ * - cf_fmt_to_int: a double to I32 or I64, truncated toward zero,
+ *   saturated at the dtype's limits, NaN giving 0;
+ * - cf_fmt_wrap: the two's-complement value of the low 32 (I32) or 64
+ *   (I64) bits of `bits` (wrapping arithmetic, I64 to I32);
+ * - cf_fmt_from_int: n to a floating dtype rounded once to nearest, ties
+ *   to even (exact for every int64, beyond 2^53 included), an infinity
+ *   beyond the dtype's range (f16); to I32 or I64 its low bits. */
+int64_t cf_fmt_to_int(uint32_t dtype, double v);
+int64_t cf_fmt_wrap(uint32_t dtype, uint64_t bits);
+double cf_fmt_from_int(uint32_t dtype, int64_t n);
 
 /* v rounded to dtype once: to nearest, ties to even; a finite value whose
  * rounding exceeds the largest finite one becomes an infinity of its sign;
- * NaN, infinities and signed zeros kept. Exact for every double v. */
+ * NaN, infinities and signed zeros kept. Exact for every double v. For
+ * I32 and I64: v converted as CAST converts (cf_fmt_to_int), as a double
+ * (rounded for an i64 beyond 2^53). */
 double cf_fmt_round(uint32_t dtype, double v);
 
 /* The largest finite value, the smallest normal, the smallest subnormal
@@ -59,7 +82,8 @@ uint64_t cf_fmt_encode(uint32_t dtype, double v);
 double cf_fmt_decode(uint32_t dtype, uint64_t bits);
 
 /* Element i of an array of dtype at p: written (v rounded to dtype) or
- * read as a double (exact); and as raw bit patterns. */
+ * read as a double (exact, but an i64 beyond 2^53: rounded to nearest);
+ * and as raw bit patterns. */
 void cf_fmt_store(uint32_t dtype, void *p, int64_t i, double v);
 double cf_fmt_load(uint32_t dtype, const void *p, int64_t i);
 void cf_fmt_store_bits(uint32_t dtype, void *p, int64_t i, uint64_t bits);

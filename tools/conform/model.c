@@ -119,6 +119,36 @@ double cf_model_eltwise(uint32_t op, uint32_t dtype, double x, double y,
   return cf_round(dtype, eltwise_value(op, x, y, z, attr));
 }
 
+/* An elementwise op on integers of dtype (I32, I64), from exact operands:
+ * NEG, ABS, ADD, SUB and MUL wrap modulo 2^32 or 2^64 (computed in
+ * uint64_t, where C defines the wrap; ABS(INT_MIN) and NEG(INT_MIN) are
+ * INT_MIN), the others are exact in double (comparisons 1 or 0). */
+static double int_value(uint32_t op, uint32_t dtype, double x, double y,
+                        double z) {
+  const uint64_t a = (uint64_t)cf_fmt_to_int(TYTO_PLUGIN_DTYPE_I64, x);
+  const uint64_t b = (uint64_t)cf_fmt_to_int(TYTO_PLUGIN_DTYPE_I64, y);
+  uint64_t r;
+  switch (op) {
+  case OP(NEG): r = 0 - a; break;
+  case OP(ABS): r = x < 0 ? 0 - a : a; break;
+  case OP(ADD): r = a + b; break;
+  case OP(SUB): r = a - b; break;
+  case OP(MUL): r = a * b; break;
+  default: return cf_round(dtype, eltwise_value(op, x, y, z, 0));
+  }
+  return 0.0 + (double)cf_fmt_wrap(dtype, r);
+}
+
+/* CAST of x from dtype s to dtype d: between integers the low bits (I64
+ * to I32) or the value (I32 to I64), from a floating dtype truncated and
+ * saturated, to a floating one rounded once (cf_fmt_round; x, an integer
+ * read from its dtype, is exact in double where the kit draws it). */
+static double cast_value(uint32_t s, uint32_t d, double x) {
+  if (cf_fmt_int(s) && cf_fmt_int(d))
+    return cf_fmt_from_int(d, cf_fmt_to_int(TYTO_PLUGIN_DTYPE_I64, x));
+  return cf_round(d, x);
+}
+
 static int arity(uint32_t op) {
   if (op == OP(COPY) || (op >= OP(NEG) && op <= OP(CAST)))
     return 1;
@@ -180,9 +210,11 @@ static void eltwise(const cf_case *c, double *const *in, double **out,
     else if (c->op == OP(COPY))
       y[0] = x[0];
     else if (c->op == OP(CAST))
-      y[0] = cf_round(c->out[0].l.dtype, x[0]);
+      y[0] = cast_value(c->in[0].l.dtype, c->out[0].l.dtype, x[0]);
     else if (c->op == OP(FILL))
       y[0] = cf_model_round(c, c->dtype, c->fattrs[0]);
+    else if (cf_fmt_int(c->dtype))
+      y[0] = int_value(c->op, c->dtype, x[0], x[1], x[2]);
     else
       y[0] = cf_model_round(c, c->dtype,
                             eltwise_value(c->op, x[0], x[1], x[2],
@@ -291,9 +323,16 @@ static int reductions(const cf_case *c, double *const *in, double **out,
           v[i] = in[0][cf_layout_at(x, idx)];
           pos[i++] = cf_layout_at(y, idx);
         } while (cf_index_next(x->rank, rshape, r));
+      if (!soft && cf_fmt_int(y->dtype) && c->op == OP(SUM)) {
+        uint64_t s = 0; /* wraps, as the integer SUM does */
+        for (int64_t j = 0; j < n; j++)
+          s += (uint64_t)cf_fmt_to_int(TYTO_PLUGIN_DTYPE_I64, v[j]);
+        out[0][cf_layout_at(y, k)] = 0.0 + (double)cf_fmt_wrap(y->dtype, s);
+        continue;
+      }
       if (!soft) {
         const int64_t at = cf_layout_at(y, k);
-        out[0][at] = cf_model_round(c, c->dtype, reduce(c->op, v, n));
+        out[0][at] = cf_model_round(c, y->dtype, reduce(c->op, v, n));
         free_sign[0][at] = 1;
         continue;
       }
@@ -407,7 +446,14 @@ static void gather_scatter(const cf_case *c, double *const *in, double **out,
     di[axis] = (int64_t)in[1][cf_layout_at(ix, ii)];
     for (uint32_t a = axis + 1; a < d->rank; a++)
       di[a] = idx[a - 1 + ix->rank];
-    if (scatter) /* summed exactly (in double), rounded once below */
+    if (scatter && cf_fmt_int(y->dtype)) { /* wrapping */
+      const int64_t at = cf_layout_at(y, di);
+      const uint64_t s =
+          (uint64_t)cf_fmt_to_int(TYTO_PLUGIN_DTYPE_I64, out[0][at]) +
+          (uint64_t)cf_fmt_to_int(TYTO_PLUGIN_DTYPE_I64,
+                                  in[2][cf_layout_at(g, idx)]);
+      out[0][at] = 0.0 + (double)cf_fmt_wrap(y->dtype, s);
+    } else if (scatter) /* summed exactly (in double), rounded once below */
       out[0][cf_layout_at(y, di)] += in[2][cf_layout_at(g, idx)];
     else
       out[0][cf_layout_at(y, idx)] = in[0][cf_layout_at(d, di)];
@@ -416,7 +462,7 @@ static void gather_scatter(const cf_case *c, double *const *in, double **out,
   if (scatter && cf_shape_count(y->rank, y->shape) > 0)
     do {
       const int64_t at = cf_layout_at(y, idx);
-      out[0][at] = cf_model_round(c, c->dtype, out[0][at]);
+      out[0][at] = cf_model_round(c, y->dtype, out[0][at]);
     } while (cf_index_next(y->rank, y->shape, idx));
 }
 
@@ -426,8 +472,10 @@ static void one_hot(const cf_case *c, double *const *in, double **out) {
   if (cf_shape_count(y->rank, y->shape) == 0)
     return;
   do {
+    /* An index not a whole number in [0, depth) matches no position (and
+     * is never converted: 1e30 would not fit an int64_t). */
     const double v = in[0][cf_layout_at(ix, idx)];
-    out[0][cf_layout_at(y, idx)] = (int64_t)v == idx[y->rank - 1] ? 1 : 0;
+    out[0][cf_layout_at(y, idx)] = v == (double)idx[y->rank - 1] ? 1 : 0;
   } while (cf_index_next(y->rank, y->shape, idx));
 }
 

@@ -238,11 +238,18 @@ static cf_verdict expect_unsupported(cf_device *d, cf_case *c, char *msg,
     if (e == NULL) {
       if (k && d->fns->kernel_release)
         d->fns->kernel_release(d->dev, k);
-      snprintf(msg, size,
-               "%s accepted %s in %s: linear algebra is not defined for the "
-               "16-bit dtypes (sdk/docs/ops.md, Dtypes); refuse it with "
-               "TYTO_PLUGIN_ERR_UNSUPPORTED",
-               fn, c->op_name, dt);
+      if (cf_fmt_int(c->dtype))
+        snprintf(msg, size,
+                 "%s accepted %s on %s: the op is not defined for the integer "
+                 "dtypes (sdk/docs/ops.md, Integer dtypes); refuse it with "
+                 "TYTO_PLUGIN_ERR_UNSUPPORTED",
+                 fn, c->op_name, dt);
+      else
+        snprintf(msg, size,
+                 "%s accepted %s in %s: linear algebra is not defined for the "
+                 "16-bit dtypes (sdk/docs/ops.md, Dtypes); refuse it with "
+                 "TYTO_PLUGIN_ERR_UNSUPPORTED",
+                 fn, c->op_name, dt);
       return CF_V_FAIL;
     }
     const tyto_plugin_code code = cf_error_take(e, why, sizeof why);
