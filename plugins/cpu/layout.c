@@ -406,13 +406,12 @@ static tyto_plugin_error *check_io(const tyto_plugin_host *h,
   for (uint32_t i = 0; i < n_in; i++) {
     uint32_t dt = desc->in[i].l.dtype;
     /* ABI 1.6: GATHER's and SCATTER_ADD's indices (input 1) in I32 or
-     * I64 whatever the data's dtype; ONE_HOT's in any dtype, its output
-     * then in any. */
+     * I64 whatever the data's dtype; ONE_HOT's in I32 or I64, its output
+     * then in any dtype. */
     if (cpu_dtype_int(dt) && i == 1 &&
         (code == TYTO_PLUGIN_OP_GATHER || code == TYTO_PLUGIN_OP_SCATTER_ADD))
       continue;
-    if (code == TYTO_PLUGIN_OP_ONE_HOT &&
-        (cpu_dtype_int(dt) || cpu_dtype_int(desc->out[0].l.dtype)))
+    if (code == TYTO_PLUGIN_OP_ONE_HOT && cpu_dtype_int(dt))
       continue;
     if (dt != desc->out[0].l.dtype)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,

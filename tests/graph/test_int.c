@@ -119,10 +119,32 @@ START_TEST(indices_and_arg_reductions) {
         "argmax: axis extent 2050 exceeds 2049: f16 holds indices exactly "
         "only up to 2048 (ask tyto_argmax_as for i32 or i64)");
   FAILS(tyto_argmax_as(I64(1, 4), 0, 0, TYTO_I64),
-        "argmax: input 1 is i64; argmax takes floating-point tensors "
+        "argmax_as: x is i64; argmax_as takes floating-point tensors "
         "(tyto_cast it to f32 first)");
   FAILS(tyto_argmax_as(F32(1, 4), 0, 0, (tyto_dtype)9),
         "argmax_as: unknown dtype 9 (expected i32, i64 or a floating dtype)");
+  FAILS(tyto_argmax_as(F32(1, 4), 0, 0, (tyto_dtype)-1),
+        "argmax_as: unknown dtype -1 (expected i32, i64 or a floating "
+        "dtype)");
+  /* An i32 counts to 2^31 - 1: an axis of 2^31 + 1 has index 2^31. */
+  OK(tyto_argmax_as(in(TYTO_BF16, 1, S(INT64_C(1) << 31)), 0, 0, TYTO_I32),
+     TYTO_I32);
+  FAILS(tyto_argmax_as(in(TYTO_BF16, 1, S((INT64_C(1) << 31) + 1)), 0, 0,
+                       TYTO_I32),
+        "argmax_as: axis extent 2147483649 exceeds 2147483648: i32 holds "
+        "indices exactly only up to 2147483647 (ask tyto_argmax_as for "
+        "i64)");
+  /* Another floating dtype than x's: the index in i64, cast. */
+  fresh();
+  a = tyto_argmax_as(F32(2, 4, 10), 1, 0, TYTO_F64);
+  expect_ok(a, TYTO_F64, __LINE__);
+  ck_assert_int_eq(tyto_tensor_op(a), TYTO_OP_CAST);
+  ck_assert_int_eq(tyto_tensor_dtype(tyto_tensor_input(a, 0)), TYTO_I64);
+  FAILS(tyto_one_hot(in(TYTO_BF16, 1, S(4)), 300),
+        "one_hot: depth 300 exceeds 257: bf16 indices are exact only up to "
+        "256 (give i32 or i64 indices)");
+  FAILS(tyto_one_hot_as(I64(1, 4), 3, (tyto_dtype)-2),
+        "one_hot_as: unknown dtype -2");
 
   /* Integer indices whatever the data's dtype; floating indices only in
    * the data's own dtype. */
@@ -187,6 +209,13 @@ START_TEST(floating_ops_refuse_integers) {
         "tyto_constant_raw gives any i64)");
   FAILS(tyto_constant_raw(g, TYTO_I64, 1, S(2), (int64_t[]){1, 2}, 12),
         "constant_raw: 12 bytes for i64[2] (expected 16)");
+  FAILS(tyto_pad(I32(1, 3), S(1), S(1), TYTO_PAD_CONSTANT, 2.5),
+        "pad: value 2.5 is not an i32 (a whole number in its range, at most "
+        "2^53 in magnitude)");
+  OK(tyto_pad(I32(1, 3), S(1), S(1), TYTO_PAD_CONSTANT, -7), TYTO_I32);
+  FAILS(tyto_cast(I32(1, 3), (tyto_dtype)8),
+        "cast: unknown dtype 8 (expected one of f32, f64, f16, bf16, i32, "
+        "i64)");
 }
 END_TEST
 
@@ -229,6 +258,30 @@ START_TEST(no_derivatives_through_integers) {
 }
 END_TEST
 
+/* The Jacobian's basis vectors: one-hots of indices in x's dtype where
+ * that counts them exactly, in i64 past it (bf16 stops at 256), so that
+ * no basis vector lands on another's position. */
+START_TEST(jacobian_basis_indices) {
+  for (int k = 0; k < 2; k++) {
+    fresh();
+    int64_t n = k ? 300 : 3;
+    tyto_tensor *x = in(k ? TYTO_BF16 : TYTO_F32, 1, S(n));
+    tyto_tensor *j = tyto_jacobian(tyto_neg(x), x);
+    expect_ok(j, k ? TYTO_BF16 : TYTO_F32, __LINE__);
+    size_t hots = 0;
+    for (size_t i = 0; i < tyto_graph_size(g); i++) {
+      tyto_tensor *t = tyto_graph_tensor(g, i);
+      if (tyto_tensor_op(t) != TYTO_OP_ONE_HOT)
+        continue;
+      hots++;
+      ck_assert_int_eq(tyto_tensor_dtype(tyto_tensor_input(t, 0)),
+                       k ? TYTO_I64 : TYTO_F32);
+    }
+    ck_assert_uint_eq(hots, (size_t)n);
+  }
+}
+END_TEST
+
 /* Autocast leaves indices alone: an integer stays an integer, and the
  * data an op with an integer result reads stays in its own dtype. */
 START_TEST(autocast_keeps_integers) {
@@ -265,6 +318,7 @@ int main(void) {
   tcase_add_test(tc, floating_ops_refuse_integers);
   tcase_add_test(tc, no_derivatives_through_integers);
   tcase_add_test(tc, autocast_keeps_integers);
+  tcase_add_test(tc, jacobian_basis_indices);
   suite_add_tcase(s, tc);
   return test_run(s);
 }

@@ -525,7 +525,10 @@ static void train_resplit(tyto_context *ctx, resplit_kind kind, double *loss,
   if (kind == REBALANCE && !getenv("TYTO_TEST_UNDER_VALGRIND")) {
     ck_assert_int_gt(tyto_dp_replica_shard(dp, 0), *first_shard);
     /* 3 ms a command: even one example on the test device takes longer
-     * than the CPU's whole batch, so the first rebalance left it out. */
+     * than the CPU's whole batch, so a rebalance left it out: the first
+     * one, unless other work on the machine slowed the CPU's steps as much
+     * while it measured them (seen under make check -j2), then a later
+     * one. */
     ck_assert_uint_eq(tyto_dp_left_out_count(dp), 1);
     size_t dev = 9;
     int64_t at = -1;
@@ -533,7 +536,8 @@ static void train_resplit(tyto_context *ctx, resplit_kind kind, double *loss,
     ck_assert_int_eq(tyto_dp_left_out(dp, 0, &dev, &at, &unit, &others),
                      TYTO_OK);
     ck_assert_uint_eq(dev, 1);
-    ck_assert_int_eq(at, 5);
+    ck_assert_msg(at >= 5 && at % 5 == 0 && at < STEPS,
+                  "left out at step %lld, not at a rebalance", (long long)at);
     ck_assert_msg(unit >= others && others > 0, "%g s against %g s", unit,
                   others);
     ck_assert_uint_eq(tyto_dp_replica_count(dp), 1);

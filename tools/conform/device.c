@@ -65,7 +65,9 @@ int cf_device_has_dtype(const cf_device *d, uint32_t dtype) {
 void cf_run_clear(cf_run *r) {
   for (int i = 0; i < CF_MAX_OUT; i++) {
     free(r->out[i]);
+    free(r->ints[i]);
     r->out[i] = NULL;
+    r->ints[i] = NULL;
   }
 }
 
@@ -234,6 +236,18 @@ cf_status cf_run_case(cf_device *d, cf_case *c, const void *const *in_bytes,
       goto done;
     }
     to_double(c->out[i].l.dtype, cf_gbuf_body(&out[i]), n, r->out[i]);
+    if (!cf_fmt_int(c->out[i].l.dtype))
+      continue;
+    r->ints[i] = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (r->ints[i] == NULL) {
+      fail(r, "host", cf_error(TYTO_PLUGIN_ERR_OUT_OF_MEMORY, "out of memory"));
+      cf_run_clear(r);
+      goto done;
+    }
+    for (int64_t j = 0; j < n; j++)
+      r->ints[i][j] = cf_fmt_wrap(
+          c->out[i].l.dtype,
+          cf_fmt_load_bits(c->out[i].l.dtype, cf_gbuf_body(&out[i]), j));
   }
   r->status = CF_RAN;
 done:

@@ -39,8 +39,11 @@ typedef struct cf_run {
   cf_status status;
   char msg[1024];
   double *out[CF_MAX_OUT]; /* each output's whole storage, as doubles */
-  int oob;                 /* sentinels hit or an input modified */
-  char oob_msg[512];       /* the first such finding */
+  /* An integer output's storage as it is (an i64 beyond 2^53 has no
+   * double): compared exactly. NULL for a floating output. */
+  int64_t *ints[CF_MAX_OUT];
+  int oob;           /* sentinels hit or an input modified */
+  char oob_msg[512]; /* the first such finding */
 } cf_run;
 
 /* Runs c on d: inputs are in_bytes[i] (c->in[i].storage elements of the

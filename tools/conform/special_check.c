@@ -121,7 +121,8 @@ typedef struct wants {
  * positions whose batch index (axis 0) is `only` (-1: every element).
  * Returns the number of mismatches; the first is described in msg. */
 static int64_t compare(const cf_case *c, double *const *in, double *const *got,
-                       const wants *w, int64_t only, char *msg, size_t size) {
+                       int64_t *const *ints, const wants *w, int64_t only,
+                       char *msg, size_t size) {
   int64_t bad = 0;
   for (uint32_t o = 0; o < c->n_out; o++) {
     const tyto_plugin_layout *l = &c->out[o].l;
@@ -134,8 +135,12 @@ static int64_t compare(const cf_case *c, double *const *in, double *const *got,
       const int64_t at = cf_layout_at(l, idx);
       const double g = got[o][at], v = w->e[0].want[o][at];
       int ok = 0;
+      /* Integers exactly, as stored: the model's wanted values are whole
+       * numbers (or saturated ones) a double holds. */
       for (int k = 0; k < w->n && !ok; k++)
-        ok = match(c, g, w->e[k].want[o][at], w->e[k].free_sign[o][at]);
+        ok = ints[o]
+                 ? ints[o][at] == cf_fmt_to_int(l->dtype, w->e[k].want[o][at])
+                 : match(c, g, w->e[k].want[o][at], w->e[k].free_sign[o][at]);
       if (ok || bad++ > 0)
         continue;
       /* The other answers allowed, named. */
@@ -353,8 +358,8 @@ cf_verdict cf_special_run(cf_device *d, cf_case *c, const void *const *in_bytes,
   } else {
     cf_post_apply(c, r.out);
     int64_t bad =
-        compare(c, in, r.out, &w, c->expect == CF_EXPECT_NAN_OR_ERROR ? 0 : -1,
-                msg, size);
+        compare(c, in, r.out, r.ints, &w,
+                c->expect == CF_EXPECT_NAN_OR_ERROR ? 0 : -1, msg, size);
     if (bad > 0) {
       size_t n = strlen(msg);
       snprintf(msg + n, size - n, " (%lld elements differ from ops.md)",

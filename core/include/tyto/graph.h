@@ -133,8 +133,8 @@ typedef enum tyto_op {
    * node's dtype (to nearest, ties to even; NaN, infinities and signed
    * zeros kept; beyond the range, an infinity). To an integer dtype: the
    * value truncated toward zero, saturated at the dtype's limits, NaN
-   * giving 0; between integer dtypes, the low bits (two's complement, as C
-   * and PyTorch wrap). tyto_cast in <tyto/ops.h>. */
+   * giving 0; i64 to i32, the low 32 bits (as C and PyTorch wrap), i32
+   * to i64 sign-extended. tyto_cast in <tyto/ops.h>. */
   TYTO_OP_CAST = 48,
 
   /* Elementwise binary, 2 inputs broadcast by NumPy rules. Comparisons

@@ -276,9 +276,9 @@ TYTO_API tyto_tensor *tyto_nn_batch_norm(tyto_nn *nn, const char *name,
                                          tyto_tensor *x, double momentum,
                                          double eps);
 
-/* ids (any shape, the nn's dtype, integer values in [0, vocab)) ->
- * ids.shape + [dim]; table "<name>.weight" [vocab, dim] (default N(0, 1)).
- */
+/* ids (any shape; i32 or i64, or whole numbers in the nn's dtype, in
+ * [0, vocab)) -> ids.shape + [dim]; table "<name>.weight" [vocab, dim]
+ * (default N(0, 1)). */
 TYTO_API tyto_tensor *tyto_nn_embedding(tyto_nn *nn, const char *name,
                                         tyto_tensor *ids, int64_t vocab,
                                         int64_t dim, tyto_init init);

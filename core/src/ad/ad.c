@@ -468,10 +468,17 @@ tyto_ad_mode tyto_jacobian_mode(const tyto_tensor *y, const tyto_tensor *x) {
                                                      : TYTO_AD_REVERSE;
 }
 
-/* The basis vector e_i shaped as t (a one-hot of a constant index). */
+/* The one-hot vector e_i of n elements in t's dtype. The index is in t's
+ * dtype where that counts to n exactly (every device runs it), else an
+ * i64: a bf16 stops at 256. */
+static tyto_tensor *unit(tyto_tensor *t, int64_t i, int64_t n) {
+  tyto_dtype id = dtype_index_for(t->dtype, n);
+  return tyto_one_hot_as(tyto_scalar(t->graph, id, (double)i), n, t->dtype);
+}
+
+/* The basis vector e_i shaped as t. */
 static tyto_tensor *basis(tyto_tensor *t, int64_t i) {
-  int64_t n = tyto_tensor_numel(t);
-  tyto_tensor *e = tyto_one_hot(ad_scalar(t, (double)i), n);
+  tyto_tensor *e = unit(t, i, tyto_tensor_numel(t));
   return tyto_reshape(e, t->rank, t->shape);
 }
 
@@ -505,8 +512,7 @@ static tyto_tensor *sweeps(const char *name, tyto_graph *g, tyto_tensor *y,
       one_row[0] = 1;
       memcpy(one_row + 1, along->shape + 1,
              (size_t)(along->rank - 1) * sizeof *one_row);
-      e = tyto_one_hot(ad_scalar(along, (double)i),
-                       mode == TYTO_AD_FORWARD ? nx : ny);
+      e = unit(along, i, mode == TYTO_AD_FORWARD ? nx : ny);
       e = tyto_broadcast_to(tyto_reshape(e, along->rank, one_row), along->rank,
                             along->shape);
     }

@@ -180,6 +180,22 @@ int dtype_is_int(tyto_dtype d) {
   return i && i->integer;
 }
 
+int dtype_takes_value(tyto_dtype d, double v) {
+  const dtype_info *i = dtype_info_of(d);
+  if (!i || !i->integer)
+    return 1;
+  double lim = i->digits < 53 ? ldexp(1.0, i->digits) : 0x1p53;
+  return v == trunc(v) && v >= -lim &&
+         (v < lim || (i->digits >= 53 && v == lim));
+}
+
+tyto_dtype dtype_index_for(tyto_dtype d, int64_t n) {
+  const dtype_info *i = dtype_info_of(d);
+  if (i && !i->integer && (double)(n - 1) <= ldexp(1.0, i->digits))
+    return d;
+  return TYTO_I64;
+}
+
 int tyto_dtype_is_integer(tyto_dtype dtype) {
   return dtype_is_int(dtype);
 }

@@ -54,6 +54,15 @@ int dtype_host_arith(tyto_dtype d);
 /* Whether d is i32 or i64 (0 for an unknown value). */
 int dtype_is_int(tyto_dtype d);
 
+/* Whether a value given as a double is one integer dtype d holds exactly
+ * through a double: a whole number in its range, at most 2^53 in
+ * magnitude. Every value for a floating d (it is rounded). */
+int dtype_takes_value(tyto_dtype d, double v);
+
+/* The dtype to hold indices 0 .. n - 1 of a computation in d: d itself
+ * when it holds them all exactly (any device runs it), else i64. */
+tyto_dtype dtype_index_for(tyto_dtype d, int64_t n);
+
 /* Whether every value of dtype d (subnormals, infinities and NaN
  * included) is exactly a value of dtype w: a cast from d to w and back
  * gives what it started from. f16 and bf16 in f32 and f64, f32 in f64,

@@ -36,7 +36,7 @@ tyto_tensor *tyto_cast(tyto_tensor *x, tyto_dtype dtype) {
   if (!dtype_info_of(dtype))
     return graph_fail(g,
                       "cast: unknown dtype %d (expected one of f32, f64, "
-                      "f16, bf16)",
+                      "f16, bf16, i32, i64)",
                       (int)dtype);
   if (x->dtype == dtype)
     return x;

@@ -5,6 +5,7 @@
 #include "shape.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 
 /* Checks that indices are an integer tensor or have data's floating
@@ -114,18 +115,27 @@ tyto_tensor *tyto_scatter_add(tyto_tensor *base, tyto_tensor *indices,
                   3, in, 1, &iattr, 0, NULL);
 }
 
+/* one_hot in dtype, or (own) in the default one. */
 static tyto_tensor *one_hot_named(const char *name, tyto_tensor *indices,
-                                  int64_t depth, int dtype) {
+                                  int64_t depth, int own, tyto_dtype dtype) {
   tyto_tensor *err;
   tyto_graph *g = graph_check(name, 1, &indices, 1, &err);
   if (!g)
     return err;
   char s[SHAPE_STR];
-  tyto_dtype dt = dtype >= 0                     ? (tyto_dtype)dtype
+  tyto_dtype dt = !own                           ? dtype
                   : dtype_is_int(indices->dtype) ? TYTO_F32
                                                  : indices->dtype;
   if (!dtype_info_of(dt))
-    return graph_fail(g, "%s: unknown dtype %d", name, dtype);
+    return graph_fail(g, "%s: unknown dtype %d", name, (int)dtype);
+  /* A floating index counts exactly only up to 2^digits. */
+  const dtype_info *ii = dtype_info_of(indices->dtype);
+  if (!ii->integer && (double)(depth - 1) > ldexp(1.0, ii->digits))
+    return graph_fail(g,
+                      "%s: depth %" PRId64 " exceeds %.0f: %s indices are "
+                      "exact only up to %.0f (give i32 or i64 indices)",
+                      name, depth, ldexp(1.0, ii->digits) + 1, ii->name,
+                      ldexp(1.0, ii->digits));
   if (depth <= 0)
     return graph_fail(g, "%s: depth %" PRId64 " must be positive", name, depth);
   if (indices->rank == TYTO_MAX_RANK)
@@ -145,10 +155,10 @@ static tyto_tensor *one_hot_named(const char *name, tyto_tensor *indices,
 }
 
 tyto_tensor *tyto_one_hot(tyto_tensor *indices, int64_t depth) {
-  return one_hot_named("one_hot", indices, depth, -1);
+  return one_hot_named("one_hot", indices, depth, 1, TYTO_F32);
 }
 
 tyto_tensor *tyto_one_hot_as(tyto_tensor *indices, int64_t depth,
                              tyto_dtype dtype) {
-  return one_hot_named("one_hot_as", indices, depth, (int)dtype);
+  return one_hot_named("one_hot_as", indices, depth, 0, dtype);
 }

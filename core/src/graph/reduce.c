@@ -59,20 +59,28 @@ REDUCE(log_sum_exp, LOG_SUM_EXP)
 REDUCE(norm_l1, NORM_L1)
 REDUCE(norm_l2, NORM_L2)
 
-/* ARGMAX or ARGMIN of x along axis, in dtype (x's own when negative). */
+/* ARGMAX or ARGMIN of x along axis, in dtype (x's own when `own`). An
+ * integer dtype is the ABI's output; another floating dtype than x's is
+ * the index computed in i64 and cast (exact: the extent is checked). */
 static tyto_tensor *arg_reduce(const char *name, tyto_op op, tyto_tensor *x,
-                               int axis, int keepdims, int dtype) {
+                               int axis, int keepdims, int own,
+                               tyto_dtype dtype) {
   tyto_tensor *err;
   tyto_graph *g = graph_check(name, 1, &x, 1, &err);
   if (!g)
     return err;
-  tyto_dtype dt = dtype < 0 ? x->dtype : (tyto_dtype)dtype;
+  tyto_dtype dt = own ? x->dtype : dtype;
   const dtype_info *di = dtype_info_of(dt);
   if (!di)
     return graph_fail(g,
                       "%s: unknown dtype %d (expected i32, i64 or a "
                       "floating dtype)",
-                      name, dtype);
+                      name, (int)dtype);
+  if (dtype_is_int(x->dtype))
+    return graph_fail(g,
+                      "%s: x is %s; %s takes floating-point tensors "
+                      "(tyto_cast it to f32 first)",
+                      name, tyto_dtype_name(x->dtype), name);
   int a;
   if (shape_axis(g, name, x, axis, &a) < 0)
     return &g->error;
@@ -80,31 +88,35 @@ static tyto_tensor *arg_reduce(const char *name, tyto_op op, tyto_tensor *x,
   if (x->shape[a] == 0)
     return graph_fail(g, "%s: axis of an empty extent in %s", name,
                       tensor_shape_str(s, x));
-  /* Every index, up to extent - 1, must be a value of dt. */
-  double top = ldexp(1.0, di->digits);
+  /* Every index, up to extent - 1, must be a value of dt: a float holds
+   * the whole numbers up to 2^digits, an integer up to 2^digits - 1. */
+  double top = ldexp(1.0, di->digits) - (di->integer ? 1 : 0);
   if ((double)(x->shape[a] - 1) > top)
     return graph_fail(g,
                       "%s: axis extent %lld exceeds %.0f: %s holds indices "
-                      "exactly only up to %.0f (ask tyto_argmax_as for i32 "
-                      "or i64)",
-                      name, (long long)x->shape[a], top + 1, di->name, top);
+                      "exactly only up to %.0f (%s)",
+                      name, (long long)x->shape[a], top + 1, di->name, top,
+                      di->integer ? "ask tyto_argmax_as for i64"
+                                  : "ask tyto_argmax_as for i32 or i64");
+  if (!di->integer && dt != x->dtype)
+    return tyto_cast(reduce_new(g, op, x, TYTO_I64, 1u << a, keepdims), dt);
   return reduce_new(g, op, x, dt, 1u << a, keepdims);
 }
 
 tyto_tensor *tyto_argmax(tyto_tensor *x, int axis, int keepdims) {
-  return arg_reduce("argmax", TYTO_OP_ARGMAX, x, axis, keepdims, -1);
+  return arg_reduce("argmax", TYTO_OP_ARGMAX, x, axis, keepdims, 1, TYTO_F32);
 }
 
 tyto_tensor *tyto_argmin(tyto_tensor *x, int axis, int keepdims) {
-  return arg_reduce("argmin", TYTO_OP_ARGMIN, x, axis, keepdims, -1);
+  return arg_reduce("argmin", TYTO_OP_ARGMIN, x, axis, keepdims, 1, TYTO_F32);
 }
 
 tyto_tensor *tyto_argmax_as(tyto_tensor *x, int axis, int keepdims,
                             tyto_dtype dtype) {
-  return arg_reduce("argmax_as", TYTO_OP_ARGMAX, x, axis, keepdims, (int)dtype);
+  return arg_reduce("argmax_as", TYTO_OP_ARGMAX, x, axis, keepdims, 0, dtype);
 }
 
 tyto_tensor *tyto_argmin_as(tyto_tensor *x, int axis, int keepdims,
                             tyto_dtype dtype) {
-  return arg_reduce("argmin_as", TYTO_OP_ARGMIN, x, axis, keepdims, (int)dtype);
+  return arg_reduce("argmin_as", TYTO_OP_ARGMIN, x, axis, keepdims, 0, dtype);
 }

@@ -1,5 +1,6 @@
 /* Cutting and joining: slice (Python semantics) and its adjoint
  * slice_backward, split, concat, stack, pad. */
+#include "dtype.h"
 #include "node.h"
 #include "shape.h"
 
@@ -241,6 +242,11 @@ tyto_tensor *tyto_pad(tyto_tensor *x, const int64_t *before,
     return err;
   if (mode != TYTO_PAD_CONSTANT && mode != TYTO_PAD_REFLECT)
     return graph_fail(g, "pad: unknown mode %d", (int)mode);
+  if (mode == TYTO_PAD_CONSTANT && !dtype_takes_value(x->dtype, value))
+    return graph_fail(g,
+                      "pad: value %.17g is not an %s (a whole number in its "
+                      "range, at most 2^53 in magnitude)",
+                      value, tyto_dtype_name(x->dtype));
   char s[SHAPE_STR];
   tensor_shape_str(s, x);
   int64_t shape[TYTO_MAX_RANK], iattrs[1 + 2 * TYTO_MAX_RANK];

@@ -52,18 +52,10 @@ tyto_tensor *tyto_parameter(tyto_graph *g, tyto_dtype dtype, int rank,
                     shape, name);
 }
 
-/* Whether v is a value integer dtype di holds exactly as a double: a
- * whole number within its range and at most 2^53 in magnitude. */
-static int int_value_ok(const dtype_info *di, double v) {
-  double lim = di->digits < 53 ? ldexp(1.0, di->digits) : 0x1p53;
-  return v == trunc(v) && v >= -lim &&
-         (v < lim || (di->digits >= 53 && v == lim));
-}
-
 /* "name: 2.5 is not an i32" when an integer dtype's value is not one. */
 static int int_value_check(tyto_graph *g, const char *name,
                            const dtype_info *di, double v, int64_t at) {
-  if (!di->integer || int_value_ok(di, v))
+  if (dtype_takes_value(di->dtype, v))
     return 0;
   char where[48] = "", val[48];
   if (at >= 0)

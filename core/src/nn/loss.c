@@ -4,6 +4,7 @@
 
 #include <math.h>
 
+#include "../graph/dtype.h"
 #include "nn_internal.h"
 
 /* Checks a (prediction, target) pair of op `name`: one graph and dtype,
@@ -114,6 +115,10 @@ tyto_tensor *tyto_nn_count_correct(tyto_tensor *logits, tyto_tensor *labels) {
                       "count_correct: logits %s have no classes",
                       tensor_shape_str(s, logits));
   }
-  tyto_tensor *pick = tyto_one_hot(tyto_argmax(logits, -1, 0), classes);
+  /* The index in the logits' dtype where it counts the classes exactly
+   * (every device runs it), else in i64. */
+  tyto_tensor *pick = tyto_one_hot_as(
+      tyto_argmax_as(logits, -1, 0, dtype_index_for(logits->dtype, classes)),
+      classes, logits->dtype);
   return tyto_sum(tyto_mul(pick, labels), 0, NULL, 0);
 }

@@ -211,7 +211,9 @@ int nn_check(tyto_nn *nn, const char *kind, const char *name, int need_name,
     return -1;
   }
   char s[SHAPE_STR];
-  if (x->dtype != nn->dtype) {
+  /* An embedding's ids may be integers (the indices of a gather). */
+  int ids = strcmp(kind, "embedding") == 0 && dtype_is_int(x->dtype);
+  if (x->dtype != nn->dtype && !ids) {
     *err = nn_fail(nn, kind, name, "x is %s%s, the network's dtype is %s",
                    tyto_dtype_name(x->dtype), nn_shape(s, x),
                    tyto_dtype_name(nn->dtype));

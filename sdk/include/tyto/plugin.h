@@ -227,7 +227,7 @@ typedef struct tyto_plugin_claims {
  * (sdk/docs/ops.md, "Dtypes"). I32 and I64 (ABI 1.6) are two's-complement
  * integers for indices and counts, taken by the ops sdk/docs/ops.md lists
  * under "Integer dtypes" (casts, layout, indexing, ARGMAX/ARGMIN results,
- * the whole-number elementwise ops and SUM, REDUCE_MAX, REDUCE_MIN),
+ * the whole-number elementwise ops and SUM, MAX_REDUCE, MIN_REDUCE),
  * wrapping on overflow; never in a fused program. U8 is reserved. */
 typedef enum tyto_plugin_dtype {
   TYTO_PLUGIN_DTYPE_F32 = 0,
