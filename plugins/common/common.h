@@ -150,4 +150,58 @@ uint32_t tpc_fused_single(const tpc_eltop *o, tpc_instr *fi,
  * switch cases. Needs T, INFINITY, NAN, fabs, exp, log, sqrt, isinf. */
 extern const char tpc_reduce_folds[];
 
+/* ---- integer dtypes (ABI 1.6) -------------------------------------------- */
+
+/* Whether dtype is I32 or I64. */
+static inline int tpc_dtype_int(uint32_t dtype) {
+  return dtype == TYTO_PLUGIN_DTYPE_I32 || dtype == TYTO_PLUGIN_DTYPE_I64;
+}
+
+/* The elementwise ops (NEG, ABS, SIGN, ADD, SUB, MUL, MAX, MIN, the
+ * comparisons, WHERE) and the reductions (SUM, MAX_REDUCE, MIN_REDUCE)
+ * sdk/docs/ops.md ("Integer dtypes") defines on I32 and I64, each of its
+ * operands in one integer dtype. */
+static inline int tpc_int_eltwise(uint32_t op) {
+  switch (op) {
+  case TYTO_PLUGIN_OP_NEG:
+  case TYTO_PLUGIN_OP_ABS:
+  case TYTO_PLUGIN_OP_SIGN:
+  case TYTO_PLUGIN_OP_ADD:
+  case TYTO_PLUGIN_OP_SUB:
+  case TYTO_PLUGIN_OP_MUL:
+  case TYTO_PLUGIN_OP_MAX:
+  case TYTO_PLUGIN_OP_MIN:
+  case TYTO_PLUGIN_OP_EQ:
+  case TYTO_PLUGIN_OP_NE:
+  case TYTO_PLUGIN_OP_LT:
+  case TYTO_PLUGIN_OP_LE:
+  case TYTO_PLUGIN_OP_GT:
+  case TYTO_PLUGIN_OP_GE:
+  case TYTO_PLUGIN_OP_WHERE: return 1;
+  default: return 0;
+  }
+}
+static inline int tpc_int_reduce(uint32_t op) {
+  return op == TYTO_PLUGIN_OP_SUM || op == TYTO_PLUGIN_OP_MAX_REDUCE ||
+         op == TYTO_PLUGIN_OP_MIN_REDUCE;
+}
+
+/* v converted to I32 or I64 as CAST converts (ops.md): truncated toward
+ * zero, saturated at the dtype's limits, NaN giving 0. The limits are
+ * compared first: C leaves the conversion of a value out of range
+ * undefined, and INT64_MAX is no double (it rounds to 2^63). Inline: the
+ * CPU's conversion loops call it per element, with dtype a constant. */
+static inline int64_t tpc_int_of_f64(uint32_t dtype, double v) {
+  const double lim =
+      dtype == TYTO_PLUGIN_DTYPE_I32 ? 2147483648.0 : 9223372036854775808.0;
+  const int64_t hi = dtype == TYTO_PLUGIN_DTYPE_I32 ? INT32_MAX : INT64_MAX;
+  if (v != v)
+    return 0;
+  if (v >= lim)
+    return hi;
+  if (v <= -lim)
+    return -hi - 1;
+  return (int64_t)v;
+}
+
 #endif /* TYTO_PLUGINS_COMMON_H */

@@ -444,7 +444,7 @@ cpu_cvt_fn cpu_cvt(uint32_t to, uint32_t from) {
       [F16] = {cv_f32_f16, cv_f64_f16, cv_copy2, cv_bf16_f16},
       [BF16] = {cv_f32_bf16, cv_f64_bf16, cv_f16_bf16, cv_copy2},
   };
-  if (cpu_dtype_int(to) || cpu_dtype_int(from))
+  if (tpc_dtype_int(to) || tpc_dtype_int(from))
     return cpu_cvt_int(to, from);
   if (to > BF16 || from > BF16)
     return NULL;

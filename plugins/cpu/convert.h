@@ -18,6 +18,8 @@
 
 #include <tyto/plugin.h>
 
+#include "../common/common.h"
+
 /* n contiguous elements of src converted into dst (no overlap). */
 typedef void (*cpu_cvt_fn)(size_t n, void *dst, const void *src);
 
@@ -33,11 +35,6 @@ static inline uint32_t cpu_dtype_compute(uint32_t dtype) {
                                         : TYTO_PLUGIN_DTYPE_F32;
 }
 
-/* Whether dtype is I32 or I64 (ABI 1.6). */
-static inline int cpu_dtype_int(uint32_t dtype) {
-  return dtype == TYTO_PLUGIN_DTYPE_I32 || dtype == TYTO_PLUGIN_DTYPE_I64;
-}
-
 /* The conversion from dtype `from` to dtype `to` (any pair of F32, F64,
  * F16, BF16, I32, I64; the same dtype copies), as sdk/docs/ops.md's CAST
  * says: rounding to nearest with ties to even, to an integer truncating
@@ -45,10 +42,9 @@ static inline int cpu_dtype_int(uint32_t dtype) {
 cpu_cvt_fn cpu_cvt(uint32_t to, uint32_t from);
 
 /* convert_int.c: cpu_cvt for the pairs with an I32 or I64 (NULL for
- * others), and one double converted as CAST converts it. */
+ * others). One double converted to an integer: tpc_int_of_f64
+ * (common.h). */
 cpu_cvt_fn cpu_cvt_int(uint32_t to, uint32_t from);
-int32_t cpu_f64_to_i32(double d);
-int64_t cpu_f64_to_i64(double d);
 
 /* The widening of a 16-bit operand into f32 for an op's arithmetic (not
  * for CAST or a move): cpu_cvt(F32, from), except that bf16 subnormals

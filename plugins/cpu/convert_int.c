@@ -37,27 +37,6 @@ static inline double rd_bf16(const void *p, size_t i) {
   return tpc_bf16_to_f32(((const uint16_t *)p)[i]);
 }
 
-int32_t cpu_f64_to_i32(double d) {
-  if (d != d)
-    return 0;
-  if (d >= 2147483648.0)
-    return INT32_MAX;
-  if (d <= -2147483649.0)
-    return INT32_MIN;
-  return (int32_t)d; /* in (-2^31 - 1, 2^31): defined, truncates */
-}
-
-int64_t cpu_f64_to_i64(double d) {
-  if (d != d)
-    return 0;
-  /* 2^63 is a double; INT64_MAX is not (it rounds to 2^63). */
-  if (d >= 9223372036854775808.0)
-    return INT64_MAX;
-  if (d < -9223372036854775808.0)
-    return INT64_MIN;
-  return (int64_t)d;
-}
-
 /* v as a double rounded to odd at 53 bits: exact below 2^53, and for
  * larger magnitudes the kept bits with the dropped ones OR'ed into the
  * last, so that rounding it once more to 24 bits or fewer is the correct
@@ -83,14 +62,22 @@ static double i64_to_f64_odd(int64_t v) {
       o[i] = (expr);                                                           \
     }                                                                          \
   }
-CV(cv_f32_i32, int32_t, cpu_f64_to_i32(x), rd_f32)
-CV(cv_f64_i32, int32_t, cpu_f64_to_i32(x), rd_f64)
-CV(cv_f16_i32, int32_t, cpu_f64_to_i32(x), rd_f16)
-CV(cv_bf16_i32, int32_t, cpu_f64_to_i32(x), rd_bf16)
-CV(cv_f32_i64, int64_t, cpu_f64_to_i64(x), rd_f32)
-CV(cv_f64_i64, int64_t, cpu_f64_to_i64(x), rd_f64)
-CV(cv_f16_i64, int64_t, cpu_f64_to_i64(x), rd_f16)
-CV(cv_bf16_i64, int64_t, cpu_f64_to_i64(x), rd_bf16)
+CV(cv_f32_i32, int32_t, (int32_t)tpc_int_of_f64(TYTO_PLUGIN_DTYPE_I32, x),
+   rd_f32)
+CV(cv_f64_i32, int32_t, (int32_t)tpc_int_of_f64(TYTO_PLUGIN_DTYPE_I32, x),
+   rd_f64)
+CV(cv_f16_i32, int32_t, (int32_t)tpc_int_of_f64(TYTO_PLUGIN_DTYPE_I32, x),
+   rd_f16)
+CV(cv_bf16_i32, int32_t, (int32_t)tpc_int_of_f64(TYTO_PLUGIN_DTYPE_I32, x),
+   rd_bf16)
+CV(cv_f32_i64, int64_t, (int64_t)tpc_int_of_f64(TYTO_PLUGIN_DTYPE_I64, x),
+   rd_f32)
+CV(cv_f64_i64, int64_t, (int64_t)tpc_int_of_f64(TYTO_PLUGIN_DTYPE_I64, x),
+   rd_f64)
+CV(cv_f16_i64, int64_t, (int64_t)tpc_int_of_f64(TYTO_PLUGIN_DTYPE_I64, x),
+   rd_f16)
+CV(cv_bf16_i64, int64_t, (int64_t)tpc_int_of_f64(TYTO_PLUGIN_DTYPE_I64, x),
+   rd_bf16)
 #undef CV
 
 #define CVI(name, it, ot, expr)                                                \

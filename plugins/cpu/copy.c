@@ -15,7 +15,8 @@
 typedef struct copy_op {
   cpu_op base;
   uint32_t op;
-  _Alignas(8) unsigned char value[8]; /* FILL: the value in the output's dtype */
+  _Alignas(
+      8) unsigned char value[8]; /* FILL: the value in the output's dtype */
 } copy_op;
 
 /* n elements of e bytes from src (step is) to dst (step os). */

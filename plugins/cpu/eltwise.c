@@ -647,7 +647,7 @@ tyto_plugin_error *cpu_eltwise_prepare(const tyto_plugin_host *h,
   op->base.destroy = elt_destroy;
   op->op = d->op;
   op->n_in = (uint32_t)n_in;
-  op->kern = cpu_dtype_int(dt) ? cpu_eltwise_int_kern(d->op, dt)
+  op->kern = tpc_dtype_int(dt) ? cpu_eltwise_int_kern(d->op, dt)
                                : cpu_eltwise_kern(d->op, cpu_dtype_compute(dt));
   op->has_attr = needs_attr;
   op->attr[0] = needs_attr ? d->fattrs[0] : 0;

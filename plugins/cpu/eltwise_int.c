@@ -88,7 +88,7 @@ static const cpu_elt_kern tab64[TYTO_PLUGIN_OP_FMA + 1] = {
     INT_OPS(INT_E64, INT_E64, INT_E64, int64, uint64_t)};
 
 cpu_elt_kern cpu_eltwise_int_kern(uint32_t op, uint32_t dtype) {
-  if (op > TYTO_PLUGIN_OP_FMA || !cpu_dtype_int(dtype))
+  if (op > TYTO_PLUGIN_OP_FMA || !tpc_dtype_int(dtype))
     return NULL;
   return dtype == TYTO_PLUGIN_DTYPE_I32 ? tab32[op] : tab64[op];
 }

@@ -221,35 +221,19 @@ static const cpu_family *family_of(uint32_t op, int half) {
  * "Integer dtypes"): each family then checks how its operands' dtypes
  * agree. ARGMAX and ARGMIN give an integer index of a floating input. */
 static int int_op(uint32_t op, const cpu_desc *desc) {
+  if (tpc_int_eltwise(op) || tpc_int_reduce(op))
+    return 1;
   switch (op) {
   case TYTO_PLUGIN_OP_COPY:
   case TYTO_PLUGIN_OP_FILL:
   case TYTO_PLUGIN_OP_PAD:
   case TYTO_PLUGIN_OP_CAST:
-  case TYTO_PLUGIN_OP_NEG:
-  case TYTO_PLUGIN_OP_ABS:
-  case TYTO_PLUGIN_OP_SIGN:
-  case TYTO_PLUGIN_OP_ADD:
-  case TYTO_PLUGIN_OP_SUB:
-  case TYTO_PLUGIN_OP_MUL:
-  case TYTO_PLUGIN_OP_MAX:
-  case TYTO_PLUGIN_OP_MIN:
-  case TYTO_PLUGIN_OP_EQ:
-  case TYTO_PLUGIN_OP_NE:
-  case TYTO_PLUGIN_OP_LT:
-  case TYTO_PLUGIN_OP_LE:
-  case TYTO_PLUGIN_OP_GT:
-  case TYTO_PLUGIN_OP_GE:
-  case TYTO_PLUGIN_OP_WHERE:
-  case TYTO_PLUGIN_OP_SUM:
-  case TYTO_PLUGIN_OP_MAX_REDUCE:
-  case TYTO_PLUGIN_OP_MIN_REDUCE:
   case TYTO_PLUGIN_OP_GATHER:
   case TYTO_PLUGIN_OP_SCATTER_ADD:
   case TYTO_PLUGIN_OP_ONE_HOT: return 1;
   case TYTO_PLUGIN_OP_ARGMAX:
   case TYTO_PLUGIN_OP_ARGMIN:
-    return desc->n_in < 1 || !cpu_dtype_int(desc->in[0].l.dtype);
+    return desc->n_in < 1 || !tpc_dtype_int(desc->in[0].l.dtype);
   default: return 0;
   }
 }
@@ -295,7 +279,7 @@ static tyto_plugin_error *describe(const tyto_plugin_host *h,
   for (uint32_t i = 0; i < desc->n_in + desc->n_out; i++) {
     uint32_t dt = i < desc->n_in ? desc->in[i].l.dtype
                                  : desc->out[i - desc->n_in].l.dtype;
-    if (cpu_dtype_int(dt) && !int_op(d->op, desc))
+    if (tpc_dtype_int(dt) && !int_op(d->op, desc))
       return h->error_new(
           TYTO_PLUGIN_ERR_UNSUPPORTED,
           "%s: %s %s is not supported by the cpu device: integers run only "

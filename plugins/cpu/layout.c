@@ -89,9 +89,11 @@ static double load(const unsigned char *base, uint32_t dtype, int64_t off) {
 
 static void store(unsigned char *base, uint32_t dtype, int64_t off, double v) {
   if (dtype == TYTO_PLUGIN_DTYPE_I32)
-    ((int32_t *)(void *)base)[off] = cpu_f64_to_i32(v);
+    ((int32_t *)(void *)base)[off] =
+        (int32_t)tpc_int_of_f64(TYTO_PLUGIN_DTYPE_I32, v);
   else if (dtype == TYTO_PLUGIN_DTYPE_I64)
-    ((int64_t *)(void *)base)[off] = cpu_f64_to_i64(v);
+    ((int64_t *)(void *)base)[off] =
+        (int64_t)tpc_int_of_f64(TYTO_PLUGIN_DTYPE_I64, v);
   else if (dtype == TYTO_PLUGIN_DTYPE_F32)
     ((float *)base)[off] = (float)v;
   else if (dtype == TYTO_PLUGIN_DTYPE_F64)
@@ -174,7 +176,7 @@ static tyto_plugin_error *read_indices(const layout_op *op,
   int64_t n = cpu_numel(il);
   walk w;
   walk_init(&w, il);
-  for (int64_t i = 0; i < n && cpu_dtype_int(il->dtype); i++, walk_next(&w)) {
+  for (int64_t i = 0; i < n && tpc_dtype_int(il->dtype); i++, walk_next(&w)) {
     int64_t v = il->dtype == TYTO_PLUGIN_DTYPE_I32
                     ? ((const int32_t *)(const void *)ibase)[w.off]
                     : ((const int64_t *)(const void *)ibase)[w.off];
@@ -188,7 +190,7 @@ static tyto_plugin_error *read_indices(const layout_op *op,
                               (long long)extent - 1);
     ws[i] = v;
   }
-  for (int64_t i = 0; i < n && !cpu_dtype_int(il->dtype); i++, walk_next(&w)) {
+  for (int64_t i = 0; i < n && !tpc_dtype_int(il->dtype); i++, walk_next(&w)) {
     double v = load(ibase, il->dtype, w.off);
     if (v != floor(v) || isinf(v))
       return op->h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
@@ -339,7 +341,7 @@ static tyto_plugin_error *one_hot_run(const cpu_desc *d,
   walk_init(&wo, out);
   double v = 0;
   int64_t iv = -1; /* an integer index, read exactly */
-  const int ints = cpu_dtype_int(il->dtype);
+  const int ints = tpc_dtype_int(il->dtype);
   for (int64_t i = 0; i < n; i++, walk_next(&wo)) {
     int64_t k = wo.idx[out->rank - 1];
     if (k == 0) {
@@ -408,10 +410,10 @@ static tyto_plugin_error *check_io(const tyto_plugin_host *h,
     /* ABI 1.6: GATHER's and SCATTER_ADD's indices (input 1) in I32 or
      * I64 whatever the data's dtype; ONE_HOT's in I32 or I64, its output
      * then in any dtype. */
-    if (cpu_dtype_int(dt) && i == 1 &&
+    if (tpc_dtype_int(dt) && i == 1 &&
         (code == TYTO_PLUGIN_OP_GATHER || code == TYTO_PLUGIN_OP_SCATTER_ADD))
       continue;
-    if (code == TYTO_PLUGIN_OP_ONE_HOT && cpu_dtype_int(dt))
+    if (code == TYTO_PLUGIN_OP_ONE_HOT && tpc_dtype_int(dt))
       continue;
     if (dt != desc->out[0].l.dtype)
       return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,

@@ -312,7 +312,7 @@ static tyto_plugin_error *red_check(const tyto_plugin_host *h,
   /* ARGMAX and ARGMIN may give their index in I32 or I64 (ABI 1.6);
    * kernels.c sends no integer input here but to SUM, MAX_REDUCE and
    * MIN_REDUCE. */
-  if (in->dtype != o->dtype && !(is_arg(d->op) && cpu_dtype_int(o->dtype)))
+  if (in->dtype != o->dtype && !(is_arg(d->op) && tpc_dtype_int(o->dtype)))
     return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
                         "%s: input is %s but output is %s", name,
                         cpu_dtype_name(in->dtype), cpu_dtype_name(o->dtype));
@@ -342,7 +342,7 @@ static tyto_plugin_error *red_check(const tyto_plugin_host *h,
   int64_t exact = in->dtype == TYTO_PLUGIN_DTYPE_F16    ? 2048
                   : in->dtype == TYTO_PLUGIN_DTYPE_BF16 ? 256
                                                         : INT64_MAX;
-  if (is_arg(d->op) && !cpu_dtype_int(o->dtype) &&
+  if (is_arg(d->op) && !tpc_dtype_int(o->dtype) &&
       in->shape[d->iattrs[0]] - 1 > exact)
     return h->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
                         "%s: axis %lld has extent %lld, but %s holds whole "
@@ -370,7 +370,7 @@ tyto_plugin_error *cpu_reduce_prepare(const tyto_plugin_host *h,
   if (e)
     return e;
   const tyto_plugin_layout *in = &desc->in[0].l, *o = &desc->out[0].l;
-  if (cpu_dtype_int(in->dtype))
+  if (tpc_dtype_int(in->dtype))
     return red_int_prepare(h, desc, out);
   red_plan *p = calloc(1, sizeof *p);
   if (!p)

@@ -367,9 +367,11 @@ void red_kept_offsets(const red_plan *p, int64_t o, int64_t *in, int64_t *out) {
 
 void red_store(const red_plan *p, unsigned char *y, int64_t off, double v) {
   if (p->odtype == TYTO_PLUGIN_DTYPE_I32) /* an ARG* index, a whole number */
-    ((int32_t *)(void *)y)[off] = cpu_f64_to_i32(v);
+    ((int32_t *)(void *)y)[off] =
+        (int32_t)tpc_int_of_f64(TYTO_PLUGIN_DTYPE_I32, v);
   else if (p->odtype == TYTO_PLUGIN_DTYPE_I64)
-    ((int64_t *)(void *)y)[off] = cpu_f64_to_i64(v);
+    ((int64_t *)(void *)y)[off] =
+        (int64_t)tpc_int_of_f64(TYTO_PLUGIN_DTYPE_I64, v);
   else if (p->dtype == TYTO_PLUGIN_DTYPE_F32)
     ((float *)y)[off] = red_to_f32(v);
   else if (p->dtype == TYTO_PLUGIN_DTYPE_F64)

@@ -53,9 +53,9 @@ static void fill_value(copyfill *c, uint32_t dtype, double v) {
   if (dtype == TYTO_PLUGIN_DTYPE_F64)
     c->value.d = v;
   else if (dtype == TYTO_PLUGIN_DTYPE_I32)
-    c->value.i = (cl_int)ocl_int_of_f64(dtype, v);
+    c->value.i = (cl_int)tpc_int_of_f64(dtype, v);
   else if (dtype == TYTO_PLUGIN_DTYPE_I64)
-    c->value.l = ocl_int_of_f64(dtype, v);
+    c->value.l = tpc_int_of_f64(dtype, v);
   else if (dtype == TYTO_PLUGIN_DTYPE_BF16)
     c->value.h = tpc_f64_to_bf16(v);
   else if (dtype == TYTO_PLUGIN_DTYPE_F16)

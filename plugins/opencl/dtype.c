@@ -20,7 +20,7 @@
  * are (T and TS both the integer type; programs built for them define
  * TYTO_INT and TU, the unsigned type of the same width, through which
  * int.c wraps). Only the ops sdk/docs/ops.md lists for them run on them
- * (int.c, ocl_int_check).
+ * (int.c, ocl_int_route).
  *
  * Both 16-bit formats compute in f32 (sdk/docs/ops.md, "Dtypes"):
  * kernels read them into float (TLD), compute, and round once when they

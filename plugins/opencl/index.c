@@ -201,7 +201,7 @@ static uint32_t index_dtype(const ocl_desc *d) {
           ? d->in[1].l.dtype
       : d->op == TYTO_PLUGIN_OP_ONE_HOT ? d->in[0].l.dtype
                                         : d->dtype;
-  return ocl_is_int(x) ? x : d->dtype;
+  return tpc_dtype_int(x) ? x : d->dtype;
 }
 
 /* The rules of plugins/cpu/layout.c (plugins/common/index_plan.c). */
@@ -300,7 +300,7 @@ static tyto_plugin_error *pad_launch(tyto_plugin_device *dev,
                     : c->ix.valuef;
   cl_double vd = c->ix.value;
   /* Integers: as CAST converts a double. */
-  cl_long vl = ocl_int_of_f64(d->dtype, c->ix.value);
+  cl_long vl = tpc_int_of_f64(d->dtype, c->ix.value);
   cl_int vi = (cl_int)vl;
   const void *value = d->dtype == TYTO_PLUGIN_DTYPE_I32   ? (const void *)&vi
                       : d->dtype == TYTO_PLUGIN_DTYPE_I64 ? (const void *)&vl
@@ -363,7 +363,7 @@ static tyto_plugin_error *indices_read(tyto_plugin_device *dev,
   }
   /* Integer indices as doubles, which the shared scan reads (one beyond
    * 2^53 may round, but stays far outside any extent). */
-  if (ocl_is_int(r->l.dtype)) {
+  if (tpc_dtype_int(r->l.dtype)) {
     size_t n = bytes / elem;
     double *v = malloc(n * sizeof *v);
     if (v == NULL) {
@@ -389,7 +389,7 @@ static tpc_index_host indices_host(const ocl_desc *d, uint32_t axis,
   /* indices_read() gives integer indices as doubles */
   return (tpc_index_host){d->op,
                           il,
-                          ocl_is_int(il->dtype) ? sizeof(double) : d->elem,
+                          tpc_dtype_int(il->dtype) ? sizeof(double) : d->elem,
                           host,
                           il->offset - d->in[1].lo,
                           d->in[0].l.shape[axis],

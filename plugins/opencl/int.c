@@ -37,32 +37,6 @@
 
 /* ---- which ops run on integers ------------------------------------------ */
 
-static int is_elt(uint32_t op) {
-  switch (op) {
-  case TYTO_PLUGIN_OP_NEG:
-  case TYTO_PLUGIN_OP_ABS:
-  case TYTO_PLUGIN_OP_SIGN:
-  case TYTO_PLUGIN_OP_ADD:
-  case TYTO_PLUGIN_OP_SUB:
-  case TYTO_PLUGIN_OP_MUL:
-  case TYTO_PLUGIN_OP_MAX:
-  case TYTO_PLUGIN_OP_MIN:
-  case TYTO_PLUGIN_OP_EQ:
-  case TYTO_PLUGIN_OP_NE:
-  case TYTO_PLUGIN_OP_LT:
-  case TYTO_PLUGIN_OP_LE:
-  case TYTO_PLUGIN_OP_GT:
-  case TYTO_PLUGIN_OP_GE:
-  case TYTO_PLUGIN_OP_WHERE: return 1;
-  default: return 0;
-  }
-}
-
-static int is_red(uint32_t op) {
-  return op == TYTO_PLUGIN_OP_SUM || op == TYTO_PLUGIN_OP_MAX_REDUCE ||
-         op == TYTO_PLUGIN_OP_MIN_REDUCE;
-}
-
 static uint32_t dtype_of(const ocl_desc *d, uint32_t i) {
   return i < d->n_in ? d->in[i].l.dtype : d->out[i - d->n_in].l.dtype;
 }
@@ -112,18 +86,18 @@ tyto_plugin_error *ocl_int_route(tyto_plugin_device *dev, const ocl_desc *d,
   case TYTO_PLUGIN_OP_ARGMAX:
   case TYTO_PLUGIN_OP_ARGMIN:
     /* the input is never an integer */
-    ok = d->n_in == 1 && !ocl_is_int(in0) && ocl_is_int(out);
+    ok = d->n_in == 1 && !tpc_dtype_int(in0) && tpc_dtype_int(out);
     break;
   case TYTO_PLUGIN_OP_GATHER:
   case TYTO_PLUGIN_OP_SCATTER_ADD:
     /* data (input 0, SCATTER_ADD's updates, the output) of one dtype;
      * indices (input 1) i32, i64 or the data's dtype */
     ok = d->n_in >= 2 && all_of(d, out, 2u) &&
-         (ocl_is_int(d->in[1].l.dtype) || d->in[1].l.dtype == out);
+         (tpc_dtype_int(d->in[1].l.dtype) || d->in[1].l.dtype == out);
     break;
   case TYTO_PLUGIN_OP_ONE_HOT:
     /* integer indices give any output dtype; others their own */
-    ok = d->n_in == 1 && ocl_is_int(in0);
+    ok = d->n_in == 1 && tpc_dtype_int(in0);
     break;
   case TYTO_PLUGIN_OP_FUSED:
     return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_UNSUPPORTED,
@@ -131,8 +105,8 @@ tyto_plugin_error *ocl_int_route(tyto_plugin_device *dev, const ocl_desc *d,
                      "program (sdk/docs/ops.md, \"Integer dtypes\")",
                      dts);
   default:
-    if (is_elt(d->op) || is_red(d->op)) {
-      ok = ocl_is_int(out) && all_of(d, out, 0);
+    if (tpc_int_eltwise(d->op) || tpc_int_reduce(d->op)) {
+      ok = tpc_dtype_int(out) && all_of(d, out, 0);
       if (ok)
         *fam = &ocl_family_int;
       break;
@@ -149,19 +123,6 @@ tyto_plugin_error *ocl_int_route(tyto_plugin_device *dev, const ocl_desc *d,
                    "%s: operand dtypes %s are not a combination "
                    "sdk/docs/ops.md (\"Integer dtypes\") defines for it",
                    op, dts);
-}
-
-int64_t ocl_int_of_f64(uint32_t dtype, double v) {
-  const double lim =
-      dtype == TYTO_PLUGIN_DTYPE_I32 ? 2147483648.0 : 9223372036854775808.0;
-  const int64_t hi = dtype == TYTO_PLUGIN_DTYPE_I32 ? INT32_MAX : INT64_MAX;
-  if (v != v)
-    return 0;
-  if (v >= lim)
-    return hi;
-  if (v <= -lim)
-    return -hi - 1;
-  return (int64_t)v; /* truncates toward zero */
 }
 
 const char *ocl_idx_option(uint32_t dtype) {
@@ -285,7 +246,7 @@ static char *cast_source(uint32_t from, uint32_t to) {
     snprintf(load, sizeof load, "tyto_ld_f16(x, a)");
   else
     snprintf(load, sizeof load, "x[a]");
-  if (ocl_is_int(to) && !ocl_is_int(from))
+  if (tpc_dtype_int(to) && !tpc_dtype_int(from))
     snprintf(conv, sizeof conv, "convert_%s_sat_rtz(v)",
              to == TYTO_PLUGIN_DTYPE_I32 ? "int" : "long");
   else if (to == TYTO_PLUGIN_DTYPE_I32) /* from i64 */
@@ -352,7 +313,7 @@ static tyto_plugin_error *check(tyto_plugin_device *dev, const ocl_desc *d) {
   operands(d, &a);
   char why[512];
   int code;
-  if (is_red(d->op)) {
+  if (tpc_int_reduce(d->op)) {
     code = tpc_reduce_check(&a, why, sizeof why);
     return code != 0 ? ocl_error(host, (tyto_plugin_code)code, "%s", why)
                      : NULL;
@@ -384,12 +345,12 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
                      "prepare: out of host memory");
   k->impl = c;
   /* tpc_reduce_check has checked the axes (iattrs). */
-  for (uint32_t j = 0; is_red(d->op) && j < d->d->n_iattrs; j++)
+  for (uint32_t j = 0; tpc_int_reduce(d->op) && j < d->d->n_iattrs; j++)
     c->reduced |= 1u << d->d->iattrs[j];
   if (d->op != TYTO_PLUGIN_OP_CAST)
-    return ocl_kernel_new(dev, d->dtype, int_source, NULL,
-                          is_red(d->op) ? "tyto_int_reduce" : "tyto_int_elt",
-                          &c->kernel);
+    return ocl_kernel_new(
+        dev, d->dtype, int_source, NULL,
+        tpc_int_reduce(d->op) ? "tyto_int_reduce" : "tyto_int_elt", &c->kernel);
   uint32_t from = d->in[0].l.dtype, to = d->dtype;
   char *source = cast_source(from, to);
   if (source == NULL)
@@ -455,7 +416,7 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   (void)ws;
   int_impl *c = k->impl;
   const ocl_desc *d = &k->desc;
-  if (is_red(d->op))
+  if (tpc_int_reduce(d->op))
     return reduce_launch(dev, s, c, d, in, out);
   const tyto_plugin_layout *ol = &d->out[0].l;
   uint32_t rank = ol->rank;

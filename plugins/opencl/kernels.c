@@ -358,8 +358,8 @@ static tyto_plugin_error *read_desc(tyto_plugin_device *dev,
   /* Integer operands (ABI 1.6): int.c checks their dtypes. */
   int ints = 0;
   for (uint32_t i = 0; i < d->n_in + d->n_out; i++)
-    ints |= ocl_is_int(i < d->n_in ? d->in[i].l.dtype
-                                   : d->out[i - d->n_in].l.dtype);
+    ints |= tpc_dtype_int(i < d->n_in ? d->in[i].l.dtype
+                                      : d->out[i - d->n_in].l.dtype);
   const int mixed = desc->op == TYTO_PLUGIN_OP_CAST ||
                     desc->op == TYTO_PLUGIN_OP_FUSED || ints;
   for (uint32_t i = 0; i < d->n_in + d->n_out; i++) {

@@ -21,6 +21,7 @@
 #ifndef TYTO_OPENCL_OPS_H
 #define TYTO_OPENCL_OPS_H
 
+#include "../common/common.h"
 #include "ocl.h"
 
 /* Inputs or outputs of one op at most: FUSED takes the most. */
@@ -128,11 +129,6 @@ static inline int ocl_is16(uint32_t dtype) {
   return dtype == TYTO_PLUGIN_DTYPE_F16 || dtype == TYTO_PLUGIN_DTYPE_BF16;
 }
 
-/* The integer dtypes (ABI 1.6). */
-static inline int ocl_is_int(uint32_t dtype) {
-  return dtype == TYTO_PLUGIN_DTYPE_I32 || dtype == TYTO_PLUGIN_DTYPE_I64;
-}
-
 /* int.c: called by kernels.c for a descriptor with an integer operand
  * (d's layouts read, *fam the op's family). NULL when the op is one
  * sdk/docs/ops.md runs on integers with these dtypes, *fam then the family
@@ -142,10 +138,6 @@ static inline int ocl_is_int(uint32_t dtype) {
  * together), naming the op and the dtypes. */
 tyto_plugin_error *ocl_int_route(tyto_plugin_device *dev, const ocl_desc *d,
                                  const struct ocl_family **fam);
-
-/* v converted to an integer dtype as CAST converts a double: truncated
- * toward zero, saturated, NaN 0 (FILL's and PAD's value). */
-int64_t ocl_int_of_f64(uint32_t dtype, double v);
 
 /* "-DTYTO_IDX=int" or "-DTYTO_IDX=long" for an integer dtype, else "". */
 const char *ocl_idx_option(uint32_t dtype);

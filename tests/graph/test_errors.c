@@ -1,51 +1,11 @@
 /* The exact message of every class of invalid call, sticky propagation,
  * graph mixing and NULL arguments. */
-#include "common.h"
-
-#include <stdint.h>
-
-#define S(...) ((const int64_t[]){__VA_ARGS__})
-#define AX(...) ((const int[]){__VA_ARGS__})
-
-/* Each check builds in a fresh graph: the status keeps the first message. */
-static tyto_graph *g;
-
-static tyto_graph *fresh(void) {
-  tyto_graph_free(g);
-  g = tyto_graph_new();
-  ck_assert_ptr_nonnull(g);
-  return g;
-}
-
-static tyto_tensor *in(tyto_dtype dt, int rank, const int64_t *shape) {
-  return tyto_input(g, dt, rank, shape, NULL);
-}
+#include "graph/fresh_graph.h"
 
 #define F32(r, ...) in(TYTO_F32, (r), S(__VA_ARGS__))
 #define F64(r, ...) in(TYTO_F64, (r), S(__VA_ARGS__))
 #define F32S in(TYTO_F32, 0, NULL)
 #define F64S in(TYTO_F64, 0, NULL)
-
-static void expect_error(tyto_tensor *t, const char *msg, int line) {
-  ck_assert_msg(t == tyto_graph_error_tensor(g),
-                "line %d: expected the error tensor for \"%s\"", line, msg);
-  ck_assert_int_eq(tyto_graph_status(g), TYTO_ERR_INVALID_ARGUMENT);
-  ck_assert_msg(strcmp(tyto_graph_error_message(g), msg) == 0,
-                "line %d: expected\n  \"%s\"\ngot\n  \"%s\"", line, msg,
-                tyto_graph_error_message(g));
-}
-
-/* FAILS(expression built in a fresh graph g, exact message) */
-#define FAILS(expr, msg)                                                       \
-  do {                                                                         \
-    fresh();                                                                   \
-    expect_error((expr), (msg), __LINE__);                                     \
-  } while (0)
-
-static void teardown(void) {
-  tyto_graph_free(g);
-  g = NULL;
-}
 
 START_TEST(computed_shapes_cannot_overflow) {
   /* Every input is valid, but the product of their extents is not. */

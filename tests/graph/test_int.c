@@ -2,34 +2,12 @@
  * the exact messages of what they refuse, and that they carry no
  * derivative and stay as they are through autocast and the passes. Their
  * values on a device are the plugins' tests (tests/cpu/test_int.c). */
-#include "common.h"
+#include "graph/fresh_graph.h"
 
 #include <math.h>
-#include <stdint.h>
 
 #include <tyto/ad.h>
 #include <tyto/precision.h>
-
-#define S(...) ((const int64_t[]){__VA_ARGS__})
-#define AX(...) ((const int[]){__VA_ARGS__})
-
-static tyto_graph *g;
-
-static tyto_graph *fresh(void) {
-  tyto_graph_free(g);
-  g = tyto_graph_new();
-  ck_assert_ptr_nonnull(g);
-  return g;
-}
-
-static void teardown(void) {
-  tyto_graph_free(g);
-  g = NULL;
-}
-
-static tyto_tensor *in(tyto_dtype dt, int rank, const int64_t *shape) {
-  return tyto_input(g, dt, rank, shape, NULL);
-}
 
 static void expect_ok(tyto_tensor *t, tyto_dtype dt, int line) {
   ck_assert_msg(t && !tyto_tensor_is_error(t), "line %d: %s", line,
@@ -39,28 +17,12 @@ static void expect_ok(tyto_tensor *t, tyto_dtype dt, int line) {
                 tyto_dtype_name(dt));
 }
 
-static void expect_error(tyto_tensor *t, const char *msg, int line) {
-  ck_assert_msg(t == tyto_graph_error_tensor(g),
-                "line %d: expected the error tensor for \"%s\"", line, msg);
-  ck_assert_int_eq(tyto_graph_status(g), TYTO_ERR_INVALID_ARGUMENT);
-  ck_assert_msg(strcmp(tyto_graph_error_message(g), msg) == 0,
-                "line %d: got \"%s\"\n expected \"%s\"", line,
-                tyto_graph_error_message(g), msg);
-}
-
 /* OK(expression built in a fresh graph g, its dtype) */
 #define OK(expr, dt)                                                           \
   do {                                                                         \
     fresh();                                                                   \
     expect_ok((expr), (dt), __LINE__);                                         \
   } while (0)
-/* FAILS(expression built in a fresh graph g, exact message) */
-#define FAILS(expr, msg)                                                       \
-  do {                                                                         \
-    fresh();                                                                   \
-    expect_error((expr), (msg), __LINE__);                                     \
-  } while (0)
-
 #define I32(r, ...) in(TYTO_I32, (r), S(__VA_ARGS__))
 #define I64(r, ...) in(TYTO_I64, (r), S(__VA_ARGS__))
 #define F32(r, ...) in(TYTO_F32, (r), S(__VA_ARGS__))

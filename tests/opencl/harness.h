@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <tyto/plugin.h>
 
@@ -127,6 +128,41 @@ static inline uint32_t plugin_start(const char *path) {
 static inline void plugin_stop(void) {
   info->fns->shutdown(state);
   state = NULL;
+}
+
+/* The start of a suite whose every check builds OpenCL programs: 77
+ * under valgrind (PoCL there takes minutes a program), a kernel cache of
+ * its own in root (a mkdtemp template), and the plugin at path started
+ * without the f16 testing option. 0 when started, 77 when the plugin has
+ * no device, 1 when the cache cannot be made. */
+static inline int suite_begin(const char *path, char *root) {
+  if (getenv("TYTO_TEST_UNDER_VALGRIND") != NULL) {
+    printf("skipped under valgrind: every check builds OpenCL programs\n");
+    return 77;
+  }
+  if (mkdtemp(root) == NULL)
+    return 1;
+  cache_dir_option = root;
+  unsetenv("TYTO_OPENCL_FP16_WITHOUT_EXTENSION");
+  if (plugin_start(path) == 0) {
+    plugin_stop();
+    rmdir(root);
+    printf("no OpenCL device here\n");
+    return 77;
+  }
+  return 0;
+}
+
+/* The end of such a suite (the plugin stopped): removes the cache,
+ * unloads the plugin and gives the exit status of the tally. */
+static inline int suite_end(const char *root) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+  if (system(cmd) != 0)
+    fprintf(stderr, "could not remove %s\n", root);
+  dlclose(plugin_so);
+  printf("%d checks, %d failed\n", checks, failures);
+  return failures ? 1 : 0;
 }
 
 /* -------------------------------------------------------------- layouts -- */

@@ -679,21 +679,10 @@ static void run_device(int fp16_option) {
 
 int main(int argc, char **argv) {
   const char *path = argc > 1 ? argv[1] : TEST_OPENCL_PLUGIN;
-  if (getenv("TYTO_TEST_UNDER_VALGRIND") != NULL) {
-    printf("skipped under valgrind: every check builds OpenCL programs\n");
-    return 77;
-  }
   char root[] = "/tmp/tyto-ocl-cast-XXXXXX";
-  if (mkdtemp(root) == NULL)
-    return 1;
-  cache_dir_option = root;
-  unsetenv("TYTO_OPENCL_FP16_WITHOUT_EXTENSION");
-  if (plugin_start(path) == 0) {
-    plugin_stop();
-    rmdir(root);
-    printf("no OpenCL device here\n");
-    return 77;
-  }
+  int rc = suite_begin(path, root);
+  if (rc != 0)
+    return rc;
   run_device(0);
   plugin_stop();
   /* f16 kernels on a device without cl_khr_fp16: the testing option. */
@@ -702,11 +691,5 @@ int main(int argc, char **argv) {
     run_device(1);
   plugin_stop();
   unsetenv("TYTO_OPENCL_FP16_WITHOUT_EXTENSION");
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-  if (system(cmd) != 0)
-    fprintf(stderr, "could not remove %s\n", root);
-  dlclose(plugin_so);
-  printf("%d checks, %d failed\n", checks, failures);
-  return failures ? 1 : 0;
+  return suite_end(root);
 }

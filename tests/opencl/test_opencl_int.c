@@ -523,21 +523,10 @@ static void test_refused(tyto_plugin_device *dev, uint32_t dt) {
 
 int main(int argc, char **argv) {
   const char *path = argc > 1 ? argv[1] : TEST_OPENCL_PLUGIN;
-  if (getenv("TYTO_TEST_UNDER_VALGRIND") != NULL) {
-    printf("skipped under valgrind: every check builds OpenCL programs\n");
-    return 77;
-  }
   char root[] = "/tmp/tyto-ocl-int-XXXXXX";
-  if (mkdtemp(root) == NULL)
-    return 1;
-  cache_dir_option = root;
-  unsetenv("TYTO_OPENCL_FP16_WITHOUT_EXTENSION");
-  if (plugin_start(path) == 0) {
-    plugin_stop();
-    rmdir(root);
-    printf("no OpenCL device here\n");
-    return 77;
-  }
+  int rc = suite_begin(path, root);
+  if (rc != 0)
+    return rc;
   tyto_plugin_device_info di;
   memset(&di, 0, sizeof di);
   di.struct_size = sizeof di;
@@ -577,11 +566,5 @@ int main(int argc, char **argv) {
     df->device_close(dev);
   }
   plugin_stop();
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-  if (system(cmd) != 0)
-    fprintf(stderr, "could not remove %s\n", root);
-  dlclose(plugin_so);
-  printf("%d checks, %d failed\n", checks, failures);
-  return failures ? 1 : 0;
+  return suite_end(root);
 }

@@ -359,9 +359,9 @@ static void fill_cases(cf_builder *b) {
 
 /* ------------------------------------------------------------ reductions -- */
 
-static void reduce_case(cf_builder *b, const char *name, uint32_t rank,
-                        const int64_t *shape, const int64_t *strides,
-                        const int64_t *axes, uint32_t n_axes) {
+void cf_reduce_case(cf_builder *b, const char *name, uint32_t rank,
+                    const int64_t *shape, const int64_t *strides,
+                    const int64_t *axes, uint32_t n_axes) {
   int64_t os[TYTO_PLUGIN_MAX_RANK];
   cf_case *c = cf_add(b, name);
   if (c == NULL)
@@ -377,28 +377,32 @@ static void reduce_case(cf_builder *b, const char *name, uint32_t rank,
     c->iattrs[a] = axes[a];
 }
 
-static void reduce_cases(cf_builder *b) {
+void cf_reduce_layouts(cf_builder *b, int arg, int index16) {
   static const int64_t s3[3] = {6, 7, 8}, perm[3] = {1, 6, 42};
   static const int64_t ax0[1] = {0}, ax1[1] = {1}, ax2[1] = {2};
   static const int64_t ax02[2] = {0, 2}, ax012[3] = {0, 1, 2};
   static const int64_t big[2] = {64, 1031}, big16[2] = {64, 256};
   static const int64_t z[2] = {3, 0};
+  cf_reduce_case(b, "[6,7,8] axis 2", 3, s3, NULL, ax2, 1);
+  cf_reduce_case(b, "[6,7,8] axis 0", 3, s3, NULL, ax0, 1);
+  cf_reduce_case(b, "permuted [6,7,8] axis 1", 3, s3, perm, ax1, 1);
+  if (index16)
+    cf_reduce_case(b, "[64,256] axis 1", 2, big16, NULL, ax1, 1);
+  else
+    cf_reduce_case(b, "[64,1031] axis 1", 2, big, NULL, ax1, 1);
+  if (!arg) {
+    cf_reduce_case(b, "[6,7,8] axes 0,2", 3, s3, NULL, ax02, 2);
+    cf_reduce_case(b, "[6,7,8] all axes", 3, s3, NULL, ax012, 3);
+    cf_reduce_case(b, "size-0 [3,0] axis 0", 2, z, NULL, ax0, 1);
+  }
+}
+
+static void reduce_cases(cf_builder *b) {
   const int arg =
       b->e->op == TYTO_PLUGIN_OP_ARGMAX || b->e->op == TYTO_PLUGIN_OP_ARGMIN;
-  reduce_case(b, "[6,7,8] axis 2", 3, s3, NULL, ax2, 1);
-  reduce_case(b, "[6,7,8] axis 0", 3, s3, NULL, ax0, 1);
-  reduce_case(b, "permuted [6,7,8] axis 1", 3, s3, perm, ax1, 1);
   /* ARG*'s index is a whole number of the dtype: a 16-bit axis holds
    * indices up to 256 (bf16's whole numbers), f32's any. */
-  if (arg && cf_dtype_16(b->dtype))
-    reduce_case(b, "[64,256] axis 1", 2, big16, NULL, ax1, 1);
-  else
-    reduce_case(b, "[64,1031] axis 1", 2, big, NULL, ax1, 1);
-  if (!arg) {
-    reduce_case(b, "[6,7,8] axes 0,2", 3, s3, NULL, ax02, 2);
-    reduce_case(b, "[6,7,8] all axes", 3, s3, NULL, ax012, 3);
-    reduce_case(b, "size-0 [3,0] axis 0", 2, z, NULL, ax0, 1);
-  }
+  cf_reduce_layouts(b, arg, arg && cf_dtype_16(b->dtype));
 }
 
 static void softmax_cases(cf_builder *b) {

@@ -56,6 +56,18 @@ void cf_in_values(cf_case *c, uint32_t i, cf_values v, double lo, double hi);
  * [0, 0, 0, 0]. H and W must not be 0. */
 int64_t cf_flip_hw(const int64_t s[4], int64_t st[4]);
 
+/* Appends a reduction case of the current op: input `shape` (strides NULL:
+ * row-major), the n_axes `axes` reduced with their extents kept as 1. */
+void cf_reduce_case(cf_builder *b, const char *name, uint32_t rank,
+                    const int64_t *shape, const int64_t *strides,
+                    const int64_t *axes, uint32_t n_axes);
+
+/* The reduction layouts of an op (cf_reduce_case each): one axis of
+ * [6,7,8] three ways and of [64,1031] ([64,256] with index16, for an
+ * index that must be a 16-bit dtype's whole number); without arg also
+ * two axes, all axes and an empty extent. */
+void cf_reduce_layouts(cf_builder *b, int arg, int index16);
+
 /* Row-major strides of `shape` with every element `step` apart. */
 void cf_stepped(uint32_t rank, const int64_t *shape, int64_t step, int64_t *st);
 

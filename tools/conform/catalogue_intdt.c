@@ -347,41 +347,12 @@ static void cast(cf_builder *b, uint32_t d) {
 
 /* ------------------------------------------------------------ reductions -- */
 
-static void reduce_case(cf_builder *b, const char *name, uint32_t rank,
-                        const int64_t *shape, const int64_t *strides,
-                        const int64_t *axes, uint32_t n_axes) {
-  int64_t os[TYTO_PLUGIN_MAX_RANK];
-  cf_case *c = cf_add(b, name);
-  if (c == NULL)
-    return;
-  for (uint32_t i = 0; i < rank; i++)
-    os[i] = shape[i];
-  for (uint32_t a = 0; a < n_axes; a++)
-    os[axes[a]] = 1;
-  cf_in_set(b, c, 0, rank, shape, strides, 0);
-  cf_out_set(b, c, 0, rank, os, NULL, 0);
-  c->n_iattrs = n_axes;
-  for (uint32_t a = 0; a < n_axes; a++)
-    c->iattrs[a] = axes[a];
-}
-
+/* The float runs' reduction layouts, and for ARGMAX a stepped input. */
 static void reduce_layouts(cf_builder *b, int arg) {
-  static const int64_t s3[3] = {6, 7, 8}, perm[3] = {1, 6, 42};
-  static const int64_t ax0[1] = {0}, ax1[1] = {1}, ax2[1] = {2};
-  static const int64_t ax02[2] = {0, 2}, ax012[3] = {0, 1, 2};
-  static const int64_t big[2] = {64, 1031}, z[2] = {3, 0}, st[2] = {2, 256};
-  reduce_case(b, "[6,7,8] axis 2", 3, s3, NULL, ax2, 1);
-  reduce_case(b, "[6,7,8] axis 0", 3, s3, NULL, ax0, 1);
-  reduce_case(b, "permuted [6,7,8] axis 1", 3, s3, perm, ax1, 1);
-  reduce_case(b, "[64,1031] axis 1", 2, big, NULL, ax1, 1);
-  if (!arg) {
-    reduce_case(b, "[6,7,8] axes 0,2", 3, s3, NULL, ax02, 2);
-    reduce_case(b, "[6,7,8] all axes", 3, s3, NULL, ax012, 3);
-    reduce_case(b, "size-0 [3,0] axis 0", 2, z, NULL, ax0, 1);
-  } else {
-    static const int64_t s2[2] = {64, 128};
-    reduce_case(b, "stepped [64,128] axis 0", 2, s2, st, ax0, 1);
-  }
+  static const int64_t ax0[1] = {0}, s2[2] = {64, 128}, st[2] = {2, 256};
+  cf_reduce_layouts(b, arg, 0);
+  if (arg)
+    cf_reduce_case(b, "stepped [64,128] axis 0", 2, s2, st, ax0, 1);
 }
 
 static void reductions(cf_builder *b, uint32_t d) {
@@ -455,7 +426,7 @@ static void args(cf_builder *b, uint32_t d) {
     }
     /* An integer input is outside the contract. */
     const size_t first = b->n;
-    reduce_case(b, "integer input (not defined)", 2, rows, NULL, ax1, 1);
+    cf_reduce_case(b, "integer input (not defined)", 2, rows, NULL, ax1, 1);
     if (b->n > first)
       b->cases[first].expect = CF_EXPECT_UNSUPPORTED;
     finish(b, first, d, NULL);

@@ -189,9 +189,13 @@ int dtype_takes_value(tyto_dtype d, double v) {
          (v < lim || (i->digits >= 53 && v == lim));
 }
 
-tyto_dtype dtype_index_for(tyto_dtype d, int64_t n) {
+double dtype_index_top(tyto_dtype d) {
   const dtype_info *i = dtype_info_of(d);
-  if (i && !i->integer && (double)(n - 1) <= ldexp(1.0, i->digits))
+  return i ? ldexp(1.0, i->digits) - (i->integer ? 1 : 0) : 0;
+}
+
+tyto_dtype dtype_index_for(tyto_dtype d, int64_t n) {
+  if (!dtype_is_int(d) && (double)(n - 1) <= dtype_index_top(d))
     return d;
   return TYTO_I64;
 }

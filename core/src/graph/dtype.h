@@ -59,6 +59,10 @@ int dtype_is_int(tyto_dtype d);
  * magnitude. Every value for a floating d (it is rounded). */
 int dtype_takes_value(tyto_dtype d, double v);
 
+/* The largest index d holds, with every whole number below it: 2^digits
+ * for a floating dtype (256 in bf16), 2^bits - 1 for an integer one. */
+double dtype_index_top(tyto_dtype d);
+
 /* The dtype to hold indices 0 .. n - 1 of a computation in d: d itself
  * when it holds them all exactly (any device runs it), else i64. */
 tyto_dtype dtype_index_for(tyto_dtype d, int64_t n);

@@ -5,7 +5,6 @@
 #include "shape.h"
 
 #include <inttypes.h>
-#include <math.h>
 #include <string.h>
 
 /* Checks that indices are an integer tensor or have data's floating
@@ -130,12 +129,12 @@ static tyto_tensor *one_hot_named(const char *name, tyto_tensor *indices,
     return graph_fail(g, "%s: unknown dtype %d", name, (int)dtype);
   /* A floating index counts exactly only up to 2^digits. */
   const dtype_info *ii = dtype_info_of(indices->dtype);
-  if (!ii->integer && (double)(depth - 1) > ldexp(1.0, ii->digits))
+  double top = dtype_index_top(ii->dtype);
+  if (!ii->integer && (double)(depth - 1) > top)
     return graph_fail(g,
                       "%s: depth %" PRId64 " exceeds %.0f: %s indices are "
                       "exact only up to %.0f (give i32 or i64 indices)",
-                      name, depth, ldexp(1.0, ii->digits) + 1, ii->name,
-                      ldexp(1.0, ii->digits));
+                      name, depth, top + 1, ii->name, top);
   if (depth <= 0)
     return graph_fail(g, "%s: depth %" PRId64 " must be positive", name, depth);
   if (indices->rank == TYTO_MAX_RANK)

@@ -3,8 +3,6 @@
 #include "node.h"
 #include "shape.h"
 
-#include <math.h>
-
 static int is_reduction(tyto_op op) {
   return op >= TYTO_OP_SUM && op <= TYTO_OP_NORM_L2 && op != TYTO_OP_ARGMAX &&
          op != TYTO_OP_ARGMIN;
@@ -88,9 +86,8 @@ static tyto_tensor *arg_reduce(const char *name, tyto_op op, tyto_tensor *x,
   if (x->shape[a] == 0)
     return graph_fail(g, "%s: axis of an empty extent in %s", name,
                       tensor_shape_str(s, x));
-  /* Every index, up to extent - 1, must be a value of dt: a float holds
-   * the whole numbers up to 2^digits, an integer up to 2^digits - 1. */
-  double top = ldexp(1.0, di->digits) - (di->integer ? 1 : 0);
+  /* Every index, up to extent - 1, must be a value of dt. */
+  double top = dtype_index_top(dt);
   if ((double)(x->shape[a] - 1) > top)
     return graph_fail(g,
                       "%s: axis extent %lld exceeds %.0f: %s holds indices "

@@ -123,7 +123,8 @@ tyto_tensor *tyto_nn_embedding(tyto_nn *nn, const char *name, tyto_tensor *ids,
                                int64_t vocab, int64_t dim, tyto_init init) {
   tyto_tensor *err;
   const char *kind = "embedding";
-  if (nn_check(nn, kind, name, 1, ids, 0, TYTO_MAX_RANK - 1, &err) < 0)
+  if (nn_check(nn, kind, name, NN_NAMED | NN_IDS, ids, 0, TYTO_MAX_RANK - 1,
+               &err) < 0)
     return err;
   if (vocab <= 0 || dim <= 0)
     return nn_fail(nn, kind, name, "vocab %lld and dim %lld must be positive",

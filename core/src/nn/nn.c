@@ -181,7 +181,7 @@ tyto_tensor *nn_fail(tyto_nn *nn, const char *kind, const char *name,
   return graph_fail(nn->g, "%s: %s", kind, msg);
 }
 
-int nn_check(tyto_nn *nn, const char *kind, const char *name, int need_name,
+int nn_check(tyto_nn *nn, const char *kind, const char *name, int flags,
              tyto_tensor *x, int min_rank, int max_rank, tyto_tensor **err) {
   *err = NULL;
   if (!nn) {
@@ -200,7 +200,7 @@ int nn_check(tyto_nn *nn, const char *kind, const char *name, int need_name,
     *err = &nn->g->error;
     return -1;
   }
-  if (need_name && (!name || !*name)) {
+  if ((flags & NN_NAMED) && (!name || !*name)) {
     *err = nn_fail(nn, kind, NULL, "a layer needs a name");
     return -1;
   }
@@ -211,9 +211,7 @@ int nn_check(tyto_nn *nn, const char *kind, const char *name, int need_name,
     return -1;
   }
   char s[SHAPE_STR];
-  /* An embedding's ids may be integers (the indices of a gather). */
-  int ids = strcmp(kind, "embedding") == 0 && dtype_is_int(x->dtype);
-  if (x->dtype != nn->dtype && !ids) {
+  if (x->dtype != nn->dtype && !((flags & NN_IDS) && dtype_is_int(x->dtype))) {
     *err = nn_fail(nn, kind, name, "x is %s%s, the network's dtype is %s",
                    tyto_dtype_name(x->dtype), nn_shape(s, x),
                    tyto_dtype_name(nn->dtype));

@@ -57,10 +57,15 @@ tyto_tensor *nn_fail(tyto_nn *nn, const char *kind, const char *name,
                      const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Checks a layer's network, name (when need_name) and input x: x of nn's
- * graph and dtype with a rank in [min_rank, max_rank]. 0 when fine;
- * otherwise -1 with *err the tensor to return (NULL without a graph). */
-int nn_check(tyto_nn *nn, const char *kind, const char *name, int need_name,
+/* nn_check's flags: the layer needs a name; x may be integer indices
+ * (an embedding's ids) rather than values of nn's dtype. */
+enum { NN_NAMED = 1, NN_IDS = 2 };
+
+/* Checks a layer's network, name (with NN_NAMED in flags) and input x: x
+ * of nn's graph and dtype (or, with NN_IDS, i32 or i64) with a rank in
+ * [min_rank, max_rank]. 0 when fine; otherwise -1 with *err the tensor to
+ * return (NULL without a graph). */
+int nn_check(tyto_nn *nn, const char *kind, const char *name, int flags,
              tyto_tensor *x, int min_rank, int max_rank, tyto_tensor **err);
 
 /* The parameter (state 0) or state tensor (state 1) "<layer>.<what>" of
