@@ -719,11 +719,5 @@ int main(int argc, char **argv) {
     plugin_stop();
   }
   unsetenv("TYTO_OPENCL_FP16_WITHOUT_EXTENSION");
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-  if (system(cmd) != 0)
-    fprintf(stderr, "could not remove %s\n", root);
-  dlclose(plugin_so);
-  printf("%d checks, %d failed\n", checks, failures);
-  return failures ? 1 : 0;
+  return suite_end(root);
 }
