@@ -72,6 +72,7 @@ static const char widen_source[] =
 typedef struct mm_impl {
   tpc_mm_plan plan;
   cl_kernel copy, unpack, fill;
+  ocl_gemm_kernels own; /* tyto's GEMM (gemm.c), where the device uses it */
 } mm_impl;
 
 static int owns(uint32_t op) {
@@ -183,7 +184,16 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   if (p->k == 0)
     return ocl_kernel_new(dev, h ? OCL_DTYPE_RAW16 : d->dtype, ocl_copy_source,
                           NULL, "tyto_fill", &im->fill);
-  tune_pocl(dev, d->cdtype);
+  /* A list of batch offsets (strides that do not collapse) stays with
+   * CLBlast's batched call. */
+  if (dev->info->gemm_own && ocl_gemm_own_dtype(d->cdtype) &&
+      p->call != TPC_MM_LIST) {
+    e = ocl_gemm_prepare(dev, d->cdtype, p->swap ? p->m : p->n, &im->own);
+    if (e != NULL)
+      return e;
+  } else {
+    tune_pocl(dev, d->cdtype);
+  }
   if (p->ws_elems == 0)
     return NULL;
   if (!h) {
@@ -211,6 +221,7 @@ static void release(tyto_plugin_kernel *k) {
     clReleaseKernel(im->unpack);
   if (im->fill != NULL)
     clReleaseKernel(im->fill);
+  ocl_gemm_release(&im->own);
   free(im);
   k->impl = NULL;
 }
@@ -502,6 +513,42 @@ static tyto_plugin_error *gemm_all(tyto_plugin_device *dev,
   return e;
 }
 
+/* The GEMMs by tyto's kernels (gemm.c): one call over every batch, as
+ * CLBlast's would be (they index with 64-bit integers: nothing to split). */
+static tyto_plugin_error *gemm_own(tyto_plugin_device *dev,
+                                   tyto_plugin_stream *s,
+                                   const tyto_plugin_kernel *k,
+                                   const cl_mem *mem, const int64_t *base) {
+  const mm_impl *im = k->impl;
+  const tpc_mm_plan *p = &im->plan;
+  int ia = p->swap ? 1 : 0, ib = 1 - ia;
+  const tpc_mm_opnd *oa = &p->o[ia], *ob = &p->o[ib], *oc = &p->o[2];
+  int strided = p->call == TPC_MM_STRIDED && p->batches > 1;
+  ocl_gemm g = {
+      .ta = oa->trans != p->swap,
+      .tb = ob->trans != p->swap,
+      .m = p->swap ? p->n : p->m,
+      .n = p->swap ? p->m : p->n,
+      .k = p->k,
+      .a = mem[ia],
+      .b = mem[ib],
+      .c = mem[2],
+      .a_off = base[ia] + rel(p, ia, 0),
+      .lda = oa->ld,
+      .a_str = strided ? oa->g[0] : 0,
+      .b_off = base[ib] + rel(p, ib, 0),
+      .ldb = ob->ld,
+      .b_str = strided ? ob->g[0] : 0,
+      .c_off = base[2] + rel(p, 2, 0),
+      .ldc = oc->ld,
+      .c_str = strided ? oc->g[0] : 0,
+      .beta = 0.0,
+      .batch = strided ? p->batches : 1,
+      .elem = k->desc.celem,
+  };
+  return ocl_gemm_run(dev, s, &im->own, &g, "matmul (tyto GEMM)");
+}
+
 static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
                                  tyto_plugin_kernel *k, const ocl_arg *in,
                                  const ocl_arg *out, const ocl_arg *ws) {
@@ -531,7 +578,8 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
                  packed, shape, rank, "matmul input packing kernel");
   }
   if (e == NULL)
-    e = gemm_all(dev, s, k, mem, base);
+    e = im->own.j != NULL ? gemm_own(dev, s, k, mem, base)
+                          : gemm_all(dev, s, k, mem, base);
   if (e == NULL && p->o[2].mode == TPC_MM_PACK) {
     uint32_t rank = tpc_mm_pack_dims(p, &p->o[2], shape, str);
     tpc_mm_compact(shape, rank, packed);

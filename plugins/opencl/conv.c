@@ -310,6 +310,7 @@ static void release(tyto_plugin_kernel *k) {
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
     if (*ks[i] != NULL)
       clReleaseKernel(*ks[i]);
+  ocl_gemm_release(&c->own);
   free(c);
   k->impl = NULL;
 }
@@ -331,6 +332,9 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   int fwd = c->op == TYTO_PLUGIN_OP_CONV2D,
       data = c->op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA,
       filter = !fwd && !data;
+  if (c->gemm && dev->info->gemm_own && ocl_gemm_own_dtype(k->desc.cdtype) &&
+      (e = ocl_gemm_prepare(dev, k->desc.cdtype, 0, &c->own)) != NULL)
+    return e;
   char *source = ocl_source_join(source_parts, 2);
   if (source == NULL)
     return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
@@ -402,6 +406,31 @@ typedef struct gemm_args {
 static tyto_plugin_error *gemm(tyto_plugin_device *dev, tyto_plugin_stream *s,
                                const conv *c, const gemm_args *g,
                                const char *what) {
+  if (c->own.j != NULL && g->a_offs == NULL) {
+    ocl_gemm o = {
+        .ta = g->ta == CLBlastTransposeYes,
+        .tb = g->tb == CLBlastTransposeYes,
+        .m = (int64_t)g->m,
+        .n = (int64_t)g->n,
+        .k = (int64_t)g->k,
+        .a = g->a,
+        .b = g->b,
+        .c = g->c,
+        .a_off = (int64_t)g->a_off,
+        .lda = (int64_t)g->lda,
+        .a_str = (int64_t)g->a_str,
+        .b_off = (int64_t)g->b_off,
+        .ldb = (int64_t)g->ldb,
+        .b_str = (int64_t)g->b_str,
+        .c_off = (int64_t)g->c_off,
+        .ldc = (int64_t)g->ldc,
+        .c_str = (int64_t)g->c_str,
+        .beta = g->beta,
+        .batch = (int64_t)g->batch,
+        .elem = c->elem,
+    };
+    return ocl_gemm_run(dev, s, &c->own, &o, what);
+  }
   tyto_plugin_error *e = ocl_stream_reserve(s);
   if (e != NULL)
     return e;

@@ -30,6 +30,7 @@ typedef struct conv {
    * (the weight gradient out of it) convert f16 and bf16. */
   cl_kernel im2col, out, pack, col2im, wcopy, wcopy_in, wcopy_out, sum;
   cl_kernel direct_k, wpack, dwpart, dwsum;
+  ocl_gemm_kernels own; /* tyto's GEMM (gemm.c), where the device uses it */
 } conv;
 
 /* Plans the direct path of c (geometry filled in) for descriptor d, for

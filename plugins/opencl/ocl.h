@@ -56,6 +56,7 @@ typedef struct ocl_devinfo {
   uint32_t compute_units;
   int has_compiler; /* CL_DEVICE_COMPILER_AVAILABLE */
   int has_int64;    /* 64-bit integers in kernels (absent on some EMBEDDED) */
+  int gemm_own;     /* GEMM by tyto's kernels, not CLBlast (option gemm) */
 } ocl_devinfo;
 
 struct tyto_plugin_state {

@@ -287,6 +287,42 @@ extern const char ocl_prelude[];
  * TST, in two parts. */
 extern const char *const ocl_prelude_16[2];
 
+/* ---- gemm.c -------------------------------------------------------------
+ * GEMM by tyto's own kernels (register-blocked, for CPU devices: see
+ * gemm.c), used instead of CLBlast where the device's gemm_own is set. */
+
+/* Whether tyto's kernels compute in `dtype` (f32 and f64; 16-bit operands
+ * reach them packed as f32). */
+int ocl_gemm_own_dtype(uint32_t dtype);
+
+/* The two kernels, built for one dtype and a blocking chosen for C's
+ * column count `n_hint` (0: any). */
+typedef struct ocl_gemm_kernels {
+  cl_kernel j, k;
+  int rows, vecs, width; /* tyto_gemm_j's block: rows x vecs x width */
+} ocl_gemm_kernels;
+tyto_plugin_error *ocl_gemm_prepare(tyto_plugin_device *dev, uint32_t dtype,
+                                    int64_t n_hint, ocl_gemm_kernels *out);
+void ocl_gemm_release(ocl_gemm_kernels *g);
+
+/* C = op(A) op(B) + beta C, row-major, as BLAS's GEMM names them: op(A) is
+ * m x k (A stored k x m when ta), op(B) k x n (stored n x k when tb);
+ * offsets, leading dimensions and batch strides in elements; `batch`
+ * products, operand b of product i at its offset + i * its batch stride. */
+typedef struct ocl_gemm {
+  int ta, tb;
+  int64_t m, n, k;
+  cl_mem a, b, c;
+  int64_t a_off, lda, a_str, b_off, ldb, b_str, c_off, ldc, c_str;
+  double beta;
+  int64_t batch;
+  size_t elem; /* 4 (f32) or 8 (f64) */
+} ocl_gemm;
+/* Enqueues the product on s; `what` (static storage) names it in errors. */
+tyto_plugin_error *ocl_gemm_run(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                                const ocl_gemm_kernels *kern, const ocl_gemm *g,
+                                const char *what);
+
 /* ---- cache.c ------------------------------------------------------------
  */
 

@@ -372,6 +372,28 @@ static tyto_plugin_error *parse_device_type(const tyto_plugin_host *host,
                    v);
 }
 
+/* The option gemm: auto (default), clblast or tyto, as GEMM_* below. */
+enum { GEMM_AUTO, GEMM_CLBLAST, GEMM_TYTO };
+static tyto_plugin_error *parse_gemm_option(const tyto_plugin_host *host,
+                                            const char *v, int *out) {
+  *out = GEMM_AUTO;
+  if (v == NULL || equal_nocase(v, "auto"))
+    return NULL;
+  if (equal_nocase(v, "clblast")) {
+    *out = GEMM_CLBLAST;
+    return NULL;
+  }
+  if (equal_nocase(v, "tyto")) {
+    *out = GEMM_TYTO;
+    return NULL;
+  }
+  return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                   "option gemm=\"%.100s\" is not valid; allowed values: "
+                   "auto, clblast, tyto (default auto: tyto's kernels on CPU "
+                   "devices, CLBlast elsewhere)",
+                   v);
+}
+
 /* The testing option fp16_without_extension: 0 (default) or 1. */
 static tyto_plugin_error *parse_fp16_option(const tyto_plugin_host *host,
                                             const char *v, int *out) {
@@ -390,25 +412,29 @@ static tyto_plugin_error *parse_fp16_option(const tyto_plugin_host *host,
                    v);
 }
 
-/* What device_query reports as the driver: its version and, where f16
- * is not plain cl_khr_fp16, why (tyto-info shows it). Applies the
- * testing option first. Returns 0 when out of host memory. */
-static int describe_fp16(ocl_devinfo *d, int fp16_option) {
-  if (d->has_fp16)
-    return 1;
-  const char *note =
-      fp16_option ? "f16: yes, without cl_khr_fp16 (option "
-                    "fp16_without_extension, for testing)"
-                  : "f16: no (needs cl_khr_fp16, which this device lacks)";
-  size_t n = strlen(d->driver_version) + strlen(note) + 3;
-  if ((d->driver_text = malloc(n)) == NULL)
-    return 0;
-  snprintf(d->driver_text, n, "%s%s%s", d->driver_version,
-           d->driver_version[0] ? "; " : "", note);
-  if (fp16_option) {
+/* What device_query reports as the driver (tyto-info shows it): its
+ * version, then where f16 is not plain cl_khr_fp16 why, and who computes
+ * matrix products. Applies the testing option first. Returns 0 when out
+ * of host memory. */
+static int describe_driver(ocl_devinfo *d, int fp16_option) {
+  const char *f16 =
+      d->has_fp16   ? ""
+      : fp16_option ? "; f16: yes, without cl_khr_fp16 (option "
+                      "fp16_without_extension, for testing)"
+                    : "; f16: no (needs cl_khr_fp16, which this device lacks)";
+  const char *gemm =
+      d->gemm_own ? "; GEMM: tyto's kernels (option gemm)" : "; GEMM: CLBlast";
+  if (!d->has_fp16 && fp16_option) {
     d->fp16_emulated = 1;
     d->dtypes |= TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F16);
   }
+  size_t n = strlen(d->driver_version) + strlen(f16) + strlen(gemm) + 1;
+  if ((d->driver_text = malloc(n)) == NULL)
+    return 0;
+  /* Without a version the notes start the text. */
+  int skip = d->driver_version[0] == '\0' ? 2 : 0;
+  snprintf(d->driver_text, n, "%s%s%s", d->driver_version,
+           (f16[0] ? f16 : gemm) + skip, f16[0] ? gemm : "");
   return 1;
 }
 
@@ -551,9 +577,11 @@ tyto_plugin_error *ocl_probe(tyto_plugin_state *state,
       parse_device_type(host, host->option(host->ctx, "device_type"), &type);
   if (e != NULL)
     return e;
-  int fp16_option;
+  int fp16_option, gemm_option;
   e = parse_fp16_option(host, host->option(host->ctx, "fp16_without_extension"),
                         &fp16_option);
+  if (e == NULL)
+    e = parse_gemm_option(host, host->option(host->ctx, "gemm"), &gemm_option);
   if (e != NULL)
     return e;
 
@@ -650,7 +678,9 @@ tyto_plugin_error *ocl_probe(tyto_plugin_state *state,
       claims->refuse(claims->ctx, d->hw_index, name, c->reason);
       continue;
     }
-    if (!describe_fp16(d, fp16_option))
+    d->gemm_own = gemm_option == GEMM_TYTO ||
+                  (gemm_option == GEMM_AUTO && (c->type & CL_DEVICE_TYPE_CPU));
+    if (!describe_driver(d, fp16_option))
       host->log(host->ctx, TYTO_PLUGIN_LOG_WARN,
                 "probe: out of host memory describing \"%s\"", d->name);
     uint32_t ordinal = state->n_devs;

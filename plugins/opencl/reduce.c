@@ -60,6 +60,25 @@
 
 #define source_0 tpc_reduce_folds
 
+static const char source_runs[] =
+    "/* Folds `left` elements from reduced index r = q * n0 + c0 on, in\n"
+    " * runs along the fastest reduced dim (extent n0; with one dim, n0\n"
+    " * lies past the block, q is 0 and c0 is r): the elements, and their\n"
+    " * order, of the\n"
+    " * loop that splits each r into coordinates. */\n"
+    "#define RED_CASE_RUNS(OP, C) case C: { \\\n"
+    "  while (left > 0) { \\\n"
+    "    const long run = min(left, n0 - c0); \\\n"
+    "    const long base = xo + q * rxs.s1 + c0 * rxs.s0; \\\n"
+    "    for (long t = 0; t < run; t++, r++) { \\\n"
+    "      const T v = TLD(x, base + t * rxs.s0); \\\n"
+    "      OP##_E \\\n"
+    "    } \\\n"
+    "    left -= run; c0 = 0; q++; \\\n"
+    "  } \\\n"
+    "} break;\n"
+    "\n";
+
 static const char source_1[] =
     "/* The result of state (a, b, i) over count elements. */\n"
     "inline T red_final(int op, T a, T b, long i, long count) {\n"
@@ -105,6 +124,9 @@ static const char source_1[] =
     "    } \\\n"
     "  }\n"
     "\n"
+    "\n";
+
+static const char source_1b[] =
     "/* Reduction `op` for outputs o = (tile0 + group) * Lx + lx, row-major\n"
     " * over the kept dims ksh (input strides kxs, output strides kys).\n"
     " * Pass 1 (merge = 0) folds chunk c = get_group_id(1): the reduced\n"
@@ -132,12 +154,21 @@ static const char source_1[] =
     "    const long r0 = c * chunk;\n"
     "    RED_SPAN(min(count - r0, chunk), span)\n"
     "    const long xo = xbase + tyto_offset(o, ksh, kxs, krank);\n"
-    "    for (long k = rb_; k < re_; k += rq_) {\n"
-    "      const long r = r0 + k;\n"
-    "      const long at = rrank <= 1 ? r * rxs.s0\n"
-    "                                 : tyto_offset(r, rsh, rxs, rrank);\n"
-    "      const T v = TLD(x, xo + at);\n"
-    "      switch (op) { RED_OPS(RED_CASE_E) }\n"
+    "    if (rq_ == 1 && rrank <= 2) {\n"
+    "      /* A block of consecutive reduced indices over at most two dims:\n"
+    "       * the op chosen once, the inner dim walked in runs. */\n"
+    "      long r = r0 + rb_, left = re_ - rb_;\n"
+    "      const long n0 = rrank == 2 ? rsh.s0 : r + left + 1;\n"
+    "      long q = r / n0, c0 = r - q * n0;\n"
+    "      switch (op) { RED_OPS(RED_CASE_RUNS) }\n"
+    "    } else {\n"
+    "      for (long k = rb_; k < re_; k += rq_) {\n"
+    "        const long r = r0 + k;\n"
+    "        const long at = rrank <= 1 ? r * rxs.s0\n"
+    "                                   : tyto_offset(r, rsh, rxs, rrank);\n"
+    "        const T v = TLD(x, xo + at);\n"
+    "        switch (op) { RED_OPS(RED_CASE_E) }\n"
+    "      }\n"
     "    }\n"
     "  } else if (o < nout) {\n"
     "    for (long k = ly; k < count; k += Ly) {\n"
@@ -205,7 +236,8 @@ static const char source_2[] =
 
 /* The program: one source for every kernel of the family (ISO C caps
  * string literals at 4095 characters, hence the pieces). */
-static const char *const source_parts[] = {source_0, source_1, source_2};
+static const char *const source_parts[] = {source_0, source_runs, source_1,
+                                           source_1b, source_2};
 
 /* The plan (common/reduce_plan.h) and the kernel that runs it. */
 typedef struct red_impl {

@@ -642,7 +642,7 @@ START_TEST(catalogue_int) {
     ck_assert_uint_ge(refuse, 7);
     ck_assert_uint_ge(argf, 4 * 6);
     ck_assert_uint_eq(oh, 0x3fu); /* all six output dtypes */
-    ck_assert_uint_eq(cast, 10 * 10);
+    ck_assert_uint_eq(cast, 11 * 10); /* 11 layouts x 10 dtype pairs */
     free(cs);
   }
 }

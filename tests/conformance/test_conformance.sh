@@ -75,6 +75,39 @@ for mode in test grad; do
     fi
   fi
 done
+# The OpenCL plugin's other GEMM: on a CPU device (PoCL) the products run
+# on tyto's kernels by default (option gemm=auto); CLBlast, which GPUs get,
+# must pass the same products and convolutions there.
+so=../plugins/opencl/.libs/tyto_plugin_opencl.so
+if [ -f "$so" ]; then
+  for run in "test matmul" "test conv2d" "test conv2d_backward_data" \
+    "test conv2d_backward_filter" "grad matmul" "grad conv2d"; do
+    set -- $run
+    mode=$1 op=$2
+    echo "== opencl (gemm=clblast), $op, $mode mode" >>"$log"
+    TYTO_CONFORM_OPENCL_GEMM=clblast "$conform" "$so" --reference "$cpu" \
+      --mode "$mode" --op "$op" >"$log.one" 2>&1
+    rc=$?
+    cat "$log.one" >>"$log"
+    case $rc in
+    0 | 3) ;;
+    *)
+      failed=1
+      echo "FAIL: opencl with gemm=clblast: --op $op --mode $mode exited $rc"
+      grep -E 'FAIL|out-of-bounds|tyto-conform:' "$log.one" | tail -n 20
+      ;;
+    esac
+  done
+  # A value the option does not take is refused, naming the ones it does.
+  TYTO_CONFORM_OPENCL_GEMM=fast "$conform" "$so" --reference "$cpu" \
+    --op matmul >"$log.one" 2>&1
+  if ! grep -q 'option gemm="fast" is not valid; allowed values: auto, clblast, tyto' \
+    "$log.one" && ! grep -q '^no device\|cannot open\|no OpenCL platform' "$log.one"; then
+    failed=1
+    echo "FAIL: opencl option gemm=fast was not refused with the allowed values:"
+    head -n 5 "$log.one"
+  fi
+fi
 rm -f "$log.one"
 
 # The JSON reports are one object whose exit is 0 for the CPU plugin.

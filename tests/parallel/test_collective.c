@@ -2,7 +2,8 @@
  * (core/src/parallel/collective.c): the weighted sum of three
  * contributions, in f32 and f64, at sizes below and above the threading
  * threshold, split over 1, 2, 3 and 8 threads, against a plain loop that
- * adds in the same order: the same bits every time. A sum with no
+ * adds in the same order: the same bits every time, through add() and
+ * finish() and through the one-pass reduce(). A sum with no
  * contribution is zeros; a reduction larger than the collective's room is
  * an error. */
 #include "common.h"
@@ -15,6 +16,22 @@ static void fill(double *v, size_t n, unsigned seed) {
   for (size_t i = 0; i < n; i++) {
     seed = seed * 1103515245u + 12345u;
     v[i] = ((double)((seed >> 8) % 20001) - 10000.0) / 977.0;
+  }
+}
+
+/* out (n elements, f64 or f32) against ref rounded to its dtype, bit for
+ * bit. */
+static void check_bits(const void *out, const double *ref, size_t n, int f64,
+                       int threads, const char *how) {
+  for (size_t i = 0; i < n; i++) {
+    if (f64)
+      ck_assert_msg(((const double *)out)[i] == ref[i],
+                    "%s: f64 n %zu, %d threads, element %zu", how, n, threads,
+                    i);
+    else
+      ck_assert_msg(((const float *)out)[i] == (float)ref[i],
+                    "%s: f32 n %zu, %d threads, element %zu", how, n, threads,
+                    i);
   }
 }
 
@@ -57,16 +74,15 @@ START_TEST(same_bits_any_thread_count) {
               c->ops->add(c, f64 ? (const void *)x[k] : xf[k], dt, w[k]),
               TYTO_OK);
         ck_assert_int_eq(c->ops->finish(c, dt, out), TYTO_OK);
-        for (size_t i = 0; i < n; i++) {
-          if (f64)
-            ck_assert_msg(((double *)out)[i] == ref[i],
-                          "f64 n %zu, %d threads, element %zu", n, threads[ti],
-                          i);
-          else
-            ck_assert_msg(((float *)out)[i] == (float)ref[i],
-                          "f32 n %zu, %d threads, element %zu", n, threads[ti],
-                          i);
-        }
+        check_bits(out, ref, n, f64, threads[ti], "add");
+        /* The one-pass reduce(): the same bits, the output written over
+         * what was there. */
+        const void *xs[3];
+        for (int k = 0; k < 3; k++)
+          xs[k] = f64 ? (const void *)x[k] : xf[k];
+        memset(out, 0x7f, n * (f64 ? sizeof(double) : sizeof(float)));
+        ck_assert_int_eq(c->ops->reduce(c, 0, n, xs, w, 3, dt, out), TYTO_OK);
+        check_bits(out, ref, n, f64, threads[ti], "reduce");
         c->ops->free(c);
       }
     }
@@ -91,6 +107,25 @@ START_TEST(empty_sum_and_room) {
   ck_assert_int_eq(c->ops->finish(c, TYTO_F32, out), TYTO_OK);
   for (size_t i = 0; i < n; i++)
     ck_assert_float_eq(out[i], 0.0f);
+  /* reduce() of no contribution: zeros too; of one: weight times it. */
+  for (size_t i = 0; i < n; i++)
+    out[i] = 1;
+  ck_assert_int_eq(c->ops->reduce(c, 0, n, NULL, NULL, 0, TYTO_F32, out),
+                   TYTO_OK);
+  for (size_t i = 0; i < n; i++)
+    ck_assert_float_eq(out[i], 0.0f);
+  float *one = malloc(n * sizeof *one);
+  ck_assert_ptr_nonnull(one);
+  for (size_t i = 0; i < n; i++)
+    one[i] = (float)i - 3.5f;
+  const void *xs[1] = {one};
+  const double w[1] = {0.25};
+  ck_assert_int_eq(c->ops->reduce(c, 0, n - 5, xs, w, 1, TYTO_F32, out),
+                   TYTO_OK);
+  for (size_t i = 0; i < n - 5; i++)
+    ck_assert_float_eq(out[i], (float)(0.25 * ((double)i - 3.5)));
+  ck_assert_float_eq(out[n - 5], 0.0f); /* past n - 5: untouched */
+  free(one);
   free(out);
   ck_assert_int_eq(c->ops->begin(c, 0, (1 << 17) + 1), TYTO_ERR_INTERNAL);
   ck_assert_msg(strstr(tyto_errmsg(), "the collective holds"), "%s",

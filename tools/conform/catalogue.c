@@ -279,6 +279,16 @@ void cf_eltwise_cases(cf_builder *b, uint32_t n_in, uint32_t n_out,
     EACH_OUT(2, s2);
     finish(b, c);
   }
+  /* Dense operands beside scalars (a learning rate, a loss scale): one
+   * dimension over which every input steps by 1 or by 0 (a lone input is
+   * the scalar). */
+  if ((c = cf_add(b, "scalar inputs (stride 0) beside dense")) != NULL) {
+    static const int64_t st0[2] = {0, 0};
+    for (i = 0; i < n_in; i++)
+      cf_in_set(b, c, i, 2, s2, n_in == 1 || i % 2 ? st0 : NULL, 0);
+    EACH_OUT(2, s2);
+    finish(b, c);
+  }
   if ((c = cf_add(b, "permuted rank-3 [3,4,5]")) != NULL) {
     static const int64_t s3[3] = {3, 4, 5}, st[3] = {1, 3, 12};
     for (i = 0; i < n_in; i++)
@@ -382,7 +392,7 @@ void cf_reduce_layouts(cf_builder *b, int arg, int index16) {
   static const int64_t ax0[1] = {0}, ax1[1] = {1}, ax2[1] = {2};
   static const int64_t ax02[2] = {0, 2}, ax012[3] = {0, 1, 2};
   static const int64_t big[2] = {64, 1031}, big16[2] = {64, 256};
-  static const int64_t z[2] = {3, 0};
+  static const int64_t z[2] = {3, 0}, bias[3] = {32, 4, 390};
   cf_reduce_case(b, "[6,7,8] axis 2", 3, s3, NULL, ax2, 1);
   cf_reduce_case(b, "[6,7,8] axis 0", 3, s3, NULL, ax0, 1);
   cf_reduce_case(b, "permuted [6,7,8] axis 1", 3, s3, perm, ax1, 1);
@@ -393,6 +403,9 @@ void cf_reduce_layouts(cf_builder *b, int arg, int index16) {
   if (!arg) {
     cf_reduce_case(b, "[6,7,8] axes 0,2", 3, s3, NULL, ax02, 2);
     cf_reduce_case(b, "[6,7,8] all axes", 3, s3, NULL, ax012, 3);
+    /* A convolution's bias gradient: two reduced axes, long enough to be
+     * cut into chunks that start inside a run of the inner one. */
+    cf_reduce_case(b, "[32,4,390] axes 0,2", 3, bias, NULL, ax02, 2);
     cf_reduce_case(b, "size-0 [3,0] axis 0", 2, z, NULL, ax0, 1);
   }
 }

