@@ -188,7 +188,13 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
    * CLBlast's batched call. */
   if (dev->info->gemm_own && ocl_gemm_own_dtype(d->cdtype) &&
       p->call != TPC_MM_LIST) {
-    e = ocl_gemm_prepare(dev, d->cdtype, p->swap ? p->m : p->n, &im->own);
+    /* C's columns as the kernel computes them: as the library sees C
+     * (C^T when swapped), and once more transposed when both operands
+     * are read across k (ocl_gemm_run). */
+    int ia = p->swap ? 1 : 0;
+    int both = p->o[ia].trans != p->swap && p->o[1 - ia].trans != p->swap;
+    int64_t cols = p->swap ? p->m : p->n, rows = p->swap ? p->n : p->m;
+    e = ocl_gemm_prepare(dev, d->cdtype, both ? rows : cols, &im->own);
     if (e != NULL)
       return e;
   } else {

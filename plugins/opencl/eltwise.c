@@ -416,8 +416,9 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   /* One dimension along which every input steps by 1 or not at all (a
    * scalar broadcast) and every output by 1: the _d kernel, with those
    * inputs read at their origin. PoCL vectorises it; the table-driven _n
-   * kernel it does not (an Adam update over 6.4M weights, whose learning
-   * rate is such a scalar: 14 ms against 48 with PoCL on one core). */
+   * kernel it does not (Adam's update of the seed CNN's 6.4M dense
+   * weights, whose learning rate is such a scalar: 48 ms a step with
+   * PoCL on one core, 9 in the _d kernel). */
   uint32_t bcast = 0;
   int dense = plan.dense;
   if (!dense && plan.rank == 1) {
@@ -468,12 +469,15 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
     /* A single op with a broadcast input: its own small program, so that
      * the shared source of every op stays one build per dtype. */
     const elt_opdef *o = tpc_eltop_find(d->op);
+    if (o == NULL) /* owns() took only the table's ops */
+      return ocl_error(host, TYTO_PLUGIN_ERR_INTERNAL,
+                       "%s: not an elementwise op of the table", op);
     elt_instr fi[TPC_FUSED_SINGLE_MAX];
     unsigned char live[TPC_FUSED_SINGLE_MAX];
-    uint32_t n = o != NULL ? tpc_fused_single(o, fi, live) : 0;
+    uint32_t n = tpc_fused_single(o, fi, live);
     for (uint32_t q = 0; q < n; q++)
       fi[q].dtype = d->dtype;
-    source = o != NULL ? fused_source("tyto_single", fi, n, d, 1, bcast) : NULL;
+    source = fused_source("tyto_single", fi, n, d, 1, bcast);
     snprintf(name, sizeof name, "tyto_single_d");
   } else {
     source = single_ops_source(d->dtype);

@@ -23,12 +23,16 @@
  * of the BLAS's transposes, and C^T = B^T A^T, are the same call
  * (ocl_gemm_run chooses the kernel and the formulation). Every operand is
  * indexed with 64-bit integers: no split of large operands is needed.
- * Accumulation is in T (f32 or f64), along k in order, with fma.
+ * Accumulation is in T (f32 or f64) with fma: tyto_gemm_j adds along k
+ * in order, in passes over slices of k when C has several blocks of rows
+ * (each slice's sum then added into C, so a row's rounding depends on m);
+ * tyto_gemm_k adds W interleaved partial sums, then sums across them.
  *
  * bench/gemm_opencl times them against CLBlast and OpenBLAS: with PoCL on
- * one core of a 2-core Zen 4 they run within 0.7 to 1.5 times OpenBLAS's
- * time on the seed CNN's dense-layer products and squares, where CLBlast
- * takes 3 to 18 times theirs (docs/opencl.md has the table).
+ * one core of a 2-core Zen 4 they take 0.6 to 1.4 times OpenBLAS's time on
+ * the seed CNN's dense-layer products and on squares (4 times on its
+ * 10-column classifier, where the launch costs more than the product),
+ * and CLBlast 3.6 to 18 times theirs (docs/opencl.md has the table).
  */
 #include "ops.h"
 
@@ -71,7 +75,8 @@ static const char gemm_head[] =
     "#define CW (W * NV)\n"
     /* One element of C: the sum, plus beta times the old value (not read
      * when beta is 0, so that NaN in an uninitialised C cannot leak). */
-    "#define TYTO_PUT(p, v) (*(p) = beta != (T)0 ? (v) + beta * *(p) : (v))\n";
+    "#define TYTO_PUT(p, v) (*(p) = beta != (T)0 ? fma(beta, *(p), (v)) : "
+    "(v))\n";
 
 static const char gemm_j_source[] =
     "__kernel void tyto_gemm_j(long M, long N, long K,\n"

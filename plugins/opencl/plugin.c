@@ -220,7 +220,9 @@ static const tyto_plugin_option_doc plugin_options[] = {
      "Who computes matrix products (MATMUL and the convolutions' GEMMs): "
      "clblast (CLBlast, tuned for GPUs), tyto (tyto's register-blocked "
      "kernels, made for CPU devices) or auto: tyto on CPU devices such as "
-     "PoCL, CLBlast elsewhere. Default: auto."},
+     "PoCL, CLBlast elsewhere. Batches whose strides do not collapse into "
+     "one (CLBlast's batched call with a list of offsets) stay with "
+     "CLBlast. Default: auto."},
     {sizeof(tyto_plugin_option_doc), "fp16_without_extension",
      "For testing: 1 runs f16 on devices without cl_khr_fp16 (through "
      "vload_half/vstore_half_rte, which every OpenCL device has), so the "

@@ -242,6 +242,10 @@ static tyto_status shares(tyto_dp *dp, int streamed) {
   return st;
 }
 
+/* Replicas whose streamed contributions go to the collective's reduce()
+ * in one call (more take the add() path, with the same bits). */
+#define DP_REDUCE_AT_ONCE 64
+
 /* Gradient k combined over every replica, in replica order, weighted by
  * the shares (collective.h), into dp->reduced. A replica whose shard
  * holds no example the loss counts (all padding: its mean is 0 / 0, its
@@ -249,10 +253,6 @@ static tyto_status shares(tyto_dp *dp, int streamed) {
  * the model sums statistics over the replicas and its loss is finite
  * (pad_in): its rows then reach the others' losses through the sums, and
  * its gradient, which holds only that, counts at weight 1. */
-/* Replicas whose streamed contributions go to the collective's reduce()
- * in one call (more take the add() path, with the same bits). */
-#define DP_REDUCE_AT_ONCE 64
-
 static tyto_status reduce_send(tyto_dp *dp, size_t k, int streamed) {
   const coll_ops *co = dp->coll->ops;
   size_t es = tyto_dtype_size(dp->dtype), ne = dp->x_numel[k];
