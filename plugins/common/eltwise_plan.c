@@ -78,6 +78,25 @@ void tpc_elt_plan_make(const tpc_operands *a, tpc_elt_plan *p) {
     p->dense &= p->strides[j][0] == 1;
 }
 
+int tpc_elt_plan_linear(const tpc_elt_plan *p, uint32_t n_in, uint32_t nops,
+                        uint32_t *bcast) {
+  *bcast = 0;
+  if (p->rank == 0)
+    return 1;
+  if (p->rank > 1)
+    return 0;
+  for (uint32_t j = 0; j < nops; j++) {
+    int64_t st = p->strides[j][0];
+    if (st == 0 && j < n_in && j < 32) {
+      *bcast |= 1u << j;
+    } else if (st != 1) {
+      *bcast = 0;
+      return 0;
+    }
+  }
+  return 1;
+}
+
 void tpc_elt_plan_table(const tpc_elt_plan *p, uint32_t nops, int64_t *v) {
   for (uint32_t d = 0; d < 8; d++) {
     v[d] = d < p->rank ? p->shape[d] : 1;

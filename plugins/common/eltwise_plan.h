@@ -43,6 +43,14 @@ int tpc_elt_check_shapes(const tpc_operands *a, char *why, size_t why_size);
  * elements whatever the order of the output's dimensions. */
 void tpc_elt_plan_make(const tpc_operands *a, tpc_elt_plan *p);
 
+/* Whether one linear index can address every operand of the plan (nops
+ * operands, the first n_in inputs): at most one dimension, over which
+ * every output steps by 1 and every input by 1 or 0. *bcast gets bit j
+ * for each input j of stride 0 (a scalar broadcast, read at its origin);
+ * 0 when the answer is no. plan.dense is the case of no such input. */
+int tpc_elt_plan_linear(const tpc_elt_plan *p, uint32_t n_in, uint32_t nops,
+                        uint32_t *bcast);
+
 /* The layout table of the kernels that index by coordinates: v[0 .. 8) the
  * shape (1 past the rank), then 8 strides per operand (0 past the rank),
  * nops operands; 8 + 8 * nops entries in all. */

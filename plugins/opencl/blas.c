@@ -96,6 +96,55 @@ static tyto_plugin_error *plan_make(tyto_plugin_device *dev, const ocl_desc *d,
   return NULL;
 }
 
+/* Offset of collapsed batch b of operand i from its base. */
+static int64_t rel(const tpc_mm_plan *p, int i, int64_t b) {
+  const tpc_mm_opnd *o = &p->o[i];
+  int64_t off = o->shift;
+  for (uint32_t ax = p->ng; ax-- > 0;) {
+    off += (b % p->gshape[ax]) * o->g[ax];
+    b /= p->gshape[ax];
+  }
+  return off;
+}
+
+/* The product as the GEMM library computes it, row-major: A and B, or
+ * B^T and A^T when C is column-major (the plan's swap), with the operands'
+ * buffers mem, the element index of each base in them adj, offsets at
+ * collapsed batch b0, and the uniform batch strides of a strided plan.
+ * mem and adj may be NULL (the shape alone). beta 0, batch 1: the caller
+ * sets the count. */
+static ocl_gemm lib_gemm(const tpc_mm_plan *p, const cl_mem *mem,
+                         const int64_t *adj, int64_t b0, size_t elem) {
+  int ia = p->swap ? 1 : 0, ib = 1 - ia;
+  const tpc_mm_opnd *oa = &p->o[ia], *ob = &p->o[ib], *oc = &p->o[2];
+  int strided = p->call == TPC_MM_STRIDED;
+  int64_t off[3] = {0, 0, 0};
+  for (int i = 0; i < 3 && adj != NULL; i++)
+    off[i] = adj[i] + rel(p, i, b0);
+  return (ocl_gemm){
+      .ta = oa->trans != p->swap,
+      .tb = ob->trans != p->swap,
+      .m = p->swap ? p->n : p->m,
+      .n = p->swap ? p->m : p->n,
+      .k = p->k,
+      .a = mem != NULL ? mem[ia] : NULL,
+      .b = mem != NULL ? mem[ib] : NULL,
+      .c = mem != NULL ? mem[2] : NULL,
+      .a_off = off[ia],
+      .lda = oa->ld,
+      .a_str = strided ? oa->g[0] : 0,
+      .b_off = off[ib],
+      .ldb = ob->ld,
+      .b_str = strided ? ob->g[0] : 0,
+      .c_off = off[2],
+      .ldc = oc->ld,
+      .c_str = strided ? oc->g[0] : 0,
+      .beta = 0.0,
+      .batch = 1,
+      .elem = elem,
+  };
+}
+
 static tyto_plugin_error *check(tyto_plugin_device *dev, const ocl_desc *d) {
   tpc_mm_plan *p = malloc(sizeof *p);
   if (p == NULL)
@@ -188,13 +237,8 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
    * CLBlast's batched call. */
   if (dev->info->gemm_own && ocl_gemm_own_dtype(d->cdtype) &&
       p->call != TPC_MM_LIST) {
-    /* C's columns as the kernel computes them: as the library sees C
-     * (C^T when swapped), and once more transposed when both operands
-     * are read across k (ocl_gemm_run). */
-    int ia = p->swap ? 1 : 0;
-    int both = p->o[ia].trans != p->swap && p->o[1 - ia].trans != p->swap;
-    int64_t cols = p->swap ? p->m : p->n, rows = p->swap ? p->n : p->m;
-    e = ocl_gemm_prepare(dev, d->cdtype, both ? rows : cols, &im->own);
+    const ocl_gemm shape = lib_gemm(p, NULL, NULL, 0, d->celem);
+    e = ocl_gemm_prepare(dev, d->cdtype, &shape, &im->own);
     if (e != NULL)
       return e;
   } else {
@@ -278,17 +322,6 @@ static tyto_plugin_error *run_zeros(tyto_plugin_device *dev,
                  "matmul zeros (k = 0) kernel");
 }
 
-/* Offset of collapsed batch b of operand i from its base. */
-static int64_t rel(const tpc_mm_plan *p, int i, int64_t b) {
-  const tpc_mm_opnd *o = &p->o[i];
-  int64_t off = o->shift;
-  for (uint32_t ax = p->ng; ax-- > 0;) {
-    off += (b % p->gshape[ax]) * o->g[ax];
-    b /= p->gshape[ax];
-  }
-  return off;
-}
-
 static const struct {
   int code;
   const char *name, *meaning;
@@ -351,21 +384,14 @@ static tyto_plugin_error *gemm_call(tyto_plugin_device *dev,
                                     int64_t b0, int64_t count) {
   const tpc_mm_plan *p = &((const mm_impl *)k->impl)->plan;
   int dbl = k->desc.celem == 8;
-  /* CLBlast's a and b: A and B, or B^T and A^T when C is column-major. */
+  const ocl_gemm g = lib_gemm(p, mem, adj, b0, k->desc.celem);
+  CLBlastTranspose ta = g.ta ? CLBlastTransposeYes : CLBlastTransposeNo,
+                   tb = g.tb ? CLBlastTransposeYes : CLBlastTransposeNo;
+  size_t m = (size_t)g.m, n = (size_t)g.n, kk = (size_t)g.k;
+  size_t lda = (size_t)g.lda, ldb = (size_t)g.ldb, ldc = (size_t)g.ldc;
+  size_t offa = (size_t)g.a_off, offb = (size_t)g.b_off, offc = (size_t)g.c_off;
+  cl_mem ma = g.a, mb = g.b, mc = g.c;
   int ia = p->swap ? 1 : 0, ib = 1 - ia;
-  const tpc_mm_opnd *oa = &p->o[ia], *ob = &p->o[ib], *oc = &p->o[2];
-  CLBlastTranspose ta = oa->trans != p->swap ? CLBlastTransposeYes
-                                             : CLBlastTransposeNo,
-                   tb = ob->trans != p->swap ? CLBlastTransposeYes
-                                             : CLBlastTransposeNo;
-  size_t m = (size_t)(p->swap ? p->n : p->m),
-         n = (size_t)(p->swap ? p->m : p->n), kk = (size_t)p->k;
-  size_t lda = (size_t)oa->ld, ldb = (size_t)ob->ld, ldc = (size_t)oc->ld;
-  size_t off[3];
-  for (int i = 0; i < 3; i++)
-    off[i] = (size_t)(adj[i] + rel(p, i, b0));
-  size_t offa = off[ia], offb = off[ib], offc = off[2];
-  cl_mem ma = mem[ia], mb = mem[ib], mc = mem[2];
   const CLBlastLayout L = CLBlastLayoutRowMajor;
   tyto_plugin_error *e = ocl_stream_reserve(s);
   if (e != NULL)
@@ -380,7 +406,7 @@ static tyto_plugin_error *gemm_call(tyto_plugin_device *dev,
              : CLBlastSgemm(L, ta, tb, m, n, kk, 1.0f, ma, offa, lda, mb, offb,
                             ldb, 0.0f, mc, offc, ldc, &s->queue, &ev);
   } else if (p->call == TPC_MM_STRIDED) {
-    size_t sa = (size_t)oa->g[0], sb = (size_t)ob->g[0], sc = (size_t)oc->g[0];
+    size_t sa = (size_t)g.a_str, sb = (size_t)g.b_str, sc = (size_t)g.c_str;
     call = dbl ? "CLBlastDgemmStridedBatched" : "CLBlastSgemmStridedBatched";
     st = dbl ? CLBlastDgemmStridedBatched(
                    L, ta, tb, m, n, kk, 1.0, ma, offa, lda, sa, mb, offb, ldb,
@@ -526,32 +552,9 @@ static tyto_plugin_error *gemm_own(tyto_plugin_device *dev,
                                    const tyto_plugin_kernel *k,
                                    const cl_mem *mem, const int64_t *base) {
   const mm_impl *im = k->impl;
-  const tpc_mm_plan *p = &im->plan;
-  int ia = p->swap ? 1 : 0, ib = 1 - ia;
-  const tpc_mm_opnd *oa = &p->o[ia], *ob = &p->o[ib], *oc = &p->o[2];
-  int strided = p->call == TPC_MM_STRIDED && p->batches > 1;
-  ocl_gemm g = {
-      .ta = oa->trans != p->swap,
-      .tb = ob->trans != p->swap,
-      .m = p->swap ? p->n : p->m,
-      .n = p->swap ? p->m : p->n,
-      .k = p->k,
-      .a = mem[ia],
-      .b = mem[ib],
-      .c = mem[2],
-      .a_off = base[ia] + rel(p, ia, 0),
-      .lda = oa->ld,
-      .a_str = strided ? oa->g[0] : 0,
-      .b_off = base[ib] + rel(p, ib, 0),
-      .ldb = ob->ld,
-      .b_str = strided ? ob->g[0] : 0,
-      .c_off = base[2] + rel(p, 2, 0),
-      .ldc = oc->ld,
-      .c_str = strided ? oc->g[0] : 0,
-      .beta = 0.0,
-      .batch = strided ? p->batches : 1,
-      .elem = k->desc.celem,
-  };
+  ocl_gemm g = lib_gemm(&im->plan, mem, base, 0, k->desc.celem);
+  if (im->plan.call == TPC_MM_STRIDED)
+    g.batch = im->plan.batches;
   return ocl_gemm_run(dev, s, &im->own, &g, "matmul (tyto GEMM)");
 }
 

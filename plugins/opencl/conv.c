@@ -333,7 +333,7 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
       data = c->op == TYTO_PLUGIN_OP_CONV2D_BACKWARD_DATA,
       filter = !fwd && !data;
   if (c->gemm && dev->info->gemm_own && ocl_gemm_own_dtype(k->desc.cdtype) &&
-      (e = ocl_gemm_prepare(dev, k->desc.cdtype, 0, &c->own)) != NULL)
+      (e = ocl_gemm_prepare(dev, k->desc.cdtype, NULL, &c->own)) != NULL)
     return e;
   char *source = ocl_source_join(source_parts, 2);
   if (source == NULL)

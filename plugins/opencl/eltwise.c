@@ -419,20 +419,8 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
    * kernel it does not (Adam's update of the seed CNN's 6.4M dense
    * weights, whose learning rate is such a scalar: 48 ms a step with
    * PoCL on one core, 9 in the _d kernel). */
-  uint32_t bcast = 0;
-  int dense = plan.dense;
-  if (!dense && plan.rank == 1) {
-    dense = 1;
-    for (uint32_t j = 0; j < d->n_in + d->n_out; j++) {
-      int64_t st = plan.strides[j][0];
-      if (st == 0 && j < d->n_in)
-        bcast |= 1u << j;
-      else if (st != 1)
-        dense = 0;
-    }
-    if (!dense)
-      bcast = 0;
-  }
+  uint32_t bcast;
+  int dense = tpc_elt_plan_linear(&plan, d->n_in, d->n_in + d->n_out, &bcast);
   c->rank = dense ? 0 : (cl_int)plan.rank;
   char name[64];
   char *source;

@@ -79,6 +79,13 @@ static const char gemm_head[] =
     "(v))\n";
 
 static const char gemm_j_source[] =
+    /* Step k of tyto_gemm_j: row r's element of A times B's vectors b. */
+    "#define TYTO_GEMM_ROWS \\\n"
+    "  _Pragma(\"unroll\") for (int r = 0; r < R; r++) { \\\n"
+    "    VT a = (VT)(ar[r][k * ask]); \\\n"
+    "    _Pragma(\"unroll\") for (int v = 0; v < NV; v++) \\\n"
+    "      acc[r][v] = fma(a, b[v], acc[r][v]); \\\n"
+    "  }\n"
     "__kernel void tyto_gemm_j(long M, long N, long K,\n"
     "    __global const T *A, long ao, long asi, long ask, long abs,\n"
     "    __global const T *B, long bo, long bsk, long bbs,\n"
@@ -101,11 +108,7 @@ static const char gemm_j_source[] =
     "      VT b[NV];\n"
     "      _Pragma(\"unroll\") for (int v = 0; v < NV; v++) b[v] = VLOAD(v, "
     "bk);\n"
-    "      _Pragma(\"unroll\") for (int r = 0; r < R; r++) {\n"
-    "        VT a = (VT)(ar[r][k * ask]);\n"
-    "        _Pragma(\"unroll\") for (int v = 0; v < NV; v++)\n"
-    "          acc[r][v] = fma(a, b[v], acc[r][v]);\n"
-    "      }\n"
+    "      TYTO_GEMM_ROWS\n"
     "    }\n"
     "  } else {\n"
     "    for (long k = 0; k < K; k++) {\n"
@@ -115,11 +118,7 @@ static const char gemm_j_source[] =
     "      VT b[NV];\n"
     "      _Pragma(\"unroll\") for (int v = 0; v < NV; v++) b[v] = VLOAD(v, "
     "t);\n"
-    "      _Pragma(\"unroll\") for (int r = 0; r < R; r++) {\n"
-    "        VT a = (VT)(ar[r][k * ask]);\n"
-    "        _Pragma(\"unroll\") for (int v = 0; v < NV; v++)\n"
-    "          acc[r][v] = fma(a, b[v], acc[r][v]);\n"
-    "      }\n"
+    "      TYTO_GEMM_ROWS\n"
     "    }\n"
     "  }\n"
     "  long nr = min((long)R, M - i0);\n"
@@ -189,9 +188,18 @@ int ocl_gemm_own_dtype(uint32_t dtype) {
   return dtype == TYTO_PLUGIN_DTYPE_F32 || dtype == TYTO_PLUGIN_DTYPE_F64;
 }
 
+/* Whether ocl_gemm_run computes g as C^T = B^T A^T: both operands read
+ * across k with a stride, which tyto_gemm_k cannot take. */
+static int transposed_run(const ocl_gemm *g) {
+  return g->ta && g->tb;
+}
+
 tyto_plugin_error *ocl_gemm_prepare(tyto_plugin_device *dev, uint32_t dtype,
-                                    int64_t n_hint, ocl_gemm_kernels *out) {
+                                    const ocl_gemm *like,
+                                    ocl_gemm_kernels *out) {
   memset(out, 0, sizeof *out);
+  /* C's columns as the kernel computes them. */
+  int64_t n_hint = like == NULL ? 0 : transposed_run(like) ? like->m : like->n;
   /* Columns per work-item: as many vectors as C has (up to NV_MAX), so a
    * narrow C (a classifier's 10 outputs) wastes no lanes on padding; the
    * rows fill the accumulators that leaves. */
@@ -246,7 +254,7 @@ tyto_plugin_error *ocl_gemm_run(tyto_plugin_device *dev, tyto_plugin_stream *s,
   int64_t m = g->m, n = g->n;
   cl_mem a = g->a, b = g->b;
   int64_t ao = g->a_off, bo = g->b_off, abs = g->a_str, bbs = g->b_str;
-  if (bsj != 1 && ask != 1) {
+  if (transposed_run(g)) {
     /* Both read across k with a stride (A^T B^T): C^T = B^T A^T, whose
      * right operand (A^T) is contiguous along its columns. */
     int64_t t;

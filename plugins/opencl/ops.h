@@ -295,14 +295,16 @@ extern const char *const ocl_prelude_16[2];
  * reach them packed as f32). */
 int ocl_gemm_own_dtype(uint32_t dtype);
 
-/* The two kernels, built for one dtype and a blocking chosen for C's
- * column count `n_hint` (0: any). */
+/* The two kernels, built for one dtype and a blocking chosen for the
+ * products shaped as `like` (its m, n, ta and tb; NULL: any). */
 typedef struct ocl_gemm_kernels {
   cl_kernel j, k;
   int rows, vecs, width; /* tyto_gemm_j's block: rows x vecs x width */
 } ocl_gemm_kernels;
+struct ocl_gemm;
 tyto_plugin_error *ocl_gemm_prepare(tyto_plugin_device *dev, uint32_t dtype,
-                                    int64_t n_hint, ocl_gemm_kernels *out);
+                                    const struct ocl_gemm *like,
+                                    ocl_gemm_kernels *out);
 void ocl_gemm_release(ocl_gemm_kernels *g);
 
 /* C = op(A) op(B) + beta C, row-major, as BLAS's GEMM names them: op(A) is

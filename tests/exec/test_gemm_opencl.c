@@ -44,6 +44,20 @@ static double value(uint64_t i, unsigned salt) {
   return (double)(x % 2001) / 1000.0 - 1.0;
 }
 
+/* n values of salt into v (as the device's dtype holds them) and into
+ * host, in that dtype. */
+static void fill(double *v, void *host, int64_t n, unsigned salt, int f64) {
+  for (int64_t i = 0; i < n; i++) {
+    v[i] = value((uint64_t)i, salt);
+    if (f64) {
+      ((double *)host)[i] = v[i];
+    } else {
+      v[i] = (float)v[i];
+      ((float *)host)[i] = (float)v[i];
+    }
+  }
+}
+
 static tyto_context *context(const char *gemm) {
   char text[64];
   snprintf(text, sizeof text, "[opencl]\ngemm = %s\n", gemm);
@@ -82,24 +96,8 @@ static void run_case(tyto_context *ctx, const char *gemm, const mm_case *c,
   void *ha = malloc((size_t)na * es), *hb = malloc((size_t)nbe * es),
        *hc = malloc((size_t)nc * es);
   ck_assert(a && b && ha && hb && hc);
-  for (int64_t i = 0; i < na; i++) {
-    a[i] = value((uint64_t)i, 1);
-    if (f64) {
-      ((double *)ha)[i] = a[i];
-    } else {
-      a[i] = (float)a[i];
-      ((float *)ha)[i] = (float)a[i];
-    }
-  }
-  for (int64_t i = 0; i < nbe; i++) {
-    b[i] = value((uint64_t)i, 2);
-    if (f64) {
-      ((double *)hb)[i] = b[i];
-    } else {
-      b[i] = (float)b[i];
-      ((float *)hb)[i] = (float)b[i];
-    }
-  }
+  fill(a, ha, na, 1, f64);
+  fill(b, hb, nbe, 2, f64);
   tyto_graph *g = tyto_graph_new();
   tyto_tensor *x = tyto_input(g, dt, ra, as, "a");
   tyto_tensor *y = tyto_input(g, dt, rb, bs, "b");

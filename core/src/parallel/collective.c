@@ -54,81 +54,62 @@ typedef struct span {
 /* Elements per block of REDUCE: its partial sums stay in L1. */
 #define REDUCE_BLOCK 1024
 
-/* REDUCE over [lo, hi): for each block, the first contribution stored and
- * the others added in order into a block of doubles, then rounded out:
- * per element the operations ADD and FINISH make, in their order. */
-static void run_reduce(const span *s) {
-  double acc[REDUCE_BLOCK];
-  for (size_t b = s->lo; b < s->hi; b += REDUCE_BLOCK) {
-    size_t e = s->hi - b < REDUCE_BLOCK ? s->hi - b : REDUCE_BLOCK;
-    for (size_t i = 0; i < s->m; i++) {
-      double w = s->ws[i];
-      if (s->dt == TYTO_F64) {
-        const double *v = (const double *)s->xs[i] + b;
-        if (i == 0)
-          for (size_t j = 0; j < e; j++)
-            acc[j] = w * v[j];
-        else
-          for (size_t j = 0; j < e; j++)
-            acc[j] += w * v[j];
-      } else {
-        const float *v = (const float *)s->xs[i] + b;
-        if (i == 0)
-          for (size_t j = 0; j < e; j++)
-            acc[j] = w * (double)v[j];
-        else
-          for (size_t j = 0; j < e; j++)
-            acc[j] += w * (double)v[j];
-      }
-    }
-    if (s->dt == TYTO_F64) {
-      double *o = (double *)s->out + b;
-      for (size_t j = 0; j < e; j++)
-        o[j] = s->m == 0 ? 0 : acc[j];
-    } else {
-      float *o = (float *)s->out + b;
-      for (size_t j = 0; j < e; j++)
-        o[j] = s->m == 0 ? 0.0f : (float)acc[j];
-    }
+/* acc[0 .. n) = w * x[off .. off + n) (first) or += it: one
+ * contribution. */
+static void fold(double *acc, const void *x, size_t off, tyto_dtype dt,
+                 double w, int first, size_t n) {
+  if (dt == TYTO_F64) {
+    const double *v = (const double *)x + off;
+    if (first)
+      for (size_t j = 0; j < n; j++)
+        acc[j] = w * v[j];
+    else
+      for (size_t j = 0; j < n; j++)
+        acc[j] += w * v[j];
+  } else {
+    const float *v = (const float *)x + off;
+    if (first)
+      for (size_t j = 0; j < n; j++)
+        acc[j] = w * (double)v[j];
+    else
+      for (size_t j = 0; j < n; j++)
+        acc[j] += w * (double)v[j];
   }
 }
 
-static void run_span(const span *s) {
-  if (s->kind == REDUCE) {
-    run_reduce(s);
-    return;
-  }
-  double *acc = s->ip->acc;
-  size_t lo = s->lo, hi = s->hi;
-  if (s->kind == FINISH) {
-    if (s->dt == TYTO_F64) {
-      double *o = s->out;
-      for (size_t j = lo; j < hi; j++)
-        o[j] = s->first ? 0 : acc[j];
-    } else {
-      float *o = s->out;
-      for (size_t j = lo; j < hi; j++)
-        o[j] = s->first ? 0.0f : (float)acc[j];
-    }
-    return;
-  }
-  double w = s->w;
-  if (s->dt == TYTO_F64) {
-    const double *v = s->x;
-    if (s->first)
-      for (size_t j = lo; j < hi; j++)
-        acc[j] = w * v[j];
-    else
-      for (size_t j = lo; j < hi; j++)
-        acc[j] += w * v[j];
+/* out[off .. off + n) = acc[0 .. n) rounded to dt, or zeros when
+ * nothing was added. */
+static void round_out(void *out, size_t off, const double *acc, tyto_dtype dt,
+                      int empty, size_t n) {
+  if (dt == TYTO_F64) {
+    double *o = (double *)out + off;
+    for (size_t j = 0; j < n; j++)
+      o[j] = empty ? 0 : acc[j];
   } else {
-    const float *v = s->x;
-    if (s->first)
-      for (size_t j = lo; j < hi; j++)
-        acc[j] = w * (double)v[j];
-    else
-      for (size_t j = lo; j < hi; j++)
-        acc[j] += w * (double)v[j];
+    float *o = (float *)out + off;
+    for (size_t j = 0; j < n; j++)
+      o[j] = empty ? 0.0f : (float)acc[j];
+  }
+}
+
+/* One thread's share [lo, hi) of a pass. REDUCE goes block by block:
+ * the first contribution stored and the others added in order into a
+ * block of doubles, then rounded out, per element the operations ADD and
+ * FINISH make, in their order. */
+static void run_span(const span *s) {
+  size_t lo = s->lo, hi = s->hi;
+  if (s->kind == REDUCE) {
+    double acc[REDUCE_BLOCK];
+    for (size_t b = lo; b < hi; b += REDUCE_BLOCK) {
+      size_t e = hi - b < REDUCE_BLOCK ? hi - b : REDUCE_BLOCK;
+      for (size_t i = 0; i < s->m; i++)
+        fold(acc, s->xs[i], b, s->dt, s->ws[i], i == 0, e);
+      round_out(s->out, b, acc, s->dt, s->m == 0, e);
+    }
+  } else if (s->kind == FINISH) {
+    round_out(s->out, lo, s->ip->acc + lo, s->dt, s->first, hi - lo);
+  } else {
+    fold(s->ip->acc + lo, s->x, lo, s->dt, s->w, s->first, hi - lo);
   }
 }
 
