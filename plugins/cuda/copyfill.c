@@ -1,6 +1,7 @@
 /*
  * COPY (any dtype: it moves bits) and FILL (f32, f64, f16, bf16: the value
- * rounded once from the double, STD).
+ * rounded once from the double; i32, i64: converted as CAST converts it;
+ * STD, tcu_dtype_defs).
  *
  * A kernel is specialised on what changes its code (op, element size,
  * rank, index width) and takes shape and strides as a by-value argument,

@@ -3,7 +3,10 @@
  * (numpy.take and its adjoint) and ONE_HOT, on layouts of any strides, as
  * plugins/cpu/layout.c defines them (the OpenCL plugin's index.c, on CUDA).
  *
- * Indices are whole numbers stored in the float dtype. As on the CPU,
+ * Indices are whole numbers stored in the float dtype, or (ABI 1.6) i32 or
+ * i64 (TYTO_IDX, tcu_idx_define) whatever the data's dtype; ONE_HOT's
+ * integer indices may give an output of any dtype. Integer data moves as
+ * it is, and SCATTER_ADD sums it modulo 2^32 or 2^64. As on the CPU,
  * GATHER and SCATTER_ADD check every index before writing anything: an
  * index that is not a whole number in [0, extent) fails the launch with an
  * error naming its row-major position, and the output is left as it was.
@@ -33,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/common.h"
 #include "../common/half.h"
 #include "../common/index_plan.h"
 
@@ -41,12 +45,35 @@
  * first, as tcu_dims_of() gives them; the structs mirror pad_geo,
  * gather_geo and scatter_geo below. */
 static const char *const source_parts[] = {
+    "/* Indices of type TI stored as TIS, read with TILD: TYTO_IDX (int or\n"
+    "   long long) for integer indices, else the data's dtype. TIS_K(v, k):\n"
+    "   whether index v is k, a place in [0, extent). */\n"
+    "#if defined(TYTO_IDX)\n"
+    "#define TI TYTO_IDX\n"
+    "#define TIS TYTO_IDX\n"
+    "#define TILD(x) (x)\n"
+    "#define TIS_K(v, k) ((i64)(v) == (k))\n"
+    "__device__ __forceinline__ bool tyto_index_ok(TI v, i64 extent) {\n"
+    "  return v >= 0 && (i64)v < extent;\n"
+    "}\n"
+    "#else\n"
+    "#define TI T\n"
+    "#define TIS S\n"
+    "#define TILD(x) LD(x)\n"
+    "#define TIS_K(v, k) ((double)(v) == (double)(k))\n"
     "/* Whether index v is a whole number in [0, extent), compared as the\n"
     "   CPU compares it: in double. */\n"
     "__device__ __forceinline__ bool tyto_index_ok(T v, i64 extent) {\n"
     "  double w = (double)v;\n"
     "  return w == floor(w) && w >= 0.0 && w < (double)extent;\n"
     "}\n"
+    "#endif\n"
+    "/* Integer data adds modulo 2^32 or 2^64 (TU: its unsigned type). */\n"
+    "#if defined(TYTO_INT)\n"
+    "#define TADD(a, b) ((T)((TU)(a) + (TU)(b)))\n"
+    "#else\n"
+    "#define TADD(a, b) ((a) + (b))\n"
+    "#endif\n"
     "struct tyto_pad_geo {\n"
     "  i64 ishape[8], istr[8], oshape[8], ostr[8], before[8];\n"
     "  int rank, reflect;\n"
@@ -75,11 +102,12 @@ static const char *const source_parts[] = {
     "  }\n"
     "}\n"
     "/* Raises *flag when an index is not a whole number in [0, extent). */\n"
-    "extern \"C\" __global__ void tyto_index_check(const S *ind, tcu_dims d,\n"
+    "extern \"C\" __global__ void tyto_index_check(const TIS *ind,\n"
+    "                                              tcu_dims d,\n"
     "                                              i64 extent, int *flag,\n"
     "                                              i64 n) {\n"
     "  TYTO_FOR(i, n)\n"
-    "    if (!tyto_index_ok(LD(ind[tyto_offset(i, d)]), extent))\n"
+    "    if (!tyto_index_ok(TILD(ind[tyto_offset(i, d)]), extent))\n"
     "      *flag = 1;\n"
     "}\n"
     "/* dcoef, icoef: per output dim, its stride in data (0 on the index\n"
@@ -89,7 +117,8 @@ static const char *const source_parts[] = {
     "  i64 dax;\n"
     "  int rank, pad_;\n"
     "};\n"
-    "extern \"C\" __global__ void tyto_gather(const S *data, const S *ind,\n"
+    "extern \"C\" __global__ void tyto_gather(const S *data,\n"
+    "                                         const TIS *ind,\n"
     "                                         S *out, tyto_gather_geo g,\n"
     "                                         i64 n) {\n"
     "  TYTO_FOR(i, n) {\n"
@@ -101,7 +130,7 @@ static const char *const source_parts[] = {
     "      x += idx * g.icoef[k];\n"
     "      o += idx * g.ostr[k];\n"
     "    }\n"
-    "    out[o] = data[dd + (i64)LD(ind[x]) * g.dax];\n"
+    "    out[o] = data[dd + (i64)TILD(ind[x]) * g.dax];\n"
     "  }\n"
     "}\n",
     "/* out = base plus, for the q (ascending) whose index keys[p] is this\n"
@@ -141,19 +170,19 @@ static const char *const source_parts[] = {
     "        hi = mid;\n"
     "    }\n"
     "    for (i64 p = lo; p < nq && keys[p] == j; p++)\n"
-    "      acc += LD(upd[u + uoff[p]]);\n"
+    "      acc = TADD(acc, LD(upd[u + uoff[p]]));\n"
     "    out[o] = ST(acc);\n"
     "  }\n"
     "}\n"
-    "/* out[..., k] = 1 where the index equals k (in double, as the CPU\n"
-    "   compares), else 0. */\n"
-    "extern \"C\" __global__ void tyto_one_hot(const S *ind, tcu_dims id,\n"
+    "/* out[..., k] = 1 where the index equals k (floating indices in\n"
+    "   double, as the CPU compares), else 0. */\n"
+    "extern \"C\" __global__ void tyto_one_hot(const TIS *ind, tcu_dims id,\n"
     "                                          S *out, tcu_dims od,\n"
     "                                          i64 depth, i64 n) {\n"
     "  TYTO_FOR(i, n) {\n"
     "    i64 q = i / depth, k = i - q * depth;\n"
-    "    T v = LD(ind[tyto_offset(q, id)]);\n"
-    "    out[tyto_offset(i, od)] = ST((double)v == (double)k ? (T)1 : (T)0);\n"
+    "    const TI v = TILD(ind[tyto_offset(q, id)]);\n"
+    "    out[tyto_offset(i, od)] = ST(TIS_K(v, k) ? (T)1 : (T)0);\n"
     "  }\n"
     "}\n",
 };
@@ -194,6 +223,17 @@ static int owns(uint32_t op) {
 static void rev8(int64_t *out, const int64_t *v, uint32_t rank, int64_t fill) {
   for (uint32_t k = 0; k < TYTO_PLUGIN_MAX_RANK; k++)
     out[k] = k < rank ? v[rank - 1 - k] : fill;
+}
+
+/* The dtype the kernels read indices in: GATHER's and SCATTER_ADD's input
+ * 1, ONE_HOT's input when it is an integer; else the data's dtype. */
+static uint32_t index_dtype(const tcu_desc *d) {
+  uint32_t x =
+      d->op == TYTO_PLUGIN_OP_GATHER || d->op == TYTO_PLUGIN_OP_SCATTER_ADD
+          ? d->in[1].l.dtype
+      : d->op == TYTO_PLUGIN_OP_ONE_HOT ? d->in[0].l.dtype
+                                        : d->dtype;
+  return tpc_dtype_int(x) ? x : d->dtype;
 }
 
 /* The rules of plugins/cpu/layout.c (plugins/common/index_plan.c). */
@@ -247,8 +287,11 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
         d->in[2].n > 0 ? (uint64_t)d->in[1].n * 16 + sizeof(int64_t) - 1 : 0;
     break;
   }
-  char *source = tcu_source_join(source_parts,
-                                 sizeof source_parts / sizeof source_parts[0]);
+  const char *parts[1 + sizeof source_parts / sizeof source_parts[0]];
+  parts[0] = tcu_idx_define(index_dtype(d));
+  for (size_t j = 0; j < sizeof source_parts / sizeof source_parts[0]; j++)
+    parts[1 + j] = source_parts[j];
+  char *source = tcu_source_join(parts, sizeof parts / sizeof parts[0]);
   if (source == NULL)
     return TCU_HOST(dev)->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                                     "%s: out of host memory", op);
@@ -266,13 +309,6 @@ static void release(tyto_plugin_device *dev, tyto_plugin_kernel *k) {
 }
 
 /* ---- launch -------------------------------------------------------------- */
-
-static tyto_plugin_error *run(tyto_plugin_device *dev, tyto_plugin_stream *s,
-                              cudaKernel_t fn, int64_t n, void **params,
-                              const char *what) {
-  return tcu_run(dev, s, fn, (dim3){tcu_blocks(dev, n), 1, 1},
-                 (dim3){TCU_BLOCK, 1, 1}, 0, params, what);
-}
 
 /* The first byte at or after p aligned to `align` (a power of two). */
 static void *align_up(void *p, uintptr_t align) {
@@ -296,16 +332,21 @@ static tyto_plugin_error *pad_launch(tyto_plugin_device *dev,
   g.reflect = c->ix.mode == 1;
   float vf = c->ix.valuef;
   double vd = c->ix.value;
+  /* Integers: as CAST converts a double. */
+  int64_t vl = tpc_int_of_f64(d->dtype, vd);
+  int32_t vi = (int32_t)vl;
   /* The constant rounded to the dtype once, as its storage type S. */
   uint16_t vh = d->dtype == TYTO_PLUGIN_DTYPE_F16 ? tpc_f64_to_f16(vd)
                                                   : tpc_f64_to_bf16(vd);
   int64_t n = d->out[0].n;
   void *params[] = {(void *)&in[0].ptr, (void *)&out[0].ptr, &g,
-                    d->dtype == TYTO_PLUGIN_DTYPE_F64 ? (void *)&vd
-                    : tcu_is16(d->dtype)              ? (void *)&vh
-                                                      : (void *)&vf,
+                    d->dtype == TYTO_PLUGIN_DTYPE_F64   ? (void *)&vd
+                    : d->dtype == TYTO_PLUGIN_DTYPE_I64 ? (void *)&vl
+                    : d->dtype == TYTO_PLUGIN_DTYPE_I32 ? (void *)&vi
+                    : tcu_is16(d->dtype)                ? (void *)&vh
+                                                        : (void *)&vf,
                     &n};
-  return run(dev, s, c->main, n, params, "pad kernel");
+  return tcu_run_n(dev, s, c->main, n, params, "pad kernel");
 }
 
 static tyto_plugin_error *one_hot_launch(tyto_plugin_device *dev,
@@ -318,7 +359,7 @@ static tyto_plugin_error *one_hot_launch(tyto_plugin_device *dev,
   int64_t depth = ol->shape[ol->rank - 1], n = d->out[0].n;
   void *params[] = {
       (void *)&in[0].ptr, &id, (void *)&out[0].ptr, &od, &depth, &n};
-  return run(dev, s, c->main, n, params, "one_hot kernel");
+  return tcu_run_n(dev, s, c->main, n, params, "one_hot kernel");
 }
 
 /* The element offsets [*lo, *hi] that l reaches from its origin. */
@@ -341,16 +382,18 @@ static tyto_plugin_error *indices_read(tyto_plugin_device *dev,
                                        const tcu_arg *x, void **out,
                                        int64_t *origin) {
   const char *op = tcu_op_name(d->op);
+  const uint32_t dt = d->in[1].l.dtype;
+  const size_t elem = tpc_dtype_size(dt);
   int64_t lo, hi;
   reach_of(&d->in[1].l, &lo, &hi);
-  size_t bytes = (size_t)(hi - lo + 1) * d->elem;
+  size_t bytes = (size_t)(hi - lo + 1) * elem;
   void *host = malloc(bytes);
   if (host == NULL)
     return TCU_HOST(dev)->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                                     "%s: out of host memory reading %zu bytes "
                                     "of indices",
                                     op, bytes);
-  const char *from = (const char *)x->ptr + lo * (int64_t)d->elem;
+  const char *from = (const char *)x->ptr + lo * (int64_t)elem;
   cudaError_t e =
       cudaMemcpyAsync(host, from, bytes, cudaMemcpyDeviceToHost, s->stream);
   if (e == cudaSuccess)
@@ -362,6 +405,24 @@ static tyto_plugin_error *indices_read(tyto_plugin_device *dev,
                           "to check them",
                           op, dev->index, bytes);
   }
+  /* Integer indices as doubles, which the shared scan reads (one beyond
+   * 2^53 may round, but stays far outside any extent). */
+  if (tpc_dtype_int(dt)) {
+    size_t n = bytes / elem;
+    double *v = malloc(n * sizeof *v);
+    if (v == NULL) {
+      free(host);
+      return TCU_HOST(dev)->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                                      "%s: out of host memory reading %zu "
+                                      "indices",
+                                      op, n);
+    }
+    for (size_t i = 0; i < n; i++)
+      v[i] = elem == 4 ? (double)((const int32_t *)host)[i]
+                       : (double)((const int64_t *)host)[i];
+    free(host);
+    host = v;
+  }
   *out = host;
   *origin = -lo;
   return NULL;
@@ -371,8 +432,10 @@ static tyto_plugin_error *indices_read(tyto_plugin_device *dev,
  * at element `origin`, as the shared scan sees them. */
 static tpc_index_host indices_host(const tcu_desc *d, uint32_t axis,
                                    const void *host, int64_t origin) {
+  /* indices_read() gives integer indices as doubles */
+  size_t elem = tpc_dtype_int(d->in[1].l.dtype) ? sizeof(double) : d->elem;
   return (tpc_index_host){
-      d->op, &d->in[1].l, d->elem, host, origin, d->in[0].l.shape[axis], axis};
+      d->op, &d->in[1].l, elem, host, origin, d->in[0].l.shape[axis], axis};
 }
 
 static tyto_plugin_error *gather_launch(tyto_plugin_device *dev,
@@ -397,7 +460,7 @@ static tyto_plugin_error *gather_launch(tyto_plugin_device *dev,
                           dev->index);
   void *pc[] = {(void *)&in[1].ptr, &idims, &extent, &flag, &nind};
   tyto_plugin_error *e =
-      run(dev, s, c->check, nind, pc, "gather index check kernel");
+      tcu_run_n(dev, s, c->check, nind, pc, "gather index check kernel");
   if (e != NULL)
     return e;
   ce = cudaMemcpyAsync(&host_flag, flag, sizeof host_flag,
@@ -445,7 +508,7 @@ static tyto_plugin_error *gather_launch(tyto_plugin_device *dev,
   int64_t n = d->out[0].n;
   void *params[] = {(void *)&in[0].ptr, (void *)&in[1].ptr, (void *)&out[0].ptr,
                     &g, &n};
-  return run(dev, s, c->main, n, params, "gather kernel");
+  return tcu_run_n(dev, s, c->main, n, params, "gather kernel");
 }
 
 /* Checks the indices and writes them, sorted by (index, position), then
@@ -523,7 +586,7 @@ static tyto_plugin_error *scatter_launch(tyto_plugin_device *dev,
                     (void *)&out[0].ptr,
                     &g,
                     &n};
-  return run(dev, s, c->main, n, params, "scatter_add kernel");
+  return tcu_run_n(dev, s, c->main, n, params, "scatter_add kernel");
 }
 
 static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,

@@ -18,6 +18,7 @@ static const tcu_family *const families[] = {
     &tcu_family_blas,     &tcu_family_conv,    &tcu_family_pool,
     &tcu_family_index,    &tcu_family_random,  &tcu_family_linalg,
 };
+/* tcu_family_int owns no op code: tcu_int_route chooses it. */
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
 const char *tcu_dtype_name(uint32_t d) {
@@ -64,6 +65,17 @@ const char tcu_prelude[] =
     "  }\n"
     "  return o;\n"
     "}\n"
+    "/* x converted to an integer whose largest value is hi (2^31 - 1 or\n"
+    " * 2^63 - 1) as CAST converts: truncated toward zero, saturated, NaN\n"
+    " * 0. The limits are compared first: C++ leaves the conversion of a\n"
+    " * value out of range undefined, and 2^63 - 1 is no double. */\n"
+    "__device__ __forceinline__ i64 tyto_int_of_d(double x, i64 hi) {\n"
+    "  const double lim = (double)hi + 1.0; /* 2^31 or 2^63, exact */\n"
+    "  if (x != x) return 0;\n"
+    "  if (x >= lim) return hi;\n"
+    "  if (x <= -lim) return -hi - 1;\n"
+    "  return (i64)x;\n"
+    "}\n"
     "__device__ __forceinline__ float tyto_bits_f(u32 u) {\n"
     "  return __int_as_float((int)u);\n"
     "}\n"
@@ -105,6 +117,17 @@ const char *tcu_dtype_defs(uint32_t dtype) {
     return "#define T float\n#define S unsigned short\n#define TYTO_16 1\n"
            "#define LD(x) tyto_bf16_f(x)\n#define ST(x) tyto_f_bf16(x)\n"
            "#define STD(x) tyto_d_bf16(x)\n";
+  case TYTO_PLUGIN_DTYPE_I32:
+    return "#define T int\n#define S int\n#define TU unsigned int\n"
+           "#define TYTO_INT 1\n#define TI_HI 0x7fffffffLL\n"
+           "#define LD(x) (x)\n#define ST(x) (x)\n"
+           "#define STD(x) ((T)tyto_int_of_d(x, TI_HI))\n";
+  case TYTO_PLUGIN_DTYPE_I64:
+    return "#define T long long\n#define S long long\n"
+           "#define TU unsigned long long\n#define TYTO_INT 1\n"
+           "#define TI_HI 0x7fffffffffffffffLL\n"
+           "#define LD(x) (x)\n#define ST(x) (x)\n"
+           "#define STD(x) ((T)tyto_int_of_d(x, TI_HI))\n";
   default:
     return "#define T float\n#define S float\n"
            "#define LD(x) (x)\n#define ST(x) (x)\n"
@@ -114,6 +137,14 @@ const char *tcu_dtype_defs(uint32_t dtype) {
 
 int tcu_is16(uint32_t dtype) {
   return dtype == TYTO_PLUGIN_DTYPE_F16 || dtype == TYTO_PLUGIN_DTYPE_BF16;
+}
+
+/* The `#define TYTO_IDX <type>` integer index kernels read (index.c) or
+ * store (reduce.c's ARGMAX and ARGMIN), "" for a floating dtype. */
+const char *tcu_idx_define(uint32_t dtype) {
+  return dtype == TYTO_PLUGIN_DTYPE_I32   ? "#define TYTO_IDX int\n"
+         : dtype == TYTO_PLUGIN_DTYPE_I64 ? "#define TYTO_IDX long long\n"
+                                          : "";
 }
 
 /* ---- services ------------------------------------------------------------ */
@@ -210,6 +241,13 @@ tyto_plugin_error *tcu_run(tyto_plugin_device *dev, tyto_plugin_stream *s,
   return NULL;
 }
 
+tyto_plugin_error *tcu_run_n(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                             cudaKernel_t fn, int64_t n, void **params,
+                             const char *what) {
+  return tcu_run(dev, s, fn, (dim3){tcu_blocks(dev, n), 1, 1},
+                 (dim3){TCU_BLOCK, 1, 1}, 0, params, what);
+}
+
 tyto_plugin_error *tcu_lib_error(tyto_plugin_device *dev, tyto_plugin_code code,
                                  const char *op, const char *call,
                                  const char *status) {
@@ -292,9 +330,14 @@ static tyto_plugin_error *read_desc(tyto_plugin_device *dev,
                          &d->out[i])) != NULL)
       return e;
   /* CAST converts, and a fused program may (ABI 1.5): their operands'
-   * dtypes are checked against the program (eltwise.c). */
+   * dtypes are checked against the program (eltwise.c). Integer operands
+   * (ABI 1.6): int.c checks their combination. */
+  int ints = 0;
+  for (uint32_t i = 0; i < d->n_in + d->n_out; i++)
+    ints |= tpc_dtype_int(i < d->n_in ? d->in[i].l.dtype
+                                      : d->out[i - d->n_in].l.dtype);
   const int mixed =
-      d->op == TYTO_PLUGIN_OP_CAST || d->op == TYTO_PLUGIN_OP_FUSED;
+      d->op == TYTO_PLUGIN_OP_CAST || d->op == TYTO_PLUGIN_OP_FUSED || ints;
   uint32_t dt = d->out[0].l.dtype;
   for (uint32_t i = 0; i < d->n_in + d->n_out; i++) {
     const tcu_reach *r = i < d->n_in ? &d->in[i] : &d->out[i - d->n_in];
@@ -311,17 +354,28 @@ static tyto_plugin_error *read_desc(tyto_plugin_device *dev,
                              "%s: %s %u has unknown dtype %u", op, side, j,
                              (unsigned)r->l.dtype);
     /* COPY moves bits of any dtype; every other op computes in f32 or
-     * f64, the 16-bit dtypes being storage formats (ops.md, Dtypes). */
+     * f64 (the 16-bit dtypes being storage formats: ops.md, Dtypes) or
+     * in the integers' own arithmetic. */
     if (d->op != TYTO_PLUGIN_OP_COPY && r->l.dtype != TYTO_PLUGIN_DTYPE_F32 &&
-        r->l.dtype != TYTO_PLUGIN_DTYPE_F64 && !tcu_is16(r->l.dtype))
+        r->l.dtype != TYTO_PLUGIN_DTYPE_F64 && !tcu_is16(r->l.dtype) &&
+        !tpc_dtype_int(r->l.dtype))
       return host->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED,
                              "%s: dtype %s is not supported by the cuda "
-                             "plugin (f32, f64, f16 and bf16; copy moves any "
-                             "dtype)",
+                             "plugin (f32, f64, f16, bf16, i32 and i64; copy "
+                             "moves any dtype)",
                              op, tcu_dtype_name(r->l.dtype));
   }
+  tyto_plugin_error *e2;
+  if (ints && (e2 = tcu_int_route(dev, d, fam)) != NULL)
+    return e2;
+  /* ARGMAX and ARGMIN into an integer output compute in the input's
+   * dtype (reduce.c stores the index as the integer). */
+  if (ints &&
+      (d->op == TYTO_PLUGIN_OP_ARGMAX || d->op == TYTO_PLUGIN_OP_ARGMIN) &&
+      d->n_in == 1)
+    dt = d->in[0].l.dtype;
   d->elem = tpc_dtype_size(dt);
-  d->celem = dt == TYTO_PLUGIN_DTYPE_F64 ? 8 : 4;
+  d->celem = dt == TYTO_PLUGIN_DTYPE_F64 || dt == TYTO_PLUGIN_DTYPE_I64 ? 8 : 4;
   if (dev->arch[0] == '\0')
     return host->error_new(TYTO_PLUGIN_ERR_UNSUPPORTED, "%s on cuda:%d: %s", op,
                            dev->index, dev->arch_error);

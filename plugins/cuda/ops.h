@@ -6,16 +6,19 @@
  *  - it checks every layout of the descriptor (present, complete, rank <= 8,
  *    no negative extent, reach without 64-bit overflow) and that every
  *    operand has one dtype (CAST and FUSED excepted), f32, f64, f16 or
- *    bf16 (COPY moves any dtype's bits);
+ *    bf16 (COPY moves any dtype's bits), or that a descriptor with i32 or
+ *    i64 operands is one ops.md defines (tcu_int_route);
  *  - it finds the family that owns the op and lets it check the rest;
  *  - at launch it resolves every binding to a tcu_arg, the device address
  *    of the layout's origin, after checking that the elements the layout
  *    reaches lie inside the bound buffer, and makes the device current.
  *
- * Kernels compute in T (float, or double for f64) and store S, the
- * dtype's storage type (unsigned short for f16 and bf16): LD(s) reads a
- * stored value into T exactly, ST(t) rounds a T to the dtype once, STD(d)
- * rounds a double to it once (tcu_dtype_defs).
+ * Kernels compute in T (float, or double for f64; int or long long for
+ * i32 and i64, with TU their unsigned type and TYTO_INT set) and store S,
+ * the dtype's storage type (unsigned short for f16 and bf16): LD(s) reads
+ * a stored value into T exactly, ST(t) rounds a T to the dtype once,
+ * STD(d) rounds a double to it once (to an integer: as CAST converts,
+ * truncated, saturated, NaN 0; tcu_dtype_defs).
  *
  * A family (copyfill.c, eltwise.c, reduce.c, blas.c, conv.c, pool.c,
  * index.c, random.c, linalg.c) checks the attributes of its ops, builds its
@@ -111,6 +114,16 @@ extern const tcu_family tcu_family_index;    /* PAD, GATHER, SCATTER_ADD,
 extern const tcu_family tcu_family_random;   /* RANDOM_* (Philox) */
 extern const tcu_family tcu_family_linalg;   /* INV .. TRIANGULAR_SOLVE
                                                 (cuSOLVER, cuBLAS) */
+extern const tcu_family tcu_family_int;      /* integer elementwise ops,
+                                                reductions and casts */
+
+/* For a descriptor with an i32 or i64 operand (ABI 1.6): NULL when
+ * sdk/docs/ops.md ("Integer dtypes") defines the op on its operands'
+ * dtypes, with *fam set to tcu_family_int where that family runs it (else
+ * left as the op's own family); else UNSUPPORTED, naming the op and the
+ * dtypes (int.c). */
+tyto_plugin_error *tcu_int_route(tyto_plugin_device *dev, const tcu_desc *d,
+                                 const tcu_family **fam);
 
 /* ---- services (kernels.c) ---------------------------------------------- */
 
@@ -137,6 +150,11 @@ tcu_dims tcu_dims_of(const tyto_plugin_layout *l);
 /* Whether dtype is f16 or bf16, the storage formats. */
 int tcu_is16(uint32_t dtype);
 
+/* "#define TYTO_IDX int\n" (i32) or "... long long\n" (i64): the type of
+ * integer indices, which index.c's kernels read and reduce.c's ARGMAX and
+ * ARGMIN store; "" for any other dtype. */
+const char *tcu_idx_define(uint32_t dtype);
+
 /* The definitions of T, S, LD, ST and STD for `dtype` (above), and
  * TYTO_FP64 or TYTO_16 for f64 and the 16-bit dtypes. */
 const char *tcu_dtype_defs(uint32_t dtype);
@@ -158,6 +176,12 @@ tyto_plugin_error *tcu_run(tyto_plugin_device *dev, tyto_plugin_stream *s,
                            cudaKernel_t fn, dim3 grid, dim3 block,
                            size_t shared_bytes, void **params,
                            const char *what);
+
+/* tcu_run of a grid-stride kernel over n items: tcu_blocks(dev, n) blocks
+ * of TCU_BLOCK threads, no shared memory. */
+tyto_plugin_error *tcu_run_n(tyto_plugin_device *dev, tyto_plugin_stream *s,
+                             cudaKernel_t fn, int64_t n, void **params,
+                             const char *what);
 
 /* The cuBLAS math mode (a cublasMath_t) for products of dtype (blas.c):
  * TF32 tensor cores for f32 only with the option allow_tf32; for f16 and

@@ -74,7 +74,9 @@ static tyto_plugin_error *device_query(tyto_plugin_state *st, uint32_t ordinal,
   SET(dtypes, TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F32) |
                   TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F64) |
                   TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F16) |
-                  TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_BF16));
+                  TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_BF16) |
+                  TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_I32) |
+                  TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_I64));
   SET(flags, TYTO_PLUGIN_CAP_ASYNC | TYTO_PLUGIN_CAP_PINNED_HOST |
                  (st->any_peer ? TYTO_PLUGIN_CAP_PEER_COPY : 0u));
   SET(memory_bytes, hw->memory_bytes);

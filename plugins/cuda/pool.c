@@ -475,13 +475,6 @@ static void *ptr_of(const tcu_desc *d, const tcu_arg *in, const tcu_arg *out,
   return r < (int)d->n_in ? in[r].ptr : out[r - (int)d->n_in].ptr;
 }
 
-static tyto_plugin_error *run(tyto_plugin_device *dev, tyto_plugin_stream *s,
-                              cudaKernel_t fn, int64_t n, void **params,
-                              const char *what) {
-  return tcu_run(dev, s, fn, (dim3){tcu_blocks(dev, n), 1, 1},
-                 (dim3){TCU_BLOCK, 1, 1}, 0, params, what);
-}
-
 static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
                                  tyto_plugin_kernel *k, const tcu_arg *in,
                                  const tcu_arg *out, const tcu_arg *ws) {
@@ -499,17 +492,17 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   case TYTO_PLUGIN_OP_MAX_POOL2D:
   case TYTO_PLUGIN_OP_AVG_POOL2D: {
     void *params[] = {&x, &y, &g, &n};
-    return run(dev, s, c->main, n, params,
-               d->op == TYTO_PLUGIN_OP_MAX_POOL2D ? "max_pool2d kernel"
-                                                  : "avg_pool2d kernel");
+    return tcu_run_n(dev, s, c->main, n, params,
+                     d->op == TYTO_PLUGIN_OP_MAX_POOL2D ? "max_pool2d kernel"
+                                                        : "avg_pool2d kernel");
   }
   case TYTO_PLUGIN_OP_MAX_POOL2D_SELECT: {
     void *params[] = {&x, &t, &y, &g, &n};
-    return run(dev, s, c->main, n, params, "max_pool2d_select kernel");
+    return tcu_run_n(dev, s, c->main, n, params, "max_pool2d_select kernel");
   }
   case TYTO_PLUGIN_OP_AVG_POOL2D_BACKWARD: {
     void *params[] = {&y, &t, &g, &n};
-    return run(dev, s, c->main, n, params, "avg_pool2d_backward kernel");
+    return tcu_run_n(dev, s, c->main, n, params, "avg_pool2d_backward kernel");
   }
   default: break;
   }
@@ -517,19 +510,19 @@ static tyto_plugin_error *launch(tyto_plugin_device *dev, tyto_plugin_stream *s,
   if (c->cells) {
     int tiled = c->tiled;
     void *params[] = {&x, &y, &t, &g, &tiled, &n};
-    return run(dev, s, c->main, n, params, "max_pool2d_backward kernel");
+    return tcu_run_n(dev, s, c->main, n, params, "max_pool2d_backward kernel");
   }
   /* The argmaxes at the first 4-byte boundary of the workspace. */
   uintptr_t at = (uintptr_t)ws->ptr;
   void *am = (void *)((at + sizeof(int) - 1) / sizeof(int) * sizeof(int));
   int64_t windows = d->in[1].n;
   void *p1[] = {&x, &am, &g, &windows};
-  tyto_plugin_error *e =
-      run(dev, s, c->argmax, windows, p1, "max_pool2d_backward argmax kernel");
+  tyto_plugin_error *e = tcu_run_n(dev, s, c->argmax, windows, p1,
+                                   "max_pool2d_backward argmax kernel");
   if (e != NULL)
     return e;
   void *p2[] = {&am, &y, &t, &g, &n};
-  return run(dev, s, c->main, n, p2, "max_pool2d_backward kernel");
+  return tcu_run_n(dev, s, c->main, n, p2, "max_pool2d_backward kernel");
 }
 
 const tcu_family tcu_family_pool = {"pool",  tpc_pool_op, check,

@@ -29,6 +29,9 @@
  *
  * f16 and bf16 elements are read into f32, which every fold, partial
  * state and softmax sum uses; each result is rounded to the dtype once.
+ * ARGMAX and ARGMIN into an i32 or i64 output (ABI 1.6) run in the
+ * input's dtype and store the index as the integer (TYTO_IDX). The
+ * integer reductions run in int.c.
  */
 #include "ops.h"
 
@@ -54,6 +57,15 @@ static const char source_1[] =
     "  switch (op) { RED_OPS(RED_CASE_F) }\n"
     "  return 0;\n"
     "}\n"
+    "/* The output's storage and store: ARGMAX and ARGMIN into an integer\n"
+    " * dtype (TYTO_IDX) store the index itself. */\n"
+    "#if defined(TYTO_IDX)\n"
+    "#define YS TYTO_IDX\n"
+    "#define YST(a, b, i, n) ((TYTO_IDX)(i))\n"
+    "#else\n"
+    "#define YS S\n"
+    "#define YST(a, b, i, n) ST(red_final(op, a, b, i, n))\n"
+    "#endif\n"
     "#define RED_LANES \\\n"
     "  const i64 L = blockDim.x, l = threadIdx.x; \\\n"
     "  const i64 Lx = 1LL << lxs, Ly = L >> lxs; \\\n"
@@ -82,7 +94,7 @@ static const char source_1[] =
     "extern \"C\" __global__ void __launch_bounds__(256)\n"
     "tyto_reduce(int op, int merge, const S *x, tcu_dims kx, tcu_dims ky,\n"
     "            i64 nout, i64 tile0, tcu_dims rd, i64 count, i64 chunk,\n"
-    "            i64 n, int lxs, S *y, T *w, i64 *wi) {\n"
+    "            i64 n, int lxs, YS *y, T *w, i64 *wi) {\n"
     "  __shared__ T la[256], lb[256];\n"
     "  __shared__ i64 li[256];\n"
     "  RED_LANES\n"
@@ -133,7 +145,7 @@ static const char source_1[] =
     "  RED_TREE(switch (op) { RED_OPS(RED_CASE_M) })\n"
     "  if (ly == 0 && o < nout) {\n"
     "    if (nch == 1) {\n"
-    "      y[tyto_offset(o, ky)] = ST(red_final(op, a, b, i, n));\n"
+    "      y[tyto_offset(o, ky)] = YST(a, b, i, n);\n"
     "    } else {\n"
     "      const i64 p = o * nch + c;\n"
     "      w[2 * p] = a;\n"
@@ -224,7 +236,8 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   tpc_operands a;
   operands(d, &a);
   tpc_reduce_split(&a, &r->plan);
-  const char *parts[] = {prelude, tpc_reduce_folds, source_1, source_2};
+  const char *parts[] = {prelude, tcu_idx_define(d->out[0].l.dtype),
+                         tpc_reduce_folds, source_1, source_2};
   char *source = tcu_source_join(parts, sizeof parts / sizeof parts[0]);
   if (source == NULL)
     return host->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,

@@ -1,11 +1,12 @@
 /*
  * The integer dtypes i32 and i64 (ABI 1.6, sdk/docs/ops.md "Integer
- * dtypes"): which ops run on them (ocl_int_route, for kernels.c), and the
- * family that runs the elementwise ops, CAST to or from them and the
- * reductions SUM, MAX_REDUCE and MIN_REDUCE. COPY, FILL and PAD run in
- * copyfill.c and index.c, ARGMAX and ARGMIN into an integer output in
- * reduce.c, GATHER, SCATTER_ADD and ONE_HOT with integer indices or data in
- * index.c; all build with T the integer type (kernels.c's options).
+ * dtypes"): which ops run on them (ocl_int_route, for kernels.c;
+ * plugins/common/int_plan.c decides), and the family that runs the
+ * elementwise ops, CAST to or from them and the reductions SUM, MAX_REDUCE
+ * and MIN_REDUCE. COPY, FILL and PAD run in copyfill.c and index.c, ARGMAX
+ * and ARGMIN into an integer output in reduce.c, GATHER, SCATTER_ADD and
+ * ONE_HOT with integer indices or data in index.c; all build with T the
+ * integer type (kernels.c's options).
  *
  * Arithmetic wraps modulo 2^32 or 2^64 as C's unsigned arithmetic does:
  * the kernels add, subtract, multiply and negate in TU, the unsigned type
@@ -31,98 +32,27 @@
 #include <string.h>
 
 #include "../common/common.h"
-#include "../common/eltwise_plan.h"
-#include "../common/reduce_plan.h"
+#include "../common/int_plan.h"
 #include "errors.h"
 
 /* ---- which ops run on integers ------------------------------------------ */
 
-static uint32_t dtype_of(const ocl_desc *d, uint32_t i) {
-  return i < d->n_in ? d->in[i].l.dtype : d->out[i - d->n_in].l.dtype;
-}
-
-/* "i32, f32 -> i64": the operands' dtypes, for messages. */
-static void dtypes_text(const ocl_desc *d, char *buf, size_t size) {
-  size_t at = 0;
-  buf[0] = '\0';
-  for (uint32_t i = 0; i < d->n_in + d->n_out && at < size; i++) {
-    int n = snprintf(buf + at, size - at, "%s%s",
-                     i == 0         ? ""
-                     : i == d->n_in ? " -> "
-                                    : ", ",
-                     ocl_dtype_name(dtype_of(d, i)));
-    if (n < 0)
-      break;
-    at += (size_t)n;
-  }
-}
-
-/* Whether every operand of d but those of the mask `skip` (bit i: operand
- * i, inputs first) has dtype dt. */
-static int all_of(const ocl_desc *d, uint32_t dt, unsigned skip) {
-  for (uint32_t i = 0; i < d->n_in + d->n_out; i++)
-    if (!(skip & (1u << i)) && dtype_of(d, i) != dt)
-      return 0;
-  return 1;
+static void operands(const ocl_desc *d, tpc_operands *a) {
+  tpc_operands_init(a, d->d, d->n_in, &d->in[0].l, sizeof d->in[0], d->n_out,
+                    &d->out[0].l, sizeof d->out[0], 0);
 }
 
 tyto_plugin_error *ocl_int_route(tyto_plugin_device *dev, const ocl_desc *d,
                                  const ocl_family **fam) {
-  const char *op = ocl_op_name(d->op);
-  char dts[160];
-  dtypes_text(d, dts, sizeof dts);
-  uint32_t out = d->out[0].l.dtype;
-  uint32_t in0 = d->n_in > 0 ? d->in[0].l.dtype : out;
-  int ok = 0;
-  switch (d->op) {
-  case TYTO_PLUGIN_OP_COPY:
-  case TYTO_PLUGIN_OP_FILL:
-  case TYTO_PLUGIN_OP_PAD: ok = all_of(d, out, 0); break;
-  case TYTO_PLUGIN_OP_CAST:
-    ok = 1; /* any two of the six dtypes, each checked by kernels.c */
-    if (in0 != out)
-      *fam = &ocl_family_int;
-    break;
-  case TYTO_PLUGIN_OP_ARGMAX:
-  case TYTO_PLUGIN_OP_ARGMIN:
-    /* the input is never an integer */
-    ok = d->n_in == 1 && !tpc_dtype_int(in0) && tpc_dtype_int(out);
-    break;
-  case TYTO_PLUGIN_OP_GATHER:
-  case TYTO_PLUGIN_OP_SCATTER_ADD:
-    /* data (input 0, SCATTER_ADD's updates, the output) of one dtype;
-     * indices (input 1) i32, i64 or the data's dtype */
-    ok = d->n_in >= 2 && all_of(d, out, 2u) &&
-         (tpc_dtype_int(d->in[1].l.dtype) || d->in[1].l.dtype == out);
-    break;
-  case TYTO_PLUGIN_OP_ONE_HOT:
-    /* integer indices give any output dtype; others their own */
-    ok = d->n_in == 1 && tpc_dtype_int(in0);
-    break;
-  case TYTO_PLUGIN_OP_FUSED:
-    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_UNSUPPORTED,
-                     "fused: integer operands (%s) never appear in a fused "
-                     "program (sdk/docs/ops.md, \"Integer dtypes\")",
-                     dts);
-  default:
-    if (tpc_int_eltwise(d->op) || tpc_int_reduce(d->op)) {
-      ok = tpc_dtype_int(out) && all_of(d, out, 0);
-      if (ok)
-        *fam = &ocl_family_int;
-      break;
-    }
-    return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_UNSUPPORTED,
-                     "%s is not defined on the integer dtypes (operands %s; "
-                     "sdk/docs/ops.md, \"Integer dtypes\", lists the ops "
-                     "that are): cast to a floating dtype first",
-                     op, dts);
-  }
-  if (ok)
-    return NULL;
-  return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_UNSUPPORTED,
-                   "%s: operand dtypes %s are not a combination "
-                   "sdk/docs/ops.md (\"Integer dtypes\") defines for it",
-                   op, dts);
+  tpc_operands a;
+  operands(d, &a);
+  char why[512];
+  int own = 0, code = tpc_int_route(&a, &own, why, sizeof why);
+  if (code != 0)
+    return ocl_error(OCL_HOST(dev), (tyto_plugin_code)code, "%s", why);
+  if (own)
+    *fam = &ocl_family_int;
+  return NULL;
 }
 
 const char *ocl_idx_option(uint32_t dtype) {
@@ -301,39 +231,13 @@ static int owns(uint32_t op) {
   return 0; /* chosen by ocl_int_route, never by op code alone */
 }
 
-static void operands(const ocl_desc *d, tpc_operands *a) {
-  tpc_operands_init(a, d->d, d->n_in, &d->in[0].l, sizeof d->in[0], d->n_out,
-                    &d->out[0].l, sizeof d->out[0], 0);
-}
-
 static tyto_plugin_error *check(tyto_plugin_device *dev, const ocl_desc *d) {
-  const tyto_plugin_host *host = OCL_HOST(dev);
-  const char *op = ocl_op_name(d->op);
   tpc_operands a;
   operands(d, &a);
   char why[512];
-  int code;
-  if (tpc_int_reduce(d->op)) {
-    code = tpc_reduce_check(&a, why, sizeof why);
-    return code != 0 ? ocl_error(host, (tyto_plugin_code)code, "%s", why)
-                     : NULL;
-  }
-  int arity = d->op == TYTO_PLUGIN_OP_CAST ? 1 : tpc_fused_arity(d->op);
-  if (d->n_in != (uint32_t)arity || d->n_out != 1)
-    return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                     "%s: expected %d input%s and 1 output, got %u and %u", op,
-                     arity, arity > 1 ? "s" : "", (unsigned)d->n_in,
-                     (unsigned)d->n_out);
-  if ((code = tpc_elt_check_shapes(&a, why, sizeof why)) != 0)
-    return ocl_error(host, (tyto_plugin_code)code, "%s", why);
-  const tyto_plugin_layout *l = &d->out[0].l;
-  for (uint32_t k = 0; k < l->rank && d->out[0].n > 0; k++)
-    if (l->strides[k] == 0 && l->shape[k] > 1)
-      return ocl_error(host, TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
-                       "%s: the output has stride 0 on axis %u of extent "
-                       "%lld; each output element must have its own place",
-                       op, (unsigned)k, (long long)l->shape[k]);
-  return NULL;
+  int code = tpc_int_check(&a, why, sizeof why);
+  return code != 0 ? ocl_error(OCL_HOST(dev), (tyto_plugin_code)code, "%s", why)
+                   : NULL;
 }
 
 static tyto_plugin_error *prepare(tyto_plugin_device *dev,

@@ -66,6 +66,7 @@ nvidia-smi -L
 step tyto-info 60 "$bin/tyto-info"
 step plugin-test 120 "$work/tests/test_cuda_plugin" "$plug/tyto_plugin_cuda.so"
 step faults-test 120 "$work/tests/test_cuda_faults" "$plug"
+# Every dtype the plugin lists: f32, f64, f16, bf16, i32 and i64.
 step conform-test 240 "$bin/tyto-conform" "$plug/tyto_plugin_cuda.so" \
   --reference "$plug/tyto_plugin_cpu.so"
 step conform-grad 240 "$bin/tyto-conform" "$plug/tyto_plugin_cuda.so" \

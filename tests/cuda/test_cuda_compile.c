@@ -5,8 +5,9 @@
  * the oldest the plugin drives), so a kernel that does not compile fails
  * here, on machines without a GPU, not first on a GPU: in f32, f64, f16
  * and bf16 (bf16 convolutions on sm_75 take the f32 path), CAST between
- * every pair, and fused programs that mix dtypes. Needs NVRTC only (no
- * driver). Linked with the plugin's objects (libtcu.la).
+ * every pair, fused programs that mix dtypes, and the ops of the integer
+ * dtypes i32 and i64 (with the ones they do not take refused). Needs NVRTC only
+ * (no driver). Linked with the plugin's objects (libtcu.la).
  *
  * Then the disk cache of compiled kernels (plugins/common/diskcache.h) in a
  * temporary cache_dir: a compiled kernel is stored under cache_dir/cuda, a
@@ -27,6 +28,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../plugins/common/common.h"
+#include "../../plugins/common/eltwise_plan.h"
 #include "../../plugins/cuda/ops.h"
 #include "plugin_host.h"
 
@@ -328,6 +331,130 @@ static void mixed_ops(void) {
               "fused add of bf16 and f32", __LINE__);
 }
 
+/* A descriptor prepare() must refuse with `code`, its message holding
+ * `needle`. */
+static void refuse(const char *what, uint32_t op, uint32_t n_in,
+                   const tyto_plugin_layout *in, uint32_t n_out,
+                   const tyto_plugin_layout *out, uint32_t n_i,
+                   const int64_t *ia, const void *blob, size_t blob_size,
+                   tyto_plugin_code code, const char *needle) {
+  tyto_plugin_op_desc d = {sizeof d, op, n_in, n_out, in,        out,
+                           n_i,      ia, 0,    NULL,  blob_size, blob};
+  tyto_plugin_kernel *k = NULL;
+  expect_err_(tcu_prepare(dev, &d, &k, NULL), code, needle, what, __LINE__);
+  if (k != NULL)
+    tcu_kernel_release(dev, k);
+}
+
+/* The integer dtypes (ABI 1.6, ops.md "Integer dtypes"): every op ops.md
+ * defines on them, in dtype dt, dense and strided; CAST between dt and
+ * each other dtype; the combinations and ops it does not define refused
+ * as unsupported, naming the dtypes. */
+static void int_ops(uint32_t dt) {
+  tyto_plugin_layout v = L(2, (int64_t)3, (int64_t)5);
+  tyto_plugin_layout t = v; /* transposed view of a [5, 3] tensor */
+  t.strides[0] = 1;
+  t.strides[1] = 3;
+  tyto_plugin_layout ins[3] = {v, t, v};
+  for (uint32_t op = TYTO_PLUGIN_OP_NEG; op <= TYTO_PLUGIN_OP_WHERE; op++) {
+    if (!tpc_int_eltwise(op))
+      continue;
+    uint32_t arity = (uint32_t)tpc_fused_arity(op);
+    prep(tcu_op_name(op), op, arity, ins, 1, &v, 0, NULL, 0, NULL, NULL, 0);
+    prep(tcu_op_name(op), op, arity, ins, 1, &t, 0, NULL, 0, NULL, NULL, 0);
+  }
+  tyto_plugin_layout big = L(3, (int64_t)4, (int64_t)7, (int64_t)9);
+  tyto_plugin_layout r = L(3, (int64_t)4, (int64_t)1, (int64_t)1);
+  int64_t axes[2] = {1, 2};
+  prep("sum", TYTO_PLUGIN_OP_SUM, 1, &big, 1, &r, 2, axes, 0, NULL, NULL, 0);
+  prep("max_reduce", TYTO_PLUGIN_OP_MAX_REDUCE, 1, &big, 1, &r, 2, axes, 0,
+       NULL, NULL, 0);
+  prep("min_reduce", TYTO_PLUGIN_OP_MIN_REDUCE, 1, &big, 1, &r, 2, axes, 0,
+       NULL, NULL, 0);
+  /* CAST to and from every other dtype, strided on one side. */
+  static const uint32_t all[] = {TYTO_PLUGIN_DTYPE_F32, TYTO_PLUGIN_DTYPE_F64,
+                                 TYTO_PLUGIN_DTYPE_F16, TYTO_PLUGIN_DTYPE_BF16,
+                                 TYTO_PLUGIN_DTYPE_I32, TYTO_PLUGIN_DTYPE_I64};
+  for (size_t j = 0; j < sizeof all / sizeof all[0]; j++) {
+    tyto_plugin_layout a = dense(dt, 2, (int64_t)3, (int64_t)5);
+    tyto_plugin_layout b = dense(all[j], 2, (int64_t)3, (int64_t)5);
+    b.strides[0] = 1;
+    b.strides[1] = 3;
+    char what[64];
+    snprintf(what, sizeof what, "cast %s -> %s", tcu_dtype_name(dt),
+             tcu_dtype_name(all[j]));
+    prep(what, TYTO_PLUGIN_OP_CAST, 1, &a, 1, &b, 0, NULL, 0, NULL, NULL, 0);
+    snprintf(what, sizeof what, "cast %s -> %s", tcu_dtype_name(all[j]),
+             tcu_dtype_name(dt));
+    prep(what, TYTO_PLUGIN_OP_CAST, 1, &b, 1, &a, 0, NULL, 0, NULL, NULL, 0);
+  }
+  /* COPY, FILL (a value beyond i32's range saturates), PAD. */
+  prep("copy", TYTO_PLUGIN_OP_COPY, 1, &t, 1, &v, 0, NULL, 0, NULL, NULL, 0);
+  double big_value = 1e10;
+  prep("fill", TYTO_PLUGIN_OP_FILL, 0, NULL, 1, &t, 0, NULL, 1, &big_value,
+       NULL, 0);
+  tyto_plugin_layout padded = L(2, (int64_t)5, (int64_t)9);
+  int64_t pad_a[5] = {0, 1, 1, 2, 2};
+  double seven = 7;
+  prep("pad", TYTO_PLUGIN_OP_PAD, 1, &v, 1, &padded, 5, pad_a, 1, &seven, NULL,
+       0);
+  /* ARGMAX and ARGMIN of f32 and f16 into dt. */
+  int64_t ax1 = 1;
+  tyto_plugin_layout idx_out = L(2, (int64_t)3, (int64_t)1);
+  static const uint32_t fl[] = {TYTO_PLUGIN_DTYPE_F32, TYTO_PLUGIN_DTYPE_F16};
+  for (size_t j = 0; j < 2; j++) {
+    tyto_plugin_layout x = dense(fl[j], 2, (int64_t)3, (int64_t)5);
+    prep("argmax", TYTO_PLUGIN_OP_ARGMAX, 1, &x, 1, &idx_out, 1, &ax1, 0, NULL,
+         NULL, 0);
+    prep("argmin", TYTO_PLUGIN_OP_ARGMIN, 1, &x, 1, &idx_out, 1, &ax1, 0, NULL,
+         NULL, 0);
+  }
+  /* GATHER and SCATTER_ADD with dt indices, of f32 data and of dt data;
+   * ONE_HOT of dt indices into f32, bf16 and dt. */
+  tyto_plugin_layout gi = L(1, (int64_t)2);
+  int64_t ax0 = 0;
+  for (size_t j = 0; j < 2; j++) {
+    uint32_t ddt = j == 0 ? TYTO_PLUGIN_DTYPE_F32 : dt;
+    tyto_plugin_layout data = dense(ddt, 2, (int64_t)3, (int64_t)5);
+    tyto_plugin_layout go = dense(ddt, 2, (int64_t)2, (int64_t)5);
+    tyto_plugin_layout gd[2] = {data, gi};
+    prep("gather", TYTO_PLUGIN_OP_GATHER, 2, gd, 1, &go, 1, &ax0, 0, NULL, NULL,
+         0);
+    tyto_plugin_layout sd[3] = {data, gi, go};
+    prep("scatter_add", TYTO_PLUGIN_OP_SCATTER_ADD, 3, sd, 1, &data, 1, &ax0, 0,
+         NULL, NULL, 0);
+  }
+  tyto_plugin_layout labels = L(1, (int64_t)4);
+  static const uint32_t oh_dts[] = {TYTO_PLUGIN_DTYPE_F32,
+                                    TYTO_PLUGIN_DTYPE_BF16, 0};
+  for (size_t j = 0; j < 3; j++) {
+    tyto_plugin_layout oh =
+        dense(j < 2 ? oh_dts[j] : dt, 2, (int64_t)4, (int64_t)10);
+    prep("one_hot", TYTO_PLUGIN_OP_ONE_HOT, 1, &labels, 1, &oh, 0, NULL, 0,
+         NULL, NULL, 0);
+  }
+  /* Refused: an op ops.md leaves to the floating dtypes, a mix of dtypes
+   * an op does not take, ARGMAX of integers, a fused program. */
+  tyto_plugin_layout x32 =
+      dense(TYTO_PLUGIN_DTYPE_F32, 2, (int64_t)3, (int64_t)5);
+  refuse("exp of an integer", TYTO_PLUGIN_OP_EXP, 1, &v, 1, &v, 0, NULL, NULL,
+         0, TYTO_PLUGIN_ERR_UNSUPPORTED, "not defined on the integer dtypes");
+  tyto_plugin_layout mixed[2] = {v, x32};
+  refuse("add of an integer and f32", TYTO_PLUGIN_OP_ADD, 2, mixed, 1, &v, 0,
+         NULL, NULL, 0, TYTO_PLUGIN_ERR_UNSUPPORTED, "are not a combination");
+  refuse("argmax of integers", TYTO_PLUGIN_OP_ARGMAX, 1, &v, 1, &idx_out, 1,
+         &ax1, NULL, 0, TYTO_PLUGIN_ERR_UNSUPPORTED, "argmax: operand dtypes");
+  tyto_plugin_fused_instr fi[] = {
+      FI(TYTO_PLUGIN_FUSED_INPUT, 0, 0, 0, dt),
+      FI(TYTO_PLUGIN_OP_NEG, 0, 0, 0, dt),
+      FI(TYTO_PLUGIN_FUSED_OUTPUT, 1, 0, 0, dt),
+  };
+  tyto_plugin_fused_program prog = {sizeof prog, 3, fi};
+  refuse("fused integers", TYTO_PLUGIN_OP_FUSED, 1, &v, 1, &v, 0, NULL, &prog,
+         sizeof prog, TYTO_PLUGIN_ERR_UNSUPPORTED,
+         "never appear in a fused program");
+}
+
 /* ---- the disk cache ---------------------------------------------------- */
 
 /* Sets up *d as a fresh compile_only device (as the next process would
@@ -558,6 +685,8 @@ int main(void) {
     all_ops(TYTO_PLUGIN_DTYPE_F16);
     all_ops(TYTO_PLUGIN_DTYPE_BF16);
     mixed_ops();
+    int_ops(TYTO_PLUGIN_DTYPE_I32);
+    int_ops(TYTO_PLUGIN_DTYPE_I64);
     tcu_cache_clear(&d);
     compiled++;
     last = (int)i;

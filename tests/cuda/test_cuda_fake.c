@@ -6,8 +6,8 @@
  * launch, a GEMM or a convolution is recorded, not run.
  *
  * Checked, through the plugin's own ABI tables from init and probe on:
- *  - the dtypes mask lists f16 and bf16, and the T4's name says that bf16
- *    computes in f32 there;
+ *  - the dtypes mask lists f16, bf16, i32 and i64, and the T4's name says
+ *    that bf16 computes in f32 there;
  *  - every op family prepares and launches in f16 and bf16 on both GPUs
  *    (linear algebra is refused, naming the way out), CAST between every
  *    pair of float dtypes, a fused program that mixes dtypes;
@@ -21,7 +21,9 @@
  *    weight gradient takes 16-bit columns into an f32 share;
  *  - 16-bit reductions keep f32 partial states (workspace);
  *  - the generated sources read and write 16 bits through the
- *    conversions (the NVRTC compile itself is test_cuda_compile's).
+ *    conversions (the NVRTC compile itself is test_cuda_compile's);
+ *  - the integer dtypes' families, and SCATTER_ADD's host check of i32
+ *    and i64 indices.
  * Needs no GPU and no driver.
  */
 #define _DEFAULT_SOURCE
@@ -102,9 +104,11 @@ static uint32_t fault_words[4];
 #define BF16 TYTO_PLUGIN_DTYPE_BF16
 #define F32 TYTO_PLUGIN_DTYPE_F32
 #define F64 TYTO_PLUGIN_DTYPE_F64
+#define I32 TYTO_PLUGIN_DTYPE_I32
+#define I64 TYTO_PLUGIN_DTYPE_I64
 
 static size_t dsize(uint32_t dt) {
-  return dt == F64 ? 8 : dt == F32 ? 4 : 2;
+  return dt == F64 || dt == I64 ? 8 : dt == F32 || dt == I32 ? 4 : 2;
 }
 
 /* A dense row-major layout of dtype dt. */
@@ -491,6 +495,80 @@ static void others(uint32_t dt) {
              "cast the matrices to f32 first");
 }
 
+/* The integer dtypes (ABI 1.6): each family that runs them prepares and
+ * launches in dt, with the kernels int.c, reduce.c and index.c generate
+ * for them; a SCATTER_ADD's host check reads dt indices and names a bad
+ * one. (The kernels' compile is test_cuda_compile's; their results are
+ * tyto-conform's on a GPU.) */
+static void ints(uint32_t dt) {
+  int ok;
+  const char *name = tcu_dtype_name(dt);
+  tyto_plugin_layout v = dense(dt, 2, (int64_t)3, (int64_t)5),
+                     r = dense(dt, 2, (int64_t)3, (int64_t)1),
+                     f = dense(F32, 2, (int64_t)3, (int64_t)5),
+                     h = dense(BF16, 2, (int64_t)3, (int64_t)5);
+  tyto_plugin_layout vvv[3] = {v, v, v};
+  int64_t ax0 = 0, ax1 = 1;
+  RUN("add", TYTO_PLUGIN_OP_ADD, 2, vvv, 1, &v, 0, NULL, 0, NULL);
+  CHECK(ok && fake_launch_at("tyto_int_elt", 0) == 0, "add in %s", name);
+  RUN("where", TYTO_PLUGIN_OP_WHERE, 3, vvv, 1, &v, 0, NULL, 0, NULL);
+  CHECK(ok && fake_launch_at("tyto_int_elt", 0) == 0, "where in %s", name);
+  RUN("sum", TYTO_PLUGIN_OP_SUM, 1, &v, 1, &r, 1, &ax1, 0, NULL);
+  CHECK(ok && fake_launch_at("tyto_int_reduce", 0) == 0, "sum in %s", name);
+  RUN("cast from f32", TYTO_PLUGIN_OP_CAST, 1, &f, 1, &v, 0, NULL, 0, NULL);
+  CHECK(ok && fake_launch_at("tyto_int_cast", 0) == 0 &&
+            strstr(fake_source, "tyto_int_of_d((double)v") != NULL,
+        "cast f32 -> %s saturates through tyto_int_of_d", name);
+  RUN("cast to bf16", TYTO_PLUGIN_OP_CAST, 1, &v, 1, &h, 0, NULL, 0, NULL);
+  CHECK(ok && fake_launch_at("tyto_int_cast", 0) == 0 &&
+            strstr(fake_source, "tyto_f_bf16(tyto_i2f_odd(") != NULL,
+        "cast %s -> bf16 rounds once, through an f32 rounded to odd", name);
+  double big = 3e9;
+  RUN("fill", TYTO_PLUGIN_OP_FILL, 0, NULL, 1, &v, 0, NULL, 1, &big);
+  CHECK(ok && fake_launch_at("tyto_fill", 0) == 0, "fill in %s", name);
+  RUN("argmax", TYTO_PLUGIN_OP_ARGMAX, 1, &f, 1, &r, 1, &ax1, 0, NULL);
+  CHECK(ok && fake_launch_at("tyto_reduce", 0) == 0, "argmax f32 -> %s", name);
+  tyto_plugin_layout labels = dense(dt, 1, (int64_t)4),
+                     oh = dense(F32, 2, (int64_t)4, (int64_t)6);
+  RUN("one_hot", TYTO_PLUGIN_OP_ONE_HOT, 1, &labels, 1, &oh, 0, NULL, 0, NULL);
+  CHECK(ok && fake_launch_at("tyto_one_hot", 0) == 0, "one_hot %s -> f32",
+        name);
+  /* SCATTER_ADD of f32 updates at dt indices {1, 5} along an axis of 3:
+   * the host's check reads them as dt and names the bad one. */
+  tyto_plugin_layout gi = dense(dt, 1, (int64_t)2),
+                     go = dense(F32, 2, (int64_t)2, (int64_t)5);
+  tyto_plugin_layout sd[3] = {f, gi, go};
+  RUN("scatter_add", TYTO_PLUGIN_OP_SCATTER_ADD, 3, sd, 1, &f, 1, &ax0, 0,
+      NULL);
+  CHECK(ok && fake_launch_at("tyto_scatter_add", 0) == 0,
+        "scatter_add at %s indices", name);
+  tyto_plugin_op_desc d = {
+      sizeof d, TYTO_PLUGIN_OP_SCATTER_ADD, 3, 1, sd, &f, 1, &ax0, 0, NULL, 0,
+      NULL};
+  tyto_plugin_kernel *k = NULL;
+  tyto_plugin_kernel_info info = {sizeof info, 0, 0};
+  if (!OK(D->prepare(dev, &d, &k, &info)))
+    return;
+  tyto_plugin_buffer *b[4] = {buffer(&f, 0), buffer(&gi, 0), buffer(&go, 0),
+                              buffer(&f, 0)};
+  tyto_plugin_buffer *w = buffer(NULL, info.workspace_bytes);
+  if (dt == I32)
+    memcpy(b[1]->ptr, (int32_t[]){1, 5}, 8);
+  else
+    memcpy(b[1]->ptr, (int64_t[]){1, 5}, 16);
+  tyto_plugin_binding bi[3], bo = {sizeof bo, b[3], 0}, bw = {sizeof bw, w, 0};
+  for (int i = 0; i < 3; i++)
+    bi[i] = (tyto_plugin_binding){sizeof bi[i], b[i], 0};
+  EXPECT_ERR(D->launch(dev, &stream, k, bi, 3, &bo, 1, &bw),
+             TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+             "index 5 at position 1 of the indices (row-major) is out of "
+             "range for axis 0 of extent 3");
+  for (int i = 0; i < 4; i++)
+    buffer_free(b[i]);
+  buffer_free(w);
+  D->kernel_release(dev, k);
+}
+
 /* f32 convolutions keep their path: FMA math, the bias added after. */
 static void f32_conv(void) {
   int ok;
@@ -527,7 +605,8 @@ int main(void) {
     di.struct_size = sizeof di;
     OK(info->fns->device_query(st, (uint32_t)dev_index, &di));
     uint32_t want = TYTO_PLUGIN_DTYPE_BIT(F32) | TYTO_PLUGIN_DTYPE_BIT(F64) |
-                    TYTO_PLUGIN_DTYPE_BIT(F16) | TYTO_PLUGIN_DTYPE_BIT(BF16);
+                    TYTO_PLUGIN_DTYPE_BIT(F16) | TYTO_PLUGIN_DTYPE_BIT(BF16) |
+                    TYTO_PLUGIN_DTYPE_BIT(I32) | TYTO_PLUGIN_DTYPE_BIT(I64);
     CHECK(di.dtypes == want, "%s lists dtypes 0x%x, expected 0x%x",
           fake_gpu_names[dev_index], di.dtypes, want);
     if (dev_index == 0)
@@ -561,6 +640,8 @@ int main(void) {
       others(dt);
     }
     f32_conv();
+    ints(I32);
+    ints(I64);
     D->device_close(dev);
   }
   info->fns->shutdown(st);
