@@ -28,14 +28,15 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # Fashion-MNIST for the main job and the training tests; Open MPI for
 # training over several processes (docs/distributed.md). The suite and the
 # benchmark add PyTorch (for Debian's own /usr/bin/python3) to compare
-# against (tests/torch/test_vs_torch).
+# against (tests/torch/test_vs_torch), and the suite g++, which runs the
+# CUDA plugin's generated kernels on the host (tests/cuda/test_cuda_emu.sh).
 packages="gcc make autoconf automake libtool libltdl-dev pkg-config
   libhwloc-dev libopenblas-dev liblapacke-dev libdnnl-dev check libsubunit-dev
   libinih-dev libjansson-dev uthash-dev ocl-icd-opencl-dev opencl-c-headers
   pocl-opencl-icd libclblast-dev zlib1g-dev valgrind dataset-fashion-mnist
   libopenmpi-dev openmpi-bin"
 if [ "$mode" != run ]; then
-  packages="$packages python3-torch python3-numpy"
+  packages="$packages python3-torch python3-numpy g++"
 fi
 
 missing=""

@@ -83,34 +83,40 @@ static const double to_int_sp[] = {NAN,
                                    1e30,
                                    -3e38};
 /* A CAST from I32 to each dtype: ties of f32 (beyond 2^24), bf16 (beyond
- * 256) and f16 (beyond 2048) of both parities, f16's overflow. */
-static const double from32_sp[] = {
-    0,          1,     -1,    16777217, 16777219,   -16777217,
-    16777215,   257,   259,   -257,     2049,       2051,
-    65504,      65519, 65520, -65536,   2147483647, -2147483648.0,
-    2147483584, /* 2^31 - 64 */
-    2147483456 /* 2^31 - 192 */};
-/* From I64 (values a double holds): f32's ties near 2^60, f64's range. */
-static const double from64_sp[] = {0,
+ * 256) and f16 (beyond 2048) of both parities, f16's overflow, and just
+ * above a bf16 tie by less than f32 holds (2^30 + 2^22 + 1: a conversion
+ * that truncates to f32 first lands on the tie and rounds down). */
+static const double from32_sp[] = {0,
                                    1,
                                    -1,
-                                   P2(53),
-                                   -P2(53),
-                                   P2(53) - 1,
                                    16777217,
+                                   16777219,
+                                   -16777217,
+                                   16777215,
                                    257,
+                                   259,
+                                   -257,
+                                   2049,
+                                   2051,
+                                   65504,
+                                   65519,
                                    65520,
-                                   P2(60) + P2(36),
-                                   P2(60) + 3 * P2(36),
-                                   P2(60) + P2(36) + P2(8),
-                                   -P2(60) - P2(36),
-                                   -P2(63),
-                                   P2(63) - 2048,
+                                   -65536,
                                    2147483647,
-                                   P2(32) + 5,
-                                   -P2(32),
-                                   P2(52) + 7,
-                                   P2(40) + 3};
+                                   -2147483648.0,
+                                   2147483584, /* 2^31 - 64 */
+                                   2147483456, /* 2^31 - 192 */
+                                   P2(30) + P2(22) + 1,
+                                   -P2(30) - P2(22) - 1};
+/* From I64 (values a double holds): f32's ties near 2^60, f64's range. */
+static const double from64_sp[] = {
+    0, 1, -1, P2(53), -P2(53), P2(53) - 1, 16777217, 257, 65520,
+    P2(60) + P2(36), P2(60) + 3 * P2(36), P2(60) + P2(36) + P2(8),
+    -P2(60) - P2(36), -P2(63), P2(63) - 2048, 2147483647, P2(32) + 5, -P2(32),
+    P2(52) + 7, P2(40) + 3,
+    /* above a bf16 tie by less than f32
+     * holds, as in from32_sp */
+    P2(60) + P2(52) + P2(8), -P2(60) - P2(52) - P2(8)};
 /* ARGMAX and ARGMIN: rows of 5 (ties, zeros of both signs, NaN first or
  * later, infinities). */
 static const double arg_rows[] = {
