@@ -172,16 +172,29 @@ int tpc_index_check(const tpc_operands *a, const char *plugin, tpc_index *x,
   }
 }
 
-/* Element off of the indices read back, whichever float dtype they have
- * (the 16-bit ones by il's dtype, exactly as half.h reads them). */
+uint32_t tpc_index_dtype(uint32_t op, uint32_t in0, uint32_t in1,
+                         uint32_t data) {
+  uint32_t x = op == TYTO_PLUGIN_OP_GATHER || op == TYTO_PLUGIN_OP_SCATTER_ADD
+                   ? in1
+               : op == TYTO_PLUGIN_OP_ONE_HOT ? in0
+                                              : data;
+  return tpc_dtype_int(x) ? x : data;
+}
+
+/* Element off of the indices read back, whichever dtype they have (the
+ * 16-bit ones exactly as half.h reads them; an i64 beyond 2^53 may round,
+ * but stays far outside any extent). */
 static double element(const tpc_index_host *ix, int64_t off) {
-  if (ix->elem == 2) {
-    uint16_t h = ((const uint16_t *)ix->host)[off];
-    return ix->il->dtype == TYTO_PLUGIN_DTYPE_BF16 ? tpc_bf16_to_f32(h)
-                                                   : tpc_f16_to_f32(h);
+  const void *p = ix->host;
+  switch (ix->il->dtype) {
+  case TYTO_PLUGIN_DTYPE_F16: return tpc_f16_to_f32(((const uint16_t *)p)[off]);
+  case TYTO_PLUGIN_DTYPE_BF16:
+    return tpc_bf16_to_f32(((const uint16_t *)p)[off]);
+  case TYTO_PLUGIN_DTYPE_F32: return ((const float *)p)[off];
+  case TYTO_PLUGIN_DTYPE_I32: return ((const int32_t *)p)[off];
+  case TYTO_PLUGIN_DTYPE_I64: return (double)((const int64_t *)p)[off];
+  default: return ((const double *)p)[off];
   }
-  return ix->elem == 4 ? ((const float *)ix->host)[off]
-                       : ((const double *)ix->host)[off];
 }
 
 /* tpc_index_scan; when keys is not NULL it receives each index and uoff

@@ -37,14 +37,20 @@ int tpc_index_op(uint32_t op);
 int tpc_index_check(const tpc_operands *a, const char *plugin, tpc_index *x,
                     char *why, size_t why_size);
 
+/* The dtype a kernel of op reads indices in: GATHER's and SCATTER_ADD's
+ * input 1 (in1), ONE_HOT's input (in0), when it is I32 or I64; else the
+ * data's dtype `data` (floating indices are stored in it; PAD's integer
+ * data is read as it is). */
+uint32_t tpc_index_dtype(uint32_t op, uint32_t in0, uint32_t in1,
+                         uint32_t data);
+
 /* The indices of a checked GATHER or SCATTER_ADD (op), read back to the
- * host: f32 (elem 4), f64 (8) or, by il->dtype, f16 or bf16 (2) elements
- * in `host`, laid out as il with its origin at element `origin`; extent is
- * the data's (base's) extent along `axis`. */
+ * host: elements of il->dtype (a floating dtype or I32, I64) in `host`,
+ * laid out as il with its origin at element `origin`; extent is the
+ * data's (base's) extent along `axis`. */
 typedef struct tpc_index_host {
   uint32_t op;
   const tyto_plugin_layout *il;
-  size_t elem;
   const void *host;
   int64_t origin;
   int64_t extent;

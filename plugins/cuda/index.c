@@ -225,17 +225,6 @@ static void rev8(int64_t *out, const int64_t *v, uint32_t rank, int64_t fill) {
     out[k] = k < rank ? v[rank - 1 - k] : fill;
 }
 
-/* The dtype the kernels read indices in: GATHER's and SCATTER_ADD's input
- * 1, ONE_HOT's input when it is an integer; else the data's dtype. */
-static uint32_t index_dtype(const tcu_desc *d) {
-  uint32_t x =
-      d->op == TYTO_PLUGIN_OP_GATHER || d->op == TYTO_PLUGIN_OP_SCATTER_ADD
-          ? d->in[1].l.dtype
-      : d->op == TYTO_PLUGIN_OP_ONE_HOT ? d->in[0].l.dtype
-                                        : d->dtype;
-  return tpc_dtype_int(x) ? x : d->dtype;
-}
-
 /* The rules of plugins/cpu/layout.c (plugins/common/index_plan.c). */
 static tyto_plugin_error *check_into(tyto_plugin_device *dev, const tcu_desc *d,
                                      index_impl *c) {
@@ -288,7 +277,9 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
     break;
   }
   const char *parts[1 + sizeof source_parts / sizeof source_parts[0]];
-  parts[0] = tcu_idx_define(index_dtype(d));
+  parts[0] = tcu_idx_define(
+      tpc_index_dtype(d->op, d->in[0].l.dtype,
+                      d->n_in > 1 ? d->in[1].l.dtype : d->dtype, d->dtype));
   for (size_t j = 0; j < sizeof source_parts / sizeof source_parts[0]; j++)
     parts[1 + j] = source_parts[j];
   char *source = tcu_source_join(parts, sizeof parts / sizeof parts[0]);
@@ -405,24 +396,6 @@ static tyto_plugin_error *indices_read(tyto_plugin_device *dev,
                           "to check them",
                           op, dev->index, bytes);
   }
-  /* Integer indices as doubles, which the shared scan reads (one beyond
-   * 2^53 may round, but stays far outside any extent). */
-  if (tpc_dtype_int(dt)) {
-    size_t n = bytes / elem;
-    double *v = malloc(n * sizeof *v);
-    if (v == NULL) {
-      free(host);
-      return TCU_HOST(dev)->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
-                                      "%s: out of host memory reading %zu "
-                                      "indices",
-                                      op, n);
-    }
-    for (size_t i = 0; i < n; i++)
-      v[i] = elem == 4 ? (double)((const int32_t *)host)[i]
-                       : (double)((const int64_t *)host)[i];
-    free(host);
-    host = v;
-  }
   *out = host;
   *origin = -lo;
   return NULL;
@@ -432,10 +405,8 @@ static tyto_plugin_error *indices_read(tyto_plugin_device *dev,
  * at element `origin`, as the shared scan sees them. */
 static tpc_index_host indices_host(const tcu_desc *d, uint32_t axis,
                                    const void *host, int64_t origin) {
-  /* indices_read() gives integer indices as doubles */
-  size_t elem = tpc_dtype_int(d->in[1].l.dtype) ? sizeof(double) : d->elem;
   return (tpc_index_host){
-      d->op, &d->in[1].l, elem, host, origin, d->in[0].l.shape[axis], axis};
+      d->op, &d->in[1].l, host, origin, d->in[0].l.shape[axis], axis};
 }
 
 static tyto_plugin_error *gather_launch(tyto_plugin_device *dev,

@@ -193,17 +193,6 @@ static int owns(uint32_t op) {
   return tpc_index_op(op);
 }
 
-/* The dtype the kernels read indices in: GATHER's and SCATTER_ADD's input
- * 1, ONE_HOT's input; integer data (PAD too) is read as it is. */
-static uint32_t index_dtype(const ocl_desc *d) {
-  uint32_t x =
-      d->op == TYTO_PLUGIN_OP_GATHER || d->op == TYTO_PLUGIN_OP_SCATTER_ADD
-          ? d->in[1].l.dtype
-      : d->op == TYTO_PLUGIN_OP_ONE_HOT ? d->in[0].l.dtype
-                                        : d->dtype;
-  return tpc_dtype_int(x) ? x : d->dtype;
-}
-
 /* The rules of plugins/cpu/layout.c (plugins/common/index_plan.c). */
 static tyto_plugin_error *check_into(tyto_plugin_device *dev, const ocl_desc *d,
                                      index_impl *c) {
@@ -256,7 +245,9 @@ static tyto_plugin_error *prepare(tyto_plugin_device *dev,
   if (source == NULL)
     return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
                      "prepare: out of host memory");
-  const char *idx = ocl_idx_option(index_dtype(d));
+  const char *idx = ocl_idx_option(
+      tpc_index_dtype(d->op, d->in[0].l.dtype,
+                      d->n_in > 1 ? d->in[1].l.dtype : d->dtype, d->dtype));
   e = ocl_kernel_new(dev, d->dtype, source, idx, name, &c->main);
   if (e == NULL && d->op == TYTO_PLUGIN_OP_GATHER)
     e = ocl_kernel_new(dev, d->dtype, source, idx, "tyto_index_check",
@@ -361,22 +352,6 @@ static tyto_plugin_error *indices_read(tyto_plugin_device *dev,
     free(host);
     return e;
   }
-  /* Integer indices as doubles, which the shared scan reads (one beyond
-   * 2^53 may round, but stays far outside any extent). */
-  if (tpc_dtype_int(r->l.dtype)) {
-    size_t n = bytes / elem;
-    double *v = malloc(n * sizeof *v);
-    if (v == NULL) {
-      free(host);
-      return ocl_error(OCL_HOST(dev), TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
-                       "%s: out of host memory reading %zu indices", op, n);
-    }
-    for (size_t i = 0; i < n; i++)
-      v[i] = elem == 4 ? (double)((const int32_t *)host)[i]
-                       : (double)((const int64_t *)host)[i];
-    free(host);
-    host = v;
-  }
   *out = host;
   return NULL;
 }
@@ -386,14 +361,8 @@ static tyto_plugin_error *indices_read(tyto_plugin_device *dev,
 static tpc_index_host indices_host(const ocl_desc *d, uint32_t axis,
                                    const void *host) {
   const tyto_plugin_layout *il = &d->in[1].l;
-  /* indices_read() gives integer indices as doubles */
-  return (tpc_index_host){d->op,
-                          il,
-                          tpc_dtype_int(il->dtype) ? sizeof(double) : d->elem,
-                          host,
-                          il->offset - d->in[1].lo,
-                          d->in[0].l.shape[axis],
-                          axis};
+  return (tpc_index_host){
+      d->op, il, host, il->offset - d->in[1].lo, d->in[0].l.shape[axis], axis};
 }
 
 static tyto_plugin_error *gather_launch(tyto_plugin_device *dev,

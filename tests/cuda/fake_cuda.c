@@ -219,7 +219,10 @@ cudaError_t cudaLaunchKernel(const void *f, dim3 grid, dim3 block, void **args,
   pthread_mutex_lock(&launch_lock);
   if (fake_n_launched < FAKE_MAX_REC)
     snprintf(fake_launched[fake_n_launched++], 48, "%s", k->name);
-  if (fake_execute && getenv("TYTO_FAKE_TRACE") != NULL)
+  static int trace = -1; /* TYTO_FAKE_TRACE, read once */
+  if (trace < 0)
+    trace = getenv("TYTO_FAKE_TRACE") != NULL;
+  if (fake_execute && trace)
     fprintf(stderr, "fake launch %s: %u x %u blocks of %u\n", k->name, grid.x,
             grid.y, block.x);
   if (fake_execute && k->run != NULL) {
