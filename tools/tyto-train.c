@@ -467,6 +467,10 @@ static void *signal_thread(void *arg) {
       _exit(128 + sig);
     }
     interrupted = sig;
+    /* A wait for another rank gives it 10 s more, not the whole
+     * --dist-timeout: a launcher ending the run signals every rank, and
+     * one left waiting for a dead rank must say so before the SIGKILL. */
+    tyto_dist_interrupt(sig);
   }
   return NULL;
 }

@@ -29,7 +29,10 @@
 #     MLP on Fashion-MNIST), rank 0 alone prints and writes the
 #     checkpoint, which resumes with 1 rank and with 2; ranks started
 #     with different options stop at start-up naming the option; a rank
-#     killed mid-run ends the run, and its last checkpoint resumes.
+#     killed mid-run ends the run, and its last checkpoint resumes;
+#     SIGTERM to a rank waiting for a hung one stops it 10 s later, naming
+#     the hung rank, well before the timeout; where a Slurm cluster
+#     answers, 2 ranks under srun follow 1 process too.
 # Tolerance (2, 4, 7): the ranks' shards of 8 go through other matrix
 # products than one device's 16 (f32 sums in another order), so the
 # runs differ by f32 rounding that 30 Adam steps carry along; measured
@@ -245,6 +248,16 @@ near() { # near A B REL: |a - b| <= REL max(|b|, 0.1)
 ck=$out/train.ck
 rm -f $ck
 common="--model mlp --devices cpu:0 --no-progress --json"
+# rank_pid RANK: the pid of tyto-train's rank RANK (started with $common).
+rank_pid() {
+  for p in $(pgrep -f "tyto-train $common" || true); do
+    if tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
+      echo $p
+      return
+    fi
+  done
+}
+
 $tt $common --max-steps 30 >$out/t1.json 2>$out/t1.txt ||
   { fail "tyto-train, one rank"; cat $out/t1.txt; }
 if run2 $tt $common --max-steps 30 --checkpoint $ck >$out/t2.json 2>$out/t2.txt; then
@@ -284,6 +297,21 @@ if [ -n "$a" ] && [ -n "$b" ] && near "$b" "$a" 1e-5; then
 else
   fail "resumed with 2 ranks ($b) and with 1 ($a) differ"
 fi
+# Under Slurm's srun, where a Slurm cluster answers here: 2 ranks follow
+# 1 process as under mpirun (PMIx: Debian's Slurm and Open MPI speak it).
+if command -v srun >/dev/null && timeout 10 sinfo -h >/dev/null 2>&1; then
+  if timeout 300 srun -n 2 --mpi=pmix $tt $common --max-steps 30 >$out/s2.json 2>$out/s2.txt &&
+    a=$(json $out/t1.json test_loss) && b=$(json $out/s2.json test_loss) &&
+    [ "$(json $out/s2.json ranks)" = 2 ] && near "$b" "$a" 1e-5; then
+    echo "tyto-train under srun -n 2 against 1 process, 30 steps: test loss $b against $a"
+  else
+    fail "tyto-train under srun -n 2"
+    cat $out/s2.txt
+  fi
+else
+  echo "no Slurm cluster answers sinfo here: the srun case is skipped"
+fi
+
 # SIGINT to rank 1 alone: the ranks agree to stop after the same step,
 # rank 0 writes the checkpoint, both exit 130 (no MPI_Abort), and the
 # checkpoint resumes.
@@ -293,10 +321,7 @@ run2 $tt $common --max-steps 100000 --epochs 100 --checkpoint $ck \
 job=$!
 i=0
 while [ ! -f $ck ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
-victim=""
-for p in $(pgrep -f "tyto-train $common" || true); do
-  if tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1; then victim=$p; fi
-done
+victim=$(rank_pid 1)
 [ -n "$victim" ] && kill -INT "$victim"
 wait $job
 rc=$?
@@ -317,10 +342,7 @@ run2 $tt $common --max-steps 100000 --epochs 100 --checkpoint $ck \
 job=$!
 i=0
 while [ ! -f $ck ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
-victim=""
-for p in $(pgrep -f "tyto-train $common" || true); do
-  if tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1; then victim=$p; fi
-done
+victim=$(rank_pid 1)
 t0=$(date +%s)
 [ -n "$victim" ] && kill -9 "$victim"
 wait $job
@@ -339,6 +361,31 @@ else
     fail "the checkpoint left by the killed run does not resume with 1 rank and with 2"
     cat $out/k2.txt $out/k3.txt
   fi
+fi
+
+# SIGTERM to rank 0 while rank 1 hangs (SIGSTOP), as Slurm ends a step
+# when a rank died: rank 0 gives up about 10 s later, naming rank 1 and
+# the signal, not at the 60 s timeout (nor at the launcher's SIGKILL).
+rm -f $ck
+run2 $tt $common --max-steps 100000 --epochs 100 --checkpoint $ck \
+  --checkpoint-every 10 --dist-timeout 60 >$out/g.json 2>$out/g.txt &
+job=$!
+i=0
+while [ ! -f $ck ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+r0=$(rank_pid 0) r1=$(rank_pid 1)
+t0=$(date +%s)
+[ -n "$r1" ] && kill -STOP "$r1"
+[ -n "$r0" ] && kill -TERM "$r0"
+wait $job
+rc=$?
+t=$(($(date +%s) - t0))
+[ -n "$r1" ] && kill -9 "$r1" 2>/dev/null
+if [ -z "$r0" ] || [ -z "$r1" ] || [ $rc -ne 143 ] || [ $t -gt 30 ] ||
+  ! grep -q "rank 0: gave up on .* [0-9]* s after SIGTERM: rank 1 (pid $r1 on .*) never reached it" $out/g.txt; then
+  fail "SIGTERM to rank 0 (pid ${r0:-not found}) with rank 1 (pid ${r1:-not found}) stopped: exit $rc after $t s"
+  cat $out/g.txt
+else
+  echo "SIGTERM to rank 0, rank 1 stopped: exit $rc after $t s: $(grep -m1 'gave up' $out/g.txt | cut -c1-150)"
 fi
 
 # An unreadable TYTO_DIST_TIMEOUT is refused at start-up, not replaced by

@@ -65,6 +65,17 @@ TYTO_API const char *tyto_dist_library(void);
 TYTO_API double tyto_dist_set_timeout(double seconds);
 TYTO_API double tyto_dist_timeout(void);
 
+/* Passes on a signal that asked this process to stop (SIGINT, SIGTERM;
+ * 0 takes it back): every wait for the other ranks, pending or to come,
+ * then gives up 10 s after it saw the signal, when the ranks it waits
+ * for have not come by then, with an error naming them and the signal,
+ * instead of waiting out the whole timeout. A launcher that ends a run
+ * (Slurm when a rank died, scancel) signals every rank, and the healthy
+ * ones get through the current step within that time; a rank left
+ * waiting for a dead one stops, and says why, before the launcher kills
+ * it. Safe from any thread and from a signal handler. */
+TYTO_API void tyto_dist_interrupt(int sig);
+
 /* Checks that every rank passes the same `bytes` bytes of data (a
  * configuration, a model's description): returns TYTO_OK on every rank,
  * or TYTO_ERR_CONFIG on every rank with a message naming `what` and the

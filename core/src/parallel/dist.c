@@ -9,12 +9,20 @@
  * peers whose last number is below s: they never reached it (dead, or
  * stuck in their own computation); when every peer reached it, the wait
  * says so instead (a peer stuck inside the collective itself).
+ *
+ * Interrupts: once the program passes on a SIGINT or SIGTERM
+ * (tyto_dist_interrupt), a wait still pending INTERRUPT_GRACE seconds
+ * later gives up, so that a rank told to stop (by Slurm after another
+ * rank died, say) says which rank it was waiting for and stops before the
+ * launcher's SIGKILL, instead of waiting out the whole timeout.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +36,11 @@
 #include "../runtime/error.h"
 
 #define DEFAULT_TIMEOUT 60.0
+/* Seconds a wait goes on after an interrupt: the time a healthy peer,
+ * which was sent the same signal, needs to reach the step's end (a
+ * checkpoint's write included), and under the 30 s Slurm gives a task
+ * between SIGTERM and SIGKILL. */
+#define INTERRUPT_GRACE 10.0
 #define HB_TAG 7301
 #define HB_SLOTS 8 /* heartbeat sends in flight per peer */
 
@@ -55,6 +68,14 @@ static struct {
   MPI_Request *hb_sq;
 #endif
 } D = {.rank = 0, .size = 1};
+
+/* The signal tyto_dist_interrupt passed on; 0: none. Apart from D: set
+ * from any thread, read by the waits. */
+static atomic_int interrupt_sig;
+
+void tyto_dist_interrupt(int sig) {
+  atomic_store_explicit(&interrupt_sig, sig, memory_order_relaxed);
+}
 
 uint64_t dist_hash(uint64_t h, const void *data, size_t bytes) {
   const unsigned char *p = data;
@@ -226,10 +247,21 @@ int64_t dist_announce(void) {
   return s;
 }
 
-/* The timeout's message: the ranks that never reached collective seq. */
-static tyto_status lost(int64_t seq, const char *what, double waited) {
+/* A signal's name for the messages. */
+static const char *sig_name(int sig, char *b, size_t len) {
+  if (sig == SIGINT)
+    return "SIGINT";
+  if (sig == SIGTERM)
+    return "SIGTERM";
+  snprintf(b, len, "signal %d", sig);
+  return b;
+}
+
+/* The failed wait's message: the ranks that never reached collective
+ * seq, after the timeout (sig 0) or the interrupt's grace. */
+static tyto_status lost(int64_t seq, const char *what, double waited, int sig) {
   drain();
-  char who[1024];
+  char who[1024], head[320], sb[24];
   size_t k = 0;
   int n_lost = 0;
   who[0] = '\0';
@@ -243,17 +275,23 @@ static tyto_status lost(int64_t seq, const char *what, double waited) {
                            "%srank %d (pid %lld on %s)", n_lost > 1 ? ", " : "",
                            p, (long long)D.peers[p].pid, D.peers[p].host);
   }
+  /* "gave up on step 5's sums 10 s after SIGTERM", "step 5's sums did not
+   * complete within 60 s" */
+  if (sig)
+    snprintf(head, sizeof head, "gave up on %s %.0f s after %s", what, waited,
+             sig_name(sig, sb, sizeof sb));
+  else
+    snprintf(head, sizeof head, "%s did not complete within %.0f s", what,
+             waited);
   if (n_lost)
     return broken(TYTO_ERR_UNAVAILABLE,
-                  "rank %d: %s did not complete within %.0f s: %s never "
-                  "reached it (the rank died or hangs); the run cannot go "
-                  "on",
-                  D.rank, what, waited, who);
+                  "rank %d: %s: %s never reached it (the rank died or hangs); "
+                  "the run cannot go on",
+                  D.rank, head, who);
   return broken(TYTO_ERR_UNAVAILABLE,
-                "rank %d: %s did not complete within %.0f s, though every "
-                "rank reached it (a rank hangs inside it); the run cannot "
-                "go on",
-                D.rank, what, waited);
+                "rank %d: %s, though every rank reached it (a rank hangs "
+                "inside it); the run cannot go on",
+                D.rank, head);
 }
 
 tyto_status dist_fail(int rc, const char *what) {
@@ -276,7 +314,7 @@ int dist_test(MPI_Request *rq, int n, const char *what) {
 tyto_status dist_wait(MPI_Request *rq, int n, int64_t seq, const char *what) {
   if (D.broken)
     return dist_usable();
-  double t0 = now(), limit = tyto_dist_timeout();
+  double t0 = now(), limit = tyto_dist_timeout(), told = -1;
   for (long spins = 0;; spins++) {
     int done = dist_test(rq, n, what);
     if (done < 0)
@@ -286,8 +324,13 @@ tyto_status dist_wait(MPI_Request *rq, int n, int64_t seq, const char *what) {
     if (spins % 64 == 0) {
       drain();
       double t = now() - t0;
+      int sig = atomic_load_explicit(&interrupt_sig, memory_order_relaxed);
+      if (sig && told < 0)
+        told = t; /* the grace counts from when this wait saw it */
       if (t > limit)
-        return lost(seq, what, t);
+        return lost(seq, what, t, 0);
+      if (sig && t - told > INTERRUPT_GRACE)
+        return lost(seq, what, t - told, sig);
     }
     if (spins > 1000) {
       /* Past a millisecond or so: no need to take a core from the
