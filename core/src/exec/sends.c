@@ -14,6 +14,12 @@
  * delivered in the order they become ready, each once its event has
  * completed. A range replayed as a graph queues every copy behind the
  * graph: the sends then arrive together at the end of the replay.
+ *
+ * On a device whose memory is the host's (TYTO_DEVICE_UNIFIED_MEMORY: the
+ * CPU plugin) nothing is copied: the caller is handed the send's own
+ * memory, which the planner gives to the send alone from its launch until
+ * the program's next run (compile/memory.c), once the event behind its
+ * last launch has completed.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -77,7 +83,7 @@ void exec_sends_free(tyto_program *p) {
       exec_fns(p, d)->event_destroy(exec_handle(p, d), x->ev);
     if (x->pinned)
       exec_fns(p, d)->host_free_pinned(exec_handle(p, d), x->host);
-    else
+    else if (!x->mapped)
       free(x->host);
   }
   free(p->streamed);
@@ -121,9 +127,15 @@ tyto_status tyto_program_stream_sends(tyto_program *p, tyto_program_send_fn fn,
       return rt_fail_plugin(e, "%s: creating an event on %s failed", fn_name,
                             exec_dev_id(p, sl->dev));
     }
-    if (f->host_alloc_pinned && f->host_free_pinned &&
-        (p->devs[sl->dev].dev->info.flags & TYTO_DEVICE_PINNED_HOST) &&
-        !f->host_alloc_pinned(d, size, &x->host) && x->host) {
+    void *own = NULL;
+    if (f->buffer_host_ptr &&
+        (p->devs[sl->dev].dev->info.flags & TYTO_DEVICE_UNIFIED_MEMORY) &&
+        sl->buf && (own = f->buffer_host_ptr(d, sl->buf))) {
+      x->host = (char *)own + sl->offset;
+      x->mapped = 1;
+    } else if (f->host_alloc_pinned && f->host_free_pinned &&
+               (p->devs[sl->dev].dev->info.flags & TYTO_DEVICE_PINNED_HOST) &&
+               !f->host_alloc_pinned(d, size, &x->host) && x->host) {
       x->pinned = 1;
     } else if (posix_memalign(&x->host, 64, size) != 0) {
       x->host = NULL;
@@ -188,7 +200,7 @@ tyto_plugin_error *exec_sends_queue(tyto_program *p, size_t done,
     tyto_plugin_device *d = exec_handle(p, sl->dev);
     tyto_plugin_stream *s = p->devs[sl->dev].stream;
     tyto_plugin_error *e = NULL;
-    if (x->bytes)
+    if (x->bytes && !x->mapped)
       e = f->copy_d2h(d, s, x->host, sl->buf, sl->offset, x->bytes);
     if (!e)
       e = f->event_record(d, x->ev, s);

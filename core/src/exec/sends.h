@@ -18,6 +18,8 @@ typedef struct exec_sent {
   size_t bytes;
   void *host; /* bytes of host memory, pinned when the plugin offers it */
   int pinned;
+  int mapped; /* host is the send's own memory on a unified-memory device:
+                 no copy (the slot is the send's alone until the next run) */
   tyto_plugin_event *ev; /* on the send's device: its copy landed */
 } exec_sent;
 
