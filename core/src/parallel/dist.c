@@ -11,10 +11,14 @@
  * says so instead (a peer stuck inside the collective itself).
  *
  * Interrupts: once the program passes on a SIGINT or SIGTERM
- * (tyto_dist_interrupt), a wait still pending INTERRUPT_GRACE seconds
- * later gives up, so that a rank told to stop (by Slurm after another
- * rank died, say) says which rank it was waiting for and stops before the
- * launcher's SIGKILL, instead of waiting out the whole timeout.
+ * (tyto_dist_interrupt), a wait still pending a sixth of its timeout
+ * later (at least INTERRUPT_GRACE seconds) gives up, so that a rank told
+ * to stop (by Slurm after another rank died, say) says which rank it was
+ * waiting for and stops before the launcher's SIGKILL, instead of waiting
+ * out the whole timeout. A sixth: a program whose steps are long sets a
+ * long timeout, and its healthy ranks need the time to finish their step
+ * (tyto-train's wait for a checkpoint, at ten times the timeout, gets
+ * 100 s by default).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -36,10 +40,10 @@
 #include "../runtime/error.h"
 
 #define DEFAULT_TIMEOUT 60.0
-/* Seconds a wait goes on after an interrupt: the time a healthy peer,
- * which was sent the same signal, needs to reach the step's end (a
- * checkpoint's write included), and under the 30 s Slurm gives a task
- * between SIGTERM and SIGKILL. */
+/* The least time a wait goes on after an interrupt (a sixth of its
+ * timeout when that is more): time for a healthy peer, which was sent the
+ * same signal, to reach the step's end, and with the default timeout
+ * under the 30 s Slurm gives a task between SIGTERM and SIGKILL. */
 #define INTERRUPT_GRACE 10.0
 #define HB_TAG 7301
 #define HB_SLOTS 8 /* heartbeat sends in flight per peer */
@@ -315,6 +319,7 @@ tyto_status dist_wait(MPI_Request *rq, int n, int64_t seq, const char *what) {
   if (D.broken)
     return dist_usable();
   double t0 = now(), limit = tyto_dist_timeout(), told = -1;
+  double grace = limit / 6 > INTERRUPT_GRACE ? limit / 6 : INTERRUPT_GRACE;
   for (long spins = 0;; spins++) {
     int done = dist_test(rq, n, what);
     if (done < 0)
@@ -329,7 +334,7 @@ tyto_status dist_wait(MPI_Request *rq, int n, int64_t seq, const char *what) {
         told = t; /* the grace counts from when this wait saw it */
       if (t > limit)
         return lost(seq, what, t, 0);
-      if (sig && t - told > INTERRUPT_GRACE)
+      if (sig && t - told > grace)
         return lost(seq, what, t - told, sig);
     }
     if (spins > 1000) {
