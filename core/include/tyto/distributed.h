@@ -67,14 +67,15 @@ TYTO_API double tyto_dist_timeout(void);
 
 /* Passes on a signal that asked this process to stop (SIGINT, SIGTERM;
  * 0 takes it back): every wait for the other ranks, pending or to come,
- * then gives up a sixth of the timeout after it saw the signal (at least
+ * then gives up a sixth of its timeout after it saw the signal (at least
  * 10 s: 10 s with the default timeout), when the ranks it waits for have
  * not come by then, with an error naming them and the signal, instead of
- * waiting out the whole timeout. A launcher that ends a run
- * (Slurm when a rank died, scancel) signals every rank, and the healthy
- * ones get through the current step within that time; a rank left
- * waiting for a dead one stops, and says why, before the launcher kills
- * it. Safe from any thread and from a signal handler. */
+ * waiting out the whole timeout. A launcher that ends a run (Slurm when a
+ * rank died, scancel) signals every rank, and the healthy ones get
+ * through the current step within that time; a rank left waiting for a
+ * dead one stops and says why, before the launcher's SIGKILL when the
+ * grace is shorter than the launcher's wait (Slurm's KillWait, 30 s by
+ * default). Safe from any thread and from a signal handler. */
 TYTO_API void tyto_dist_interrupt(int sig);
 
 /* Checks that every rank passes the same `bytes` bytes of data (a

@@ -76,6 +76,8 @@ static struct {
 /* The signal tyto_dist_interrupt passed on; 0: none. Apart from D: set
  * from any thread, read by the waits. */
 static atomic_int interrupt_sig;
+/* A store a signal handler may make. */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "atomic_int is not lock-free");
 
 void tyto_dist_interrupt(int sig) {
   atomic_store_explicit(&interrupt_sig, sig, memory_order_relaxed);
@@ -279,11 +281,11 @@ static tyto_status lost(int64_t seq, const char *what, double waited, int sig) {
                            "%srank %d (pid %lld on %s)", n_lost > 1 ? ", " : "",
                            p, (long long)D.peers[p].pid, D.peers[p].host);
   }
-  /* "gave up on step 5's sums 10 s after SIGTERM", "step 5's sums did not
-   * complete within 60 s" */
+  /* "gave up on step 5's sums after SIGTERM (waited 10 s more)", "step
+   * 5's sums did not complete within 60 s" */
   if (sig)
-    snprintf(head, sizeof head, "gave up on %s %.0f s after %s", what, waited,
-             sig_name(sig, sb, sizeof sb));
+    snprintf(head, sizeof head, "gave up on %s after %s (waited %.0f s more)",
+             what, sig_name(sig, sb, sizeof sb), waited);
   else
     snprintf(head, sizeof head, "%s did not complete within %.0f s", what,
              waited);
@@ -330,7 +332,9 @@ tyto_status dist_wait(MPI_Request *rq, int n, int64_t seq, const char *what) {
       drain();
       double t = now() - t0;
       int sig = atomic_load_explicit(&interrupt_sig, memory_order_relaxed);
-      if (sig && told < 0)
+      if (!sig)
+        told = -1; /* none, or taken back */
+      else if (told < 0)
         told = t; /* the grace counts from when this wait saw it */
       if (t > limit)
         return lost(seq, what, t, 0);

@@ -244,7 +244,10 @@ typedef enum tyto_plugin_dtype {
 /* Device capability flags. */
 enum {
   /* Buffers are ordinary host memory: buffer_host_ptr() returns a pointer the
-   * host may read and write directly once the device is idle. */
+   * host may read and write directly once the device is idle, and may read
+   * bytes that queued work wrote once an event recorded after that work has
+   * completed, while later work runs (the core reads the gradients a
+   * backward pass sends this way: no copy). */
   TYTO_PLUGIN_CAP_UNIFIED_MEMORY = 1u << 0,
   /* host_alloc_pinned() gives page-locked memory for fast async copies. */
   TYTO_PLUGIN_CAP_PINNED_HOST = 1u << 1,
