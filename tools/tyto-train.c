@@ -467,11 +467,7 @@ static void *signal_thread(void *arg) {
       _exit(128 + sig);
     }
     interrupted = sig;
-    /* A wait for another rank gives it a sixth of --dist-timeout more
-     * (10 s by default), not the whole timeout: a launcher ending the run
-     * signals every rank, and one left waiting for a dead rank must say
-     * so before the SIGKILL. */
-    tyto_dist_interrupt(sig);
+    tyto_dist_interrupt(sig); /* waits for a dead rank end sooner */
   }
   return NULL;
 }
