@@ -26,12 +26,15 @@
 #define MIN_PER_THREAD ((size_t)1 << 16)
 #define MAX_THREADS 8
 
+typedef struct coll_kern coll_kern;
+
 typedef struct in_process {
   coll base;
   double *acc;
   size_t n, max_n;
   int first;   /* no contribution yet: the next one is stored, not added */
   int threads; /* the most a reduction is split over */
+  const coll_kern *k;
 } in_process;
 
 enum { ADD, FINISH, REDUCE };
@@ -54,42 +57,52 @@ typedef struct span {
 /* Elements per block of REDUCE: its partial sums stay in L1. */
 #define REDUCE_BLOCK 1024
 
-/* acc[0 .. n) = w * x[off .. off + n) (first) or += it: one
- * contribution. */
-static void fold(double *acc, const void *x, size_t off, tyto_dtype dt,
-                 double w, int first, size_t n) {
-  if (dt == TYTO_F64) {
-    const double *v = (const double *)x + off;
-    if (first)
-      for (size_t j = 0; j < n; j++)
-        acc[j] = w * v[j];
-    else
-      for (size_t j = 0; j < n; j++)
-        acc[j] += w * v[j];
-  } else {
-    const float *v = (const float *)x + off;
-    if (first)
-      for (size_t j = 0; j < n; j++)
-        acc[j] = w * (double)v[j];
-    else
-      for (size_t j = 0; j < n; j++)
-        acc[j] += w * (double)v[j];
-  }
-}
+/* The loops, one version per instruction set (collective_kern.h). */
+struct coll_kern {
+  void (*fold)(double *restrict acc, const void *x, size_t off, tyto_dtype dt,
+               double w, int first, size_t n);
+  void (*round_out)(void *out, size_t off, const double *restrict acc,
+                    tyto_dtype dt, int empty, size_t n);
+};
 
-/* out[off .. off + n) = acc[0 .. n) rounded to dt, or zeros when
- * nothing was added. */
-static void round_out(void *out, size_t off, const double *acc, tyto_dtype dt,
-                      int empty, size_t n) {
-  if (dt == TYTO_F64) {
-    double *o = (double *)out + off;
-    for (size_t j = 0; j < n; j++)
-      o[j] = empty ? 0 : acc[j];
-  } else {
-    float *o = (float *)out + off;
-    for (size_t j = 0; j < n; j++)
-      o[j] = empty ? 0.0f : (float)acc[j];
-  }
+/* Vectorised: GCC's -O2 leaves these loops scalar (with the seed CNN's
+ * 6.5M gradients over two devices they were a third of the exchange's
+ * host time). */
+#pragma GCC push_options
+#pragma GCC optimize("O3")
+
+#define COLL_SUF sse2
+#include "collective_kern.h"
+#undef COLL_SUF
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define COLL_X86 1
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#define COLL_SUF avx2
+#include "collective_kern.h"
+#undef COLL_SUF
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx2", "prefer-vector-width=512")
+#define COLL_SUF avx512
+#include "collective_kern.h"
+#undef COLL_SUF
+#pragma GCC pop_options
+#endif
+
+#pragma GCC pop_options
+
+static const coll_kern *kern_pick(void) {
+#ifdef COLL_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"))
+    return &kern_avx512;
+  if (__builtin_cpu_supports("avx2"))
+    return &kern_avx2;
+#endif
+  return &kern_sse2;
 }
 
 /* One thread's share [lo, hi) of a pass. REDUCE goes block by block:
@@ -97,19 +110,20 @@ static void round_out(void *out, size_t off, const double *acc, tyto_dtype dt,
  * block of doubles, then rounded out, per element the operations ADD and
  * FINISH make, in their order. */
 static void run_span(const span *s) {
+  const coll_kern *k = s->ip->k;
   size_t lo = s->lo, hi = s->hi;
   if (s->kind == REDUCE) {
     double acc[REDUCE_BLOCK];
     for (size_t b = lo; b < hi; b += REDUCE_BLOCK) {
       size_t e = hi - b < REDUCE_BLOCK ? hi - b : REDUCE_BLOCK;
       for (size_t i = 0; i < s->m; i++)
-        fold(acc, s->xs[i], b, s->dt, s->ws[i], i == 0, e);
-      round_out(s->out, b, acc, s->dt, s->m == 0, e);
+        k->fold(acc, s->xs[i], b, s->dt, s->ws[i], i == 0, e);
+      k->round_out(s->out, b, acc, s->dt, s->m == 0, e);
     }
   } else if (s->kind == FINISH) {
-    round_out(s->out, lo, s->ip->acc + lo, s->dt, s->first, hi - lo);
+    k->round_out(s->out, lo, s->ip->acc + lo, s->dt, s->first, hi - lo);
   } else {
-    fold(s->ip->acc + lo, s->x, lo, s->dt, s->w, s->first, hi - lo);
+    k->fold(s->ip->acc + lo, s->x, lo, s->dt, s->w, s->first, hi - lo);
   }
 }
 
@@ -241,6 +255,7 @@ coll *coll_in_process_threads(size_t max_n, int threads) {
   }
   ip->base.ops = &in_process_ops;
   ip->max_n = max_n;
+  ip->k = kern_pick();
   ip->threads = threads < 1 ? 1 : threads > MAX_THREADS ? MAX_THREADS : threads;
   return &ip->base;
 }
