@@ -354,64 +354,6 @@ static int evaluate(run *r, tyto_batcher *b, double *acc, double *loss) {
   return 0;
 }
 
-/* ---------------------------------------------------------------------- */
-/* Progress                                                                */
-
-static void format_eta(double s, char *buf, size_t n) {
-  if (!isfinite(s) || s < 0)
-    s = 0;
-  long t = (long)(s + 0.5);
-  if (t >= 3600)
-    snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
-  else
-    snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
-}
-
-static void progress(run *r, int final) {
-  if (r->o.quiet)
-    return;
-  double t = now(), el = t - r->bar_t0;
-  double done = (double)r->batch_in_epoch;
-  double ips = el > 0 ? r->epoch_images / el : 0;
-  double left = (double)(r->batches_per_epoch - r->batch_in_epoch) *
-                (double)r->o.batch / (ips > 0 ? ips : 1);
-  double loss = r->epoch_images > 0 ? r->epoch_loss / r->epoch_images : 0;
-  double acc = r->epoch_images > 0 ? r->epoch_correct / r->epoch_images : 0;
-  char eta[32];
-  format_eta(left, eta, sizeof eta);
-  if (r->bar) {
-    if (!final && t - r->last_log < 0.1)
-      return;
-    r->last_log = t;
-    enum { W = 24 };
-    int fill = (int)(W * done / (double)r->batches_per_epoch);
-    char bar[W + 1];
-    for (int i = 0; i < W; i++)
-      bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
-    bar[W] = '\0';
-    fprintf(stderr,
-            "\r\033[Kepoch %lld/%lld [%s] %lld/%lld  loss %.4f  acc %5.1f%%  "
-            "%.0f img/s  ETA %s",
-            (long long)r->epoch + 1, (long long)r->o.epochs, bar,
-            (long long)r->batch_in_epoch, (long long)r->batches_per_epoch, loss,
-            100 * acc, ips, eta);
-    if (final)
-      fputc('\n', stderr);
-    fflush(stderr);
-    return;
-  }
-  /* Plain log lines: about every 10 s, and at the end of each epoch. */
-  if (!final && t - r->last_log < 10)
-    return;
-  r->last_log = t;
-  fprintf(stderr,
-          PROG ": epoch %lld/%lld step %lld/%lld loss %.4f acc %.1f%% "
-               "%.0f img/s ETA %s\n",
-          (long long)r->epoch + 1, (long long)r->o.epochs,
-          (long long)r->batch_in_epoch, (long long)r->batches_per_epoch, loss,
-          100 * acc, ips, eta);
-}
-
 static void say(const run *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void say(const run *r, const char *fmt, ...) {
@@ -519,6 +461,13 @@ static int agree_stop(void) {
 static int train_epochs(run *r, prefetch *pf);
 
 static int train(run *r) {
+  if (r->o.max_steps && r->steps >= r->o.max_steps) {
+    say(r,
+        "the run is at step %lld already (--max-steps %lld): nothing to "
+        "train\n",
+        (long long)r->steps, (long long)r->o.max_steps);
+    return 0; /* and the checkpoint stays as it is */
+  }
   prefetch pf;
   int pf_ok = prefetch_init(&pf, r->train_b, r->xbytes, r->ybytes) == 0;
   r->epoch_seconds = calloc((size_t)r->o.epochs, sizeof *r->epoch_seconds);
@@ -618,6 +567,7 @@ static int train_epochs(run *r, prefetch *pf) {
       r->epoch_loss += (double)out[0] * (double)filled;
       r->epoch_correct += out[1];
       r->epoch_images += (double)filled;
+      r->images_here += (double)filled;
       if (!isfinite(out[0])) {
         fprintf(stderr,
                 PROG ": the loss is %g at step %lld (learning rate %g): "
@@ -699,9 +649,11 @@ int main(int argc, char **argv) {
   if (prc != 0)
     return prc > 0 ? 0 : EXIT_USAGE;
   /* Under mpirun or srun: one rank of several. */
-  if (tyto_dist_init(&argc, &argv) != TYTO_OK) {
+  tyto_status dst = tyto_dist_init(&argc, &argv);
+  if (dst != TYTO_OK) {
     fprintf(stderr, PROG ": %s\n", tyto_errmsg());
-    return EXIT_RUNTIME;
+    /* A bad TYTO_DIST_TIMEOUT is bad input; a failed launch is not. */
+    return dst == TYTO_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_RUNTIME;
   }
   int rank = tyto_dist_rank(), ranks = tyto_dist_size();
   if (!isnan(r.o.dist_timeout))

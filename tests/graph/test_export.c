@@ -2,6 +2,7 @@
  * expected text, and the failures of writing. */
 #include "common.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "passes/passes.h"
@@ -152,6 +153,15 @@ START_TEST(export_failures) {
   ck_assert_str_eq(tyto_errmsg(), "graph dot: cannot create a file beside "
                                   "'/nonexistent-tyto-dir/g.dot': No such "
                                   "file or directory");
+  /* A device is not replaced by a file. */
+  ck_assert_int_eq(tyto_graph_save_dot(g, "/dev/null", 0, NULL),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(tyto_errmsg(), "graph dot: '/dev/null' is a character "
+                                  "device, not a regular file; give the "
+                                  "path of a file");
+  struct stat dn;
+  ck_assert_int_eq(stat("/dev/null", &dn), 0);
+  ck_assert(S_ISCHR(dn.st_mode));
   /* A failed save leaves an existing file exactly as it was. */
   {
     char keep[] = "/tmp/tyto-test-keep-XXXXXX";

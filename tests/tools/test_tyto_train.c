@@ -257,6 +257,71 @@ START_TEST(fifos_and_unwritable_outputs_are_refused_up_front) {
 }
 END_TEST
 
+/* A run resumed at --max-steps trains nothing and leaves its checkpoint
+ * alone; a checkpoint reached through a symbolic link is written through
+ * it; an empty path, eps 0, a schedule without its length and bad
+ * TYTO_* variables are bad input found before training. */
+START_TEST(max_steps_links_and_settings_found_up_front) {
+  char ck[256], real_ck[256], args[2048], *out;
+  path_in_tmp(ck, sizeof ck, "ms.safetensors");
+  const char *common = "--model mlp --batch 32 --seed 3 --quiet --json";
+  snprintf(args, sizeof args, "%s --data %s/good --checkpoint %s --max-steps 3",
+           common, tmp, ck);
+  train_ok(args, NULL);
+  size_t n0, n1;
+  char *before = slurp(ck, &n0);
+  struct stat st0, st1;
+  ck_assert_int_eq(stat(ck, &st0), 0);
+  snprintf(args, sizeof args,
+           "%s --data %s/good --checkpoint %s --max-steps 3 --resume", common,
+           tmp, ck);
+  train_ok(args, &out);
+  json_t *root = json_of(out);
+  ck_assert_int_eq((int)real(root, "steps"), 3);
+  ck_assert(json_is_null(json_object_get(root, "train_loss")));
+  ck_assert(json_is_null(json_object_get(root, "images_per_second")));
+  json_decref(root);
+  free(out);
+  char *after = slurp(ck, &n1);
+  ck_assert_int_eq(stat(ck, &st1), 0);
+  ck_assert_uint_eq(n0, n1);
+  ck_assert(memcmp(before, after, n0) == 0);
+  ck_assert(st0.st_ino == st1.st_ino); /* not even rewritten */
+  free(before);
+  free(after);
+
+  /* Through a link: the link stays, its target holds the checkpoint. */
+  path_in_tmp(real_ck, sizeof real_ck, "target.safetensors");
+  path_in_tmp(ck, sizeof ck, "link.safetensors");
+  ck_assert_int_eq(symlink("target.safetensors", ck), 0);
+  snprintf(args, sizeof args, "%s --data %s/good --checkpoint %s --max-steps 2",
+           common, tmp, ck);
+  train_ok(args, NULL);
+  ck_assert_int_eq(lstat(ck, &st0), 0);
+  ck_assert(S_ISLNK(st0.st_mode));
+  ck_assert_int_eq(stat(real_ck, &st1), 0);
+  ck_assert(S_ISREG(st1.st_mode) && st1.st_size > 0);
+
+  snprintf(args, sizeof args, "--model mlp --data %s/good --checkpoint ''",
+           tmp);
+  expect_bad(args, "--checkpoint: the path is empty");
+  snprintf(args, sizeof args, "--model mlp --data %s/good --plot ''", tmp);
+  expect_bad(args, "--plot: the path is empty");
+  expect_bad("--eps 0", "--eps: expected a finite number > 0, got '0'");
+  expect_bad("--lr abc", "--lr: expected a finite number > 0, got 'abc'");
+  expect_bad("--schedule step", "--schedule step needs --step-size N");
+  expect_bad("--schedule cosine", "--schedule cosine needs --total-steps N");
+  snprintf(args, sizeof args, "--model mlp --data %s/good --max-steps 1", tmp);
+  extra_env = "TYTO_DIST_TIMEOUT=abc";
+  expect_bad(args, "TYTO_DIST_TIMEOUT='abc': expected a number of seconds");
+  extra_env = "TYTO_PROFILE=maybe";
+  expect_bad(args, "TYTO_PROFILE=maybe: expected on or off");
+  extra_env = "TYTO_PLACEMENT=bogus";
+  expect_bad(args, "\"bogus\" is not a word it takes");
+  extra_env = "";
+}
+END_TEST
+
 /* Options that the chosen optimiser or schedule does not read are refused
  * with what they apply to, instead of being ignored. */
 START_TEST(options_that_do_not_apply_are_refused) {
@@ -618,6 +683,7 @@ int main(void) {
   tcase_add_test(tc, a_foreign_checkpoint_is_refused_and_kept);
   tcase_add_test(tc, a_checkpoint_past_the_file_size_limit_keeps_the_last_one);
   tcase_add_test(tc, fifos_and_unwritable_outputs_are_refused_up_front);
+  tcase_add_test(tc, max_steps_links_and_settings_found_up_front);
   tcase_add_test(tc, options_that_do_not_apply_are_refused);
   tcase_add_test(tc, a_checkpoint_with_bad_counters_or_nan_is_refused);
   tcase_add_test(tc, empty_and_nan_datasets_are_named);

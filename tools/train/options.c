@@ -122,6 +122,17 @@ static int parse_real(const char *opt, const char *s, double lo, double *v) {
   return 0;
 }
 
+/* A finite number > 0: rates, epsilons, timeouts. */
+static int parse_positive(const char *opt, const char *s, double *v) {
+  char *end;
+  errno = 0;
+  double x = strtod(s, &end);
+  if (!*s || *end || errno || !isfinite(x) || !(x > 0))
+    return bad_value(opt, "a finite number > 0", s);
+  *v = x;
+  return 0;
+}
+
 enum {
   O_MODEL = 256,
   O_MODEL_FILE,
@@ -340,7 +351,7 @@ int options_parse(int argc, char **argv, options *o) {
       o->optim = (tyto_optim_kind)k;
       break;
     }
-    case O_LR: rc = parse_real(name, optarg, 0, &o->lr); break;
+    case O_LR: rc = parse_positive(name, optarg, &o->lr); break;
     case O_MOMENTUM: rc = parse_real(name, optarg, 0, &o->momentum); break;
     case O_NESTEROV: o->nesterov = 1; break;
     case O_WEIGHT_DECAY:
@@ -349,7 +360,7 @@ int options_parse(int argc, char **argv, options *o) {
     case O_BETA1: rc = parse_real(name, optarg, 0, &o->beta1); break;
     case O_BETA2: rc = parse_real(name, optarg, 0, &o->beta2); break;
     case O_ALPHA: rc = parse_real(name, optarg, 0, &o->alpha); break;
-    case O_EPS: rc = parse_real(name, optarg, 0, &o->eps); break;
+    case O_EPS: rc = parse_positive(name, optarg, &o->eps); break;
     case O_SCHEDULE:
       o->schedule = tyto_schedule_from_name(optarg);
       if (o->schedule < 0) {
@@ -422,14 +433,12 @@ int options_parse(int argc, char **argv, options *o) {
         rc = bad_value(name, "f32, bf16 or f16", optarg);
       break;
     case O_LOSS_SCALE:
-      rc = parse_real(name, optarg, 0, &o->loss_scale);
-      if (rc == 0 && !(o->loss_scale > 0 && o->loss_scale < 1e30))
+      rc = parse_positive(name, optarg, &o->loss_scale);
+      if (rc == 0 && !(o->loss_scale < 1e30))
         rc = bad_value(name, "a number > 0 and below 1e30", optarg);
       break;
     case O_DIST_TIMEOUT:
-      rc = parse_real(name, optarg, 0, &o->dist_timeout);
-      if (rc == 0 && !(o->dist_timeout > 0))
-        rc = bad_value(name, "a number of seconds > 0", optarg);
+      rc = parse_positive(name, optarg, &o->dist_timeout);
       break;
     case O_HELP: usage(stdout); return 1;
     case ':':
@@ -468,6 +477,16 @@ int options_parse(int argc, char **argv, options *o) {
     o->model = "cnn";
   if (check_applicable(o) < 0)
     return -1;
+  if (o->schedule == TYTO_SCHEDULE_STEP && o->step_size <= 0) {
+    fprintf(stderr, PROG ": --schedule step needs --step-size N (steps "
+                         "between decays)\n");
+    return -1;
+  }
+  if (o->schedule == TYTO_SCHEDULE_COSINE && o->total_steps <= 0) {
+    fprintf(stderr, PROG ": --schedule cosine needs --total-steps N (the "
+                         "steps it decays over)\n");
+    return -1;
+  }
   if (o->loss_scale != 0 && o->precision == TYTO_F32) {
     fprintf(stderr, PROG ": --loss-scale needs --precision bf16 or f16 (f32 "
                          "training scales nothing)\n");

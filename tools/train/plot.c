@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "plot.h"
+#include "runtime/file.h" /* libtyto's atomic replace, compiled in */
 
 #include <errno.h>
 #include <math.h>
@@ -122,22 +123,19 @@ static void panel(FILE *f, int x0, const char *title, const char *ylabel,
 int plot_write_svg(const char *path, const char *title, size_t n_loss,
                    const plot_series *loss, size_t n_acc,
                    const plot_series *acc, char *err, size_t n) {
-  size_t len = strlen(path);
-  char *tmp = malloc(len + 16);
-  if (!tmp) {
-    snprintf(err, n, "%s: out of memory", path);
+  rt_replace r;
+  const char *why = NULL, *step = NULL;
+  if (rt_replace_open(&r, path, &why) != 0) {
+    snprintf(err, n, "%s: %s", path, why);
     return -1;
   }
-  snprintf(tmp, len + 16, "%s.tmp-XXXXXX", path);
-  int fd = mkstemp(tmp);
+  int fd = dup(r.fd);
   FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
   if (!f) {
     snprintf(err, n, "%s: %s", path, strerror(errno));
-    if (fd >= 0) {
+    if (fd >= 0)
       close(fd);
-      unlink(tmp);
-    }
-    free(tmp);
+    rt_replace_abort(&r);
     return -1;
   }
   fprintf(
@@ -150,15 +148,13 @@ int plot_write_svg(const char *path, const char *title, size_t n_loss,
   panel(f, 0, "loss", "loss", n_loss, loss, 0);
   panel(f, PANEL_W, "accuracy", "accuracy", n_acc, acc, 1);
   fprintf(f, "</svg>\n");
-  int bad = fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0;
-  int e = errno;
-  bad |= fclose(f) != 0;
-  if (bad || rename(tmp, path) != 0) {
-    snprintf(err, n, "%s: %s", path, strerror(bad ? e : errno));
-    unlink(tmp);
-    free(tmp);
+  errno = 0;
+  int e = fflush(f) != 0 || ferror(f) ? (errno ? errno : EIO) : 0;
+  if (fclose(f) != 0 && !e)
+    e = errno;
+  if (rt_replace_commit(&r, e, &why, &step) != 0) {
+    snprintf(err, n, "%s: %s", path, why);
     return -1;
   }
-  free(tmp);
   return 0;
 }

@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "run.h"
+#include "runtime/file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,39 +16,28 @@
 #include <unistd.h>
 
 /* A file the run will write (--checkpoint, --plot) is checked before the
- * first step, so that a bad path is not found only after training: it must
- * be a regular file or not exist yet, and a file must be creatable beside
- * it (where the atomic writers put their temporaries). */
+ * first step, so that a bad path is not found only after training: the
+ * writer's own temporary (runtime/file.h) is created and removed, which
+ * refuses an empty path, a path that is not a regular file once its links
+ * are followed, and a directory where no file can be created. */
 int check_writable(const char *flag, const char *path) {
-  struct stat st;
-  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-    fprintf(stderr, PROG ": --%s: %s is %s; give the path of a file\n", flag,
-            path,
-            S_ISDIR(st.st_mode)    ? "a directory"
-            : S_ISFIFO(st.st_mode) ? "a FIFO"
-                                   : "not a regular file");
-    return -1;
+  rt_replace r;
+  const char *why = NULL;
+  if (rt_replace_open(&r, path, &why) == 0) {
+    rt_replace_abort(&r);
+    return 0;
   }
-  size_t n = strlen(path);
-  char *probe = malloc(n + 16);
-  if (!probe) {
-    fprintf(stderr, PROG ": out of memory\n");
-    return -1;
-  }
-  snprintf(probe, n + 16, "%s.probe-XXXXXX", path);
-  int fd = mkstemp(probe);
-  if (fd < 0) {
+  if (!*path)
+    fprintf(stderr, PROG ": --%s: %s; give the path of a file\n", flag, why);
+  else if (errno == EINVAL)
+    fprintf(stderr, PROG ": --%s: %s %s; give the path of a file\n", flag, path,
+            why);
+  else
     fprintf(stderr,
             PROG ": --%s: cannot write %s: cannot create a file beside it: "
                  "%s\n",
-            flag, path, strerror(errno));
-    free(probe);
-    return -1;
-  }
-  close(fd);
-  unlink(probe);
-  free(probe);
-  return 0;
+            flag, path, why);
+  return -1;
 }
 
 /* Every rank must train the same run: each setting that shapes a step,

@@ -7,6 +7,7 @@
 #include "run.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,10 +32,10 @@ static long long peak_device_bytes(const run *r) {
   return (long long)m.peak_bytes;
 }
 
-static double images_per_second(const run *r, int64_t steps_here) {
-  return r->train_seconds > 0
-             ? (double)steps_here * (double)r->o.batch / r->train_seconds
-             : 0;
+/* Images trained (a partial batch counts its images, not its padding)
+ * over training time. */
+static double images_per_second(const run *r) {
+  return r->train_seconds > 0 ? r->images_here / r->train_seconds : 0;
 }
 
 static double mean_epoch(const run *r) {
@@ -73,13 +74,17 @@ void report_json(const run *r, int64_t steps_here) {
   json_object_set_new(o, "seed", json_integer((json_int_t)r->o.seed));
   json_object_set_new(o, "train_images", json_integer(r->n_train));
   json_object_set_new(o, "test_images", json_integer(r->n_test));
+  /* null when this process trained no step (a finished run resumed) */
   json_object_set_new(o, "train_loss",
-                      json_real(r->epoch_images > 0
-                                    ? r->epoch_loss / r->epoch_images
-                                    : r->last_loss));
-  json_object_set_new(
-      o, "train_accuracy",
-      json_real(r->epoch_images > 0 ? r->epoch_correct / r->epoch_images : 0));
+                      r->epoch_images > 0
+                          ? json_real(r->epoch_loss / r->epoch_images)
+                      : steps_here > 0 ? json_real(r->last_loss)
+                                       : json_null());
+  json_object_set_new(o, "train_accuracy",
+                      r->epoch_images > 0
+                          ? json_real(r->epoch_correct / r->epoch_images)
+                      : steps_here > 0 ? json_real(0)
+                                       : json_null());
   json_object_set_new(o, "test_accuracy",
                       r->have_test ? json_real(r->test_accuracy) : json_null());
   json_object_set_new(o, "test_loss",
@@ -87,7 +92,8 @@ void report_json(const run *r, int64_t steps_here) {
   if (r->valid_b)
     json_object_set_new(o, "validation_accuracy", json_real(r->valid_accuracy));
   json_object_set_new(o, "images_per_second",
-                      json_real(images_per_second(r, steps_here)));
+                      steps_here > 0 ? json_real(images_per_second(r))
+                                     : json_null());
   json_object_set_new(o, "seconds_per_epoch", json_real(mean_epoch(r)));
   json_object_set_new(o, "epoch_seconds", eps);
   json_object_set_new(o, "train_seconds", json_real(r->train_seconds));
@@ -186,7 +192,7 @@ void report_text(const run *r, int64_t steps_here) {
            100 * r->test_accuracy, r->test_loss, (long long)r->n_test);
   printf("%.0f images/s, %.1f s per epoch, compile %.2f s, peak RSS %.0f MB, "
          "peak device memory %.0f MB\n",
-         images_per_second(r, steps_here), mean_epoch(r), r->compile_seconds,
+         images_per_second(r), mean_epoch(r), r->compile_seconds,
          (double)peak_rss_bytes() / 1e6, (double)peak_device_bytes(r) / 1e6);
 }
 
@@ -208,4 +214,61 @@ int write_plot(const run *r) {
     return -1;
   }
   return 0;
+}
+
+/* The progress bar on a terminal, else a log line about every 10 s and
+ * at the end of each epoch. */
+static void format_eta(double s, char *buf, size_t n) {
+  if (!isfinite(s) || s < 0)
+    s = 0;
+  long t = (long)(s + 0.5);
+  if (t >= 3600)
+    snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+  else
+    snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+void progress(run *r, int final) {
+  if (r->o.quiet)
+    return;
+  double t = now(), el = t - r->bar_t0;
+  double done = (double)r->batch_in_epoch;
+  double ips = el > 0 ? r->epoch_images / el : 0;
+  double left = (double)(r->batches_per_epoch - r->batch_in_epoch) *
+                (double)r->o.batch / (ips > 0 ? ips : 1);
+  double loss = r->epoch_images > 0 ? r->epoch_loss / r->epoch_images : 0;
+  double acc = r->epoch_images > 0 ? r->epoch_correct / r->epoch_images : 0;
+  char eta[32];
+  format_eta(left, eta, sizeof eta);
+  if (r->bar) {
+    if (!final && t - r->last_log < 0.1)
+      return;
+    r->last_log = t;
+    enum { W = 24 };
+    int fill = (int)(W * done / (double)r->batches_per_epoch);
+    char bar[W + 1];
+    for (int i = 0; i < W; i++)
+      bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
+    bar[W] = '\0';
+    fprintf(stderr,
+            "\r\033[Kepoch %lld/%lld [%s] %lld/%lld  loss %.4f  acc %5.1f%%  "
+            "%.0f img/s  ETA %s",
+            (long long)r->epoch + 1, (long long)r->o.epochs, bar,
+            (long long)r->batch_in_epoch, (long long)r->batches_per_epoch, loss,
+            100 * acc, ips, eta);
+    if (final)
+      fputc('\n', stderr);
+    fflush(stderr);
+    return;
+  }
+  /* Plain log lines: about every 10 s, and at the end of each epoch. */
+  if (!final && t - r->last_log < 10)
+    return;
+  r->last_log = t;
+  fprintf(stderr,
+          PROG ": epoch %lld/%lld step %lld/%lld loss %.4f acc %.1f%% "
+               "%.0f img/s ETA %s\n",
+          (long long)r->epoch + 1, (long long)r->o.epochs,
+          (long long)r->batch_in_epoch, (long long)r->batches_per_epoch, loss,
+          100 * acc, ips, eta);
 }

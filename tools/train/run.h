@@ -57,6 +57,7 @@ typedef struct run {
   /* Progress. */
   int64_t steps, epoch, batch_in_epoch, batches_per_epoch;
   double epoch_loss, epoch_correct, epoch_images;
+  double images_here; /* images trained by this process (padding not) */
   double last_loss, last_lr;
   double compile_seconds, train_seconds;
   /* Of train_seconds: filling and binding batches, and running steps. */
@@ -102,6 +103,8 @@ int resume(run *r);
 /* report.c: the summary on stdout, as text or JSON (steps_here: the steps
  * this process ran), and --plot (0, or -1 with the message printed). */
 void report_json(const run *r, int64_t steps_here);
+/* The bar or log line of training's progress (final: at an epoch's end). */
+void progress(run *r, int final);
 void report_text(const run *r, int64_t steps_here);
 int write_plot(const run *r);
 

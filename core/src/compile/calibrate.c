@@ -182,45 +182,42 @@ static int make_dirs_for(const char *path) {
   return rc;
 }
 
-/* Writes root over path atomically (temporary beside it, then rename). */
+/* Writes root over path atomically (file.h: a temporary beside it, then
+ * a rename). */
 static void cache_store(tyto_context *ctx, const char *path, json_t *root) {
   if (!path)
     return;
-  struct stat st;
-  if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-    rt_log(&ctx->log, TYTO_LOG_WARN, "tyto",
-           "profile cache %s cannot be written: %s; the figures are kept "
-           "for this run only",
-           path,
-           rt_not_regular(st.st_mode) ? rt_not_regular(st.st_mode)
-                                      : "is not a regular file");
-    return;
-  }
-  char *tmp = rt_asprintf("%s.XXXXXX", path);
-  int fd = tmp && make_dirs_for(path) == 0 ? mkstemp(tmp) : -1;
-  int ok = 0;
-  if (fd >= 0) {
+  rt_replace r;
+  const char *why = NULL, *step = NULL;
+  int ok = make_dirs_for(path) == 0;
+  if (!ok)
+    why = strerror(errno);
+  else
+    ok = rt_replace_open(&r, path, &why) == 0;
+  if (ok) {
     rt_xfsz_guard guard;
     rt_xfsz_block(&guard);
-    FILE *f = fdopen(fd, "w");
+    int fd = dup(r.fd);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    int err = f ? 0 : errno;
     if (f) {
-      ok = json_dumpf(root, f, JSON_INDENT(2) | JSON_SORT_KEYS) == 0;
-      ok &= fputc('\n', f) != EOF;
-      ok &= fclose(f) == 0;
-    } else {
+      errno = 0;
+      if (json_dumpf(root, f, JSON_INDENT(2) | JSON_SORT_KEYS) != 0 ||
+          fputc('\n', f) == EOF || fflush(f) != 0)
+        err = errno ? errno : EIO;
+      if (fclose(f) != 0 && !err)
+        err = errno;
+    } else if (fd >= 0) {
       close(fd);
     }
+    ok = rt_replace_commit(&r, err, &why, &step) == 0;
     rt_xfsz_restore(&guard);
-    ok = ok && rename(tmp, path) == 0;
-    if (!ok)
-      unlink(tmp);
   }
   if (!ok)
     rt_log(&ctx->log, TYTO_LOG_WARN, "tyto",
            "profile cache %s cannot be written: %s; the figures are kept "
            "for this run only",
-           path, strerror(errno));
-  free(tmp);
+           path, why);
 }
 
 static double get_real(json_t *o, const char *k) {

@@ -325,31 +325,6 @@ static tyto_status optimise(tyto_program *p, compile_opts *o, tyto_graph *g,
   return TYTO_OK;
 }
 
-/* TYTO_PLACEMENT: comma-separated words pinned, auto, strict. */
-static tyto_status placement_env(tyto_place_policy *policy, int *strict) {
-  const char *v = getenv("TYTO_PLACEMENT");
-  if (!v || !*v)
-    return TYTO_OK;
-  const char *s = v;
-  while (*s) {
-    size_t n = strcspn(s, ",");
-    if (n == 6 && strncasecmp(s, "pinned", n) == 0)
-      *policy = *policy ? *policy : TYTO_PLACE_PINNED;
-    else if (n == 4 && strncasecmp(s, "auto", n) == 0)
-      *policy = *policy ? *policy : TYTO_PLACE_AUTO;
-    else if (n == 6 && strncasecmp(s, "strict", n) == 0)
-      *strict = 1;
-    else if (n)
-      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                     "compile: TYTO_PLACEMENT is \"%.100s\": \"%.*s\" is not "
-                     "a word it takes (pinned, auto, strict, separated by "
-                     "commas)",
-                     v, (int)(n > 40 ? 40 : n), s);
-    s += n + (s[n] == ',');
-  }
-  return TYTO_OK;
-}
-
 #define HAS(opts, field)                                                       \
   ((opts) && (opts)->struct_size >=                                            \
                  offsetof(tyto_program_options, field) + sizeof(opts)->field)
@@ -394,7 +369,7 @@ static tyto_status resolve_devices(tyto_context *ctx, tyto_graph *g,
                    "compile: placement %d is not a tyto_place_policy "
                    "(TYTO_PLACE_DEFAULT, _PINNED or _AUTO)",
                    (int)co->policy);
-  tyto_status st = placement_env(&co->policy, &co->strict);
+  tyto_status st = rt_env_placement(&co->policy, &co->strict);
   if (st != TYTO_OK)
     return st;
   if (co->policy == TYTO_PLACE_DEFAULT)
@@ -615,8 +590,10 @@ static tyto_status compile(tyto_program *p, tyto_graph *g, size_t n_outputs,
   st = exec_plan_memory(p, o->plan);
   p->stats.naive_bytes = naive;
   p->stats.kernels = p->n_launch;
-  const char *prof = getenv("TYTO_PROFILE");
-  if (st == TYTO_OK && prof && prof[0] && strcmp(prof, "0") != 0) {
+  int prof = st == TYTO_OK ? rt_env_switch("TYTO_PROFILE") : -1;
+  if (prof == -2)
+    return TYTO_ERR_INVALID_ARGUMENT;
+  if (prof == 1) {
     p->prof_seconds = calloc(p->n_kernels ? p->n_kernels : 1, sizeof(double));
     if (!p->prof_seconds)
       return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "compile: out of memory");
@@ -659,14 +636,11 @@ tyto_status tyto_program_compile(tyto_context *ctx, tyto_graph *g,
   co.plan = plan;
   co.ctx = ctx;
   co.no_graphs = HAS(opts, no_graphs) && opts->no_graphs;
-  const char *gv = getenv("TYTO_GRAPHS");
-  if (gv && gv[0]) {
-    if (!strcmp(gv, "off") || !strcmp(gv, "0") || !strcmp(gv, "no"))
-      co.no_graphs = 1;
-    else if (strcmp(gv, "on") && strcmp(gv, "1") && strcmp(gv, "yes"))
-      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                     "TYTO_GRAPHS=%.64s: expected on or off", gv);
-  }
+  int graphs = rt_env_switch("TYTO_GRAPHS");
+  if (graphs == -2)
+    return TYTO_ERR_INVALID_ARGUMENT;
+  if (graphs == 0)
+    co.no_graphs = 1;
   if (opts &&
       opts->struct_size >= offsetof(tyto_program_options, update_values) +
                                sizeof opts->update_values) {

@@ -421,8 +421,11 @@ static int write_all(int fd, const void *buf, size_t n) {
     ssize_t w = write(fd, p, n);
     if (w < 0 && errno == EINTR)
       continue;
-    if (w <= 0)
+    if (w <= 0) {
+      if (w == 0)
+        errno = EIO; /* no progress and no error: do not spin */
       return -1;
+    }
     p += w;
     n -= (size_t)w;
   }
@@ -458,77 +461,36 @@ static int write_file(int fd, const tyto_checkpoint *ck, const char *header,
   return 0;
 }
 
-/* Makes the rename durable. File systems that cannot sync a directory
- * (EINVAL) have nothing to do. */
-static int sync_dir_of(const char *path) {
-  const char *slash = strrchr(path, '/');
-  char *dir = slash ? malloc((size_t)(slash - path) + 2) : dup_str(".");
-  if (!dir)
-    return 0;
-  if (slash) {
-    size_t n = slash == path ? 1 : (size_t)(slash - path);
-    memcpy(dir, path, n);
-    dir[n] = '\0';
-  }
-  int fd = open(dir, O_RDONLY);
-  free(dir);
-  if (fd < 0)
-    return 0;
-  int r = fsync(fd);
-  int err = errno;
-  close(fd);
-  errno = err;
-  return r != 0 && err != EINVAL ? -1 : 0;
-}
-
 tyto_status tyto_checkpoint_save(const tyto_checkpoint *ck, const char *path) {
   const char *fn = "tyto_checkpoint_save";
   if (!ck || !path || !*path)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: NULL or empty argument", fn);
-  size_t hlen, plen = strlen(path);
+  size_t hlen;
   char *header = build_header(ck, &hlen);
-  char *tmp = malloc(plen + 8);
-  if (!header || !tmp) {
-    free(header);
-    free(tmp);
+  if (!header)
     return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  rt_replace r;
+  const char *why = NULL, *step = NULL;
+  if (rt_replace_open(&r, path, &why) != 0) {
+    free(header);
+    return rt_replace_fail(fn, path, why);
   }
-  memcpy(tmp, path, plen);
-  memcpy(tmp + plen, ".XXXXXX", 8);
-  tyto_status st = TYTO_OK;
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    st = rt_fail(TYTO_ERR_IO, "%s: cannot create a file beside '%s': %s", fn,
-                 path, strerror(errno));
-    goto done;
-  }
-  struct stat old;
-  mode_t mode = stat(path, &old) == 0 ? old.st_mode & 07777 : 0644;
   rt_xfsz_guard guard;
   rt_xfsz_block(&guard);
-  int err = fchmod(fd, mode) != 0 || write_file(fd, ck, header, hlen) != 0 ||
-                    fsync(fd) != 0
-                ? errno
-                : 0;
-  if (close(fd) != 0 && !err)
-    err = errno;
+  errno = 0;
+  int err = write_file(r.fd, ck, header, hlen) != 0 ? (errno ? errno : EIO) : 0;
+  tyto_status st = TYTO_OK;
+  if (rt_replace_commit(&r, err, &why, &step) != 0)
+    st = strcmp(step, "sync") == 0
+             ? rt_fail(TYTO_ERR_IO,
+                       "%s: '%s' was written but its directory could not be "
+                       "synced: %s",
+                       fn, path, why)
+             : rt_fail(TYTO_ERR_IO,
+                       "%s: writing '%s' failed: %s; '%s' is unchanged", fn,
+                       path, why, path);
   rt_xfsz_restore(&guard);
-  if (err)
-    st = rt_fail(TYTO_ERR_IO, "%s: writing '%s' failed: %s; '%s' is unchanged",
-                 fn, path, rt_write_error(err), path);
-  if (st == TYTO_OK && rename(tmp, path) != 0)
-    st = rt_fail(TYTO_ERR_IO, "%s: cannot replace '%s': %s", fn, path,
-                 strerror(errno));
-  if (st != TYTO_OK)
-    unlink(tmp);
-  else if (sync_dir_of(path) != 0)
-    st = rt_fail(TYTO_ERR_IO,
-                 "%s: '%s' was written but its directory could not be "
-                 "synced: %s",
-                 fn, path, strerror(errno));
-done:
   free(header);
-  free(tmp);
   return st;
 }
 

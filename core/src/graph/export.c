@@ -89,44 +89,42 @@ tyto_status tyto_graph_write_dot(const tyto_graph *g, FILE *f, size_t n_outputs,
 tyto_status export_atomic(const char *path, const char *what,
                           tyto_status (*write)(FILE *, const void *),
                           const void *ctx) {
-  size_t len = strlen(path);
-  char *tmp = malloc(len + 8);
-  if (!tmp)
-    return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
-  memcpy(tmp, path, len);
-  memcpy(tmp + len, ".XXXXXX", 8);
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    tyto_status st = rt_fail(TYTO_ERR_IO,
-                             "%s: cannot create a file "
-                             "beside '%s': %s",
-                             what, path, strerror(errno));
-    free(tmp);
-    return st;
-  }
-  FILE *f = fdopen(fd, "w");
+  rt_replace r;
+  const char *why = NULL, *step = NULL;
+  if (rt_replace_open(&r, path, &why) != 0)
+    return rt_replace_fail(what, path, why);
+  int fd = dup(r.fd);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
   if (!f) {
-    close(fd);
-    unlink(tmp);
-    free(tmp);
-    return rt_fail(TYTO_ERR_IO, "%s: %s", what, strerror(errno));
+    int err = errno;
+    if (fd >= 0)
+      close(fd);
+    rt_replace_abort(&r);
+    return rt_fail(TYTO_ERR_IO, "%s: %s", what, strerror(err));
   }
   rt_xfsz_guard guard;
   rt_xfsz_block(&guard);
   tyto_status st = write(f, ctx);
-  if (st == TYTO_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-    st = rt_fail(TYTO_ERR_IO, "%s: writing '%s' failed: %s; it is unchanged",
-                 what, path, rt_write_error(errno));
-  if (fclose(f) != 0 && st == TYTO_OK)
-    st = rt_fail(TYTO_ERR_IO, "%s: writing '%s' failed: %s; it is unchanged",
-                 what, path, rt_write_error(errno));
+  int err = 0;
+  errno = 0;
+  if (st == TYTO_OK && (fflush(f) != 0 || ferror(f)))
+    err = errno ? errno : EIO;
+  if (fclose(f) != 0 && !err && st == TYTO_OK)
+    err = errno;
+  if (st != TYTO_OK) {
+    rt_replace_abort(&r);
+  } else if (rt_replace_commit(&r, err, &why, &step) != 0) {
+    st = strcmp(step, "sync") == 0
+             ? rt_fail(TYTO_ERR_IO,
+                       "%s: '%s' was written but its directory could not be "
+                       "synced: %s",
+                       what, path, why)
+             : rt_fail(TYTO_ERR_IO,
+                       "%s: writing '%s' failed: %s; it is "
+                       "unchanged",
+                       what, path, why);
+  }
   rt_xfsz_restore(&guard);
-  if (st == TYTO_OK && rename(tmp, path) != 0)
-    st = rt_fail(TYTO_ERR_IO, "%s: cannot replace '%s': %s", what, path,
-                 strerror(errno));
-  if (st != TYTO_OK)
-    unlink(tmp);
-  free(tmp);
   return st;
 }
 

@@ -482,6 +482,8 @@ static tyto_status context_create(const tyto_context_options *opts,
   tyto_status st = read_config(ctx, o);
   if (st == TYTO_OK)
     st = set_log_level(ctx, o);
+  if (st == TYTO_OK && !ctx->ignore_env)
+    st = rt_env_check();
   if (st == TYTO_OK)
     st = build_search_path(ctx, o);
   if (st == TYTO_OK)

@@ -7,6 +7,7 @@
 #include "error.h"
 #include "strlist.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,15 @@ tyto_status rt_fail(tyto_status status, const char *fmt, ...) {
   rt_failv(status, fmt, ap);
   va_end(ap);
   return status;
+}
+
+tyto_status rt_replace_fail(const char *what, const char *path,
+                            const char *why) {
+  if (errno == EINVAL)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "%s: '%s' %s; give the path of a file", what, path, why);
+  return rt_fail(TYTO_ERR_IO, "%s: cannot create a file beside '%s': %s", what,
+                 path, why);
 }
 
 tyto_status rt_fail_plugin(tyto_plugin_error *err, const char *fmt, ...) {

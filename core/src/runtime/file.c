@@ -3,9 +3,12 @@
 #include "file.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
-#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -82,4 +85,174 @@ const char *rt_write_error(int err) {
   case EDQUOT: return "the disk quota is exhausted (Disk quota exceeded)";
   default: return strerror(err);
   }
+}
+
+/* Symbolic links followed at most (the kernel's own limit, MAXSYMLINKS). */
+#define MAX_LINKS 40
+
+/* The file that `path` names once its symbolic links are followed (a link
+ * whose target does not exist names that target); NULL with errno set. */
+static char *follow_links(const char *path) {
+  char *p = strdup(path);
+  for (int hops = 0; p; hops++) {
+    struct stat st;
+    if (lstat(p, &st) != 0 || !S_ISLNK(st.st_mode))
+      return p; /* not there yet (a new file), or no link */
+    if (hops == MAX_LINKS) {
+      free(p);
+      errno = ELOOP;
+      return NULL;
+    }
+    size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 256;
+    char *to = malloc(cap);
+    ssize_t n = to ? readlink(p, to, cap) : -1;
+    if (n < 0 || (size_t)n >= cap) {
+      int err = n < 0 && to ? errno : n < 0 ? ENOMEM : EAGAIN;
+      free(to);
+      free(p);
+      errno = err; /* EAGAIN: the link changed while read */
+      return NULL;
+    }
+    to[n] = '\0';
+    const char *slash = strrchr(p, '/');
+    if (to[0] == '/' || !slash) {
+      free(p);
+      p = to;
+      continue;
+    }
+    /* Relative: from the link's own directory. */
+    size_t dir = (size_t)(slash - p) + 1;
+    char *joined = malloc(dir + (size_t)n + 1);
+    if (joined) {
+      memcpy(joined, p, dir);
+      memcpy(joined + dir, to, (size_t)n + 1);
+    }
+    free(to);
+    free(p);
+    p = joined;
+  }
+  errno = ENOMEM;
+  return NULL;
+}
+
+/* fsync of the directory holding `path`, so that a rename in it is
+ * durable; file systems that cannot sync a directory (EINVAL) have
+ * nothing to do. */
+static int sync_dir_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path))
+                    : strdup(".");
+  if (!dir)
+    return 0;
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  free(dir);
+  if (fd < 0)
+    return 0;
+  int r = fsync(fd), err = errno;
+  close(fd);
+  errno = err;
+  return r != 0 && err != EINVAL ? -1 : 0;
+}
+
+static void replace_free(rt_replace *r) {
+  free(r->target);
+  free(r->tmp);
+  r->target = r->tmp = NULL;
+  r->fd = -1;
+}
+
+int rt_replace_open(rt_replace *r, const char *path, const char **why) {
+  static atomic_uint serial;
+  r->target = r->tmp = NULL;
+  r->fd = -1;
+  if (!path || !*path) {
+    errno = ENOENT;
+    *why = "the path is empty";
+    return -1;
+  }
+  if (!(r->target = follow_links(path))) {
+    *why = strerror(errno);
+    return -1;
+  }
+  struct stat st;
+  int exists = stat(r->target, &st) == 0;
+  if (exists && rt_not_regular(st.st_mode)) {
+    *why = rt_not_regular(st.st_mode);
+    replace_free(r);
+    errno = EINVAL;
+    return -1;
+  }
+  size_t len = strlen(r->target) + 32;
+  if (!(r->tmp = malloc(len))) {
+    replace_free(r);
+    errno = ENOMEM;
+    *why = strerror(errno);
+    return -1;
+  }
+  /* A name no other writer picks: the pid, a per-process serial number
+   * and the clock; O_EXCL makes sure, and the mode passes the umask. */
+  for (int tries = 0; r->fd < 0 && tries < 100; tries++) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned tag =
+        (unsigned)ts.tv_nsec ^ atomic_fetch_add(&serial, 1) * 2654435761u;
+    snprintf(r->tmp, len, "%s.tmp-%ld-%x", r->target, (long)getpid(), tag);
+    r->fd =
+        open(r->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0666);
+    if (r->fd < 0 && errno != EEXIST)
+      break;
+  }
+  if (r->fd < 0) {
+    int err = errno;
+    replace_free(r);
+    errno = err;
+    *why = strerror(err);
+    return -1;
+  }
+  if (exists && fchmod(r->fd, st.st_mode & 07777) != 0) {
+    int err = errno;
+    rt_replace_abort(r);
+    errno = err;
+    *why = strerror(err);
+    return -1;
+  }
+  return 0;
+}
+
+int rt_replace_commit(rt_replace *r, int write_err, const char **why,
+                      const char **what_failed) {
+  int err = write_err;
+  if (!err && fsync(r->fd) != 0)
+    err = errno;
+  if (close(r->fd) != 0 && !err)
+    err = errno;
+  r->fd = -1;
+  *what_failed = "write";
+  if (!err && rename(r->tmp, r->target) != 0)
+    err = errno;
+  if (err) {
+    unlink(r->tmp);
+    replace_free(r);
+    errno = err;
+    *why = rt_write_error(err);
+    return -1;
+  }
+  int synced = sync_dir_of(r->target);
+  err = errno;
+  replace_free(r);
+  if (synced != 0) {
+    errno = err;
+    *why = strerror(err);
+    *what_failed = "sync";
+    return -1;
+  }
+  return 0;
+}
+
+void rt_replace_abort(rt_replace *r) {
+  if (r->fd >= 0)
+    close(r->fd);
+  if (r->tmp)
+    unlink(r->tmp);
+  replace_free(r);
 }

@@ -32,4 +32,37 @@ void rt_xfsz_restore(const rt_xfsz_guard *g);
  * EDQUOT say which limit was hit; others are strerror(err). */
 const char *rt_write_error(int err);
 
+/* Replacing a file whole, so that a reader, a crash or a full disk never
+ * finds it half written: rt_replace_open() creates a temporary beside the
+ * file `path` names and rt_replace_commit() renames it over that file once
+ * it is written and synced.
+ *
+ * A symbolic link is followed: its target is replaced and the link stays.
+ * A path that names something other than a regular file (a FIFO, a
+ * device, a directory, a socket) is refused before anything is created,
+ * so writing to /dev/stdout or to a FIFO fails instead of replacing the
+ * node with a file. The new file keeps the mode of the one it replaces;
+ * a file that did not exist gets 0666 less the umask, as fopen's would.
+ *
+ * Both return 0, or -1 with errno set and *why a phrase for a message
+ * ("is a FIFO, not a regular file", "No space left on device" ...). When
+ * rt_replace_open() fails nothing was created; when rt_replace_commit()
+ * does, *what_failed says which step: "write" (the temporary is removed
+ * and the file is unchanged) or "sync" (the file was replaced but its
+ * directory could not be synced). */
+typedef struct rt_replace {
+  char *target; /* the file replaced: path, or where its links lead */
+  char *tmp;    /* the temporary beside it */
+  int fd;       /* the temporary, open for writing */
+} rt_replace;
+
+int rt_replace_open(rt_replace *r, const char *path, const char **why);
+/* Syncs and closes r->fd and renames the temporary over the target;
+ * write_err: an errno of the caller's writes (0: they succeeded), which
+ * fails the replacement with the temporary removed. Frees r. */
+int rt_replace_commit(rt_replace *r, int write_err, const char **why,
+                      const char **what_failed);
+/* Closes and removes the temporary; frees r. */
+void rt_replace_abort(rt_replace *r);
+
 #endif

@@ -12,6 +12,7 @@
 #include <tyto/context.h>
 #include <tyto/device.h>
 #include <tyto/plugin.h>
+#include <tyto/program.h>
 
 #include "conf.h"
 #include "log.h"
@@ -116,5 +117,16 @@ void rt_buffer_free(tyto_device *dev, tyto_plugin_buffer *buf);
 /* Initialises and releases dev's accounting (device_new, device_free). */
 void devmem_init(tyto_device *dev);
 void devmem_free(tyto_device *dev);
+
+/* runtime/env.c: an on/off environment variable: 1 on ("1", "on", "yes",
+ * "true", in any case), 0 off ("0", "off", "no", "false"), -1 unset or
+ * empty; -2 anything else, with the message set. */
+int rt_env_switch(const char *name);
+/* TYTO_PLACEMENT's words (pinned, auto, strict) into a policy left at
+ * TYTO_PLACE_DEFAULT and *strict; INVALID_ARGUMENT on any other word. */
+tyto_status rt_env_placement(tyto_place_policy *policy, int *strict);
+/* Both read of TYTO_GRAPHS, TYTO_PROFILE and TYTO_PLACEMENT at once:
+ * TYTO_ERR_CONFIG, the message naming the first bad one, or TYTO_OK. */
+tyto_status rt_env_check(void);
 
 #endif
