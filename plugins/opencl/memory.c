@@ -40,9 +40,21 @@ tyto_plugin_error *ocl_buffer_alloc(tyto_plugin_device *dev, uint64_t size,
    * copy of it has size 0, which never reaches OpenCL. */
   if (size > 0) {
     cl_int err = CL_SUCCESS;
-    b->mem = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, (size_t)size, NULL,
-                            &err);
+    /* host_memory: over fine-grained SVM (ocl.h); a device that cannot
+     * give it this time gets a buffer of its own, which the core copies
+     * from (buffer_host_ptr: NULL). */
+    if (d->host_memory)
+      b->svm = clSVMAlloc(dev->context,
+                          CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER,
+                          (size_t)size, (cl_uint)d->alignment);
+    b->mem = clCreateBuffer(
+        dev->context, CL_MEM_READ_WRITE | (b->svm ? CL_MEM_USE_HOST_PTR : 0),
+        (size_t)size, b->svm, &err);
     if (b->mem == NULL || err != CL_SUCCESS) {
+      if (b->mem != NULL)
+        clReleaseMemObject(b->mem);
+      if (b->svm != NULL)
+        clSVMFree(dev->context, b->svm);
       free(b);
       if (err == CL_INVALID_BUFFER_SIZE || err == CL_SUCCESS)
         err = CL_MEM_OBJECT_ALLOCATION_FAILURE;
@@ -58,12 +70,20 @@ tyto_plugin_error *ocl_buffer_alloc(tyto_plugin_device *dev, uint64_t size,
 }
 
 void ocl_buffer_free(tyto_plugin_device *dev, tyto_plugin_buffer *buf) {
-  (void)dev;
   if (buf == NULL)
     return;
   if (buf->mem != NULL)
     clReleaseMemObject(buf->mem);
+  /* No stream uses the buffer any more (the ABI's rule), so its storage
+   * can go with it. */
+  if (buf->svm != NULL)
+    clSVMFree(dev->context, buf->svm);
   free(buf);
+}
+
+void *ocl_buffer_host_ptr(tyto_plugin_device *dev, tyto_plugin_buffer *buf) {
+  (void)dev;
+  return buf != NULL ? buf->svm : NULL;
 }
 
 /* NULL when [offset, offset + size) lies inside `buf`; written to avoid

@@ -57,6 +57,8 @@ typedef struct ocl_devinfo {
   int has_compiler; /* CL_DEVICE_COMPILER_AVAILABLE */
   int has_int64;    /* 64-bit integers in kernels (absent on some EMBEDDED) */
   int gemm_own;     /* GEMM by tyto's kernels, not CLBlast (option gemm) */
+  int host_memory;  /* buffers in fine-grained SVM: the host reads them in
+                       place (TYTO_PLUGIN_CAP_UNIFIED_MEMORY) */
 } ocl_devinfo;
 
 struct tyto_plugin_state {
@@ -89,6 +91,7 @@ struct tyto_plugin_device {
 struct tyto_plugin_buffer {
   cl_mem mem;    /* NULL for a zero-size buffer: OpenCL forbids size 0 */
   uint64_t size; /* bytes */
+  void *svm;     /* host_memory devices: mem's storage, else NULL */
 };
 
 /* A command enqueued on a stream whose outcome has not been looked at yet. */
@@ -135,6 +138,7 @@ void ocl_probe_release(tyto_plugin_state *state);
 tyto_plugin_error *ocl_buffer_alloc(tyto_plugin_device *dev, uint64_t size,
                                     tyto_plugin_buffer **out);
 void ocl_buffer_free(tyto_plugin_device *dev, tyto_plugin_buffer *buf);
+void *ocl_buffer_host_ptr(tyto_plugin_device *dev, tyto_plugin_buffer *buf);
 tyto_plugin_error *ocl_copy_h2d(tyto_plugin_device *dev, tyto_plugin_stream *s,
                                 tyto_plugin_buffer *dst, uint64_t dst_offset,
                                 const void *src, uint64_t size);

@@ -49,7 +49,10 @@ static tyto_plugin_error *fn_device_query(tyto_plugin_state *state,
   SET_FIELD(info, driver_version,
             d->driver_text != NULL ? d->driver_text : d->driver_version);
   SET_FIELD(info, dtypes, d->dtypes);
-  SET_FIELD(info, flags, (uint32_t)TYTO_PLUGIN_CAP_ASYNC);
+  SET_FIELD(
+      info, flags,
+      (uint32_t)TYTO_PLUGIN_CAP_ASYNC |
+          (d->host_memory ? (uint32_t)TYTO_PLUGIN_CAP_UNIFIED_MEMORY : 0u));
   SET_FIELD(info, memory_bytes, d->memory_bytes);
   SET_FIELD(info, alignment, d->alignment);
   SET_FIELD(info, max_alloc_bytes, d->max_alloc_bytes);
@@ -180,7 +183,7 @@ static const tyto_plugin_device_fns device_fns = {
     .device_close = fn_device_close,
     .buffer_alloc = ocl_buffer_alloc,
     .buffer_free = ocl_buffer_free,
-    .buffer_host_ptr = NULL, /* device memory is not host-addressable */
+    .buffer_host_ptr = ocl_buffer_host_ptr,
     .stream_create = ocl_stream_create,
     .stream_destroy = ocl_stream_destroy,
     .stream_synchronize = ocl_stream_synchronize,

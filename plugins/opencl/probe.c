@@ -313,6 +313,21 @@ static int describe(candidate *c, cl_platform_id platform,
   d->dtypes |= TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_I32);
   if (d->has_int64)
     d->dtypes |= TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_I64);
+  /* A CPU device (PoCL, Intel's CPU runtime) computes in the host's own
+   * memory: with fine-grained SVM, a buffer made over an SVM allocation
+   * (CL_MEM_USE_HOST_PTR, OpenCL 2.0 section 5.6.1: the allocation is
+   * its storage) is read by the host in place once an event says the
+   * writing work is done, so gradients leave it without a copy. GPUs that
+   * share the host's memory could too, but fine-grained SVM may cost them
+   * caching; they keep device buffers. */
+  cl_device_svm_capabilities svm = 0;
+  cl_bool unified = CL_FALSE;
+  if (d->cl_major >= 2 && (c->type & CL_DEVICE_TYPE_CPU) &&
+      clGetDeviceInfo(id, CL_DEVICE_SVM_CAPABILITIES, sizeof svm, &svm, NULL) ==
+          CL_SUCCESS &&
+      clGetDeviceInfo(id, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified,
+                      &unified, NULL) == CL_SUCCESS)
+    d->host_memory = unified && (svm & CL_DEVICE_SVM_FINE_GRAIN_BUFFER);
 
 done:
   free(version);
@@ -424,17 +439,20 @@ static int describe_driver(ocl_devinfo *d, int fp16_option) {
                     : "; f16: no (needs cl_khr_fp16, which this device lacks)";
   const char *gemm =
       d->gemm_own ? "; GEMM: tyto's kernels (option gemm)" : "; GEMM: CLBlast";
+  const char *mem =
+      d->host_memory ? "; buffers: host memory (fine-grained SVM)" : "";
   if (!d->has_fp16 && fp16_option) {
     d->fp16_emulated = 1;
     d->dtypes |= TYTO_PLUGIN_DTYPE_BIT(TYTO_PLUGIN_DTYPE_F16);
   }
-  size_t n = strlen(d->driver_version) + strlen(f16) + strlen(gemm) + 1;
+  size_t n =
+      strlen(d->driver_version) + strlen(f16) + strlen(gemm) + strlen(mem) + 1;
   if ((d->driver_text = malloc(n)) == NULL)
     return 0;
   /* Without a version the notes start the text. */
   int skip = d->driver_version[0] == '\0' ? 2 : 0;
-  snprintf(d->driver_text, n, "%s%s%s", d->driver_version,
-           (f16[0] ? f16 : gemm) + skip, f16[0] ? gemm : "");
+  snprintf(d->driver_text, n, "%s%s%s%s", d->driver_version,
+           (f16[0] ? f16 : gemm) + skip, f16[0] ? gemm : "", mem);
   return 1;
 }
 

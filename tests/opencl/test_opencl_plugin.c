@@ -321,6 +321,63 @@ static void test_memory(tyto_plugin_device *dev) {
   df->buffer_free(dev, b);
 }
 
+/* A CPU device with fine-grained SVM keeps its buffers in host memory
+ * (TYTO_PLUGIN_CAP_UNIFIED_MEMORY): the host's writes through
+ * buffer_host_ptr reach a kernel, and a kernel's writes are read in place
+ * once an event after it has completed. PoCL's device is one. */
+static void test_host_memory(tyto_plugin_device *dev, uint32_t ordinal) {
+  tyto_plugin_device_info di;
+  memset(&di, 0, sizeof di);
+  di.struct_size = sizeof di;
+  if (!OK(info->fns->device_query(state, ordinal, &di)))
+    return;
+  int unified = (di.flags & TYTO_PLUGIN_CAP_UNIFIED_MEMORY) != 0;
+  CHECK(!strstr(di.name, "pthread") || unified,
+        "PoCL's CPU device \"%s\" keeps its buffers in host memory", di.name);
+  CHECK(unified == (strstr(di.driver_version, "buffers: host memory") != NULL),
+        "the driver text says where buffers are: %s", di.driver_version);
+  enum { N = 64 };
+  int64_t shape[1] = {N};
+  tyto_plugin_layout f32 = layout(TYTO_PLUGIN_DTYPE_F32, 1, shape);
+  tyto_plugin_op_desc d = desc_of(TYTO_PLUGIN_OP_COPY, 1, &f32, &f32, NULL, 0);
+  tyto_plugin_kernel *k = NULL;
+  tyto_plugin_kernel_info ki = {sizeof ki, 0, 0};
+  tyto_plugin_buffer *a = NULL, *b = NULL;
+  tyto_plugin_stream *s = NULL;
+  tyto_plugin_event *ev = NULL;
+  if (OK(df->buffer_alloc(dev, N * sizeof(float), &a)) &&
+      OK(df->buffer_alloc(dev, N * sizeof(float), &b))) {
+    float *pa = df->buffer_host_ptr(dev, a), *pb = df->buffer_host_ptr(dev, b);
+    CHECK((pa != NULL && pb != NULL) == unified,
+          "buffer_host_ptr gives an address exactly when memory is unified");
+    if (pa && pb && OK(df->prepare(dev, &d, &k, &ki)) &&
+        OK(df->stream_create(dev, &s)) && OK(df->event_create(dev, &ev))) {
+      CHECK((uintptr_t)pa % di.alignment == 0, "aligned to %llu bytes",
+            (unsigned long long)di.alignment);
+      for (int i = 0; i < N; i++) {
+        pa[i] = 1.5f * (float)i;
+        pb[i] = -1;
+      }
+      tyto_plugin_binding in = bound(a, 0), out = bound(b, 0);
+      OK(df->launch(dev, s, k, &in, 1, &out, 1, NULL));
+      OK(df->event_record(dev, ev, s));
+      OK(df->event_synchronize(dev, ev));
+      int same = 1;
+      for (int i = 0; i < N; i++)
+        same &= pb[i] == 1.5f * (float)i;
+      CHECK(same, "the host reads the kernel's output in place (pb[63] %g)",
+            (double)pb[N - 1]);
+    }
+  }
+  if (ev != NULL)
+    df->event_destroy(dev, ev);
+  if (s != NULL)
+    df->stream_destroy(dev, s);
+  df->kernel_release(dev, k);
+  df->buffer_free(dev, a);
+  df->buffer_free(dev, b);
+}
+
 /* The errors kernels.c gives for every op. */
 static void test_errors(tyto_plugin_device *dev) {
   int64_t shape[2] = {4, 8};
@@ -514,6 +571,7 @@ int main(int argc, char **argv) {
     if (!OK(info->fns->device_open(state, i, &dev)))
       continue;
     test_memory(dev);
+    test_host_memory(dev, i);
     if (!valgrind)
       test_errors(dev);
     df->device_close(dev);
