@@ -10,15 +10,18 @@
  *                [--dtype f32,f64,f16,bf16,i32,i64] [--op NAME]
  *                [--reference CPU_PLUGIN.so]
  *
- * Exit status: 0 every supported case passed; 1 a case failed; 2 usage
- * error or a plugin could not be loaded; 3 the plugin loaded but no device
- * could be opened (nothing was tested). See sdk/docs/conformance.md.
+ * Exit status: 0 every supported case passed; 1 a case failed, or the
+ * report could not be written to stdout; 2 usage error or a plugin could
+ * not be loaded; 3 the plugin loaded but no device could be opened
+ * (nothing was tested). See sdk/docs/conformance.md.
  */
 #define _DEFAULT_SOURCE
 #include "config.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +35,7 @@
 #include "conform/host.h"
 #include "conform/perf.h"
 #include "conform/specials.h"
+#include "stdout_check.h"
 
 #ifndef TYTO_CONFORM_PLUGIN_DIR
 #define TYTO_CONFORM_PLUGIN_DIR "/usr/local/lib/tyto/plugins"
@@ -496,6 +500,11 @@ static int same_file(const char *a, const char *b) {
   return realpath(a, ra) && realpath(b, rb) && strcmp(ra, rb) == 0;
 }
 
+/* The exit status, a report that did not reach stdout making it 1. */
+static int exit_status(int rc) {
+  return stdout_flushed("tyto-conform") != 0 && rc == 0 ? 1 : rc;
+}
+
 int main(int argc, char **argv) {
   options o;
   cf_plugin *dutp = calloc(1, sizeof *dutp), *refp = calloc(1, sizeof *refp);
@@ -506,13 +515,16 @@ int main(int argc, char **argv) {
   json_t *root = NULL, *jdevs = NULL;
   tally t;
 
+  /* A closed pipe is a write error we report, not a signal that kills
+   * the kit. */
+  signal(SIGPIPE, SIG_IGN);
   memset(&t, 0, sizeof t);
   if (dutp == NULL || refp == NULL || pr != 0) {
     if (pr < 0)
       usage(stderr);
     free(dutp);
     free(refp);
-    return pr > 0 ? 0 : 2;
+    return pr > 0 ? exit_status(0) : 2;
   }
   if (o.reference)
     snprintf(ref_path, sizeof ref_path, "%s", o.reference);
@@ -522,7 +534,8 @@ int main(int argc, char **argv) {
   if (o.grad) {
     free(dutp);
     free(refp);
-    return cf_grad_main(o.plugin, ref_path, o.op, o.json, o.dtypes, o.listed);
+    return exit_status(
+        cf_grad_main(o.plugin, ref_path, o.op, o.json, o.dtypes, o.listed));
   }
 
   if (cf_plugin_load(dutp, o.plugin, err, sizeof err) != 0) {
@@ -646,6 +659,7 @@ int main(int argc, char **argv) {
     json_dumpf(root, stdout, JSON_COMPACT);
     fputc('\n', stdout);
   }
+  rc = exit_status(rc);
   json_decref(root);
 unload:
   if (rp != dutp)

@@ -9,8 +9,8 @@
  * FILE` writes the compiled graph, coloured by memory block, one cluster
  * per device.
  *
- * Exit status: 0 done, 1 a runtime failure (no device, compile failed),
- * 2 a usage error.
+ * Exit status: 0 done, 1 a runtime failure (no device, compile failed,
+ * the report could not be written to stdout), 2 a usage error.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -26,6 +26,7 @@
 #include <tyto/tyto.h>
 
 #include "models.h"
+#include "stdout_check.h"
 
 #define PROG "tyto-graph"
 
@@ -570,8 +571,10 @@ int main(int argc, char **argv) {
     case 's': r.strict = 1; break;
     case 'd': dot = optarg; break;
     case 'j': json = 1; break;
-    case 'V': printf(PROG " %s\n", tyto_version()); return 0;
-    case 'h': usage(stdout); return 0;
+    case 'V':
+      printf(PROG " %s\n", tyto_version());
+      return stdout_flushed(PROG) ? 1 : 0;
+    case 'h': usage(stdout); return stdout_flushed(PROG) ? 1 : 0;
     case ':': return usage_error("expected a value after", argv[optind - 1]);
     default: return usage_error("unknown option", argv[optind - 1]);
     }
@@ -667,7 +670,7 @@ int main(int argc, char **argv) {
   } else if (print_text(&r) < 0) {
     goto done;
   }
-  rc = fflush(stdout) == 0 ? 0 : 1;
+  rc = stdout_flushed(PROG) ? 1 : 0;
 done:
   free(devices);
   tyto_program_free(p);

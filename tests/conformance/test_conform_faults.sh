@@ -3,7 +3,8 @@
 # plugin of tests/plugins/kitplug.c conforms as built correctly (kitgood,
 # and kitnorelease, which lacks an optional function), in f32, f64, f16 and
 # bf16, and each build with one fault fails, with the finding that names
-# it.
+# it. Paths that are no regular file are refused as libtyto refuses them
+# (never waited on), and a report that cannot be written is a failure.
 set -u
 conform=../tools/tyto-conform
 cpu=../plugins/cpu/.libs/tyto_plugin_cpu.so
@@ -75,5 +76,75 @@ fault kitwide16 '^copy  *f16  *contiguous .*out-of-bounds: copy: output 0 writte
   "16-bit elements written as 32-bit words"
 fault kitlinalg16 '^inv  *f16  *refuses it .*FAIL: supports_op refused inv in f16 with code 1' \
   "linear algebra in f16 refused with INVALID_ARGUMENT"
+# refused WHAT PHRASE ARGS...: the kit must refuse ARGS with exit 2 (as a
+# missing plugin) and libtyto's words, at once (a FIFO must not be opened
+# as dlopen opens it: that waits for a writer).
+refused() {
+  what=$1 phrase=$2
+  shift 2
+  $limit "$conform" "$@" >"$log.one" 2>&1
+  rc=$?
+  { echo "== $what (exit $rc)"; cat "$log.one"; } >>"$log"
+  if [ $rc -ne 2 ]; then
+    failed=1
+    echo "FAIL: $what: tyto-conform exited $rc, expected 2 (log: tests/$log)"
+  elif ! grep -q "$phrase" "$log.one"; then
+    failed=1
+    echo "FAIL: $what: no message '$phrase':"
+    cat "$log.one"
+  else
+    echo "$what refused: $(head -n 1 "$log.one")"
+  fi
+}
+limit=
+command -v timeout >/dev/null 2>&1 && limit="timeout 60"
+odd=conformance/odd
+rm -rf "$odd"
+mkdir -p "$odd/tyto_plugin_dd.so"
+if mkfifo "$odd/tyto_plugin_ff.so"; then
+  refused "a FIFO as the plugin" \
+    "^tyto-conform: $odd/tyto_plugin_ff.so: cannot be loaded: is a FIFO, not a regular file$" \
+    "$odd/tyto_plugin_ff.so" --reference "$cpu"
+  refused "a FIFO as the reference" \
+    "^tyto-conform: reference: $odd/tyto_plugin_ff.so: cannot be loaded: is a FIFO, not a regular file" \
+    "$dir/tyto_plugin_kitgood.so" --reference "$odd/tyto_plugin_ff.so"
+  refused "a FIFO as the plugin, grad mode" "is a FIFO, not a regular file" \
+    "$odd/tyto_plugin_ff.so" --reference "$cpu" --mode grad
+fi
+refused "a directory as the plugin" \
+  "^tyto-conform: $odd/tyto_plugin_dd.so: cannot be loaded: is a directory, not a regular file$" \
+  "$odd/tyto_plugin_dd.so" --reference "$cpu"
+rm -rf "$odd"
+
+# full WHAT ARGS...: with stdout on /dev/full (every write fails with
+# ENOSPC), the kit must exit 1 and say so, whatever the report's form.
+full() {
+  what=$1
+  shift
+  "$conform" "$@" 2>"$log.one" >/dev/full
+  rc=$?
+  { echo "== $what >/dev/full (exit $rc)"; cat "$log.one"; } >>"$log"
+  if [ $rc -ne 1 ]; then
+    failed=1
+    echo "FAIL: $what >/dev/full: tyto-conform exited $rc, expected 1"
+  elif ! grep -q "^tyto-conform: cannot write to stdout: No space left on device$" \
+    "$log.one"; then
+    failed=1
+    echo "FAIL: $what >/dev/full: no message naming the error:"
+    cat "$log.one"
+  else
+    echo "$what >/dev/full: $(cat "$log.one")"
+  fi
+}
+if [ -c /dev/full ]; then
+  full "--help" --help
+  full "the table" "$dir/tyto_plugin_kitgood.so" --reference "$cpu" --op add
+  full "--json" "$dir/tyto_plugin_kitgood.so" --reference "$cpu" --op add \
+    --json
+  full "perf mode" "$dir/tyto_plugin_kitgood.so" --reference "$cpu" \
+    --mode perf --op add --dtype f32
+  full "grad mode --json" "$cpu" --reference "$cpu" --mode grad \
+    --op elementwise --dtype f32 --json
+fi
 rm -f "$log.one"
 exit $failed

@@ -2,17 +2,20 @@
  * against the formats' definitions, a brute-force nearest search and the
  * plugins' independent conversions (plugins/common/half.h); the tolerance
  * classes against their derivation; the host model's 16-bit roundings
- * (ties, overflow, the two paths ops.md allows); and the catalogue it
- * builds for f16 and bf16. */
+ * (ties, overflow, the two paths ops.md allows); the catalogue it builds
+ * for f16 and bf16; and its loader's refusal of plugin paths that are no
+ * regular file, in libtyto's words. */
 #include "common.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "conform/catalogue.h"
 #include "conform/compare.h"
 #include "conform/fmt.h"
+#include "conform/host.h"
 #include "conform/model.h"
 #include "conform/specials.h"
 #include "half.h"
@@ -641,7 +644,7 @@ START_TEST(catalogue_int) {
     }
     ck_assert_uint_ge(refuse, 7);
     ck_assert_uint_ge(argf, 4 * 6);
-    ck_assert_uint_eq(oh, 0x3fu); /* all six output dtypes */
+    ck_assert_uint_eq(oh, 0x3fu);     /* all six output dtypes */
     ck_assert_uint_eq(cast, 11 * 10); /* 11 layouts x 10 dtype pairs */
     free(cs);
   }
@@ -659,6 +662,34 @@ START_TEST(compare_exact) {
   g[0] += 1;
   cf_compare_n(1, cnt, gp, wp, 0, 0, &r);
   ck_assert(!cf_cmp_pass(&r));
+}
+END_TEST
+
+/* ---------------------------------------------------------------- loader -- */
+
+/* A FIFO named like a plugin is refused before dlopen, which would wait
+ * for a writer forever (this test's short timeout catches that); so is a
+ * directory. Neither is ever opened for writing. */
+START_TEST(load_refuses_fifo_and_directory) {
+  char dir[] = "/tmp/tyto-conform-XXXXXX", fifo[64], sub[64], err[1024];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(fifo, sizeof fifo, "%s/tyto_plugin_ff.so", dir);
+  snprintf(sub, sizeof sub, "%s/tyto_plugin_dd.so", dir);
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  ck_assert_int_eq(mkdir(sub, 0700), 0);
+  cf_plugin *p = calloc(1, sizeof *p);
+  ck_assert_ptr_nonnull(p);
+  ck_assert_int_eq(cf_plugin_load(p, fifo, err, sizeof err), -1);
+  ck_assert_msg_contains(err, "tyto_plugin_ff.so: cannot be loaded: is a "
+                              "FIFO, not a regular file");
+  ck_assert_ptr_null(p->dl);
+  ck_assert_int_eq(cf_plugin_load(p, sub, err, sizeof err), -1);
+  ck_assert_msg_contains(err, "tyto_plugin_dd.so: cannot be loaded: is a "
+                              "directory, not a regular file");
+  free(p);
+  unlink(fifo);
+  rmdir(sub);
+  rmdir(dir);
 }
 END_TEST
 
@@ -686,5 +717,9 @@ int main(void) {
   tcase_add_test(tc, catalogue_int);
   tcase_add_test(tc, compare_exact);
   suite_add_tcase(s, tc);
+  TCase *loader = tcase_create("loader");
+  tcase_set_timeout(loader, 10);
+  tcase_add_test(loader, load_refuses_fifo_and_directory);
+  suite_add_tcase(s, loader);
   return test_run(s);
 }

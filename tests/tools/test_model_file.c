@@ -58,6 +58,13 @@ START_TEST(errors_name_line_and_column) {
                "linear: takes one input, from= names 2");
   expect_error("input shape=784\ninput shape=784\n",
                "net.txt:2:1: a second input layer (the first is on line 1)");
+  /* A second loss or regularize line would silently replace the first. */
+  expect_error("loss type=mse\ninput shape=784\nlinear units=3\n"
+               "  loss type=hinge\n",
+               "net.txt:4:3: loss given twice (the first is on line 1)");
+  expect_error("input shape=784\nregularize l2=0.01\nlinear units=3\n"
+               "regularize l1=0.5\n",
+               "net.txt:4:1: regularize given twice (the first is on line 2)");
   expect_error("input shape=784\nloss type=kl\n", "unknown loss 'kl'");
   expect_error("input shape=784\nconv1d filters=2 kernel=3x3\n",
                "kernel: a 1-d layer takes one number, got '3x3'");

@@ -1,10 +1,12 @@
 /* tyto-graph: its JSON report, its dot export, its placement across
  * devices (the test device plugin tests/plugins/partplug.c, always; the
- * OpenCL device where the machine has one), and its exit statuses. */
+ * OpenCL device where the machine has one), and its exit statuses, a
+ * report that cannot be written among them. */
 #define _POSIX_C_SOURCE 200809L
 #include "common.h"
 
 #include <jansson.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +23,18 @@ static int run_graph(const char *env, const char *args, char **out) {
            "TYTO_DEVICES=cpu TYTO_PLUGIN_PATH='%s' %s '%s/tyto-graph' %s 2>&1",
            PLUGIN_DIRS, env, TEST_TOOLS_DIR, args);
   return test_popen(cmd, out);
+}
+
+/* Runs it as run_graph does with stdout on /dev/full; returns its exit
+ * status and stderr (free it). */
+static int run_graph_to_full(const char *args, char **err) {
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd,
+           "env -u TYTO_CONFIG -u TYTO_LOG_LEVEL -u TYTO_PLACEMENT "
+           "TYTO_DEVICES=cpu TYTO_PLUGIN_PATH='%s' '%s/tyto-graph' %s "
+           "2>&1 >/dev/full",
+           PLUGIN_DIRS, TEST_TOOLS_DIR, args);
+  return test_popen(cmd, err);
 }
 
 /* Runs it with `env` and `args` and parses stdout as one JSON object
@@ -608,6 +622,26 @@ START_TEST(no_device_exits_1) {
 }
 END_TEST
 
+/* A report that does not reach stdout is a failure, told, whether it is
+ * text, JSON (one large write) or the help. /dev/full fails every write
+ * with ENOSPC; where it is missing, there is nothing to check. */
+START_TEST(write_errors_exit_1) {
+  struct stat st;
+  if (stat("/dev/full", &st) != 0 || !S_ISCHR(st.st_mode))
+    return;
+  static const char *const args[] = {"--model mlp", "--model mlp --json",
+                                     "--help", "--version"};
+  for (size_t i = 0; i < sizeof args / sizeof args[0]; i++) {
+    char *err;
+    int rc = run_graph_to_full(args[i], &err);
+    ck_assert_msg(rc == 1, "'%s' >/dev/full exited %d:\n%s", args[i], rc, err);
+    ck_assert_msg_contains(err, "tyto-graph: cannot write to stdout: No "
+                                "space left on device\n");
+    free(err);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("tyto-graph");
   TCase *tc = tcase_create("tyto-graph");
@@ -622,6 +656,7 @@ int main(void) {
   tcase_add_test(tc, cpu_and_opencl);
   tcase_add_test(tc, usage_errors_exit_2);
   tcase_add_test(tc, no_device_exits_1);
+  tcase_add_test(tc, write_errors_exit_1);
   suite_add_tcase(s, tc);
   return test_run(s);
 }

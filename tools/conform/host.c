@@ -8,13 +8,16 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "runtime/abicheck.h"
+#include "runtime/file.h"
 
 static int log_max(void) {
   const char *env = getenv("TYTO_CONFORM_LOG");
@@ -235,6 +238,22 @@ static void on_refuse(void *ctx, int32_t hw_index, const char *name,
 
 /* --------------------------------------------------------------- loader -- */
 
+/* What is wrong with `path` as a plugin file when it exists but is no
+ * regular file (through symbolic links), or NULL. dlopen opens whatever
+ * it is given and would wait forever for a FIFO's writer: libtyto's
+ * loader refuses these first, and so does the kit. The file is opened
+ * without blocking and fstat'ed, as the loader does; a file that cannot
+ * be opened is left for dlopen to report. */
+static const char *not_a_plugin_file(const char *path) {
+  struct stat st;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0)
+    return NULL;
+  const char *kind = fstat(fd, &st) == 0 ? rt_not_regular(st.st_mode) : NULL;
+  close(fd);
+  return kind;
+}
+
 static void release_slot(cf_plugin *p) {
   for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
     if (tables[i].p == p)
@@ -261,6 +280,11 @@ int cf_plugin_load(cf_plugin *p, const char *path, char *err, size_t size) {
              "NAME.so, NAME of [a-z0-9_]+, and finds the entry point by "
              "that NAME; rename the file",
              path);
+    return -1;
+  }
+  const char *kind = not_a_plugin_file(path);
+  if (kind) {
+    snprintf(err, size, "%s: cannot be loaded: %s", path, kind);
     return -1;
   }
   p->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);

@@ -50,7 +50,9 @@ tyto_plugin_code cf_error_take(tyto_plugin_error *e, char *buf, size_t size);
 
 /* Loads, initialises and probes the plugin at `path`, refusing it exactly
  * where libtyto's loader would, with the loader's message (both use
- * core/src/runtime/abicheck.c). On failure returns -1 with a message in
+ * core/src/runtime/abicheck.c); a path that is no regular file (a FIFO,
+ * a directory, a device) is refused before dlopen, which would block on
+ * a FIFO. On failure returns -1 with a message in
  * err (the plugin is then unloaded). p is zeroed first;
  * cf_plugin_unload() releases it. */
 int cf_plugin_load(cf_plugin *p, const char *path, char *err, size_t size);

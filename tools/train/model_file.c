@@ -432,6 +432,14 @@ static int parse_layer(mf_model *m, mf_layer *l, const char *file, int line,
     return mf_fail(err, n, file, line, type_col,
                    "a second input layer (the first is on line %d)",
                    m->layers[m->input].line);
+  /* One loss and one regularization: a second would silently replace the
+   * first. */
+  for (size_t i = 0;
+       i < m->n_layers && (ls->kind == L_LOSS || ls->kind == L_REGULARIZE); i++)
+    if (m->layers[i].spec->kind == ls->kind)
+      return mf_fail(err, n, file, line, type_col,
+                     "%s given twice (the first is on line %d)", type,
+                     m->layers[i].line);
   if (ls->kind != L_INPUT && ls->kind != L_LOSS && ls->kind != L_REGULARIZE &&
       m->input < 0)
     return mf_fail(err, n, file, line, type_col,
