@@ -182,6 +182,23 @@ START_TEST(plugin_option_reaches_the_plugin) {
 }
 END_TEST
 
+START_TEST(only_absent_optional_devices) {
+  /* Every entry optional and none present: the message names the devices
+   * that are here instead of claiming there are none. */
+  tyto_context_options o;
+  test_options(&o, 1);
+  o.devices = "nosuchplugin?";
+  tyto_context *ctx;
+  ck_assert_int_eq(tyto_context_new(&o, &ctx), TYTO_ERR_NOT_FOUND);
+  ck_assert_msg_contains(tyto_errmsg(),
+                         "cannot be satisfied:\nit names no device that is "
+                         "present (its optional entries, marked '?', were "
+                         "skipped); the devices here are ");
+  ck_assert_msg(strstr(tyto_errmsg(), "no usable device") == NULL, "%s",
+                tyto_errmsg());
+}
+END_TEST
+
 START_TEST(search_path_order) {
   const char *path = test_write_file("plugin_path = /d:/a\n");
   clear_env();
@@ -476,6 +493,7 @@ int main(void) {
   tcase_add_test(tc, plugin_section_keys_are_checked);
   tcase_add_test(tc, unknown_section_is_a_warning);
   tcase_add_test(tc, plugin_option_reaches_the_plugin);
+  tcase_add_test(tc, only_absent_optional_devices);
   tcase_add_test(tc, search_path_order);
   tcase_add_test(tc, devices_precedence);
   tcase_add_test(tc, log_level_from_env);

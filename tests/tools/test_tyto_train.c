@@ -302,6 +302,11 @@ START_TEST(max_steps_links_and_settings_found_up_front) {
   ck_assert_int_eq(stat(real_ck, &st1), 0);
   ck_assert(S_ISREG(st1.st_mode) && st1.st_size > 0);
 
+  /* --validation 0 is the default said out loud */
+  snprintf(args, sizeof args,
+           "--model mlp --data %s/good --validation 0 --max-steps 1 --quiet",
+           tmp);
+  train_ok(args, NULL);
   snprintf(args, sizeof args, "--model mlp --data %s/good --checkpoint ''",
            tmp);
   expect_bad(args, "--checkpoint: the path is empty");

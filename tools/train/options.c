@@ -323,7 +323,7 @@ int options_parse(int argc, char **argv, options *o) {
       rc = parse_count(name, optarg, 1, big, &o->test_limit);
       break;
     case O_VALIDATION:
-      rc = parse_count(name, optarg, 1, big, &o->validation);
+      rc = parse_count(name, optarg, 0, big, &o->validation);
       break;
     case O_EPOCHS:
       rc = parse_count(name, optarg, 1, MAX_EPOCHS, &o->epochs);

@@ -163,9 +163,10 @@ void report_json(const run *r, int64_t steps_here) {
 }
 
 void report_text(const run *r, int64_t steps_here) {
-  printf("model %s on %s: %lld steps of %lld images, %lld epochs\n",
+  printf("model %s on %s: %lld step%s of %lld images, %lld epoch%s\n",
          r->model_name, r->devices_text, (long long)r->steps,
-         (long long)r->o.batch, (long long)r->epoch);
+         r->steps == 1 ? "" : "s", (long long)r->o.batch, (long long)r->epoch,
+         r->epoch == 1 ? "" : "s");
   for (size_t i = 0; r->dp && i < train_dp_count(r->dp); i++) {
     train_dp_device d;
     train_dp_device_get(r->dp, i, &d);

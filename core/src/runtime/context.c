@@ -337,7 +337,23 @@ static tyto_status select_devices(tyto_context *ctx,
 
   tyto_status st = TYTO_OK;
   if (errors.n || ctx->n_selected == 0) {
-    if (errors.n == 0) {
+    size_t usable_n = 0;
+    strlist found = {0};
+    for (size_t i = 0; i < ctx->n_devices; i++)
+      if (usable(ctx->devices[i])) {
+        usable_n++;
+        strlist_push(&found, ctx->devices[i]->info.id);
+      }
+    if (errors.n == 0 && text && usable_n) {
+      /* Only optional entries, none of them present. */
+      char *here = strlist_join(&found, ", ");
+      strlist_pushf(&errors,
+                    "it names no device that is present (its optional "
+                    "entries, marked '?', were skipped); the devices here "
+                    "are %s",
+                    here ? here : "?");
+      free(here);
+    } else if (errors.n == 0) {
       /* Nothing usable at all: say what each plugin found instead. */
       strlist_push(&errors, "no usable device was found");
       for (size_t i = 0; i < ctx->n_plugins; i++)
@@ -350,6 +366,7 @@ static tyto_status select_devices(tyto_context *ctx,
         free(dirs);
       }
     }
+    strlist_free(&found);
     char *all = strlist_join(&errors, "\n");
     ctx->selection_error =
         rt_asprintf("device selection '%s' (from %s) cannot be satisfied:\n%s",
