@@ -251,6 +251,30 @@ tyto_status tyto_program_set_input(tyto_program *p, tyto_tensor *input,
   return st;
 }
 
+void *exec_input_in_place(tyto_program *p, const tyto_tensor *t, size_t bytes) {
+  tyto_status st;
+  int s = find(p, "exec_input_in_place", t, TYTO_KIND_INPUT, &st);
+  if (s < 0) {
+    rt_clear_error();
+    return NULL;
+  }
+  const exec_slot *sl = &p->slots[s];
+  const tyto_plugin_device_fns *f = exec_fns(p, sl->dev);
+  if (sl->bytes != bytes || !sl->buf || sl->src >= 0 ||
+      sl->buf == p->devs[sl->dev].arena || !f->buffer_host_ptr ||
+      !(p->devs[sl->dev].dev->info.flags & TYTO_DEVICE_UNIFIED_MEMORY))
+    return NULL;
+  char *h = f->buffer_host_ptr(exec_handle(p, sl->dev), sl->buf);
+  return h ? h + sl->offset : NULL;
+}
+
+void exec_input_written(tyto_program *p, const tyto_tensor *t) {
+  tyto_status st;
+  int s = find(p, "exec_input_written", t, TYTO_KIND_INPUT, &st);
+  if (s >= 0)
+    p->slots[s].set = 1;
+}
+
 tyto_status tyto_program_write_parameter(tyto_program *p, tyto_tensor *param,
                                          const void *src, size_t bytes) {
   static const char fn[] = "tyto_program_write_parameter";

@@ -259,4 +259,13 @@ tyto_status exec_plan_memory(tyto_program *p, int plan);
 /* Frees what the program holds on its devices (program.c). */
 void exec_release(tyto_program *p);
 
+/* Input t of `bytes` bytes written in place (program.c): the host address
+ * of its memory when that memory is the host's (a device of unified
+ * memory, the input in a buffer of its own, which inputs get), else NULL.
+ * The caller may write it while no launch of the program reads it (a
+ * recv, during the phases before its exchange) and then marks it set
+ * with exec_input_written(). */
+void *exec_input_in_place(tyto_program *p, const tyto_tensor *t, size_t bytes);
+void exec_input_written(tyto_program *p, const tyto_tensor *t);
+
 #endif

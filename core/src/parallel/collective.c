@@ -48,10 +48,12 @@ typedef struct span {
   tyto_dtype dt;
   double w;
   size_t lo, hi;
-  /* REDUCE: m contributions and their weights. */
+  /* REDUCE: m contributions and their weights, n_out outputs. */
   const void *const *xs;
   const double *ws;
   size_t m;
+  void *const *outs;
+  size_t n_out;
 } span;
 
 /* Elements per block of REDUCE: its partial sums stay in L1. */
@@ -63,22 +65,53 @@ struct coll_kern {
                double w, int first, size_t n);
   void (*round_out)(void *out, size_t off, const double *restrict acc,
                     tyto_dtype dt, int empty, size_t n);
+  /* round_out with stores that bypass the caches, for the outputs of
+   * large reductions: they are read only in the next phase, long after,
+   * and a cached store would first read every line it writes (a third of
+   * the exchange's memory traffic). The same bits; an _mm_sfence() ends
+   * the reduction. round_out itself where there are no such stores. */
+  void (*round_out_nt)(void *out, size_t off, const double *restrict acc,
+                       tyto_dtype dt, int empty, size_t n);
 };
+
+/* Elements of a thread's share of REDUCE from which its outputs bypass
+ * the caches (256 KiB of f32: more than a core's L2 keeps for long). */
+#define NT_MIN ((size_t)1 << 16)
 
 /* Vectorised: GCC's -O2 leaves these loops scalar (with the seed CNN's
  * 6.5M gradients over two devices they were a third of the exchange's
  * host time). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define COLL_X86 1
+#include <immintrin.h>
+#endif
+
 #pragma GCC push_options
 #pragma GCC optimize("O3")
 
+/* Non-temporal f32 stores of COLL_NT_W elements rounded from doubles, to
+ * COLL_NT_ALIGN-byte aligned addresses. */
+#ifdef COLL_X86
+#define COLL_NT_W 4
+#define COLL_NT_ALIGN 16
+#define COLL_NT_STORE(o, a)                                                    \
+  _mm_stream_ps(o, _mm_movelh_ps(_mm_cvtpd_ps(_mm_loadu_pd(a)),                \
+                                 _mm_cvtpd_ps(_mm_loadu_pd((a) + 2))))
+#endif
 #define COLL_SUF sse2
 #include "collective_kern.h"
 #undef COLL_SUF
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define COLL_X86 1
+#ifdef COLL_X86
 #pragma GCC push_options
 #pragma GCC target("avx2")
+#define COLL_NT_W 8
+#define COLL_NT_ALIGN 32
+#define COLL_NT_STORE(o, a)                                                    \
+  _mm256_stream_ps(                                                            \
+      o, _mm256_insertf128_ps(                                                 \
+             _mm256_castps128_ps256(_mm256_cvtpd_ps(_mm256_loadu_pd(a))),      \
+             _mm256_cvtpd_ps(_mm256_loadu_pd((a) + 4)), 1))
 #define COLL_SUF avx2
 #include "collective_kern.h"
 #undef COLL_SUF
@@ -86,6 +119,10 @@ struct coll_kern {
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx2", "prefer-vector-width=512")
+#define COLL_NT_W 8
+#define COLL_NT_ALIGN 32
+#define COLL_NT_STORE(o, a)                                                    \
+  _mm256_stream_ps(o, _mm512_cvtpd_ps(_mm512_loadu_pd(a)))
 #define COLL_SUF avx512
 #include "collective_kern.h"
 #undef COLL_SUF
@@ -113,13 +150,20 @@ static void run_span(const span *s) {
   const coll_kern *k = s->ip->k;
   size_t lo = s->lo, hi = s->hi;
   if (s->kind == REDUCE) {
+    int nt = hi - lo >= NT_MIN;
     double acc[REDUCE_BLOCK];
     for (size_t b = lo; b < hi; b += REDUCE_BLOCK) {
       size_t e = hi - b < REDUCE_BLOCK ? hi - b : REDUCE_BLOCK;
       for (size_t i = 0; i < s->m; i++)
         k->fold(acc, s->xs[i], b, s->dt, s->ws[i], i == 0, e);
-      k->round_out(s->out, b, acc, s->dt, s->m == 0, e);
+      for (size_t o = 0; o < s->n_out; o++)
+        (nt ? k->round_out_nt : k->round_out)(s->outs[o], b, acc, s->dt,
+                                              s->m == 0, e);
     }
+#ifdef COLL_X86
+    if (nt)
+      _mm_sfence(); /* the streamed stores before whatever reads them */
+#endif
   } else if (s->kind == FINISH) {
     k->round_out(s->out, lo, s->ip->acc + lo, s->dt, s->first, hi - lo);
   } else {
@@ -198,17 +242,18 @@ static tyto_status ip_finish(coll *c, tyto_dtype dt, void *out) {
 
 static tyto_status ip_reduce(coll *c, size_t item, size_t n,
                              const void *const *xs, const double *ws, size_t m,
-                             tyto_dtype dt, void *out) {
+                             tyto_dtype dt, void *const *outs, size_t n_out) {
   in_process *ip = (in_process *)c;
   (void)item;
   ip->n = n; /* no accumulator: any n */
   span s = {.ip = ip,
             .kind = REDUCE,
-            .out = out,
             .dt = dt,
             .xs = xs,
             .ws = ws,
-            .m = m};
+            .m = m,
+            .outs = outs,
+            .n_out = n_out};
   run_all(ip, &s);
   return TYTO_OK;
 }

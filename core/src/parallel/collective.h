@@ -45,10 +45,12 @@ typedef struct coll_ops {
   /* Optional (NULL: not offered): a whole reduction at once, as begin(item,
    * n), add(xs[i], dt, ws[i]) for i < m in order and finish(dt, out)
    * would make it, with their bits, in one pass over memory (no
-   * accumulator written and read back). The xs stay readable until it
-   * returns. */
+   * accumulator written and read back), written to each of the n_out
+   * outputs (the recvs of the replicas whose memory is the host's). The
+   * xs stay readable until it returns. */
   tyto_status (*reduce)(coll *c, size_t item, size_t n, const void *const *xs,
-                        const double *ws, size_t m, tyto_dtype dt, void *out);
+                        const double *ws, size_t m, tyto_dtype dt,
+                        void *const *outs, size_t n_out);
   /* Lets reductions in flight move on, without waiting (MPI's progress
    * is made inside its calls); NULL: nothing to do. */
   tyto_status (*progress)(coll *c);

@@ -56,8 +56,36 @@ static void COLL_CAT(round_out, COLL_SUF)(void *out, size_t off,
   }
 }
 
+#ifdef COLL_NT_STORE
+/* round_out, f32 written around the caches where it is aligned (the same
+ * rounding: cvtpd2ps rounds to nearest as the cast does). */
+static void COLL_CAT(round_out_nt, COLL_SUF)(void *out, size_t off,
+                                             const double *restrict acc,
+                                             tyto_dtype dt, int empty,
+                                             size_t n) {
+  float *o = (float *)out + off;
+  if (dt != TYTO_F32 || empty || (uintptr_t)o % COLL_NT_ALIGN != 0) {
+    COLL_CAT(round_out, COLL_SUF)(out, off, acc, dt, empty, n);
+    return;
+  }
+  size_t j = 0;
+  for (; j + COLL_NT_W <= n; j += COLL_NT_W)
+    COLL_NT_STORE(o + j, acc + j);
+  for (; j < n; j++)
+    o[j] = (float)acc[j];
+}
+#define COLL_ROUND_NT COLL_CAT(round_out_nt, COLL_SUF)
+#else
+#define COLL_ROUND_NT COLL_CAT(round_out, COLL_SUF)
+#endif
+
 static const coll_kern COLL_CAT(kern, COLL_SUF) = {
-    COLL_CAT(fold, COLL_SUF), COLL_CAT(round_out, COLL_SUF)};
+    COLL_CAT(fold, COLL_SUF), COLL_CAT(round_out, COLL_SUF), COLL_ROUND_NT};
+
+#undef COLL_ROUND_NT
+#undef COLL_NT_STORE
+#undef COLL_NT_W
+#undef COLL_NT_ALIGN
 
 #undef COLL_CAT
 #undef COLL_CAT2

@@ -94,6 +94,7 @@ void dp_replica_free(replica *r) {
   free(r->state);
   free(r->msg);
   free(r->got);
+  free(r->direct);
   free(r->amp_uv);
   free(r->amp_grads);
   free(r->rs_send);

@@ -60,6 +60,10 @@ typedef struct replica {
   /* Phase 0's streamed sends (dp.c, under dp->mu): where each landed
    * (NULL: not yet), and whether the phase's thread has ended. */
   const void **got;
+  /* Per gradient, where the combined one is written in place: its recv's
+   * memory when the device's is the host's (exec_input_in_place), else
+   * NULL (it is copied in from dp->reduced). */
+  void **direct;
   int ended;
   double t_end;      /* when phase 0 ended (now()) */
   double seconds[2]; /* each phase's, last step */
@@ -125,8 +129,9 @@ struct tyto_dp {
   int rank, ranks;
   int dist_failed; /* a step failed over several ranks: no more */
   int64_t local_batch, rank_start;
-  size_t *slot; /* per gradient: its place in the exchange */
-  char *xdone;  /* per gradient: finished in this step's exchange */
+  size_t *slot;  /* per gradient: its place in the exchange */
+  char *xdone;   /* per gradient: finished in this step's exchange */
+  char *xdirect; /* ... and written into the recvs in place (direct) */
   double net_bytes, net_seconds; /* the last step's, between processes */
   size_t n_sums; /* the model's sums, and the last step's totals */
   double sums[8];

@@ -20,6 +20,7 @@
 
 #include "collective.h"
 #include "dist.h"
+#include "../exec/program.h"
 #include "../graph/dtype.h"
 #include "../runtime/error.h"
 #include "../runtime/runtime.h"
@@ -32,7 +33,8 @@
 /* The overlapped exchange's buffers (rebuilt with the replicas). */
 void dp_free_exchange(tyto_dp *dp) {
   free(dp->xdone);
-  dp->xdone = NULL;
+  free(dp->xdirect);
+  dp->xdone = dp->xdirect = NULL;
   free(dp->order);
   free(dp->reduced);
   free(dp->red_off);
@@ -62,7 +64,9 @@ tyto_status dp_build_exchange(tyto_dp *dp) {
   dp->red_off = malloc((dp->n_gx ? dp->n_gx : 1) * sizeof *dp->red_off);
   dp->red_t = malloc(2 * (dp->n_gx + 1) * sizeof *dp->red_t);
   dp->xdone = calloc(dp->n_gx ? dp->n_gx : 1, 1);
-  if (!all || !dp->order || !dp->red_off || !dp->red_t || !dp->xdone) {
+  dp->xdirect = calloc(dp->n_gx ? dp->n_gx : 1, 1);
+  if (!all || !dp->order || !dp->red_off || !dp->red_t || !dp->xdone ||
+      !dp->xdirect) {
     free(all);
     return dp_oom();
   }
@@ -81,10 +85,17 @@ tyto_status dp_build_exchange(tyto_dp *dp) {
   for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
     replica *r = &dp->r[i];
     r->dp = dp;
-    if (!(r->got = calloc(dp->n_x ? dp->n_x : 1, sizeof *r->got)))
+    free(r->got);
+    free(r->direct);
+    r->got = calloc(dp->n_x ? dp->n_x : 1, sizeof *r->got);
+    r->direct = calloc(dp->n_gx ? dp->n_gx : 1, sizeof *r->direct);
+    if (!r->got || !r->direct)
       st = dp_oom();
     else if (!dp->o.no_overlap && (dp->n > 1 || dp->ranks > 1))
       st = tyto_program_stream_sends(r->p, on_send, r);
+    for (size_t k = 0; k < dp->n_gx && st == TYTO_OK && r->opt; k++)
+      r->direct[k] =
+          exec_input_in_place(r->p, r->recv_of_send[k], dp->x_numel[k] * es);
   }
   return st;
 }
@@ -258,21 +269,30 @@ static tyto_status reduce_send(tyto_dp *dp, size_t k, int streamed) {
   size_t es = tyto_dtype_size(dp->dtype), ne = dp->x_numel[k];
   void *out = (char *)dp->reduced + dp->red_off[k] * es;
   if (streamed && co->reduce && dp->n <= DP_REDUCE_AT_ONCE) {
-    /* Every contribution is on the host: one pass. */
+    /* Every contribution is on the host: one pass, written straight into
+     * the recvs that are host memory, and into dp->reduced for the
+     * others to copy in. */
     const void *xs[DP_REDUCE_AT_ONCE];
     double ws[DP_REDUCE_AT_ONCE];
-    size_t m = 0;
+    void *outs[DP_REDUCE_AT_ONCE + 1];
+    size_t m = 0, n_out = 0;
+    int copied = 0;
     for (size_t i = 0; i < dp->n; i++) {
       replica *r = &dp->r[i];
+      if (r->opt && r->direct[k])
+        outs[n_out++] = r->direct[k];
+      copied |= r->opt && !r->direct[k];
       if (r->share == 0 && !r->pad_in)
         continue;
       xs[m] = r->got[k];
       ws[m++] = r->pad_in ? 1.0 : r->share;
     }
-    tyto_status st =
-        co->reduce(dp->coll, dp->slot[k], ne, xs, ws, m, dp->dtype, out);
+    if (copied || !n_out)
+      outs[n_out++] = out;
+    tyto_status st = co->reduce(dp->coll, dp->slot[k], ne, xs, ws, m, dp->dtype,
+                                outs, n_out);
     if (st == TYTO_OK)
-      dp->xdone[k] = 1;
+      dp->xdone[k] = dp->xdirect[k] = 1;
     return st;
   }
   tyto_status st = co->begin(dp->coll, dp->slot[k], ne);
@@ -467,6 +487,7 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
   for (size_t i = 0; i < dp->n; i++)
     dp->r[i].pad_ok = 1;
   memset(dp->xdone, 0, dp->n_gx ? dp->n_gx : 1);
+  memset(dp->xdirect, 0, dp->n_gx ? dp->n_gx : 1);
   /* Each replica's slice of each input. */
   for (size_t i = 0; i < dp->n && st == TYTO_OK; i++) {
     replica *r = &dp->r[i];
@@ -624,7 +645,9 @@ static tyto_status step(tyto_dp *dp, const void *const *inputs, double *loss) {
     st = tyto_program_recv_sends(dp->r[0].p);
   for (size_t k = 0; k < dp->n_gx && st == TYTO_OK && multi; k++)
     for (size_t i = 0; i < dp->n && st == TYTO_OK; i++)
-      if (dp->r[i].opt)
+      if (dp->r[i].opt && dp->xdirect[k] && dp->r[i].direct[k])
+        exec_input_written(dp->r[i].p, dp->r[i].recv_of_send[k]);
+      else if (dp->r[i].opt)
         st = tyto_program_set_input(dp->r[i].p, dp->r[i].recv_of_send[k],
                                     (char *)dp->reduced + dp->red_off[k] * es,
                                     dp->x_numel[k] * es);
