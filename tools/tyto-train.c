@@ -843,9 +843,9 @@ done:
     tyto_dist_abort(code);
   }
   run_free(&r);
-  if (tyto_dist_finalize() != TYTO_OK && code == 0) {
+  if (tyto_dist_finalize() != TYTO_OK) {
     fprintf(stderr, PROG ": %s\n", tyto_errmsg());
-    code = EXIT_RUNTIME;
+    code = code ? code : EXIT_RUNTIME;
   }
   return code;
 }

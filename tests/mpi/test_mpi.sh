@@ -328,7 +328,8 @@ wait $job
 rc=$?
 if [ -z "$victim" ] || [ $rc -ne 130 ] || grep -q MPI_ABORT $out/i.txt ||
   ! grep -q interrupted $out/i.txt ||
-  ! $tt $common --max-steps 1 --checkpoint $ck --resume >$out/i2.json 2>$out/i2.txt; then
+  ! $tt $common --max-steps 100000 --checkpoint $ck --resume >$out/i2.json 2>$out/i2.txt ||
+  grep -q "nothing to train" $out/i2.txt; then
   fail "SIGINT to rank 1 (pid ${victim:-not found}): exit $rc"
   cat $out/i.txt $out/i2.txt
 else
@@ -355,8 +356,10 @@ if [ -z "$victim" ] || [ $rc -eq 0 ] || [ $t -gt 30 ] || ! grep -q "rank 1" $out
 else
   echo "tyto-train's rank 1 killed: exit $rc after $t s: $(grep -m1 'process rank 1' $out/k.txt)"
   cp $ck $out/k.ck
-  if $tt $common --max-steps 1 --checkpoint $ck --resume >$out/k2.json 2>$out/k2.txt &&
-    run2 $tt $common --max-steps 1 --checkpoint $out/k.ck --resume >$out/k3.json 2>$out/k3.txt; then
+  # --max-steps counts from the run's start: to the end of epoch 1.
+  if $tt $common --max-steps 100000 --checkpoint $ck --resume >$out/k2.json 2>$out/k2.txt &&
+    run2 $tt $common --max-steps 100000 --checkpoint $out/k.ck --resume >$out/k3.json 2>$out/k3.txt &&
+    ! grep -q "nothing to train" $out/k2.txt $out/k3.txt; then
     echo "the checkpoint left resumes with 1 rank and with 2 ($(grep -m1 resumed $out/k2.txt | cut -c13-80))"
   else
     fail "the checkpoint left by the killed run does not resume with 1 rank and with 2"

@@ -507,6 +507,13 @@ tyto_status tyto_dist_init(int *argc, char ***argv) {
 tyto_status tyto_dist_finalize(void) {
   tyto_status st = TYTO_OK;
 #ifdef TYTO_HAVE_MPI
+  /* MPI_Finalize waits for every process with no timeout: a rank that
+   * hung after the last collective (stopped, or agreed to stop on a
+   * signal and then stuck) would hold it forever. A barrier with the
+   * usual timeout (and grace after a signal) finds such a rank first. */
+  if (D.mpi && !D.broken && D.size > 1 && tyto_dist_barrier() != TYTO_OK &&
+      !D.broken)
+    D.broken = strdup(tyto_errmsg());
   if (D.mpi && D.broken) {
     /* A lost or hung rank would hold MPI_Finalize (a fence over every
      * process) forever, and requests may still be in flight: MPI is left

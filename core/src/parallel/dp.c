@@ -83,6 +83,7 @@ double dp_now(void) {
 }
 
 void dp_replica_free(replica *r) {
+  dp_worker_stop(r);
   tyto_program_free(r->p);
   tyto_optim_free(r->opt);
   tyto_graph_free(r->g);

@@ -245,6 +245,10 @@ static tyto_status drop_from(tyto_dp *dp, size_t i, size_t src) {
   int64_t *shard = NULL;
   if (st == TYTO_OK) {
     dp_replica_free(&dp->r[i]);
+    /* Each worker knows its replica by address: none may outlive the
+     * move (the rebuild below starts them again). */
+    for (size_t j = i + 1; j < dp->n; j++)
+      dp_worker_stop(&dp->r[j]);
     memmove(&dp->r[i], &dp->r[i + 1], (dp->n - i - 1) * sizeof *dp->r);
     memset(&dp->r[dp->n - 1], 0, sizeof *dp->r);
     if (dp->weights)

@@ -128,8 +128,62 @@ static void *run_phase(void *arg) {
   return NULL;
 }
 
-/* Starts `phase` on every replica at once, each on a thread of its own
- * (one replica, or no thread to be had: run here, to its end). */
+/* The replica's worker: runs each phase it is given, until told to quit. */
+static void *worker_main(void *arg) {
+  replica *r = arg;
+  pthread_mutex_lock(&r->w_mu);
+  for (;;) {
+    while (!r->go && !r->quit)
+      pthread_cond_wait(&r->w_cv, &r->w_mu);
+    if (r->quit)
+      break;
+    r->go = 0;
+    pthread_mutex_unlock(&r->w_mu);
+    run_phase(r);
+    pthread_mutex_lock(&r->w_mu);
+    r->busy = 0;
+    pthread_cond_broadcast(&r->w_cv);
+  }
+  pthread_mutex_unlock(&r->w_mu);
+  return NULL;
+}
+
+/* 1 when replica r has its worker (started now if need be), 0 when no
+ * thread is to be had. */
+static int worker_start(replica *r) {
+  if (r->worker)
+    return 1;
+  if (pthread_mutex_init(&r->w_mu, NULL) != 0)
+    return 0;
+  if (pthread_cond_init(&r->w_cv, NULL) != 0) {
+    pthread_mutex_destroy(&r->w_mu);
+    return 0;
+  }
+  r->go = r->busy = r->quit = 0;
+  if (pthread_create(&r->thread, NULL, worker_main, r) != 0) {
+    pthread_cond_destroy(&r->w_cv);
+    pthread_mutex_destroy(&r->w_mu);
+    return 0;
+  }
+  r->worker = 1;
+  return 1;
+}
+
+void dp_worker_stop(replica *r) {
+  if (!r->worker)
+    return;
+  pthread_mutex_lock(&r->w_mu);
+  r->quit = 1;
+  pthread_cond_broadcast(&r->w_cv);
+  pthread_mutex_unlock(&r->w_mu);
+  pthread_join(r->thread, NULL);
+  pthread_cond_destroy(&r->w_cv);
+  pthread_mutex_destroy(&r->w_mu);
+  r->worker = 0;
+}
+
+/* Starts `phase` on every replica at once, each on its worker (one
+ * replica, or no thread to be had: run here, to its end). */
 static void all_start(tyto_dp *dp, int phase) {
   for (size_t i = 0; i < dp->n; i++) {
     replica *r = &dp->r[i];
@@ -142,19 +196,30 @@ static void all_start(tyto_dp *dp, int phase) {
     }
     /* A thread of its own also for a rank's only replica: the step's
      * thread then sends its gradients while it computes. */
-    r->threaded = (dp->n > 1 || dp->ranks > 1) &&
-                  pthread_create(&r->thread, NULL, run_phase, r) == 0;
-    if (!r->threaded)
+    r->threaded = (dp->n > 1 || dp->ranks > 1) && worker_start(r);
+    if (r->threaded) {
+      pthread_mutex_lock(&r->w_mu);
+      r->busy = r->go = 1;
+      pthread_cond_broadcast(&r->w_cv);
+      pthread_mutex_unlock(&r->w_mu);
+    } else {
       run_phase(r);
+    }
   }
 }
 
 /* Waits for `phase` on every replica; the first failure (in replica
  * order) is raised here, naming its device. */
 static tyto_status all_join(tyto_dp *dp, int phase) {
-  for (size_t i = 0; i < dp->n; i++)
-    if (dp->r[i].threaded)
-      pthread_join(dp->r[i].thread, NULL);
+  for (size_t i = 0; i < dp->n; i++) {
+    replica *r = &dp->r[i];
+    if (!r->threaded)
+      continue;
+    pthread_mutex_lock(&r->w_mu);
+    while (r->busy)
+      pthread_cond_wait(&r->w_cv, &r->w_mu);
+    pthread_mutex_unlock(&r->w_mu);
+  }
   int update = (size_t)phase > dp->n_stages;
   double slowest = 0;
   for (size_t i = 0; i < dp->n; i++)
