@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,48 @@ static inline int test_probe_devices(const char *devices, char *why,
 }
 
 /* Runs one suite and returns the exit status automake expects. */
+/* A test's own directory under /tmp ("/tmp/tyto-NAME-XXXXXX" into dir,
+ * 64 bytes), made afresh by each test's fixture and removed with what
+ * it holds (plain files and empty subdirectories). */
+static inline void test_dir_make(char *dir, const char *name) {
+  snprintf(dir, 64, "/tmp/tyto-%.20s-XXXXXX", name);
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static inline void test_dir_remove(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d) {
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+      char p[512];
+      snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && unlink(p) != 0)
+        rmdir(p);
+    }
+    closedir(d);
+  }
+  rmdir(dir);
+}
+
+/* dir/name, in one of two static buffers (so that two fit one call). */
+static inline const char *test_dir_path(const char *dir, const char *name) {
+  static char p[2][512];
+  static int k;
+  k ^= 1;
+  snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+  return p[k];
+}
+
+/* Entries of dir whose names do not start with '.'. */
+static inline size_t test_dir_count(const char *dir) {
+  DIR *d = opendir(dir);
+  ck_assert_ptr_nonnull(d);
+  size_t n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
 static inline int test_run(Suite *s) {
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

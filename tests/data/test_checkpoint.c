@@ -16,41 +16,19 @@
 static char dir[64];
 
 static void setup(void) {
-  snprintf(dir, sizeof dir, "/tmp/tyto-ckpt-XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(dir));
+  test_dir_make(dir, "ckpt");
 }
 
 static void teardown(void) {
-  DIR *d = opendir(dir);
-  if (d) {
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-        char p[512];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-      }
-    }
-    closedir(d);
-  }
-  rmdir(dir);
+  test_dir_remove(dir);
 }
 
 static const char *in_dir(const char *name) {
-  static char p[2][512];
-  static int k;
-  k ^= 1;
-  snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
-  return p[k];
+  return test_dir_path(dir, name);
 }
 
 static size_t dir_entries(void) {
-  DIR *d = opendir(dir);
-  ck_assert_ptr_nonnull(d);
-  size_t n = 0;
-  for (struct dirent *e; (e = readdir(d)) != NULL;)
-    n += e->d_name[0] != '.';
-  closedir(d);
-  return n;
+  return test_dir_count(dir);
 }
 
 /* The whole file in a malloc'd buffer. */
