@@ -327,7 +327,9 @@ static int describe(candidate *c, cl_platform_id platform,
           CL_SUCCESS &&
       clGetDeviceInfo(id, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified,
                       &unified, NULL) == CL_SUCCESS)
-    d->host_memory = unified && (svm & CL_DEVICE_SVM_FINE_GRAIN_BUFFER);
+    d->host_memory = unified && (svm & CL_DEVICE_SVM_FINE_GRAIN_BUFFER) &&
+                     d->alignment <= 128; /* clSVMAlloc aligns to at most
+                                             the largest type, long16 */
 
 done:
   free(version);

@@ -367,6 +367,18 @@ static void test_host_memory(tyto_plugin_device *dev, uint32_t ordinal) {
         same &= pb[i] == 1.5f * (float)i;
       CHECK(same, "the host reads the kernel's output in place (pb[63] %g)",
             (double)pb[N - 1]);
+      /* As each step does: the host rewrites an input a kernel read
+       * before, and the next kernel sees the new values. */
+      for (int i = 0; i < N; i++)
+        pa[i] = -2.0f * (float)i;
+      OK(df->launch(dev, s, k, &in, 1, &out, 1, NULL));
+      OK(df->event_record(dev, ev, s));
+      OK(df->event_synchronize(dev, ev));
+      same = 1;
+      for (int i = 0; i < N; i++)
+        same &= pb[i] == -2.0f * (float)i;
+      CHECK(same, "a kernel sees the host's second writes (pb[63] %g)",
+            (double)pb[N - 1]);
     }
   }
   if (ev != NULL)

@@ -102,6 +102,11 @@ START_TEST(what_is_not_a_file_is_refused_untouched) {
   ck_assert(S_ISCHR(st.st_mode));
   ck_assert_int_eq(replace("", "x", &why), -1);
   ck_assert_str_eq(why, "the path is empty");
+  /* the path refused (-2), not a file that could not be made (-1) */
+  rt_replace r;
+  ck_assert_int_eq(rt_replace_open(&r, in_dir("fifo"), &why), -2);
+  ck_assert_int_eq(rt_replace_open(&r, "", &why), -2);
+  ck_assert_int_eq(rt_replace_open(&r, in_dir("no/such/dir/f"), &why), -1);
   ck_assert_int_eq(replace(in_dir("no/such/dir/f"), "x", &why), -1);
   ck_assert_int_eq(errno, ENOENT);
   ck_assert_uint_eq(entries(), 3);

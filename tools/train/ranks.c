@@ -23,13 +23,14 @@
 int check_writable(const char *flag, const char *path) {
   rt_replace r;
   const char *why = NULL;
-  if (rt_replace_open(&r, path, &why) == 0) {
+  int rc = rt_replace_open(&r, path, &why);
+  if (rc == 0) {
     rt_replace_abort(&r);
     return 0;
   }
   if (!*path)
     fprintf(stderr, PROG ": --%s: %s; give the path of a file\n", flag, why);
-  else if (errno == EINVAL)
+  else if (rc == -2)
     fprintf(stderr, PROG ": --%s: %s %s; give the path of a file\n", flag, path,
             why);
   else

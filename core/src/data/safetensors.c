@@ -471,9 +471,10 @@ tyto_status tyto_checkpoint_save(const tyto_checkpoint *ck, const char *path) {
     return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   rt_replace r;
   const char *why = NULL, *step = NULL;
-  if (rt_replace_open(&r, path, &why) != 0) {
+  int rc = rt_replace_open(&r, path, &why);
+  if (rc != 0) {
     free(header);
-    return rt_replace_fail(fn, path, why);
+    return rt_replace_fail(fn, path, why, rc);
   }
   rt_xfsz_guard guard;
   rt_xfsz_block(&guard);

@@ -91,8 +91,9 @@ tyto_status export_atomic(const char *path, const char *what,
                           const void *ctx) {
   rt_replace r;
   const char *why = NULL, *step = NULL;
-  if (rt_replace_open(&r, path, &why) != 0)
-    return rt_replace_fail(what, path, why);
+  int rc = rt_replace_open(&r, path, &why);
+  if (rc != 0)
+    return rt_replace_fail(what, path, why, rc);
   int fd = dup(r.fd);
   FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
   if (!f) {

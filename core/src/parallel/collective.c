@@ -86,8 +86,10 @@ struct coll_kern {
 #include <immintrin.h>
 #endif
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
-#pragma GCC optimize("O3")
+#pragma GCC optimize("O3", "fp-contract=off")
+#endif
 
 /* Non-temporal f32 stores of COLL_NT_W elements rounded from doubles, to
  * COLL_NT_ALIGN-byte aligned addresses. */
@@ -129,7 +131,9 @@ struct coll_kern {
 #pragma GCC pop_options
 #endif
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
+#endif
 
 static const coll_kern *kern_pick(void) {
 #ifdef COLL_X86

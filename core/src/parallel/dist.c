@@ -62,6 +62,7 @@ static struct {
 #ifdef TYTO_HAVE_MPI
   int mpi;     /* we talk through MPI (size may still be 1) */
   int we_init; /* MPI_Init was ours, and so is MPI_Finalize */
+  int met;     /* meet() succeeded: every rank is known, heartbeats on */
   MPI_Comm comm;
   peer_rec *peers;
   int64_t seq;    /* collectives this rank started */
@@ -477,6 +478,7 @@ tyto_status tyto_dist_init(int *argc, char ***argv) {
                    ls, size, tyto_dist_library());
   }
   tyto_status st = D.size > 1 ? meet() : TYTO_OK;
+  D.met = st == TYTO_OK;
   if (st != TYTO_OK) {
     char *msg = strdup(tyto_errmsg());
     tyto_dist_finalize();
@@ -511,8 +513,8 @@ tyto_status tyto_dist_finalize(void) {
    * hung after the last collective (stopped, or agreed to stop on a
    * signal and then stuck) would hold it forever. A barrier with the
    * usual timeout (and grace after a signal) finds such a rank first. */
-  if (D.mpi && !D.broken && D.size > 1 && tyto_dist_barrier() != TYTO_OK &&
-      !D.broken)
+  if (D.mpi && D.met && !D.broken && D.size > 1 &&
+      tyto_dist_barrier() != TYTO_OK && !D.broken)
     D.broken = strdup(tyto_errmsg());
   if (D.mpi && D.broken) {
     /* A lost or hung rank would hold MPI_Finalize (a fence over every
@@ -540,7 +542,7 @@ tyto_status tyto_dist_finalize(void) {
     }
   }
   if (D.mpi) {
-    D.mpi = D.we_init = 0;
+    D.mpi = D.we_init = D.met = 0;
     D.seq = 0;
   }
 #endif

@@ -7,7 +7,6 @@
 #include "error.h"
 #include "strlist.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,9 +86,11 @@ tyto_status rt_fail(tyto_status status, const char *fmt, ...) {
   return status;
 }
 
-tyto_status rt_replace_fail(const char *what, const char *path,
-                            const char *why) {
-  if (errno == EINVAL)
+tyto_status rt_replace_fail(const char *what, const char *path, const char *why,
+                            int rc) {
+  if (rc == -2 && !*path)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: %s", what, why);
+  if (rc == -2)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "%s: '%s' %s; give the path of a file", what, path, why);
   return rt_fail(TYTO_ERR_IO, "%s: cannot create a file beside '%s': %s", what,

@@ -30,12 +30,12 @@ tyto_status rt_failv(tyto_status status, const char *fmt, va_list ap);
 tyto_status rt_fail_plugin(tyto_plugin_error *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* The failure of rt_replace_open() (file.h) on `path`, errno and `why`
- * as it left them: "what: 'path' is a FIFO, not a regular file; give the
- * path of a file" (invalid argument), or "what: cannot create a file
- * beside 'path': why" (I/O). */
-tyto_status rt_replace_fail(const char *what, const char *path,
-                            const char *why);
+/* The failure `rc` of rt_replace_open() (file.h) on `path`, with the
+ * `why` it gave: -2, "what: 'path' is a FIFO, not a regular file; give
+ * the path of a file" (invalid argument); -1, "what: cannot create a
+ * file beside 'path': why" (I/O). */
+tyto_status rt_replace_fail(const char *what, const char *path, const char *why,
+                            int rc);
 
 /* Clears the calling thread's message. */
 void rt_clear_error(void);

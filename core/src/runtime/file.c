@@ -103,14 +103,32 @@ static char *follow_links(const char *path) {
       errno = ELOOP;
       return NULL;
     }
+    /* st_size is the target's length (0 on some file systems, procfs):
+     * a buffer too small is doubled until the target fits. */
     size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 256;
-    char *to = malloc(cap);
-    ssize_t n = to ? readlink(p, to, cap) : -1;
-    if (n < 0 || (size_t)n >= cap) {
-      int err = n < 0 && to ? errno : n < 0 ? ENOMEM : EAGAIN;
+    char *to = NULL;
+    ssize_t n = -1;
+    int err = ENAMETOOLONG;
+    for (int tries = 0; tries < 8; tries++) {
+      char *t = realloc(to, cap);
+      if (!t) {
+        err = ENOMEM;
+        break;
+      }
+      to = t;
+      if ((n = readlink(p, to, cap)) < 0) {
+        err = errno;
+        break;
+      }
+      if ((size_t)n < cap)
+        break;
+      n = -1; /* truncated: a longer buffer */
+      cap *= 2;
+    }
+    if (n < 0) {
       free(to);
       free(p);
-      errno = err; /* EAGAIN: the link changed while read */
+      errno = err;
       return NULL;
     }
     to[n] = '\0';
@@ -168,7 +186,7 @@ int rt_replace_open(rt_replace *r, const char *path, const char **why) {
   if (!path || !*path) {
     errno = ENOENT;
     *why = "the path is empty";
-    return -1;
+    return -2;
   }
   if (!(r->target = follow_links(path))) {
     *why = strerror(errno);
@@ -180,7 +198,7 @@ int rt_replace_open(rt_replace *r, const char *path, const char **why) {
     *why = rt_not_regular(st.st_mode);
     replace_free(r);
     errno = EINVAL;
-    return -1;
+    return -2;
   }
   size_t len = strlen(r->target) + 32;
   if (!(r->tmp = malloc(len))) {

@@ -45,7 +45,9 @@ const char *rt_write_error(int err);
  * a file that did not exist gets 0666 less the umask, as fopen's would.
  *
  * Both return 0, or -1 with errno set and *why a phrase for a message
- * ("is a FIFO, not a regular file", "No space left on device" ...). When
+ * ("is a FIFO, not a regular file", "No space left on device" ...);
+ * rt_replace_open() returns -2 when the path itself is refused (empty,
+ * or naming what is not a regular file). When
  * rt_replace_open() fails nothing was created; when rt_replace_commit()
  * does, *what_failed says which step: "write" (the temporary is removed
  * and the file is unchanged) or "sync" (the file was replaced but its

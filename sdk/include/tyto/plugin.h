@@ -244,10 +244,13 @@ typedef enum tyto_plugin_dtype {
 /* Device capability flags. */
 enum {
   /* Buffers are ordinary host memory: buffer_host_ptr() returns a pointer the
-   * host may read and write directly once the device is idle, and may read
+   * host may read and write directly once the device is idle; may read
    * bytes that queued work wrote once an event recorded after that work has
    * completed, while later work runs (the core reads the gradients a
-   * backward pass sends this way: no copy). */
+   * backward pass sends this way: no copy); and may write a buffer that no
+   * queued or running work reads or writes, while other work runs, the
+   * writes seen by work queued after them (the core writes the combined
+   * gradients into each replica's update input this way). */
   TYTO_PLUGIN_CAP_UNIFIED_MEMORY = 1u << 0,
   /* host_alloc_pinned() gives page-locked memory for fast async copies. */
   TYTO_PLUGIN_CAP_PINNED_HOST = 1u << 1,
