@@ -8,12 +8,11 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
-#include <fcntl.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "runtime/abicheck.h"
@@ -241,17 +240,15 @@ static void on_refuse(void *ctx, int32_t hw_index, const char *name,
 /* What is wrong with `path` as a plugin file when it exists but is no
  * regular file (through symbolic links), or NULL. dlopen opens whatever
  * it is given and would wait forever for a FIFO's writer: libtyto's
- * loader refuses these first, and so does the kit. The file is opened
- * without blocking and fstat'ed, as the loader does; a file that cannot
- * be opened is left for dlopen to report. */
+ * loader refuses these first, and so does the kit, with the loader's
+ * rt_open_regular(); a file that cannot be opened is left for dlopen to
+ * report. */
 static const char *not_a_plugin_file(const char *path) {
-  struct stat st;
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0)
-    return NULL;
-  const char *kind = fstat(fd, &st) == 0 ? rt_not_regular(st.st_mode) : NULL;
-  close(fd);
-  return kind;
+  const char *why = NULL;
+  int fd = rt_open_regular(path, &why);
+  if (fd >= 0)
+    close(fd);
+  return fd < 0 && errno == EINVAL ? why : NULL;
 }
 
 static void release_slot(cf_plugin *p) {

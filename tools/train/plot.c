@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 enum {
   PANEL_W = 480,
@@ -129,12 +128,9 @@ int plot_write_svg(const char *path, const char *title, size_t n_loss,
     snprintf(err, n, "%s: %s", path, why);
     return -1;
   }
-  int fd = dup(r.fd);
-  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  FILE *f = rt_replace_stream(&r);
   if (!f) {
     snprintf(err, n, "%s: %s", path, strerror(errno));
-    if (fd >= 0)
-      close(fd);
     rt_replace_abort(&r);
     return -1;
   }
@@ -148,11 +144,7 @@ int plot_write_svg(const char *path, const char *title, size_t n_loss,
   panel(f, 0, "loss", "loss", n_loss, loss, 0);
   panel(f, PANEL_W, "accuracy", "accuracy", n_acc, acc, 1);
   fprintf(f, "</svg>\n");
-  errno = 0;
-  int e = fflush(f) != 0 || ferror(f) ? (errno ? errno : EIO) : 0;
-  if (fclose(f) != 0 && !e)
-    e = errno;
-  if (rt_replace_commit(&r, e, &why, &step) != 0) {
+  if (rt_replace_commit(&r, 0, &why, &step) != 0) {
     snprintf(err, n, "%s: %s", path, why);
     return -1;
   }

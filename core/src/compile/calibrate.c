@@ -197,19 +197,12 @@ static void cache_store(tyto_context *ctx, const char *path, json_t *root) {
   if (ok) {
     rt_xfsz_guard guard;
     rt_xfsz_block(&guard);
-    int fd = dup(r.fd);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    FILE *f = rt_replace_stream(&r);
     int err = f ? 0 : errno;
-    if (f) {
-      errno = 0;
-      if (json_dumpf(root, f, JSON_INDENT(2) | JSON_SORT_KEYS) != 0 ||
-          fputc('\n', f) == EOF || fflush(f) != 0)
-        err = errno ? errno : EIO;
-      if (fclose(f) != 0 && !err)
-        err = errno;
-    } else if (fd >= 0) {
-      close(fd);
-    }
+    errno = 0;
+    if (f && (json_dumpf(root, f, JSON_INDENT(2) | JSON_SORT_KEYS) != 0 ||
+              fputc('\n', f) == EOF))
+      err = errno ? errno : EIO;
     ok = rt_replace_commit(&r, err, &why, &step) == 0;
     rt_xfsz_restore(&guard);
   }

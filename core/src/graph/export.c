@@ -94,27 +94,18 @@ tyto_status export_atomic(const char *path, const char *what,
   int rc = rt_replace_open(&r, path, &why);
   if (rc != 0)
     return rt_replace_fail(what, path, why, rc);
-  int fd = dup(r.fd);
-  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  FILE *f = rt_replace_stream(&r);
   if (!f) {
     int err = errno;
-    if (fd >= 0)
-      close(fd);
     rt_replace_abort(&r);
     return rt_fail(TYTO_ERR_IO, "%s: %s", what, strerror(err));
   }
   rt_xfsz_guard guard;
   rt_xfsz_block(&guard);
   tyto_status st = write(f, ctx);
-  int err = 0;
-  errno = 0;
-  if (st == TYTO_OK && (fflush(f) != 0 || ferror(f)))
-    err = errno ? errno : EIO;
-  if (fclose(f) != 0 && !err && st == TYTO_OK)
-    err = errno;
   if (st != TYTO_OK) {
     rt_replace_abort(&r);
-  } else if (rt_replace_commit(&r, err, &why, &step) != 0) {
+  } else if (rt_replace_commit(&r, 0, &why, &step) != 0) {
     st = strcmp(step, "sync") == 0
              ? rt_fail(TYTO_ERR_IO,
                        "%s: '%s' was written but its directory could not be "

@@ -177,12 +177,38 @@ static void replace_free(rt_replace *r) {
   free(r->tmp);
   r->target = r->tmp = NULL;
   r->fd = -1;
+  r->f = NULL;
+}
+
+FILE *rt_replace_stream(rt_replace *r) {
+  if (!r->f)
+    r->f = fdopen(r->fd, "w");
+  return r->f;
+}
+
+/* Flushes, syncs and closes the temporary (a stream if one was made, else
+ * the descriptor) after the caller's writes, which failed with errno err
+ * (0: they did not): the first error's errno, or 0. */
+static int close_temp(rt_replace *r, int err) {
+  if (r->f && !err) {
+    errno = 0;
+    if (fflush(r->f) != 0 || ferror(r->f))
+      err = errno ? errno : EIO;
+  }
+  if (!err && fsync(r->fd) != 0)
+    err = errno;
+  if ((r->f ? fclose(r->f) : close(r->fd)) != 0 && !err)
+    err = errno;
+  r->f = NULL;
+  r->fd = -1;
+  return err;
 }
 
 int rt_replace_open(rt_replace *r, const char *path, const char **why) {
   static atomic_uint serial;
   r->target = r->tmp = NULL;
   r->fd = -1;
+  r->f = NULL;
   if (!path || !*path) {
     errno = ENOENT;
     *why = "the path is empty";
@@ -239,12 +265,7 @@ int rt_replace_open(rt_replace *r, const char *path, const char **why) {
 
 int rt_replace_commit(rt_replace *r, int write_err, const char **why,
                       const char **what_failed) {
-  int err = write_err;
-  if (!err && fsync(r->fd) != 0)
-    err = errno;
-  if (close(r->fd) != 0 && !err)
-    err = errno;
-  r->fd = -1;
+  int err = close_temp(r, write_err);
   *what_failed = "write";
   if (!err && rename(r->tmp, r->target) != 0)
     err = errno;
@@ -268,7 +289,9 @@ int rt_replace_commit(rt_replace *r, int write_err, const char **why,
 }
 
 void rt_replace_abort(rt_replace *r) {
-  if (r->fd >= 0)
+  if (r->f)
+    fclose(r->f);
+  else if (r->fd >= 0)
     close(r->fd);
   if (r->tmp)
     unlink(r->tmp);

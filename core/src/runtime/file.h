@@ -19,6 +19,7 @@ const char *rt_not_regular(unsigned mode);
  * process, SIGXFSZ's default action; a SIGXFSZ those writes raised is
  * taken off the pending set before the caller's mask comes back. */
 #include <signal.h>
+#include <stdio.h>
 
 typedef struct rt_xfsz_guard {
   sigset_t old;
@@ -56,6 +57,7 @@ typedef struct rt_replace {
   char *target; /* the file replaced: path, or where its links lead */
   char *tmp;    /* the temporary beside it */
   int fd;       /* the temporary, open for writing */
+  FILE *f;      /* ... as a stream, once rt_replace_stream() made one */
 } rt_replace;
 
 int rt_replace_open(rt_replace *r, const char *path, const char **why);
@@ -64,6 +66,10 @@ int rt_replace_open(rt_replace *r, const char *path, const char **why);
  * fails the replacement with the temporary removed. Frees r. */
 int rt_replace_commit(rt_replace *r, int write_err, const char **why,
                       const char **what_failed);
+/* The temporary as a stdio stream, for writers that print; NULL (errno
+ * set) when one cannot be made. rt_replace_commit() then flushes and
+ * closes it, and a write that failed on it fails the replacement. */
+FILE *rt_replace_stream(rt_replace *r);
 /* Closes and removes the temporary; frees r. */
 void rt_replace_abort(rt_replace *r);
 
