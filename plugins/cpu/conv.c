@@ -50,6 +50,7 @@
 #include "../common/geometry.h"
 #include "onednn.h"
 #include "ops.h"
+#include "window2.h"
 
 /* Below this many multiply-adds per (image, group) GEMM the fallback runs
  * images in parallel on the pool; above it OpenBLAS threads each GEMM. */
@@ -400,32 +401,27 @@ typedef struct conv_run {
           for (int64_t kw = 0; kw < op->g.KW; kw++)                            \
             w[o * s[0] + c * s[1] + kh * s[2] + kw * s[3]] = acc[i++];         \
   }                                                                            \
-  /* The 2x2 windows of stride 2 on unit-stride rows, branch-free: which of    \
-   * a, b (top row), c, d (bottom row) is the first maximum, NaN first. */     \
+  /* MAX_POOL2D_BACKWARD's 2x2 windows of stride 2 (window2.h). */             \
   static void pool_back_2x2_##SUFFIX(                                          \
       const conv_op *op, const T *x, const int64_t *xs, const T *y,            \
       const int64_t *ys, T *tp, const int64_t *ts) {                           \
-    int64_t OW = op->g.OW;                                                     \
     for (int64_t oh = 0; oh < op->g.OH; oh++) {                                \
-      const T *r0 = x + 2 * oh * xs[2], *r1 = r0 + xs[2];                      \
-      const T *g = y + oh * ys[2];                                             \
-      T *t0 = tp + 2 * oh * ts[2], *t1 = t0 + ts[2];                           \
-      for (int64_t ow = 0; ow < OW; ow++) {                                    \
-        T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow],                  \
-          d = r1[2 * ow + 1], gv = g[ow];                                      \
-        /* Each later element wins only over a non-NaN best it beats (or       \
-         * as a NaN): the running best and its index. */                       \
-        int ib = !(a != a) && (b > a || b != b);                               \
-        T m = ib ? b : a;                                                      \
-        int ic = !(m != m) && (c > m || c != c);                               \
-        m = ic ? c : m;                                                        \
-        int id = !(m != m) && (d > m || d != d);                               \
-        int k = id ? 3 : ic ? 2 : ib ? 1 : 0;                                  \
-        t0[2 * ow] = k == 0 ? gv : (T)0;                                       \
-        t0[2 * ow + 1] = k == 1 ? gv : (T)0;                                   \
-        t1[2 * ow] = k == 2 ? gv : (T)0;                                       \
-        t1[2 * ow + 1] = k == 3 ? gv : (T)0;                                   \
-      }                                                                        \
+      const T *r0 = x + 2 * oh * xs[2];                                        \
+      T *t0 = tp + 2 * oh * ts[2];                                             \
+      win2_max_back_##SUFFIX(r0, r0 + xs[2], y + oh * ys[2], t0, t0 + ts[2],   \
+                             op->g.OW);                                        \
+    }                                                                          \
+  }                                                                            \
+  /* MAX_POOL2D and AVG_POOL2D on 2x2 windows of stride 2 (window2.h). */      \
+  static void pool_fwd_2x2_##SUFFIX(const conv_op *op, const T *x,             \
+                                    const int64_t *xs, T *y,                   \
+                                    const int64_t *ys) {                       \
+    for (int64_t oh = 0; oh < op->g.OH; oh++) {                                \
+      const T *r0 = x + 2 * oh * xs[2];                                        \
+      if (op->code == TYTO_PLUGIN_OP_MAX_POOL2D)                               \
+        win2_max_##SUFFIX(r0, r0 + xs[2], y + oh * ys[2], op->g.OW);           \
+      else                                                                     \
+        win2_avg_##SUFFIX(r0, r0 + xs[2], y + oh * ys[2], op->g.OW);           \
     }                                                                          \
   }                                                                            \
   /* MAX_POOL2D_BACKWARD when the windows tile the plane (kernel = stride,     \
@@ -480,6 +476,14 @@ typedef struct conv_run {
     if (code == TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD && op->g.KH == op->g.sh &&  \
         op->g.KW == op->g.sw && op->g.ph == 0 && op->g.pw == 0) {              \
       pool_back_tiled_##SUFFIX(op, x, xs, y, ys, tp, ts);                      \
+      return;                                                                  \
+    }                                                                          \
+    if ((code == TYTO_PLUGIN_OP_MAX_POOL2D ||                                  \
+         code == TYTO_PLUGIN_OP_AVG_POOL2D) &&                                 \
+        op->g.KH == 2 && op->g.KW == 2 && op->g.sh == 2 && op->g.sw == 2 &&    \
+        op->g.ph == 0 && op->g.pw == 0 && 2 * op->g.OH <= op->g.H &&           \
+        2 * op->g.OW <= op->g.W && xs[3] == 1 && ys[3] == 1) {                 \
+      pool_fwd_2x2_##SUFFIX(op, x, xs, y, ys);                                 \
       return;                                                                  \
     }                                                                          \
     /* The gradients are sums over windows: start from zeros. */               \

@@ -884,6 +884,100 @@ START_TEST(pool_backward_2x2_nan_and_edges) {
 }
 END_TEST
 
+/* The 2x2, stride-2 rows (plugins/cpu/window2.c: four windows at a time,
+ * then one at a time) against the operations written out here, bit for
+ * bit: planes 13 wide (six windows a row, the last column unused) drawn
+ * from values that tie, signed zeros, infinities and NaNs. The maximum of
+ * a window holding a NaN is NaN; otherwise the first of its largest
+ * values, row-major (so -0 before +0 gives -0). The average is ((0 + a) +
+ * b + c + d) / 4 in the dtype. The gradient goes to the first maximum,
+ * NaN first, and +0 to the other three places and the unused column. */
+static int same_bits(double got, double want) {
+  return isnan(want) ? isnan(got)
+                     : got == want && !signbit(got) == !signbit(want);
+}
+
+START_TEST(pool_2x2_rows_bits) {
+  static const double palette[] = {1.5, -2.0, 0.0,  -0.0, INFINITY, -INFINITY,
+                                   NAN, 1.5,  3.25, -7.0, 0.0,      1.5};
+  int64_t a[6] = {2, 2, 2, 2, 0, 0}, H = 4, W = 13, OH = 2, OW = 6;
+  unsigned rng = 12345;
+  for (int f = 0; f < 2; f++) {
+    uint32_t dt = f ? F64 : F32;
+    int64_t N = 3, C = 2;
+    h_tensor x = h_tensor_new(dt, 4, (int64_t[]){N, C, H, W}, NULL),
+             y = h_tensor_new(dt, 4, (int64_t[]){N, C, OH, OW}, NULL),
+             dy = h_tensor_new(dt, 4, (int64_t[]){N, C, OH, OW}, NULL),
+             dx = h_tensor_new(dt, 4, (int64_t[]){N, C, H, W}, NULL);
+    for (int64_t i = 0; i < N * C * H * W; i++) {
+      rng = rng * 1103515245u + 12345u;
+      x.values[i] = palette[(rng >> 16) % 12];
+      dx.values[i] = 77; /* must be overwritten */
+    }
+    for (int64_t i = 0; i < N * C * OH * OW; i++)
+      dy.values[i] = (double)(i + 1);
+    for (int op = 0; op < 2; op++) {
+      uint32_t code =
+          op ? TYTO_PLUGIN_OP_AVG_POOL2D : TYTO_PLUGIN_OP_MAX_POOL2D;
+      ck_assert_ptr_null(harness_run(&hx, code, &x, 1, &y, 1, a, 6, NULL, 0));
+      for (int64_t p = 0; p < N * C; p++)
+        for (int64_t oh = 0; oh < OH; oh++)
+          for (int64_t ow = 0; ow < OW; ow++) {
+            const double *r0 = x.values + (p * H + 2 * oh) * W + 2 * ow,
+                         *r1 = r0 + W;
+            double v[4] = {r0[0], r0[1], r1[0], r1[1]}, want;
+            if (op) {
+              want = f ? (((0.0 + v[0]) + v[1]) + v[2] + v[3]) / 4
+                       : (double)(((((0.0f + (float)v[0]) + (float)v[1]) +
+                                    (float)v[2]) +
+                                   (float)v[3]) /
+                                  4.0f);
+            } else {
+              want = v[0];
+              for (int k = 1; k < 4; k++)
+                if (isnan(v[k]) || (!isnan(want) && v[k] > want))
+                  want = v[k];
+            }
+            double got = y.values[(p * OH + oh) * OW + ow];
+            ck_assert_msg(same_bits(got, want),
+                          "%s %s plane %lld (%lld,%lld): %g, want %g",
+                          f ? "f64" : "f32", op ? "avg" : "max", (long long)p,
+                          (long long)oh, (long long)ow, got, want);
+          }
+    }
+    ck_assert_ptr_null(harness_run(&hx, TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD,
+                                   (h_tensor[]){x, dy}, 2, &dx, 1, a, 6, NULL,
+                                   0));
+    for (int64_t p = 0; p < N * C; p++)
+      for (int64_t ih = 0; ih < H; ih++)
+        for (int64_t iw = 0; iw < W; iw++) {
+          double want = 0;
+          int64_t oh = ih / 2, ow = iw / 2;
+          if (ow < OW) {
+            const double *r0 = x.values + (p * H + 2 * oh) * W + 2 * ow,
+                         *r1 = r0 + W;
+            double v[4] = {r0[0], r0[1], r1[0], r1[1]};
+            int best = 0;
+            for (int k = 1; k < 4; k++)
+              if (!isnan(v[best]) && (isnan(v[k]) || v[k] > v[best]))
+                best = k;
+            if (best == (ih % 2) * 2 + iw % 2)
+              want = dy.values[(p * OH + oh) * OW + ow];
+          }
+          double got = dx.values[(p * H + ih) * W + iw];
+          ck_assert_msg(same_bits(got, want),
+                        "%s backward plane %lld (%lld,%lld): %g, want %g",
+                        f ? "f64" : "f32", (long long)p, (long long)ih,
+                        (long long)iw, got, want);
+        }
+    h_tensor_free(&x);
+    h_tensor_free(&y);
+    h_tensor_free(&dy);
+    h_tensor_free(&dx);
+  }
+}
+END_TEST
+
 /* Pool derivatives through strided layouts: x and dy with swapped N and C
  * strides, the gradient written column-stepped (odd columns untouched). */
 START_TEST(pool_backward_strided) {
@@ -1026,6 +1120,7 @@ int main(void) {
   tcase_add_test(tc, pool_backward_ties_and_nan);
   tcase_add_test(tc, pool_backward_2x2_nan_and_edges);
   tcase_add_test(tc, pool_backward_strided);
+  tcase_add_test(tc, pool_2x2_rows_bits);
   tcase_add_test(tc, derivative_errors);
   suite_add_tcase(s, tc);
   return test_run(s);
