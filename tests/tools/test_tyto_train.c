@@ -151,6 +151,13 @@ START_TEST(a_foreign_checkpoint_is_refused_and_kept) {
            "--resume",
            tmp, ck);
   expect_bad(args, "--batch was 32 in the checkpoint's run and is 16");
+  /* Every difference is named, not only the first. */
+  snprintf(args, sizeof args,
+           "--model mlp --data %s/good --batch 16 --seed 7 --epochs 2 "
+           "--checkpoint %s --resume",
+           tmp, ck);
+  expect_bad(args, "--seed was 42 in the checkpoint's run and is 7");
+  expect_bad(args, "--batch was 32 in the checkpoint's run and is 16");
   char junk[256];
   write_text("junk.safetensors", "not a checkpoint at all", junk, sizeof junk);
   snprintf(args, sizeof args,

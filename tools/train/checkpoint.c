@@ -187,14 +187,18 @@ int resume(run *r) {
       {"--batch", batch, r->o.batch},
       {"classes", classes, r->classes},
       {"training images (--limit, --validation)", train_images, r->n_train}};
+  /* Every difference, not the first alone (docs/training.md). */
+  int differ = 0;
   for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
     if (same[i].file != same[i].here) {
       fprintf(stderr,
               PROG ": --resume: %s was %lld in the checkpoint's run and is "
                    "%lld in this one; resume with the same value\n",
               same[i].what, (long long)same[i].file, (long long)same[i].here);
-      goto out;
+      differ = 1;
     }
+  if (differ)
+    goto out;
   /* Every step is one batch, so the position must add up: this also keeps
    * a forged counter (INT64_MAX) from wrapping round when the run goes on. */
   int64_t bpe = r->batches_per_epoch;
