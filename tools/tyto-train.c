@@ -374,8 +374,10 @@ static int eval_now(run *r) {
   curve_add(&r->eval_acc_curve, (double)r->steps, acc);
   say(r, "step %lld: %s accuracy %.2f%%, loss %.4f\n", (long long)r->steps,
       r->valid_b ? "validation" : "test", 100 * acc, loss);
-  if (r->valid_b)
+  if (r->valid_b) {
     r->valid_accuracy = acc;
+    r->have_valid = 1;
+  }
   return 0;
 }
 

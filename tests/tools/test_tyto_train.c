@@ -314,6 +314,25 @@ START_TEST(max_steps_links_and_settings_found_up_front) {
            "--model mlp --data %s/good --validation 0 --max-steps 1 --quiet",
            tmp);
   train_ok(args, NULL);
+  /* --max-steps before any evaluation: no validation accuracy, not 0 */
+  snprintf(args, sizeof args,
+           "--model mlp --data %s/good --validation 64 --max-steps 1 --quiet "
+           "--json",
+           tmp);
+  train_ok(args, &out);
+  root = json_of(out);
+  ck_assert(json_is_null(json_object_get(root, "validation_accuracy")));
+  json_decref(root);
+  free(out);
+  snprintf(args, sizeof args,
+           "--model mlp --data %s/good --validation 64 --max-steps 1 --quiet "
+           "--json --eval-every 1",
+           tmp);
+  train_ok(args, &out);
+  root = json_of(out);
+  ck_assert(json_is_real(json_object_get(root, "validation_accuracy")));
+  json_decref(root);
+  free(out);
   snprintf(args, sizeof args, "--model mlp --data %s/good --checkpoint ''",
            tmp);
   expect_bad(args, "--checkpoint: the path is empty");

@@ -89,8 +89,11 @@ void report_json(const run *r, int64_t steps_here) {
                       r->have_test ? json_real(r->test_accuracy) : json_null());
   json_object_set_new(o, "test_loss",
                       r->have_test ? json_real(r->test_loss) : json_null());
+  /* null when no evaluation ran during training (--max-steps first) */
   if (r->valid_b)
-    json_object_set_new(o, "validation_accuracy", json_real(r->valid_accuracy));
+    json_object_set_new(o, "validation_accuracy",
+                        r->have_valid ? json_real(r->valid_accuracy)
+                                      : json_null());
   json_object_set_new(o, "images_per_second",
                       steps_here > 0 ? json_real(images_per_second(r))
                                      : json_null());

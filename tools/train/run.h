@@ -66,6 +66,7 @@ typedef struct run {
   int64_t epochs_done_here; /* epochs completed by this process */
   double test_accuracy, test_loss, valid_accuracy;
   int have_test;
+  int have_valid; /* an evaluation during training saw the validation set */
   curve loss_curve, train_acc_curve, eval_acc_curve;
   int bar; /* a live progress bar on stderr */
   double bar_t0;
