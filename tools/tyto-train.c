@@ -483,7 +483,7 @@ static int train(run *r) {
 }
 
 static int train_epochs(run *r, prefetch *pf) {
-  int stopped = 0;
+  int stopped = 0, at_max = 0;
   while (r->epoch < r->o.epochs && !stopped) {
     if (tyto_batcher_seek(r->train_b, (uint64_t)r->epoch, r->batch_in_epoch) !=
         TYTO_OK)
@@ -592,7 +592,7 @@ static int train_epochs(run *r, prefetch *pf) {
         r->bar_t0 += now() - te;
       }
       if (r->o.max_steps && r->steps >= r->o.max_steps) {
-        stopped = 1;
+        stopped = at_max = 1;
         break;
       }
     }
@@ -600,7 +600,9 @@ static int train_epochs(run *r, prefetch *pf) {
     double dt = now() - t0;
     progress(r, 1);
     r->train_seconds += dt;
-    if (!stopped) {
+    /* An epoch whose last batch was trained is complete, also when
+     * --max-steps stops the run right there. */
+    if (!stopped || (at_max && r->batch_in_epoch == r->batches_per_epoch)) {
       r->epoch_seconds[r->epochs_done_here++] = dt;
       curve_add(&r->train_acc_curve, (double)r->steps,
                 r->epoch_images > 0 ? r->epoch_correct / r->epoch_images : 0);

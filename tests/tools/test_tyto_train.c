@@ -333,6 +333,15 @@ START_TEST(max_steps_links_and_settings_found_up_front) {
   ck_assert(json_is_real(json_object_get(root, "validation_accuracy")));
   json_decref(root);
   free(out);
+  /* --max-steps at the end of an epoch: that epoch is complete */
+  snprintf(args, sizeof args,
+           "--model mlp --data %s/good --max-steps 5 --quiet --json", tmp);
+  train_ok(args, &out);
+  root = json_of(out);
+  ck_assert_int_eq((int)real(root, "epochs"), 1);
+  ck_assert_uint_eq(json_array_size(json_object_get(root, "epoch_seconds")), 1);
+  json_decref(root);
+  free(out);
   snprintf(args, sizeof args, "--model mlp --data %s/good --checkpoint ''",
            tmp);
   expect_bad(args, "--checkpoint: the path is empty");
