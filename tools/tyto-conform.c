@@ -104,6 +104,18 @@ static int parse(int argc, char **argv, options *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    /* An option that takes a value, given last: say what it expects. */
+    static const char *const takes[][2] = {
+        {"--mode", "test, perf or grad"},
+        {"--dtype", "f32, f64, f16, bf16, i32 or i64, comma-separated"},
+        {"--op", "an op or grad-mode group name"},
+        {"--reference", "the path of the CPU plugin .so"}};
+    for (size_t k = 0; !v && k < sizeof takes / sizeof takes[0]; k++)
+      if (strcmp(a, takes[k][0]) == 0) {
+        fprintf(stderr, "tyto-conform: %s needs a value (%s)\n", a,
+                takes[k][1]);
+        return -1;
+      }
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       return 1;

@@ -115,6 +115,13 @@ refused "a directory as the plugin" \
   "^tyto-conform: $odd/tyto_plugin_dd.so: cannot be loaded: is a directory, not a regular file$" \
   "$odd/tyto_plugin_dd.so" --reference "$cpu"
 rm -rf "$odd"
+# An option given without its value says what it takes.
+refused "--mode without a value" \
+  "^tyto-conform: --mode needs a value (test, perf or grad)$" \
+  "$dir/tyto_plugin_kitgood.so" --reference "$cpu" --mode
+refused "--reference without a value" \
+  "^tyto-conform: --reference needs a value" \
+  "$dir/tyto_plugin_kitgood.so" --reference
 
 # full WHAT ARGS...: with stdout on /dev/full (every write fails with
 # ENOSPC), the kit must exit 1 and say so, whatever the report's form.
