@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tyto/version.h>
+
 #include "conform/catalogue.h"
 #include "conform/compare.h"
 #include "conform/contract.h"
@@ -67,7 +69,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: tyto-conform PLUGIN.so [--mode test|perf|grad] [--json]\n"
           "                    [--dtype f32,f64,f16,bf16,i32,i64] [--op NAME]\n"
-          "                    [--reference CPU_PLUGIN.so]\n"
+          "                    [--reference CPU_PLUGIN.so] [--version]\n"
           "Checks a tyto device plugin against the CPU plugin "
           "(sdk/docs/conformance.md).\n"
           "The reference defaults to %s/tyto_plugin_cpu.so.\n"
@@ -104,24 +106,47 @@ static int parse(int argc, char **argv, options *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    /* --name=value, as the other tools take it: the value is inline, and
+     * the next argument is not consumed. */
+    char name[32];
+    const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+    int inline_v = eq != NULL && (size_t)(eq - a) < sizeof name;
+    if (inline_v) {
+      memcpy(name, a, (size_t)(eq - a));
+      name[eq - a] = '\0';
+      a = name;
+      v = eq + 1;
+    }
     /* An option that takes a value, given last: say what it expects. */
     static const char *const takes[][2] = {
         {"--mode", "test, perf or grad"},
         {"--dtype", "f32, f64, f16, bf16, i32 or i64, comma-separated"},
         {"--op", "an op or grad-mode group name"},
         {"--reference", "the path of the CPU plugin .so"}};
-    for (size_t k = 0; !v && k < sizeof takes / sizeof takes[0]; k++)
+    int valued = 0;
+    for (size_t k = 0; k < sizeof takes / sizeof takes[0]; k++)
       if (strcmp(a, takes[k][0]) == 0) {
-        fprintf(stderr, "tyto-conform: %s needs a value (%s)\n", a,
-                takes[k][1]);
-        return -1;
+        valued = 1;
+        if (!v) {
+          fprintf(stderr, "tyto-conform: %s needs a value (%s)\n", a,
+                  takes[k][1]);
+          return -1;
+        }
       }
+    if (inline_v && !valued) {
+      fprintf(stderr, "tyto-conform: %s takes no value, got \"%s\"\n", a,
+              argv[i]);
+      return -1;
+    }
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       return 1;
+    } else if (strcmp(a, "--version") == 0) {
+      printf("tyto-conform %s\n", tyto_version());
+      return 1;
     } else if (strcmp(a, "--json") == 0) {
       o->json = 1;
-    } else if (strcmp(a, "--mode") == 0 && v) {
+    } else if (strcmp(a, "--mode") == 0) {
       o->perf = strcmp(v, "perf") == 0;
       o->grad = strcmp(v, "grad") == 0;
       if (!o->perf && !o->grad && strcmp(v, "test") != 0) {
@@ -129,8 +154,7 @@ static int parse(int argc, char **argv, options *o) {
                 "tyto-conform: --mode is test, perf or grad, not \"%s\"\n", v);
         return -1;
       }
-      i++;
-    } else if (strcmp(a, "--dtype") == 0 && v) {
+    } else if (strcmp(a, "--dtype") == 0) {
       if (parse_dtypes(v, o) != 0) {
         fprintf(stderr,
                 "tyto-conform: --dtype takes f32, f64, f16, bf16, i32 or i64, "
@@ -139,19 +163,18 @@ static int parse(int argc, char **argv, options *o) {
                 v);
         return -1;
       }
-      i++;
-    } else if (strcmp(a, "--op") == 0 && v) {
+    } else if (strcmp(a, "--op") == 0) {
       o->op = v; /* checked below, once the mode is known */
-      i++;
-    } else if (strcmp(a, "--reference") == 0 && v) {
+    } else if (strcmp(a, "--reference") == 0) {
       o->reference = v;
-      i++;
     } else if (a[0] == '-' || o->plugin) {
-      fprintf(stderr, "tyto-conform: unexpected argument \"%s\"\n", a);
+      fprintf(stderr, "tyto-conform: unexpected argument \"%s\"\n", argv[i]);
       return -1;
     } else {
       o->plugin = a;
     }
+    if (valued && !inline_v)
+      i++;
   }
   if (o->plugin == NULL) {
     fprintf(stderr, "tyto-conform: no plugin given\n");

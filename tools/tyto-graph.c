@@ -604,6 +604,7 @@ int main(int argc, char **argv) {
   tyto_context_options copts;
   tyto_context_options_init(&copts);
   copts.devices = r.devices; /* NULL: TYTO_DEVICES, the config */
+  copts.devices_from = "--devices";
   if (tyto_context_new(&copts, &ctx) != TYTO_OK) {
     fprintf(stderr, PROG ": %s\n", tyto_errmsg());
     goto done;

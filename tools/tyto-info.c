@@ -458,6 +458,7 @@ static void usage(FILE *f) {
       f,
       "usage: tyto-info [--json] [--devices LIST] [--config FILE]\n"
       "                 [--topology FILE.xml] [--log-level LEVEL]\n"
+      "                 [--calibrate [--remeasure]] [--version]\n"
       "\n"
       "Shows the hardware tyto sees, every plugin found on the search path\n"
       "(loaded or refused, and why), every device, and the selection.\n"
@@ -504,7 +505,10 @@ int main(int argc, char **argv) {
     case 'j': json = 1; break;
     case 'C': calibrate = 1; break;
     case 'R': remeasure = 1; break;
-    case 'd': opts.devices = optarg; break;
+    case 'd':
+      opts.devices = optarg;
+      opts.devices_from = "--devices";
+      break;
     case 'c': opts.config_path = optarg; break;
     case 't': opts.topology_xml = optarg; break;
     case 'l':

@@ -702,6 +702,7 @@ int main(int argc, char **argv) {
   tyto_context_options_init(&co);
   if (r.o.devices)
     co.devices = r.o.devices;
+  co.devices_from = "--devices";
   if (tyto_context_new(&co, &r.ctx) != TYTO_OK) {
     fprintf(stderr, PROG ": %s\n", tyto_errmsg());
     goto done;

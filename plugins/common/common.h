@@ -23,6 +23,14 @@ const char *tpc_dtype_name(uint32_t dtype);
 /* Bytes per element, 0 for an unknown dtype. */
 size_t tpc_dtype_size(uint32_t dtype);
 
+/* ---- environment (names.c) ---------------------------------------------- */
+
+/* A plugin's on/off environment variable, as libtyto reads its own: 1 for
+ * 1, on, yes or true (any case); 0 for 0, off, no, false, empty or unset;
+ * any other value counts as on (libtyto refuses the variables it knows of
+ * when a context is created, so such a value seldom gets this far). */
+int tpc_env_on(const char *name);
+
 /* ---- ABI arrays ---------------------------------------------------------- */
 
 /* Entry i of an array of boundary structs (the hardware offer, an op's

@@ -1,7 +1,30 @@
 /*
- * Op and dtype names, for messages and kernel names (common.h).
+ * Op and dtype names, for messages and kernel names, and the plugins'
+ * on/off environment variables (common.h).
  */
 #include "common.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+
+/* a equals b ignoring case (ASCII). */
+static int same_word(const char *a, const char *b) {
+  for (; *a && *b; a++, b++)
+    if (tolower((unsigned char)*a) != tolower((unsigned char)*b))
+      return 0;
+  return *a == *b;
+}
+
+int tpc_env_on(const char *name) {
+  const char *v = getenv(name);
+  if (v == NULL || *v == '\0')
+    return 0;
+  static const char *const off[] = {"0", "off", "no", "false"};
+  for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
+    if (same_word(v, off[i]))
+      return 0;
+  return 1;
+}
 
 const char *tpc_dtype_name(uint32_t d) {
   static const char *names[] = {"f32", "f64", "f16", "bf16",

@@ -277,11 +277,10 @@ static int hw_agrees(cpu_cvt_fn hw, int widen, int bf16) {
 }
 #endif
 
-/* TYTO_CPU_NO_HW16 set (and not "0"): software conversions only, for
- * tests and comparisons (docs/configuration.md). */
+/* TYTO_CPU_NO_HW16 on: software conversions only, for tests and
+ * comparisons (docs/configuration.md). */
 static int no_hw_env(void) {
-  const char *v = getenv("TYTO_CPU_NO_HW16");
-  return v && *v && strcmp(v, "0") != 0;
+  return tpc_env_on("TYTO_CPU_NO_HW16");
 }
 
 static void cv_pick(void) {

@@ -14,11 +14,11 @@
 
 #include <tyto/plugin.h>
 
+#include "../common/common.h"
 #include "onednn.h"
 
 int cpu_dnnl_off(void) {
-  const char *v = getenv("TYTO_CPU_NO_DNNL");
-  return v && *v && strcmp(v, "0") != 0;
+  return tpc_env_on("TYTO_CPU_NO_DNNL");
 }
 
 /* What CPUID says of the 16-bit arithmetic instructions. */

@@ -122,6 +122,26 @@ refused "--mode without a value" \
 refused "--reference without a value" \
   "^tyto-conform: --reference needs a value" \
   "$dir/tyto_plugin_kitgood.so" --reference
+# --name=value as the other tools take it; a flag given a value is refused.
+refused "--mode=bogus" \
+  "^tyto-conform: --mode is test, perf or grad, not \"bogus\"$" \
+  "$dir/tyto_plugin_kitgood.so" --reference="$cpu" --mode=bogus
+refused "--json=1" "^tyto-conform: --json takes no value, got \"--json=1\"$" \
+  "$dir/tyto_plugin_kitgood.so" --json=1
+if ! $limit "$conform" "$dir/tyto_plugin_kitgood.so" --reference="$cpu" \
+  --op=relu --dtype=f32 >"$log.one" 2>&1 ||
+  ! grep -q "CONFORMS" "$log.one"; then
+  failed=1
+  echo "FAIL: --op=relu --dtype=f32 --reference=...: not a conforming run:"
+  cat "$log.one"
+fi
+case $("$conform" --version) in
+"tyto-conform "[0-9]*) ;;
+*)
+  failed=1
+  echo "FAIL: tyto-conform --version: $("$conform" --version 2>&1)"
+  ;;
+esac
 
 # full WHAT ARGS...: with stdout on /dev/full (every write fails with
 # ENOSPC), the kit must exit 1 and say so, whatever the report's form.

@@ -169,17 +169,30 @@ START_TEST(conv_path_switch) {
   int64_t a[7] = {1, 1, 0, 0, 1, 1, 1};
   tyto_plugin_op_desc d = {
       sizeof d, TYTO_PLUGIN_OP_CONV2D, 2, 1, l, &l[2], 7, a, 0, NULL, 0, NULL};
-  for (int fallback = 0; fallback < 2; fallback++) {
-    set_path(fallback);
+  /* TYTO_CPU_NO_DNNL's values read as libtyto reads its switches. */
+  static const struct {
+    const char *value;
+    int fallback;
+  } env[] = {{NULL, 0}, {"1", 1},     {"0", 0},  {"off", 0}, {"No", 0},
+             {"", 0},   {"FALSE", 0}, {"on", 1}, {"yes", 1}, {"true", 1}};
+  for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) {
+    if (env[i].value)
+      setenv("TYTO_CPU_NO_DNNL", env[i].value, 1);
+    else
+      unsetenv("TYTO_CPU_NO_DNNL");
     tyto_plugin_kernel *k = NULL;
     tyto_plugin_kernel_info ki = {sizeof ki, 0, 0};
     ck_assert_ptr_null(f->prepare(dev->handle, &d, &k, &ki));
-    if (fallback)
-      ck_assert_uint_eq(ki.workspace_bytes, (54 + 162 + 27) * 4);
+    if (env[i].fallback)
+      ck_assert_msg(ki.workspace_bytes == (54 + 162 + 27) * 4,
+                    "TYTO_CPU_NO_DNNL=%s: oneDNN was used", env[i].value);
     else
-      ck_assert_uint_ne(ki.workspace_bytes, (54 + 162 + 27) * 4);
+      ck_assert_msg(ki.workspace_bytes != (54 + 162 + 27) * 4,
+                    "TYTO_CPU_NO_DNNL=%s: oneDNN was not used",
+                    env[i].value ? env[i].value : "(unset)");
     f->kernel_release(dev->handle, k);
   }
+  unsetenv("TYTO_CPU_NO_DNNL");
 }
 END_TEST
 /* The same for the convolution derivatives: oneDNN really builds their

@@ -611,7 +611,7 @@ START_TEST(no_device_exits_1) {
    * missing fails with the library's message... */
   ck_assert_int_eq(run_graph("", "--model mlp --devices cpu,cpu:3", &out), 1);
   ck_assert_msg_contains(out, "tyto-graph: device selection 'cpu,cpu:3' "
-                              "(from options) cannot be satisfied:\n");
+                              "(from --devices) cannot be satisfied:\n");
   ck_assert_msg_contains(out, "cpu:3");
   free(out);
   /* ... and a missing device in TYTO_DEVICES does not matter beside it. */

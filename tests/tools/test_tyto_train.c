@@ -287,8 +287,26 @@ START_TEST(max_steps_links_and_settings_found_up_front) {
   ck_assert_int_eq((int)real(root, "steps"), 3);
   ck_assert(json_is_null(json_object_get(root, "train_loss")));
   ck_assert(json_is_null(json_object_get(root, "images_per_second")));
+  ck_assert(json_is_null(json_object_get(root, "seconds_per_epoch")));
   json_decref(root);
   free(out);
+  /* The text summary gives no rate either, rather than 0 images/s. */
+  snprintf(args, sizeof args,
+           "--model mlp --batch 32 --seed 3 --quiet --data %s/good "
+           "--checkpoint %s --max-steps 3 --resume",
+           tmp, ck);
+  train_ok(args, &out);
+  ck_assert_msg(strstr(out, "no step trained, no whole epoch, compile") &&
+                    !strstr(out, "images/s"),
+                "%s", out);
+  free(out);
+  /* Another optimiser is named as such, not as state tensors missing. */
+  snprintf(args, sizeof args,
+           "%s --data %s/good --checkpoint %s --max-steps 6 --resume "
+           "--optimizer sgd --momentum 0.9",
+           common, tmp, ck);
+  expect_bad(args, "--resume: --optimizer was adam in the checkpoint's run "
+                   "and is sgd in this one; resume with --optimizer adam");
   char *after = slurp(ck, &n1);
   ck_assert_int_eq(stat(ck, &st1), 0);
   ck_assert_uint_eq(n0, n1);
@@ -356,6 +374,8 @@ START_TEST(max_steps_links_and_settings_found_up_front) {
   expect_bad(args, "TYTO_DIST_TIMEOUT='abc': expected a number of seconds");
   extra_env = "TYTO_PROFILE=maybe";
   expect_bad(args, "TYTO_PROFILE=maybe: expected on or off");
+  extra_env = "TYTO_CPU_NO_DNNL=maybe";
+  expect_bad(args, "TYTO_CPU_NO_DNNL=maybe: expected on or off");
   extra_env = "TYTO_PLACEMENT=bogus";
   expect_bad(args, "\"bogus\" is not a word it takes");
   extra_env = "";
@@ -365,6 +385,12 @@ END_TEST
 /* Options that the chosen optimiser or schedule does not read are refused
  * with what they apply to, instead of being ignored. */
 START_TEST(options_that_do_not_apply_are_refused) {
+  char *version;
+  train_ok("--version", &version);
+  ck_assert_msg(strncmp(version, "tyto-train ", 11) == 0 &&
+                    strchr(version, '.') != NULL,
+                "--version printed: %s", version);
+  free(version);
   expect_bad("--optimizer adam --alpha 0.9",
              "--alpha applies to --optimizer rmsprop only; this run uses "
              "--optimizer adam");

@@ -151,6 +151,17 @@ int resume(run *r) {
             path);
     goto out;
   }
+  /* Another optimiser keeps other state (or reads the same state another
+   * way): say so, rather than list the state tensors that differ. */
+  const char *opt = tyto_checkpoint_get_meta(ck, "tyto.optimizer"),
+             *opt_here = tyto_optim_kind_name(r->oo.kind);
+  int differ = opt && strcmp(opt, opt_here) != 0;
+  if (differ)
+    fprintf(stderr,
+            PROG ": --resume: --optimizer was %.40s in the checkpoint's run "
+                 "and is %s in this one; resume with --optimizer %.40s (the "
+                 "checkpoint holds its state)\n",
+            opt, opt_here, opt);
   /* The parameters first: their names and shapes tell the most. */
   tyto_checkpoint_spec *specs = calloc(r->n_state, sizeof *specs);
   if (!specs) {
@@ -164,7 +175,8 @@ int resume(run *r) {
     specs[i].rank = tyto_tensor_rank(r->state[i]);
     specs[i].shape = tyto_tensor_shape(r->state[i]);
   }
-  tyto_status s = tyto_checkpoint_expect(ck, r->n_state, specs, 0);
+  tyto_status s =
+      differ ? TYTO_OK : tyto_checkpoint_expect(ck, r->n_state, specs, 0);
   free(specs);
   if (s != TYTO_OK) {
     fprintf(stderr, PROG ": --resume: %s\n", tyto_errmsg());
@@ -188,7 +200,6 @@ int resume(run *r) {
       {"classes", classes, r->classes},
       {"training images (--limit, --validation)", train_images, r->n_train}};
   /* Every difference, not the first alone (docs/training.md). */
-  int differ = 0;
   for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
     if (same[i].file != same[i].here) {
       fprintf(stderr,

@@ -86,6 +86,7 @@ static void usage(FILE *f) {
       "  --progress / --no-progress   live progress bar (default: on a "
       "terminal)\n"
       "  --quiet               no progress lines\n"
+      "  --version             print the version and exit\n"
       "  --help\n");
 }
 
@@ -179,7 +180,8 @@ enum {
   O_SYNC_BATCH_NORM,
   O_PRECISION,
   O_LOSS_SCALE,
-  O_HELP
+  O_HELP,
+  O_VERSION
 };
 
 static const struct option long_options[] = {
@@ -229,6 +231,7 @@ static const struct option long_options[] = {
     {"precision", required_argument, NULL, O_PRECISION},
     {"loss-scale", required_argument, NULL, O_LOSS_SCALE},
     {"help", no_argument, NULL, O_HELP},
+    {"version", no_argument, NULL, O_VERSION},
     {NULL, 0, NULL, 0}};
 
 /* An option that the chosen optimiser or schedule does not read is an
@@ -303,7 +306,7 @@ int options_parse(int argc, char **argv, options *o) {
   const int64_t big = INT64_C(1) << 40;
   while ((c = getopt_long(argc, argv, ":", long_options, &idx)) != -1) {
     const char *name =
-        c >= O_MODEL && c <= O_HELP ? long_options[c - O_MODEL].name : "";
+        c >= O_MODEL && c <= O_VERSION ? long_options[c - O_MODEL].name : "";
     int rc = 0;
     switch (c) {
     case O_MODEL:
@@ -441,6 +444,7 @@ int options_parse(int argc, char **argv, options *o) {
       rc = parse_positive(name, optarg, &o->dist_timeout);
       break;
     case O_HELP: usage(stdout); return 1;
+    case O_VERSION: printf(PROG " %s\n", tyto_version()); return 1;
     case ':':
       fprintf(stderr, PROG ": option '%s' needs a value\n", argv[optind - 1]);
       return -1;

@@ -58,8 +58,11 @@ void report_json(const run *r, int64_t steps_here) {
       json_object_set_new(e, "device", json_string(d.id));
       json_object_set_new(e, "shard", json_integer(d.shard));
       json_object_set_new(e, "images_per_second",
-                          json_real(d.images_per_second));
-      json_object_set_new(e, "wait_seconds", json_real(d.wait_seconds));
+                          steps_here > 0 ? json_real(d.images_per_second)
+                                         : json_null());
+      json_object_set_new(e, "wait_seconds",
+                          steps_here > 0 ? json_real(d.wait_seconds)
+                                         : json_null());
       json_array_append_new(par, e);
     }
     json_array_append_new(devs, json_string(d.id));
@@ -97,7 +100,9 @@ void report_json(const run *r, int64_t steps_here) {
   json_object_set_new(o, "images_per_second",
                       steps_here > 0 ? json_real(images_per_second(r))
                                      : json_null());
-  json_object_set_new(o, "seconds_per_epoch", json_real(mean_epoch(r)));
+  json_object_set_new(o, "seconds_per_epoch",
+                      r->epochs_done_here ? json_real(mean_epoch(r))
+                                          : json_null());
   json_object_set_new(o, "epoch_seconds", eps);
   json_object_set_new(o, "train_seconds", json_real(r->train_seconds));
   json_object_set_new(o, "data_seconds", json_real(r->data_seconds));
@@ -173,8 +178,11 @@ void report_text(const run *r, int64_t steps_here) {
   for (size_t i = 0; r->dp && i < train_dp_count(r->dp); i++) {
     train_dp_device d;
     train_dp_device_get(r->dp, i, &d);
-    printf("  %-12s %lld images per step, %.0f images/s, waited %.2f s\n", d.id,
-           (long long)d.shard, d.images_per_second, d.wait_seconds);
+    if (steps_here > 0)
+      printf("  %-12s %lld images per step, %.0f images/s, waited %.2f s\n",
+             d.id, (long long)d.shard, d.images_per_second, d.wait_seconds);
+    else
+      printf("  %-12s %lld images per step\n", d.id, (long long)d.shard);
   }
   for (size_t i = 0; r->dp && i < train_dp_left_out_count(r->dp); i++) {
     train_dp_left l;
@@ -194,10 +202,19 @@ void report_text(const run *r, int64_t steps_here) {
   if (r->have_test)
     printf("test accuracy %.2f%% (loss %.4f) on %lld images\n",
            100 * r->test_accuracy, r->test_loss, (long long)r->n_test);
-  printf("%.0f images/s, %.1f s per epoch, compile %.2f s, peak RSS %.0f MB, "
-         "peak device memory %.0f MB\n",
-         images_per_second(r), mean_epoch(r), r->compile_seconds,
-         (double)peak_rss_bytes() / 1e6, (double)peak_device_bytes(r) / 1e6);
+  /* No rate from a run that trained nothing (a finished run resumed), no
+   * epoch time before an epoch ends. */
+  if (steps_here > 0)
+    printf("%.0f images/s, ", images_per_second(r));
+  else
+    printf("no step trained, ");
+  if (r->epochs_done_here)
+    printf("%.1f s per epoch, ", mean_epoch(r));
+  else
+    printf("no whole epoch, ");
+  printf("compile %.2f s, peak RSS %.0f MB, peak device memory %.0f MB\n",
+         r->compile_seconds, (double)peak_rss_bytes() / 1e6,
+         (double)peak_device_bytes(r) / 1e6);
 }
 
 int write_plot(const run *r) {

@@ -69,6 +69,9 @@ typedef struct tyto_context_options {
   tyto_log_fn log_fn;
   void *log_user;
   unsigned flags; /* TYTO_CONTEXT_* */
+  /* Where `devices` came from, as messages name it (a tool's "--devices",
+   * say); NULL: "options". */
+  const char *devices_from;
 } tyto_context_options;
 
 TYTO_API void tyto_context_options_init(tyto_context_options *opts);

@@ -278,7 +278,7 @@ static tyto_status select_devices(tyto_context *ctx,
                                   const tyto_context_options *o, int strict) {
   const char *text = NULL, *source = NULL;
   if (o->devices)
-    text = o->devices, source = "options";
+    text = o->devices, source = o->devices_from ? o->devices_from : "options";
   else if ((text = env(o, "TYTO_DEVICES")) != NULL)
     source = "TYTO_DEVICES";
   else if (ctx->cfg.devices)

@@ -60,6 +60,9 @@ tyto_status rt_env_check(void) {
   int strict = 0;
   if (rt_env_switch("TYTO_GRAPHS") == -2 ||
       rt_env_switch("TYTO_PROFILE") == -2 ||
+      /* the CPU plugin's, which cannot say why it ignores a bad value */
+      rt_env_switch("TYTO_CPU_NO_DNNL") == -2 ||
+      rt_env_switch("TYTO_CPU_NO_HW16") == -2 ||
       rt_env_placement(&policy, &strict) != TYTO_OK)
     return TYTO_ERR_CONFIG;
   return TYTO_OK;
