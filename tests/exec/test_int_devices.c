@@ -222,6 +222,64 @@ START_TEST(embedding_by_integer_ids) {
 }
 END_TEST
 
+/* A gather by an id past the table fails the run with the kernel's
+ * message (on OpenCL, whose gather checks its indices when it launches,
+ * "a launch on opencl:0", not a copy that never happened), and the
+ * outputs of that failed run are refused, not the last good run's values
+ * mixed with this one's. */
+static void bad_id_fails_the_run(const char *devices, const char *where) {
+  tyto_context *ctx = open_devices(devices, 0);
+  tyto_graph *g = tyto_graph_new();
+  tyto_tensor *table = tyto_input(g, TYTO_F32, 2, (int64_t[]){V, D}, "table");
+  tyto_tensor *tok = tyto_input(g, TYTO_I64, 1, (int64_t[]){N}, "tokens");
+  tyto_tensor *e = tyto_gather(table, tok, 0);
+  tyto_program *p = NULL;
+  ck_assert_msg(tyto_program_compile(ctx, g, 1, &e, NULL, &p) == TYTO_OK, "%s",
+                tyto_errmsg());
+  float t[V * D], got[N * D];
+  table_values(t);
+  ck_assert_int_eq(tyto_program_set_input(p, table, t, sizeof t), TYTO_OK);
+  ck_assert_int_eq(tyto_program_set_input(p, tok, tokens, sizeof tokens),
+                   TYTO_OK);
+  ck_assert_msg(tyto_program_run(p) == TYTO_OK, "%s", tyto_errmsg());
+  ck_assert_int_eq(tyto_program_read_output(p, 0, got, sizeof got), TYTO_OK);
+  int64_t bad[N];
+  memcpy(bad, tokens, sizeof bad);
+  bad[2] = V;
+  ck_assert_int_eq(tyto_program_set_input(p, tok, bad, sizeof bad), TYTO_OK);
+  ck_assert_int_eq(tyto_program_run(p), TYTO_ERR_INVALID_ARGUMENT);
+  const char *m = tyto_errmsg();
+  ck_assert_msg_contains(m, where);
+  ck_assert_msg_contains(m, "gather: index 10 at position 2");
+  ck_assert_int_eq(tyto_program_read_output(p, 0, got, sizeof got),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg_contains(tyto_errmsg(), "the program's last run failed");
+  /* A good run makes the outputs readable again. */
+  ck_assert_int_eq(tyto_program_set_input(p, tok, tokens, sizeof tokens),
+                   TYTO_OK);
+  ck_assert_msg(tyto_program_run(p) == TYTO_OK, "%s", tyto_errmsg());
+  ck_assert_int_eq(tyto_program_read_output(p, 0, got, sizeof got), TYTO_OK);
+  ck_assert_mem_eq(got, t + tokens[0] * D, D * sizeof(float));
+  tyto_program_free(p);
+  tyto_graph_free(g);
+  tyto_context_free(ctx);
+}
+
+START_TEST(bad_id_on_the_cpu) {
+  bad_id_fails_the_run("cpu:0", "tyto_program_run: a kernel on cpu:0 failed");
+}
+END_TEST
+
+START_TEST(bad_id_on_opencl) {
+  char why[1024];
+  if (getenv("TYTO_TEST_UNDER_VALGRIND") ||
+      test_probe_devices("opencl:0", why, sizeof why) != 0)
+    return; /* as index_program_on_opencl */
+  bad_id_fails_the_run("opencl:0",
+                       "tyto_program_run: a launch on opencl:0 failed");
+}
+END_TEST
+
 /* A device set none of whose devices runs integers: the compile names
  * the op, the dtype and what the device runs. */
 START_TEST(no_device_runs_integers) {
@@ -250,6 +308,8 @@ int main(void) {
   tcase_add_test(tc, integer_ops_placed_on_a_device_that_runs_them);
   tcase_add_test(tc, embedding_by_integer_ids);
   tcase_add_test(tc, no_device_runs_integers);
+  tcase_add_test(tc, bad_id_on_the_cpu);
+  tcase_add_test(tc, bad_id_on_opencl);
   suite_add_tcase(s, tc);
   return test_run(s);
 }

@@ -257,7 +257,9 @@ TYTO_API tyto_status tyto_program_read_send(tyto_program *p, size_t i,
                                             void *dst, size_t bytes);
 
 /* Copies output i of the last run into dst (bytes must be its size). Fails
- * before the first run and for i out of range. */
+ * before the first run, after a run that failed once it had launched work
+ * (its outputs are part old, part new) until a run succeeds, and for i out
+ * of range. */
 TYTO_API tyto_status tyto_program_read_output(tyto_program *p, size_t i,
                                               void *dst, size_t bytes);
 

@@ -302,8 +302,11 @@ tyto_status tyto_program_read_output(tyto_program *p, size_t i, void *dst,
                    p->n_outputs);
   if (!p->ran)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                   "%s: the program has not run yet; call tyto_program_run "
-                   "first",
+                   p->failed ? "%s: the program's last run failed, so its "
+                               "outputs hold no result; run it again once "
+                               "the cause is fixed"
+                             : "%s: the program has not run yet; call "
+                               "tyto_program_run first",
                    fn);
   return to_host(p, fn, &p->slots[p->out_slot[i]], dst, bytes);
 }
@@ -579,8 +582,10 @@ static tyto_status run_range(tyto_program *p, const char *fn, size_t from,
       e = exec_sends_queue(p, i + 1, &where.dev);
     }
   }
-  /* The copies nothing read in the run (into outputs and parameters). */
-  where.what = "a copy between devices";
+  /* The copies nothing read in the run (into outputs and parameters). A
+   * launch that failed keeps its own description. */
+  if (!e)
+    where.what = "a copy between devices";
   for (size_t i = 0; i < p->n_xfers && !e; i++)
     if (p->xfers[i].pending)
       e = xfer_finish(p, &p->xfers[i], &where);
@@ -625,11 +630,14 @@ tyto_status tyto_program_run(tyto_program *p) {
   if (!p)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: program is NULL", fn);
   tyto_status st = check_set(p, fn, -1);
-  if (st == TYTO_OK)
-    st = run_range(p, fn, 0, p->n_launch, 0);
   p->next_phase = 0;
-  if (st == TYTO_OK)
-    p->ran = 1;
+  if (st != TYTO_OK)
+    return st; /* nothing launched: the outputs are as they were */
+  st = run_range(p, fn, 0, p->n_launch, 0);
+  /* A failed run leaves the outputs part old, part new: none is readable
+   * until a run succeeds. */
+  p->ran = st == TYTO_OK;
+  p->failed = st != TYTO_OK;
   return st;
 }
 
@@ -657,8 +665,13 @@ tyto_status tyto_program_run_phase(tyto_program *p, int phase) {
   st = run_range(p, fn, from, to, np > 1 ? 1 + (size_t)phase : 0);
   p->next_phase =
       st == TYTO_OK && (size_t)phase + 1 < np ? (size_t)phase + 1 : 0;
-  if (st == TYTO_OK && to == p->n_launch)
+  if (st == TYTO_OK && to == p->n_launch) {
     p->ran = 1;
+    p->failed = 0;
+  } else if (st != TYTO_OK) {
+    p->ran = 0;
+    p->failed = 1;
+  }
   return st;
 }
 

@@ -165,7 +165,10 @@ struct tyto_program {
   int *fused_first, *fused_next;
   tyto_program_stats stats;
   tyto_pass_stats *pass_stats;
-  int ran;
+  /* ran: the last whole run (or last phase) succeeded, so the outputs
+   * hold its values; failed: the last run or phase failed, leaving the
+   * outputs part old and part new (read_output refuses them). */
+  int ran, failed;
   /* TYTO_PROFILE: each kernel timed on its own (synchronised after every
    * launch); the table is printed to stderr when the program is freed. */
   int profile;
