@@ -706,6 +706,26 @@ START_TEST(test_expect) {
   expect_error(tyto_checkpoint_expect(ck, 2, good, 0),
                TYTO_ERR_INVALID_ARGUMENT,
                "'step' is expected twice (specs 0 and 1)");
+  /* A bad spec is named with what is wrong with it. */
+  tyto_checkpoint_spec bad = {"w", TYTO_CHECKPOINT_F32, 2, NULL};
+  expect_error(tyto_checkpoint_expect(ck, 1, &bad, 0),
+               TYTO_ERR_INVALID_ARGUMENT,
+               "spec 0 ('w') has rank 2 but a NULL shape");
+  bad.rank = 9;
+  expect_error(tyto_checkpoint_expect(ck, 1, &bad, 0),
+               TYTO_ERR_INVALID_ARGUMENT,
+               "spec 0 ('w') has rank 9; expected 0..8");
+  bad.rank = 1;
+  bad.shape = (int64_t[]){-2};
+  expect_error(tyto_checkpoint_expect(ck, 1, &bad, 0),
+               TYTO_ERR_INVALID_ARGUMENT,
+               "spec 0 ('w') has extent -2 on axis 0");
+  bad.dtype = (tyto_checkpoint_dtype)42;
+  expect_error(tyto_checkpoint_expect(ck, 1, &bad, 0),
+               TYTO_ERR_INVALID_ARGUMENT, "spec 0 ('w') has unknown dtype 42");
+  bad.name = NULL;
+  expect_error(tyto_checkpoint_expect(ck, 1, &bad, 0),
+               TYTO_ERR_INVALID_ARGUMENT, "spec 0 has a NULL name");
   tyto_checkpoint_free(ck);
 }
 END_TEST

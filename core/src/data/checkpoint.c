@@ -32,12 +32,30 @@ static tyto_status check_specs(const char *fn, size_t n,
                                const tyto_checkpoint_spec *specs, nameidx *ix) {
   for (size_t i = 0; i < n; i++) {
     const tyto_checkpoint_spec *sp = &specs[i];
-    if (!sp->name || !ck_dtype_ok(sp->dtype) || sp->rank < 0 ||
-        sp->rank > TYTO_MAX_RANK || (sp->rank && !sp->shape))
+    const char *nm = sp->name ? sp->name : "";
+    if (!sp->name)
       return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                     "%s: spec %zu ('%s') has no name, an unknown dtype or "
-                     "a bad rank",
-                     fn, i, sp->name ? sp->name : "");
+                     "%s: spec %zu has a NULL name; expected a tensor name", fn,
+                     i);
+    if (!ck_dtype_ok(sp->dtype))
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "%s: spec %zu ('%s') has unknown dtype %d; expected a "
+                     "tyto_checkpoint_dtype (TYTO_CHECKPOINT_F32 ..)",
+                     fn, i, nm, (int)sp->dtype);
+    if (sp->rank < 0 || sp->rank > TYTO_MAX_RANK)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "%s: spec %zu ('%s') has rank %d; expected 0..%d", fn, i,
+                     nm, sp->rank, TYTO_MAX_RANK);
+    if (sp->rank && !sp->shape)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "%s: spec %zu ('%s') has rank %d but a NULL shape", fn, i,
+                     nm, sp->rank);
+    for (int k = 0; k < sp->rank; k++)
+      if (sp->shape[k] < 0)
+        return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                       "%s: spec %zu ('%s') has extent %" PRId64
+                       " on axis %d; expected a non-negative extent",
+                       fn, i, nm, sp->shape[k], k);
     size_t j;
     if (nameidx_get(ix, sp->name, &j))
       return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
