@@ -219,6 +219,35 @@ START_TEST(bad_options_and_arguments_are_refused) {
 }
 END_TEST
 
+/* tyto_tensor_eval with the wrong byte count or no buffer: the message
+ * names the caller's function and tensor, also on a cache hit whose
+ * program was compiled from another graph (where the tensor it reads
+ * has another index). */
+START_TEST(eval_checks_its_buffer) {
+  tyto_eval_cache *c = NULL;
+  ck_assert_int_eq(tyto_eval_cache_new(ctx, &c), TYTO_OK);
+  float v[4];
+  tyto_graph *g = tyto_graph_new();
+  tyto_tensor *y = tyto_exp(tyto_full(g, TYTO_F32, 1, S(4), 1.0));
+  ck_assert_int_eq(tyto_tensor_eval(c, y, v, sizeof v), TYTO_OK);
+  tyto_graph_free(g);
+  g = tyto_graph_new();
+  tyto_input(g, TYTO_F32, 1, S(2), "unused");
+  y = tyto_exp(tyto_full(g, TYTO_F32, 1, S(4), 1.0));
+  tyto_tensor_set_name(y, "y");
+  ck_assert_int_eq(tyto_tensor_eval(c, y, v, 3), TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(tyto_errmsg(),
+                   "eval: tensor 'y' (#2) is f32[4] (16 bytes), got 3 bytes");
+  ck_assert_int_eq(tyto_tensor_eval(c, y, NULL, sizeof v),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(tyto_errmsg(), "eval: dst is NULL");
+  ck_assert_int_eq(tyto_tensor_eval(c, y, v, sizeof v), TYTO_OK);
+  ck_assert_uint_eq(tyto_eval_cache_compiles(c), 1);
+  tyto_graph_free(g);
+  tyto_eval_cache_free(c);
+}
+END_TEST
+
 /* The dot file: one colour per arena block, white for pinned tensors. */
 START_TEST(dot_export_colours_memory_blocks) {
   tyto_graph *g = tyto_graph_new();
@@ -519,6 +548,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, updates_copied_after_every_reader);
   tcase_add_test(tc, update_whose_old_value_is_read_downstream);
   tcase_add_test(tc, bad_updates_are_refused);
+  tcase_add_test(tc, eval_checks_its_buffer);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -162,6 +163,25 @@ tyto_status tyto_tensor_eval(tyto_eval_cache *c, tyto_tensor *t, void *dst,
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "eval: graph is in error: %s; fix the first failing op",
                    t->graph->message);
+  /* Checked against t itself before anything is compiled: a cached
+   * program's output is a tensor of the graph it was first compiled from,
+   * which a message must not name. */
+  size_t want = (size_t)tyto_tensor_numel(t) * tyto_dtype_size(t->dtype);
+  if (!dst || bytes != want) {
+    char dims[TYTO_MAX_RANK * 21 + 1] = "";
+    size_t d = 0;
+    for (int i = 0; i < t->rank; i++)
+      d += (size_t)snprintf(dims + d, sizeof dims - d, "%s%lld", i ? "," : "",
+                            (long long)t->shape[i]);
+    if (!dst)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "eval: dst is NULL");
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "eval: tensor %s%.64s%s(#%lld) is %s[%s] (%zu bytes), got "
+                   "%zu bytes",
+                   t->name ? "'" : "", t->name ? t->name : "",
+                   t->name ? "' " : "", (long long)t->index,
+                   tyto_dtype_name(t->dtype), dims, want, bytes);
+  }
   uint64_t key[2] = {0, 0};
   eval_devs devs = {1, {0}};
   tyto_status st = subgraph_key(t, key, &devs);
