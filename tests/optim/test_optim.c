@@ -518,6 +518,13 @@ START_TEST(test_bad_tensors) {
   ps[2] = pb.w;
   expect_refused(&pb, &o, 3, ps, gs,
                  "optim: params[2] ('w') is params[0] again");
+  /* An integer parameter (no gradient: integers carry none) is named as
+   * such, not by the op its state would have failed in. */
+  tyto_tensor *ip = tyto_parameter(pb.g, TYTO_I32, 1, (int64_t[]){2}, "ids");
+  tyto_tensor *ig = NULL;
+  expect_refused(&pb, &o, 1, &ip, &ig,
+                 "optim: params[0] ('ids') is i32; an optimiser trains "
+                 "floating-point parameters");
   RESET();
   ps[2] = tyto_parameter(pb.g, TYTO_F64, 1, (int64_t[]){2}, "u");
   expect_refused(&pb, &o, 3, ps, gs,

@@ -219,6 +219,10 @@ static tyto_status check_tensors_in(size_t n, tyto_tensor *const *params,
                  "per optimiser",
                  i, name, tyto_dtype_name(tyto_tensor_dtype(p)),
                  tyto_dtype_name(dt));
+    if (tyto_dtype_is_integer(dt))
+      return BAD("params[%zu] ('%s') is %s; an optimiser trains "
+                 "floating-point parameters",
+                 i, name, tyto_dtype_name(dt));
     /* Names indexed: a model of many thousand layers is checked in time
      * linear in its parameters. The same tensor twice has one name. */
     size_t j;
