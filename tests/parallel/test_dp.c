@@ -245,6 +245,25 @@ START_TEST(bad_options) {
                    TYTO_ERR_INVALID_ARGUMENT);
   ck_assert_msg(strstr(tyto_errmsg(), "a batch of 1 cannot give 2 devices"),
                 "%s", tyto_errmsg());
+  o.batch = 0;
+  ck_assert_int_eq(tyto_dp_new(ctx, &o, mlp, NULL, &dp),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(tyto_errmsg(), "batch 0: expected a positive batch"),
+                "%s", tyto_errmsg());
+  /* A batch past what a double counts exactly is split in whole
+   * examples (not in 2^63 of them, looping to make up the sum); the
+   * model for it then fails to build. */
+  o.batch = INT64_MAX;
+  ck_assert_int_eq(tyto_dp_new(ctx, &o, mlp, NULL, &dp),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(tyto_errmsg(), "more than 2^60 elements"), "%s",
+                tyto_errmsg());
+  o.batch = INT64_MAX - 1; /* n * granularity would overflow */
+  o.granularity = INT64_MAX / 2 + 1;
+  ck_assert_int_eq(tyto_dp_new(ctx, &o, mlp, NULL, &dp),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(tyto_errmsg(), "cannot give 2 devices"), "%s",
+                tyto_errmsg());
   o.batch = 8;
   o.granularity = 16; /* larger than the batch */
   ck_assert_int_eq(tyto_dp_new(ctx, &o, mlp, NULL, &dp),

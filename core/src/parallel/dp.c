@@ -159,7 +159,11 @@ tyto_status dp_split(const tyto_dp *dp, const double *weights, int floor1,
     return dp_oom();
   for (size_t i = 0; i < dp->n; i++) {
     double exact = (double)units * (weights ? weights[i] : 1.0) / total;
-    shard[i] = (int64_t)floor(exact);
+    /* Above 2^53 units, (double)units may round up (to 2^63 for
+     * INT64_MAX, which no int64_t holds): a share is at most what is
+     * left, so that the shards never sum past the batch. */
+    double f = floor(exact);
+    shard[i] = f >= (double)(units - given) ? units - given : (int64_t)f;
     rem[i] = exact - (double)shard[i];
     given += shard[i];
   }
@@ -699,20 +703,26 @@ tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "tyto_dp_new: n_devices is %zu but devices is NULL",
                    opts->n_devices);
+  if (opts->batch < 1)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "tyto_dp_new: batch %lld: expected a positive batch, at "
+                   "least one example per device (%zu)",
+                   (long long)opts->batch, n);
   if (opts->granularity < 1 || opts->granularity > opts->batch)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "tyto_dp_new: granularity %lld: expected 1 to the batch "
                    "(%lld)",
                    (long long)opts->granularity, (long long)opts->batch);
   int ranks = opts->local_only ? 1 : tyto_dist_size();
+  /* In whole units of the granularity: n * granularity may overflow. */
   if (ranks > 1 &&
-      opts->batch < (int64_t)ranks * (int64_t)n * opts->granularity)
+      opts->batch / opts->granularity < (int64_t)ranks * (int64_t)n)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "tyto_dp_new: a batch of %lld cannot give %zu devices on "
                    "each of %d ranks shards of at least %lld examples",
                    (long long)opts->batch, n, ranks,
                    (long long)opts->granularity);
-  if (opts->batch < (int64_t)n * opts->granularity)
+  if (opts->batch / opts->granularity < (int64_t)n)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "tyto_dp_new: a batch of %lld cannot give %zu devices "
                    "shards of at least %lld examples",
