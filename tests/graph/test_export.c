@@ -146,6 +146,17 @@ START_TEST(export_failures) {
   ck_assert_int_eq(tyto_graph_write_dot(g, f, 1, &err),
                    TYTO_ERR_INVALID_ARGUMENT);
   ck_assert_str_eq(tyto_errmsg(), "graph dot: output 1 is the error tensor");
+  /* NULL arguments are refused, not written through. */
+  ck_assert_int_eq(tyto_graph_write_dot(g, NULL, 0, NULL),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(tyto_errmsg(), "graph dot: the stream f is NULL");
+  ck_assert_int_eq(tyto_graph_write_dot(NULL, f, 0, NULL),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(tyto_errmsg(), "graph dot: the graph is NULL");
+  ck_assert_int_eq(tyto_graph_write_text(g, NULL), TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(tyto_errmsg(), "graph text: the stream f is NULL");
+  ck_assert_int_eq(tyto_graph_write_text(NULL, f), TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_str_eq(tyto_errmsg(), "graph text: the graph is NULL");
   fclose(f);
   ck_assert_int_eq(
       tyto_graph_save_dot(g, "/nonexistent-tyto-dir/g.dot", 0, NULL),

@@ -391,7 +391,7 @@ TYTO_API int tyto_graph_device_scope(const tyto_graph *g);
  * (and random sources) notes, computed tensors ellipses; the n_outputs
  * tensors of `outputs` (may be NULL when 0) get a double border. Fails
  * with TYTO_ERR_IO when writing fails, TYTO_ERR_INVALID_ARGUMENT for an
- * output of another graph; tyto_errmsg() says why. */
+ * output of another graph or a NULL g or f; tyto_errmsg() says why. */
 TYTO_API tyto_status tyto_graph_write_dot(const tyto_graph *g, FILE *f,
                                           size_t n_outputs,
                                           tyto_tensor *const *outputs);
@@ -407,7 +407,8 @@ TYTO_API tyto_status tyto_graph_save_dot(const tyto_graph *g, const char *path,
  * passes) shows its program instead of its attributes, each value with
  * its dtype: " {v0=in0 bf16; v1=cast(v0) f32; v2=relu(v1) f32; out0=v2
  * f32}". A graph in error ends with a line "error: <message>". Fails
- * with TYTO_ERR_IO when writing fails. */
+ * with TYTO_ERR_IO when writing fails, TYTO_ERR_INVALID_ARGUMENT for a
+ * NULL g or f. */
 TYTO_API tyto_status tyto_graph_write_text(const tyto_graph *g, FILE *f);
 
 #ifdef __cplusplus

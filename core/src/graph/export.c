@@ -54,6 +54,9 @@ static tyto_status finish(FILE *f, const char *what) {
 
 tyto_status tyto_graph_write_dot(const tyto_graph *g, FILE *f, size_t n_outputs,
                                  tyto_tensor *const *outputs) {
+  if (!g || !f)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "graph dot: %s is NULL",
+                   !g ? "the graph" : "the stream f");
   for (size_t i = 0; i < n_outputs; i++)
     if (!outputs || !outputs[i] || outputs[i]->graph != g ||
         outputs[i]->kind == TYTO_KIND_ERROR)
@@ -175,6 +178,9 @@ static void write_program(FILE *f, const tyto_tensor *t) {
 }
 
 tyto_status tyto_graph_write_text(const tyto_graph *g, FILE *f) {
+  if (!g || !f)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "graph text: %s is NULL",
+                   !g ? "the graph" : "the stream f");
   errno = 0;
   for (size_t i = 0; i < g->n_nodes; i++) {
     const tyto_tensor *t = g->nodes[i];
