@@ -435,6 +435,8 @@ static const bad_case bad_cases[] = {
     {TYTO_OPTIM_SGD, "clip_norm", INFINITY,
      "optim: clip_norm must be >= 0 and finite (0: off), got inf"},
     {TYTO_OPTIM_SGD, "accumulate", 0, "optim: accumulate must be >= 1, got 0"},
+    {TYTO_OPTIM_SGD, "accumulate", 16777217,
+     "optim: accumulate must be at most 2^24 (16777216), got 16777217"},
     /* fields the kind or schedule does not read keep their defaults */
     {TYTO_OPTIM_SGD, "beta1", 0.5,
      "optim: beta1 and beta2 apply to adam and adamw only, not sgd"},
@@ -525,6 +527,11 @@ START_TEST(test_bad_tensors) {
   expect_refused(&pb, &o, 1, &ip, &ig,
                  "optim: params[0] ('ids') is i32; an optimiser trains "
                  "floating-point parameters");
+  /* A 16-bit one too: its step counter would stop at 256 in bf16. */
+  tyto_tensor *hp = tyto_parameter(pb.g, TYTO_BF16, 1, (int64_t[]){2}, "hw");
+  expect_refused(&pb, &o, 1, &hp, &ig,
+                 "optim: params[0] ('hw') is bf16; an optimiser trains f32 "
+                 "or f64 parameters");
   RESET();
   ps[2] = tyto_parameter(pb.g, TYTO_F64, 1, (int64_t[]){2}, "u");
   expect_refused(&pb, &o, 3, ps, gs,

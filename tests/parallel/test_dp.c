@@ -270,6 +270,26 @@ START_TEST(bad_options) {
                    TYTO_ERR_INVALID_ARGUMENT);
   ck_assert_msg(strstr(tyto_errmsg(), "granularity 16"), "%s", tyto_errmsg());
   o.granularity = 1;
+  /* Counts and switches out of range are refused, not taken as "on". */
+  o.rebalance_every = -1;
+  ck_assert_int_eq(tyto_dp_new(ctx, &o, mlp, NULL, &dp),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(tyto_errmsg(), "rebalance_every -1: expected a number"),
+                "%s", tyto_errmsg());
+  o.rebalance_every = 0;
+  o.single_optimiser = 5;
+  ck_assert_int_eq(tyto_dp_new(ctx, &o, mlp, NULL, &dp),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(tyto_errmsg(), "single_optimiser 5: expected 0 (off) "
+                                      "or 1 (on)"),
+                "%s", tyto_errmsg());
+  o.single_optimiser = 0;
+  o.exact_exchange = -1;
+  ck_assert_int_eq(tyto_dp_new(ctx, &o, mlp, NULL, &dp),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(tyto_errmsg(), "exact_exchange -1"), "%s",
+                tyto_errmsg());
+  o.exact_exchange = 0;
   const double neg[2] = {1, -1}, tiny[2] = {1000, 1};
   o.weights = neg;
   ck_assert_int_eq(tyto_dp_new(ctx, &o, mlp, NULL, &dp),

@@ -176,9 +176,10 @@ static int find(const tyto_program *p, const char *fn, const tyto_tensor *t,
   }
   const char *kname = tyto_kind_name(kind);
   if (t->kind != kind) {
-    rt_fail(*st, "%s: tensor #%lld is a %s tensor, not %s %s", fn,
-            (long long)t->index, tyto_kind_name(t->kind),
-            kind == TYTO_KIND_INPUT ? "an" : "a", kname);
+    const char *has = tyto_kind_name(t->kind);
+    rt_fail(*st, "%s: tensor #%lld is %s %s tensor, not %s %s", fn,
+            (long long)t->index, strchr("aeiou", has[0]) ? "an" : "a", has,
+            strchr("aeiou", kname[0]) ? "an" : "a", kname);
     return -1;
   }
   int s = -1;

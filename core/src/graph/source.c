@@ -190,10 +190,16 @@ tyto_tensor *tyto_random_stepped(tyto_op op, tyto_tensor *step, int rank,
     return graph_fail(g, "random: step must be a rank-0 tensor, got %s",
                       tensor_shape_str(ss, step));
   }
-  if (op == TYTO_OP_RANDOM_UNIFORM && !(a < b))
-    return graph_fail(g, "uniform: low %g is not below high %g", a, b);
-  if (op == TYTO_OP_RANDOM_NORMAL && !(b >= 0))
-    return graph_fail(g, "normal: negative stddev %g", b);
+  if (op == TYTO_OP_RANDOM_UNIFORM && !(isfinite(a) && isfinite(b) && a < b))
+    return graph_fail(g,
+                      "uniform: expected finite bounds, low below high, "
+                      "got low %g and high %g",
+                      a, b);
+  if (op == TYTO_OP_RANDOM_NORMAL && !(isfinite(a) && isfinite(b) && b >= 0))
+    return graph_fail(g,
+                      "normal: expected a finite mean and a finite stddev "
+                      ">= 0, got %g and %g",
+                      a, b);
   if (op == TYTO_OP_RANDOM_BERNOULLI && !(a >= 0 && a <= 1))
     return graph_fail(g, "bernoulli: p %g outside [0, 1]", a);
   const char *name = tyto_op_name(op);
@@ -215,6 +221,11 @@ tyto_tensor *tyto_random_stepped(tyto_op op, tyto_tensor *step, int rank,
 tyto_tensor *tyto_random_uniform(tyto_graph *g, tyto_dtype dtype, int rank,
                                  const int64_t *shape, double low, double high,
                                  uint64_t seed) {
+  if (g && !(isfinite(low) && isfinite(high)))
+    return graph_fail(g,
+                      "uniform: expected finite bounds, got low %g and "
+                      "high %g",
+                      low, high);
   if (g && !(low < high))
     return graph_fail(g, "uniform: low %g is not below high %g", low, high);
   return random_new(g, TYTO_OP_RANDOM_UNIFORM, dtype, rank, shape, low, high, 2,
@@ -224,8 +235,11 @@ tyto_tensor *tyto_random_uniform(tyto_graph *g, tyto_dtype dtype, int rank,
 tyto_tensor *tyto_random_normal(tyto_graph *g, tyto_dtype dtype, int rank,
                                 const int64_t *shape, double mean,
                                 double stddev, uint64_t seed) {
-  if (g && !(stddev >= 0))
-    return graph_fail(g, "normal: negative stddev %g", stddev);
+  if (g && !isfinite(mean))
+    return graph_fail(g, "normal: expected a finite mean, got %g", mean);
+  if (g && !(isfinite(stddev) && stddev >= 0))
+    return graph_fail(g, "normal: expected a finite stddev >= 0, got %g",
+                      stddev);
   return random_new(g, TYTO_OP_RANDOM_NORMAL, dtype, rank, shape, mean, stddev,
                     2, seed);
 }

@@ -176,6 +176,11 @@ static tyto_status check_options(const tyto_optim_options *o) {
                o->clip_norm);
   if (o->accumulate < 1)
     return BAD("accumulate must be >= 1, got %lld", (long long)o->accumulate);
+  /* The micro-step counter is a tensor of the parameters' dtype: f32
+   * counts every whole number only up to 2^24. */
+  if (o->accumulate > (INT64_C(1) << 24))
+    return BAD("accumulate must be at most 2^24 (16777216), got %lld",
+               (long long)o->accumulate);
   return TYTO_OK;
 }
 
@@ -222,6 +227,14 @@ static tyto_status check_tensors_in(size_t n, tyto_tensor *const *params,
     if (tyto_dtype_is_integer(dt))
       return BAD("params[%zu] ('%s') is %s; an optimiser trains "
                  "floating-point parameters",
+                 i, name, tyto_dtype_name(dt));
+    /* Its step counter and state take the parameters' dtype: in bf16 the
+     * counter stops at 256 (f16: 2048), and the state loses what Adam's
+     * moments need. */
+    if (dt != TYTO_F32 && dt != TYTO_F64)
+      return BAD("params[%zu] ('%s') is %s; an optimiser trains f32 or f64 "
+                 "parameters (train a 16-bit model with mixed precision: f32 "
+                 "master weights, docs/precision.md)",
                  i, name, tyto_dtype_name(dt));
     /* Names indexed: a model of many thousand layers is checked in time
      * linear in its parameters. The same tensor twice has one name. */

@@ -713,6 +713,24 @@ tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
                    "tyto_dp_new: granularity %lld: expected 1 to the batch "
                    "(%lld)",
                    (long long)opts->granularity, (long long)opts->batch);
+  if (opts->rebalance_every < 0)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "tyto_dp_new: rebalance_every %lld: expected a number of "
+                   "steps, or 0 for never",
+                   (long long)opts->rebalance_every);
+  /* The switches are 0 or 1: another value is a mistake, not "on". */
+  const struct {
+    const char *name;
+    int v;
+  } sw[] = {{"single_optimiser", opts->single_optimiser},
+            {"no_overlap", opts->no_overlap},
+            {"local_only", opts->local_only},
+            {"exact_exchange", opts->exact_exchange}};
+  for (size_t k = 0; k < sizeof sw / sizeof sw[0]; k++)
+    if (sw[k].v != 0 && sw[k].v != 1)
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "tyto_dp_new: %s %d: expected 0 (off) or 1 (on)",
+                     sw[k].name, sw[k].v);
   int ranks = opts->local_only ? 1 : tyto_dist_size();
   /* In whole units of the granularity: n * granularity may overflow. */
   if (ranks > 1 &&
