@@ -209,9 +209,11 @@ typedef void (*cv_round_fn)(size_t n, float *d, const float *s);
 static struct {
   cpu_cvt_fn bf16_f32, f32_bf16, f16_f32, f32_f16, f32_f64, f64_f32;
   cv_round_fn round_bf16;
+  cpu_cvt_fn bf16_f32_daz;
   char describe[160];
-} cv = {cv_sse2_bf16_f32, cv_sse2_f32_bf16, cv_sse2_f16_f32,    cv_sse2_f32_f16,
-        cv_sse2_f32_f64,  cv_sse2_f64_f32,  cv_sse2_round_bf16, ""};
+} cv = {cv_sse2_bf16_f32,   cv_sse2_f32_bf16,     cv_sse2_f16_f32,
+        cv_sse2_f32_f16,    cv_sse2_f32_f64,      cv_sse2_f64_f32,
+        cv_sse2_round_bf16, cv_sse2_bf16_f32_daz, ""};
 static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
 
 #ifdef CV_X86
@@ -303,6 +305,7 @@ static void cv_pick(void) {
     cv.f32_f64 = cv_avx512_f32_f64;
     cv.f64_f32 = cv_avx512_f64_f32;
     cv.round_bf16 = cv_avx512_round_bf16;
+    cv.bf16_f32_daz = cv_avx512_bf16_f32_daz;
   } else if (avx2) {
     cv.bf16_f32 = cv_avx2_bf16_f32;
     cv.f32_bf16 = cv_avx2_f32_bf16;
@@ -311,6 +314,7 @@ static void cv_pick(void) {
     cv.f32_f64 = cv_avx2_f32_f64;
     cv.f64_f32 = cv_avx2_f64_f32;
     cv.round_bf16 = cv_avx2_round_bf16;
+    cv.bf16_f32_daz = cv_avx2_bf16_f32_daz;
   }
   if (hw && avx2 && __builtin_cpu_supports("f16c") &&
       hw_agrees(hw_f16_f32, 1, 0) && hw_agrees(hw_f32_f16, 0, 0)) {
@@ -416,13 +420,12 @@ static int thread_daz(void) {
 }
 
 static void cv_bf16_f32_arith(size_t n, void *d, const void *s) {
-  cv_bf16_f32(n, d, s);
-  if (!thread_daz())
-    return;
-  uint32_t *o = d;
-  for (size_t i = 0; i < n; i++)
-    if ((o[i] & 0x7f800000u) == 0)
-      o[i] &= 0x80000000u;
+  /* In one vectorised pass (a second, scalar pass over the result took 8%
+   * of a bf16 training step of the seed CNN). */
+  if (thread_daz())
+    cv.bf16_f32_daz(n, d, s);
+  else
+    cv_bf16_f32(n, d, s);
 }
 
 cpu_cvt_fn cpu_cvt_arith(uint32_t from) {

@@ -23,6 +23,17 @@ static void CV_NAME(bf16_f32)(size_t n, void *d, const void *s) {
     o[i] = tpc_bf16_to_f32(x[i]);
 }
 
+/* As bf16_f32, with subnormals made zeros of their sign (for threads that
+ * read subnormals as zero: cv_bf16_f32_arith). */
+static void CV_NAME(bf16_f32_daz)(size_t n, void *d, const void *s) {
+  uint32_t *o = d;
+  const uint16_t *x = s;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t v = (uint32_t)x[i] << 16;
+    o[i] = v & ((v & 0x7f800000u) != 0 ? 0xffffffffu : 0x80000000u);
+  }
+}
+
 static void CV_NAME(f32_bf16)(size_t n, void *d, const void *s) {
   uint16_t *o = d;
   const float *x = s;

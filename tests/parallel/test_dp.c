@@ -304,7 +304,9 @@ START_TEST(bad_options) {
   o.weights = NULL;
   ck_assert_int_eq(tyto_dp_new(ctx, &o, bad_model, NULL, &dp),
                    TYTO_ERR_INVALID_ARGUMENT);
-  ck_assert_msg(strstr(tyto_errmsg(), "one-element loss"), "%s", tyto_errmsg());
+  ck_assert_msg(strstr(tyto_errmsg(), "one-element loss") &&
+                    strstr(tyto_errmsg(), "(the loss is ["),
+                "%s", tyto_errmsg());
   o.batch = 6; /* shards 3 + 3: example 3 of a 3-wide mask is element 9 */
   ck_assert_int_eq(tyto_dp_new(ctx, &o, odd_mask, NULL, &dp),
                    TYTO_ERR_INVALID_ARGUMENT);
@@ -316,6 +318,11 @@ START_TEST(bad_options) {
   ck_assert_int_eq(tyto_dp_new(ctx, &o, mlp, NULL, &dp), TYTO_OK);
   float v;
   ck_assert_int_eq(tyto_dp_read(dp, "nope", &v, sizeof v), TYTO_ERR_NOT_FOUND);
+  /* A wrong size is named against the call and the tensor. */
+  ck_assert_int_eq(tyto_dp_read(dp, "b1", &v, sizeof v),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(tyto_errmsg(), "tyto_dp_read: 'b1' is f32["), "%s",
+                tyto_errmsg());
   tyto_dp_free(dp);
   tyto_context_free(ctx);
 }

@@ -72,7 +72,8 @@ tyto_status tyto_checkpoint_expect(const tyto_checkpoint *ck, size_t n,
                                    unsigned flags) {
   const char *fn = "tyto_checkpoint_expect";
   if (!ck || (n && !specs))
-    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
+                   !ck ? "ck" : "specs");
   nameidx ix = {0};
   tyto_status st = check_specs(fn, n, specs, &ix);
   if (st != TYTO_OK) {
@@ -143,7 +144,10 @@ tyto_status tyto_checkpoint_add_parameters(tyto_checkpoint *ck, tyto_program *p,
                                            tyto_tensor *const *params) {
   const char *fn = "tyto_checkpoint_add_parameters";
   if (!ck || !p || (n && !params))
-    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
+                   !ck  ? "ck"
+                   : !p ? "the program"
+                        : "params");
   for (size_t i = 0; i < n; i++) {
     tyto_checkpoint_spec sp;
     tyto_status st = param_spec(fn, params[i], i, &sp);
@@ -169,7 +173,10 @@ tyto_status tyto_checkpoint_restore_parameters(const tyto_checkpoint *ck,
                                                tyto_tensor *const *params) {
   const char *fn = "tyto_checkpoint_restore_parameters";
   if (!ck || !p || (n && !params))
-    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
+                   !ck  ? "ck"
+                   : !p ? "the program"
+                        : "params");
   tyto_checkpoint_spec *specs = calloc(n ? n : 1, sizeof *specs);
   if (!specs)
     return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);

@@ -238,7 +238,10 @@ tyto_status tyto_checkpoint_add(tyto_checkpoint *ck, const char *name,
                                 const int64_t *shape, const void *data) {
   const char *fn = "tyto_checkpoint_add";
   if (!ck || !name || (rank > 0 && !shape))
-    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
+                   !ck     ? "ck"
+                   : !name ? "name"
+                           : "shape (of a tensor of rank > 0)");
   const char *why = name_problem(ck, name);
   if (why)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: tensor name '%s' %s", fn,
@@ -286,7 +289,10 @@ tyto_status tyto_checkpoint_set_meta(tyto_checkpoint *ck, const char *key,
                                      const char *value) {
   const char *fn = "tyto_checkpoint_set_meta";
   if (!ck || !key || !value)
-    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
+                   !ck    ? "ck"
+                   : !key ? "key"
+                          : "value");
   if (!is_utf8(key) || !is_utf8(value))
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "%s: key '%s' or its value is not valid UTF-8", fn, key);
@@ -337,7 +343,7 @@ tyto_status tyto_checkpoint_find(const tyto_checkpoint *ck, const char *name,
                                  size_t *bytes) {
   if (!ck || !name)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                   "tyto_checkpoint_find: NULL argument");
+                   "tyto_checkpoint_find: %s is NULL", !ck ? "ck" : "name");
   const entry *e = ck_find(ck, name);
   if (!e)
     return rt_fail(TYTO_ERR_NOT_FOUND,
@@ -829,7 +835,8 @@ tyto_status tyto_checkpoint_parse(const void *data, size_t size,
                                   const char *name, tyto_checkpoint **out) {
   if (!out || (!data && size))
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                   "tyto_checkpoint_parse: NULL argument");
+                   "tyto_checkpoint_parse: %s is NULL",
+                   !out ? "out" : "data (of a size above 0)");
   source s = {"tyto_checkpoint_parse", name ? name : "(memory)",
               data ? data : (const unsigned char *)"", -1, size};
   return parse(&s, out);
@@ -838,7 +845,8 @@ tyto_status tyto_checkpoint_parse(const void *data, size_t size,
 tyto_status tyto_checkpoint_load(const char *path, tyto_checkpoint **out) {
   const char *fn = "tyto_checkpoint_load";
   if (!path || !out)
-    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
+                   !path ? "path" : "out");
   *out = NULL;
   const char *why;
   int fd = rt_open_regular(path, &why);

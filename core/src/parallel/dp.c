@@ -40,6 +40,7 @@
 #include "dist.h"
 #include "../graph/dtype.h"
 #include "../graph/node.h"
+#include "../graph/shape.h"
 #include "../runtime/error.h"
 #include "../runtime/runtime.h"
 
@@ -211,12 +212,20 @@ static tyto_status build_model(tyto_dp_build_fn build, void *user,
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "dp: building the model for %s: %s", who,
                    tyto_graph_error_message(g));
-  if (!m->loss || tyto_tensor_graph(m->loss) != g ||
-      tyto_tensor_numel(m->loss) != 1)
+  if (!m->loss || tyto_tensor_graph(m->loss) != g)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "dp: the model for %s has no one-element loss of its "
-                   "graph",
-                   who);
+                   "graph (%s)",
+                   who,
+                   !m->loss ? "the loss is NULL" : "it is another graph's");
+  if (tyto_tensor_numel(m->loss) != 1) {
+    char sh[SHAPE_STR];
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "dp: the model for %s has no one-element loss of its "
+                   "graph (the loss is %s; reduce it to one element, a mean "
+                   "over the batch)",
+                   who, tensor_shape_str(sh, m->loss));
+  }
   if (m->n_inputs < 1 || m->n_inputs > MAX_INPUTS)
     return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
                    "dp: the model for %s has %zu inputs: expected 1 to %d", who,
@@ -861,6 +870,15 @@ static tyto_status access(tyto_dp *dp, const char *fn, const char *name,
       return rt_fail(TYTO_ERR_NOT_FOUND,
                      "%s: no parameter or optimiser state named '%.200s'", fn,
                      name);
+    size_t want =
+        (size_t)tyto_tensor_numel(t) * tyto_dtype_size(tyto_tensor_dtype(t));
+    if (bytes != want) {
+      char sh[SHAPE_STR];
+      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                     "%s: '%.200s' is %s%s (%zu bytes), got %zu bytes", fn,
+                     name, tyto_dtype_name(tyto_tensor_dtype(t)),
+                     tensor_shape_str(sh, t), want, bytes);
+    }
     tyto_status st = write ? tyto_program_write_parameter(r->p, t, buf, bytes)
                            : tyto_program_read_parameter(r->p, t, buf, bytes);
     if (st != TYTO_OK)
