@@ -34,16 +34,13 @@ static void one_device(void) {
 }
 
 static json_t *small_run(const char *more) {
-  char net[256], args[2048], *out;
+  char net[256], args[2048];
   write_text("net.txt", small_net, net, sizeof net);
   snprintf(args, sizeof args,
            "--model-file %s --data %s/good --epochs 2 --batch 32 --seed 9 "
            "--json %s",
            net, tmp, more);
-  train_ok(args, &out);
-  json_t *root = json_of(out);
-  free(out);
-  return root;
+  return train_json(args);
 }
 
 static void same_training(json_t *a, json_t *b) {
@@ -174,9 +171,7 @@ START_TEST(a_failed_device_stops_the_run_or_is_dropped) {
            "--model-file %s --data %s/good --epochs 2 --batch 32 --seed 9 "
            "--json --on-device-failure continue",
            net, tmp);
-  train_ok(args, &out);
-  json_t *cont = json_of(out);
-  free(out);
+  json_t *cont = train_json(args);
   size_t n;
   char *err = slurp(errlog, &n);
   ck_assert_msg_contains(err, "part:0 failed at step");
@@ -205,16 +200,13 @@ static const char *bn_net =
     "linear name=out units=10\n";
 
 static json_t *bn_run(const char *more) {
-  char net[256], args[2048], *out;
+  char net[256], args[2048];
   write_text("bn.txt", bn_net, net, sizeof net);
   snprintf(args, sizeof args,
            "--model-file %s --data %s/good --epochs 2 --batch 32 --seed 9 "
            "--json %s",
            net, tmp, more);
-  train_ok(args, &out);
-  json_t *root = json_of(out);
-  free(out);
-  return root;
+  return train_json(args);
 }
 
 START_TEST(synchronised_batch_norm_follows_one_device) {

@@ -154,6 +154,15 @@ static json_t *json_of(const char *out) {
   return root;
 }
 
+/* Runs tyto-train (which must exit 0) and parses its --json summary. */
+static json_t *train_json(const char *args) {
+  char *out;
+  train_ok(args, &out);
+  json_t *root = json_of(out);
+  free(out);
+  return root;
+}
+
 static double real(json_t *o, const char *key) {
   json_t *v = json_object_get(o, key);
   ck_assert_msg(json_is_number(v), "no number '%s'", key);
