@@ -127,7 +127,7 @@ static int parse(int argc, char **argv, options *o) {
     for (size_t k = 0; k < sizeof takes / sizeof takes[0]; k++)
       if (strcmp(a, takes[k][0]) == 0) {
         valued = 1;
-        if (!v) {
+        if (!v || !*v) {
           fprintf(stderr, "tyto-conform: %s needs a value (%s)\n", a,
                   takes[k][1]);
           return -1;

@@ -126,6 +126,8 @@ refused "--reference without a value" \
 refused "--mode=bogus" \
   "^tyto-conform: --mode is test, perf or grad, not \"bogus\"$" \
   "$dir/tyto_plugin_kitgood.so" --reference="$cpu" --mode=bogus
+refused "--op= (empty)" "^tyto-conform: --op needs a value" \
+  "$dir/tyto_plugin_kitgood.so" --reference="$cpu" --op=
 refused "--json=1" "^tyto-conform: --json takes no value, got \"--json=1\"$" \
   "$dir/tyto_plugin_kitgood.so" --json=1
 if ! $limit "$conform" "$dir/tyto_plugin_kitgood.so" --reference="$cpu" \

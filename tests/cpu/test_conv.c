@@ -899,8 +899,9 @@ END_TEST
 
 /* The 2x2, stride-2 rows (plugins/cpu/window2.c: four windows at a time,
  * then one at a time) against the operations written out here, bit for
- * bit: planes 13 wide (six windows a row, the last column unused) drawn
- * from values that tie, signed zeros, infinities and NaNs. The maximum of
+ * bit: planes 21 wide (ten windows a row, the last column unused) drawn
+ * from values that tie, signed zeros, infinities, NaNs of both signs and
+ * values whose sums round differently in another order. The maximum of
  * a window holding a NaN is NaN; otherwise the first of its largest
  * values, row-major (so -0 before +0 gives -0). The average is ((0 + a) +
  * b + c + d) / 4 in the dtype. The gradient goes to the first maximum,
@@ -911,9 +912,11 @@ static int same_bits(double got, double want) {
 }
 
 START_TEST(pool_2x2_rows_bits) {
-  static const double palette[] = {1.5, -2.0, 0.0,  -0.0, INFINITY, -INFINITY,
-                                   NAN, 1.5,  3.25, -7.0, 0.0,      1.5};
-  int64_t a[6] = {2, 2, 2, 2, 0, 0}, H = 4, W = 13, OH = 2, OW = 6;
+  static const double palette[] = {1.5,  -2.0, 0.0,  -0.0, INFINITY, -INFINITY,
+                                   NAN,  1.5,  3.25, -7.0, 0.0,      1.5,
+                                   -NAN, 2.0,  0.1,  1e8,  3.3e-5};
+  /* 21 wide: ten windows a row, two runs of four and two alone. */
+  int64_t a[6] = {2, 2, 2, 2, 0, 0}, H = 4, W = 21, OH = 2, OW = 10;
   unsigned rng = 12345;
   for (int f = 0; f < 2; f++) {
     uint32_t dt = f ? F64 : F32;
@@ -924,14 +927,26 @@ START_TEST(pool_2x2_rows_bits) {
              dx = h_tensor_new(dt, 4, (int64_t[]){N, C, H, W}, NULL);
     for (int64_t i = 0; i < N * C * H * W; i++) {
       rng = rng * 1103515245u + 12345u;
-      x.values[i] = palette[(rng >> 16) % 12];
+      x.values[i] = palette[(rng >> 16) % 17];
+      if (!f) /* the values the f32 kernels see */
+        x.values[i] = (float)x.values[i];
       dx.values[i] = 77; /* must be overwritten */
+    }
+    /* Windows whose sum rounds to 1 in the order written and to 1 + 2^-23
+     * added pairwise (in each run of four and alone). */
+    for (int w = 0; w < 10; w += 3) {
+      double *r0 = x.values + 2 * w, *r1 = r0 + W;
+      r0[0] = 1.0;
+      r0[1] = r1[0] = r1[1] = 0x1p-24;
     }
     for (int64_t i = 0; i < N * C * OH * OW; i++)
       dy.values[i] = (double)(i + 1);
-    for (int op = 0; op < 2; op++) {
+    /* op 2: the average again without oneDNN, which takes contiguous f32
+     * average pooling where it is built in. */
+    for (int op = 0; op < 3; op++) {
       uint32_t code =
           op ? TYTO_PLUGIN_OP_AVG_POOL2D : TYTO_PLUGIN_OP_MAX_POOL2D;
+      set_path(op == 2);
       ck_assert_ptr_null(harness_run(&hx, code, &x, 1, &y, 1, a, 6, NULL, 0));
       for (int64_t p = 0; p < N * C; p++)
         for (int64_t oh = 0; oh < OH; oh++)
@@ -952,12 +967,16 @@ START_TEST(pool_2x2_rows_bits) {
                   want = v[k];
             }
             double got = y.values[(p * OH + oh) * OW + ow];
-            ck_assert_msg(same_bits(got, want),
-                          "%s %s plane %lld (%lld,%lld): %g, want %g",
-                          f ? "f64" : "f32", op ? "avg" : "max", (long long)p,
-                          (long long)oh, (long long)ow, got, want);
+            ck_assert_msg(
+                same_bits(got, want),
+                "%s %s plane %lld (%lld,%lld): %g, want %g", f ? "f64" : "f32",
+                op == 2 ? "avg (no oneDNN)"
+                : op    ? "avg"
+                        : "max",
+                (long long)p, (long long)oh, (long long)ow, got, want);
           }
     }
+    set_path(0);
     ck_assert_ptr_null(harness_run(&hx, TYTO_PLUGIN_OP_MAX_POOL2D_BACKWARD,
                                    (h_tensor[]){x, dy}, 2, &dx, 1, a, 6, NULL,
                                    0));

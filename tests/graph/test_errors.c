@@ -63,6 +63,13 @@ START_TEST(common_errors) {
         "normal: expected a finite mean, got inf");
   FAILS(tyto_random_uniform(g, TYTO_F32, 0, NULL, 0, INFINITY, 7),
         "uniform: expected finite bounds, got low 0 and high inf");
+  /* The stepped form checks them alike (its step made in FAILS's graph). */
+  FAILS(tyto_random_stepped(TYTO_OP_RANDOM_NORMAL, tyto_scalar(g, TYTO_F32, 0),
+                            0, NULL, 0, NAN, 7),
+        "normal: expected a finite stddev >= 0, got nan");
+  FAILS(tyto_random_stepped(TYTO_OP_RANDOM_UNIFORM, tyto_scalar(g, TYTO_F32, 0),
+                            0, NULL, 1, 0, 7),
+        "uniform: low 1 is not below high 0");
   FAILS(tyto_random_bernoulli(g, TYTO_F32, 0, NULL, 1.5, 7),
         "bernoulli: p 1.5 outside [0, 1]");
   FAILS(tyto_random_normal(g, TYTO_F32, 1, S(-3), 0, 1, 7),

@@ -1782,6 +1782,10 @@ START_TEST(errors_name_the_layer) {
       {10, "batch_norm 'bn': x [1,3] has 1 value per channel"},
       {11, "linear: a layer needs a name"},
       {12, "softmax_cross_entropy: logits [2,3] and labels [2,4] differ"},
+      {13, "linear 'fc': normal initialiser: expected a finite stddev >= 0, "
+           "got nan"},
+      {14, "linear 'fc': uniform initialiser: expected finite bounds, got low "
+           "0 and high inf"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     tyto_graph *g = tyto_graph_new();
@@ -1809,6 +1813,14 @@ START_TEST(errors_name_the_layer) {
       break;
     case 4: {
       tyto_init bad = {TYTO_INIT_UNIFORM, 1, 0, 0};
+      y = tyto_nn_linear(nn, "fc", x2, 5, 1, bad);
+      break;
+    }
+    case 13:
+    case 14: {
+      tyto_init bad = {cases[i].which == 13 ? TYTO_INIT_NORMAL
+                                            : TYTO_INIT_UNIFORM,
+                       0, cases[i].which == 13 ? NAN : INFINITY, 0};
       y = tyto_nn_linear(nn, "fc", x2, 5, 1, bad);
       break;
     }

@@ -142,10 +142,12 @@ START_TEST(a_foreign_checkpoint_is_refused_and_kept) {
   size_t n0, n1;
   char *before = slurp(ck, &n0);
   snprintf(args, sizeof args,
-           "--model mlp-big --data %s/good --batch 32 --epochs 2 --checkpoint "
+           "--model mlp-big --data %s/good --batch 16 --epochs 2 --checkpoint "
            "%s --resume",
            tmp, ck);
+  /* another model, and another batch beside it: both named */
   expect_bad(args, "does not match this model");
+  expect_bad(args, "--batch was 32 in the checkpoint's run and is 16");
   snprintf(args, sizeof args,
            "--model mlp --data %s/good --batch 16 --epochs 2 --checkpoint %s "
            "--resume",

@@ -182,14 +182,13 @@ int resume(run *r) {
     fprintf(stderr, PROG ": --resume: %s\n", tyto_errmsg());
     if (strcmp(model, mf_canonical(r->model)) != 0)
       fprintf(stderr, PROG ": --resume: the checkpoint's model is:\n%s", model);
-    goto out;
-  }
-  if (strcmp(model, mf_canonical(r->model)) != 0) {
+    differ = 1;
+  } else if (strcmp(model, mf_canonical(r->model)) != 0) {
     fprintf(stderr,
             PROG ": --resume: %s holds another model; it was trained with:\n"
                  "%sand this run builds:\n%s",
             path, model, mf_canonical(r->model));
-    goto out;
+    differ = 1;
   }
   struct {
     const char *what;

@@ -71,8 +71,10 @@ TYTO_API tyto_tensor *tyto_scalar_like(tyto_tensor *x, double value);
  * also records a stream offset: the graph's counter, advanced by each
  * random node by ceil(numel / 4), so two calls with the same seed in one
  * graph draw different numbers while a rebuilt graph draws the same.
- * "uniform: low 1 is not below high 0", "normal: negative stddev -1",
- * "bernoulli: p 1.5 outside [0, 1]". */
+ * Errors: "uniform: low 1 is not below high 0", "uniform: expected finite
+ * bounds, got low 0 and high inf", "normal: expected a finite mean, got
+ * inf", "normal: expected a finite stddev >= 0, got -1", "bernoulli: p
+ * 1.5 outside [0, 1]" (and the same from tyto_random_stepped). */
 TYTO_API tyto_tensor *tyto_random_uniform(tyto_graph *g, tyto_dtype dtype,
                                           int rank, const int64_t *shape,
                                           double low, double high,

@@ -117,10 +117,12 @@ typedef struct tyto_optim tyto_optim;
  * tensors). Errors, with the graph left unchanged: TYTO_ERR_INVALID_ARGUMENT
  * for bad options ("optim: lr must be positive and finite, got -1";
  * "optim: nesterov needs momentum > 0"; "optim: cosine schedule needs
- * total_steps >= 1"), a parameter without a name, of another graph or
- * dtype, given twice, a gradient of another shape, a graph in error, or a
- * graph that already has a parameter of a state name (one optimiser per
- * graph); TYTO_ERR_OUT_OF_MEMORY. */
+ * total_steps >= 1"; accumulate above 2^24), a parameter without a name,
+ * of another graph or dtype, given twice, of a dtype other than f32 or f64
+ * (integers carry no gradient; in 16 bits the step counter would stop at
+ * 256), a gradient of another shape, a graph in error, or a graph that
+ * already has a parameter of a state name (one optimiser per graph);
+ * TYTO_ERR_OUT_OF_MEMORY. */
 TYTO_API tyto_status tyto_optim_build(const tyto_optim_options *opts, size_t n,
                                       tyto_tensor *const *params,
                                       tyto_tensor *const *grads,

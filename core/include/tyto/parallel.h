@@ -185,9 +185,11 @@ TYTO_API void tyto_dp_options_init(tyto_dp_options *o);
 /* Builds and compiles one replica per device. `build` and `user` are
  * kept: re-splitting (tyto_dp_resplit, rebalancing, tyto_dp_drop) builds
  * replicas again, so user must outlive dp. Errors: an empty device
- * list or a device the context lacks, a batch smaller than the number of
- * devices, a granularity below 1 or above the batch, a weight that is
- * not positive and finite, a model whose loss is not one element or
+ * list or a device the context lacks, a batch below 1 or smaller than the
+ * number of devices, a granularity below 1 or above the batch, a weight
+ * that is not positive and finite, a negative rebalance_every, a switch
+ * (single_optimiser, no_overlap, local_only, exact_exchange, amp) other
+ * than 0 or 1, a model whose loss is not one element or
  * whose replicas differ (parameters, inputs, random ops), and whatever
  * building and compiling a replica raise, named by device. */
 TYTO_API tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
@@ -293,7 +295,10 @@ TYTO_API int64_t tyto_dp_rank_batch(const tyto_dp *dp);
 /* A parameter, layer state or optimiser state tensor by name ("fc1.w",
  * "nn.step", "fc1.w.m", "optim.step"): read from replica 0 (all replicas
  * hold the same parameters and optimiser state; a batch norm's running
- * statistics are each replica's own), or written to every replica. */
+ * statistics are each replica's own), or written to every replica.
+ * bytes must be the tensor's size; errors name the call and the tensor
+ * ("tyto_dp_read: 'b1' is f32[16] (64 bytes), got 4 bytes"), and an
+ * unknown name is TYTO_ERR_NOT_FOUND. */
 TYTO_API tyto_status tyto_dp_read(tyto_dp *dp, const char *name, void *dst,
                                   size_t bytes);
 TYTO_API tyto_status tyto_dp_write(tyto_dp *dp, const char *name,

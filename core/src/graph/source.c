@@ -174,6 +174,25 @@ static tyto_tensor *random_new(tyto_graph *g, tyto_op op, tyto_dtype dtype,
   return t;
 }
 
+/* The parameters of a random op, as every way of making one checks them:
+ * 1 (g in error) when they are out of range. */
+static int random_params_bad(tyto_graph *g, tyto_op op, double a, double b) {
+  if (op == TYTO_OP_RANDOM_UNIFORM && !(isfinite(a) && isfinite(b)))
+    graph_fail(g, "uniform: expected finite bounds, got low %g and high %g", a,
+               b);
+  else if (op == TYTO_OP_RANDOM_UNIFORM && !(a < b))
+    graph_fail(g, "uniform: low %g is not below high %g", a, b);
+  else if (op == TYTO_OP_RANDOM_NORMAL && !isfinite(a))
+    graph_fail(g, "normal: expected a finite mean, got %g", a);
+  else if (op == TYTO_OP_RANDOM_NORMAL && !(isfinite(b) && b >= 0))
+    graph_fail(g, "normal: expected a finite stddev >= 0, got %g", b);
+  else if (op == TYTO_OP_RANDOM_BERNOULLI && !(a >= 0 && a <= 1))
+    graph_fail(g, "bernoulli: p %g outside [0, 1]", a);
+  else
+    return 0;
+  return 1;
+}
+
 tyto_tensor *tyto_random_stepped(tyto_op op, tyto_tensor *step, int rank,
                                  const int64_t *shape, double a, double b,
                                  uint64_t seed) {
@@ -190,18 +209,8 @@ tyto_tensor *tyto_random_stepped(tyto_op op, tyto_tensor *step, int rank,
     return graph_fail(g, "random: step must be a rank-0 tensor, got %s",
                       tensor_shape_str(ss, step));
   }
-  if (op == TYTO_OP_RANDOM_UNIFORM && !(isfinite(a) && isfinite(b) && a < b))
-    return graph_fail(g,
-                      "uniform: expected finite bounds, low below high, "
-                      "got low %g and high %g",
-                      a, b);
-  if (op == TYTO_OP_RANDOM_NORMAL && !(isfinite(a) && isfinite(b) && b >= 0))
-    return graph_fail(g,
-                      "normal: expected a finite mean and a finite stddev "
-                      ">= 0, got %g and %g",
-                      a, b);
-  if (op == TYTO_OP_RANDOM_BERNOULLI && !(a >= 0 && a <= 1))
-    return graph_fail(g, "bernoulli: p %g outside [0, 1]", a);
+  if (random_params_bad(g, op, a, b))
+    return &g->error;
   const char *name = tyto_op_name(op);
   if (source_check(g, name, step->dtype, rank, shape) < 0)
     return &g->error;
@@ -221,13 +230,8 @@ tyto_tensor *tyto_random_stepped(tyto_op op, tyto_tensor *step, int rank,
 tyto_tensor *tyto_random_uniform(tyto_graph *g, tyto_dtype dtype, int rank,
                                  const int64_t *shape, double low, double high,
                                  uint64_t seed) {
-  if (g && !(isfinite(low) && isfinite(high)))
-    return graph_fail(g,
-                      "uniform: expected finite bounds, got low %g and "
-                      "high %g",
-                      low, high);
-  if (g && !(low < high))
-    return graph_fail(g, "uniform: low %g is not below high %g", low, high);
+  if (g && random_params_bad(g, TYTO_OP_RANDOM_UNIFORM, low, high))
+    return &g->error;
   return random_new(g, TYTO_OP_RANDOM_UNIFORM, dtype, rank, shape, low, high, 2,
                     seed);
 }
@@ -235,11 +239,8 @@ tyto_tensor *tyto_random_uniform(tyto_graph *g, tyto_dtype dtype, int rank,
 tyto_tensor *tyto_random_normal(tyto_graph *g, tyto_dtype dtype, int rank,
                                 const int64_t *shape, double mean,
                                 double stddev, uint64_t seed) {
-  if (g && !isfinite(mean))
-    return graph_fail(g, "normal: expected a finite mean, got %g", mean);
-  if (g && !(isfinite(stddev) && stddev >= 0))
-    return graph_fail(g, "normal: expected a finite stddev >= 0, got %g",
-                      stddev);
+  if (g && random_params_bad(g, TYTO_OP_RANDOM_NORMAL, mean, stddev))
+    return &g->error;
   return random_new(g, TYTO_OP_RANDOM_NORMAL, dtype, rank, shape, mean, stddev,
                     2, seed);
 }
@@ -247,8 +248,8 @@ tyto_tensor *tyto_random_normal(tyto_graph *g, tyto_dtype dtype, int rank,
 tyto_tensor *tyto_random_bernoulli(tyto_graph *g, tyto_dtype dtype, int rank,
                                    const int64_t *shape, double p,
                                    uint64_t seed) {
-  if (g && !(p >= 0 && p <= 1))
-    return graph_fail(g, "bernoulli: p %g outside [0, 1]", p);
+  if (g && random_params_bad(g, TYTO_OP_RANDOM_BERNOULLI, p, 0))
+    return &g->error;
   return random_new(g, TYTO_OP_RANDOM_BERNOULLI, dtype, rank, shape, p, 0, 1,
                     seed);
 }

@@ -2,6 +2,7 @@
  * mode, the initial values, and the checks the layers share. */
 #include "config.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,17 +254,35 @@ int nn_init_check(tyto_nn *nn, const char *kind, const char *name,
     nn_fail(nn, kind, name, "unknown initialiser %d", (int)init->kind);
     return -1;
   }
+  if (init->kind == TYTO_INIT_UNIFORM &&
+      !(isfinite(init->a) && isfinite(init->b))) {
+    nn_fail(nn, kind, name,
+            "uniform initialiser: expected finite bounds, got low %g and "
+            "high %g",
+            init->a, init->b);
+    return -1;
+  }
   if (init->kind == TYTO_INIT_UNIFORM && !(init->a < init->b)) {
     nn_fail(nn, kind, name, "uniform initialiser: low %g is not below high %g",
             init->a, init->b);
     return -1;
   }
-  if (init->kind == TYTO_INIT_NORMAL && !(init->b >= 0)) {
-    nn_fail(nn, kind, name, "normal initialiser: negative stddev %g", init->b);
+  if (init->kind == TYTO_INIT_NORMAL && !isfinite(init->a)) {
+    nn_fail(nn, kind, name,
+            "normal initialiser: expected a finite mean, got %g", init->a);
     return -1;
   }
-  if (!(init->gain >= 0)) {
-    nn_fail(nn, kind, name, "initialiser gain %g is negative", init->gain);
+  if (init->kind == TYTO_INIT_NORMAL && !(isfinite(init->b) && init->b >= 0)) {
+    nn_fail(nn, kind, name,
+            "normal initialiser: expected a finite stddev >= 0, got %g",
+            init->b);
+    return -1;
+  }
+  if (!(isfinite(init->gain) && init->gain >= 0)) {
+    nn_fail(nn, kind, name,
+            "initialiser gain: expected a finite number >= 0, "
+            "got %g",
+            init->gain);
     return -1;
   }
   return 0;

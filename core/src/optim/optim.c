@@ -176,8 +176,9 @@ static tyto_status check_options(const tyto_optim_options *o) {
                o->clip_norm);
   if (o->accumulate < 1)
     return BAD("accumulate must be >= 1, got %lld", (long long)o->accumulate);
-  /* The micro-step counter is a tensor of the parameters' dtype: f32
-   * counts every whole number only up to 2^24. */
+  /* The micro-step counter is a tensor of the parameters' dtype: one
+   * limit for both, f32's (it counts every whole number only up to 2^24;
+   * f64 would reach 2^53). */
   if (o->accumulate > (INT64_C(1) << 24))
     return BAD("accumulate must be at most 2^24 (16777216), got %lld",
                (long long)o->accumulate);
