@@ -89,6 +89,78 @@ static void block_f64(const random_op *op, uint64_t n, uint64_t step,
   }
 }
 
+/* Philox-4x32-10 of the LANES counters n0, n0 + 1, ... (mod 2^64) at step
+ * s, word j of counter n0 + l into r[j][l]: philox.h's blocks, computed
+ * lane by lane in loops of a fixed length, which the compiler vectorises
+ * (the 32 x 32 -> 64-bit products become packed multiplies), instead of
+ * one block at a time. */
+#define LANES 16
+static void blocks_lanes(uint64_t seed, uint64_t n0, uint64_t s,
+                         uint32_t r[4][LANES]) {
+  uint32_t c0[LANES], c1[LANES], c2[LANES], c3[LANES];
+  for (int l = 0; l < LANES; l++) {
+    uint64_t n = n0 + (uint64_t)l;
+    c0[l] = (uint32_t)n;
+    c1[l] = (uint32_t)(n >> 32);
+    c2[l] = (uint32_t)s;
+    c3[l] = (uint32_t)(s >> 32);
+  }
+  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+  for (int round = 0; round < 10; round++) {
+    if (round > 0) {
+      k0 += TYTO_PHILOX_W0;
+      k1 += TYTO_PHILOX_W1;
+    }
+    for (int l = 0; l < LANES; l++) {
+      /* tyto_philox_round, lane l */
+      uint64_t p0 = (uint64_t)TYTO_PHILOX_M0 * c0[l];
+      uint64_t p1 = (uint64_t)TYTO_PHILOX_M1 * c2[l];
+      uint32_t x0 = (uint32_t)(p1 >> 32) ^ c1[l] ^ k0;
+      uint32_t x2 = (uint32_t)(p0 >> 32) ^ c3[l] ^ k1;
+      c1[l] = (uint32_t)p1;
+      c3[l] = (uint32_t)p0;
+      c0[l] = x0;
+      c2[l] = x2;
+    }
+  }
+  for (int l = 0; l < LANES; l++) {
+    r[0][l] = c0[l];
+    r[1][l] = c1[l];
+    r[2][l] = c2[l];
+    r[3][l] = c3[l];
+  }
+}
+
+/* Elements [i, i + 4 LANES) of a dense f32 or f64 output (uniform and
+ * bernoulli: the normal's transcendentals stay in block_f32/f64), with
+ * the operations of block_f32 and block_f64. */
+static void lanes_out(const random_op *op, uint64_t step, int64_t i, int f32,
+                      unsigned char *dst) {
+  uint32_t r[4][LANES];
+  blocks_lanes(op->seed, op->offset + (uint64_t)(i / 4), step, r);
+  float *of = (float *)(void *)dst + i;
+  double *od = (double *)(void *)dst + i;
+  if (op->op == TYTO_PLUGIN_OP_RANDOM_UNIFORM && f32) {
+    float lo = (float)op->a, span = (float)op->b - lo;
+    for (int l = 0; l < LANES; l++)
+      for (int j = 0; j < 4; j++)
+        of[4 * l + j] = fmaf(span, tyto_philox_u01_f32(r[j][l]), lo);
+  } else if (op->op == TYTO_PLUGIN_OP_RANDOM_UNIFORM) {
+    double span = op->b - op->a;
+    for (int l = 0; l < LANES; l++)
+      for (int j = 0; j < 4; j++)
+        od[4 * l + j] = fma(span, tyto_philox_u01_f64(r[j][l]), op->a);
+  } else if (f32) {
+    for (int l = 0; l < LANES; l++)
+      for (int j = 0; j < 4; j++)
+        of[4 * l + j] = tyto_philox_u01_f64(r[j][l]) < op->a ? 1.0f : 0.0f;
+  } else {
+    for (int l = 0; l < LANES; l++)
+      for (int j = 0; j < 4; j++)
+        od[4 * l + j] = tyto_philox_u01_f64(r[j][l]) < op->a ? 1.0 : 0.0;
+  }
+}
+
 static void random_chunk(void *ctx, size_t c) {
   const random_job *job = ctx;
   const tyto_plugin_layout *l = job->l;
@@ -97,6 +169,12 @@ static void random_chunk(void *ctx, size_t c) {
       first + CHUNK_COUNTERS * 4 < job->n ? first + CHUNK_COUNTERS * 4 : job->n;
   const random_op *op = job->op;
   int f32 = l->dtype != TYTO_PLUGIN_DTYPE_F64; /* F16, BF16: f32's values */
+  /* Dense f32 and f64 outputs of uniform and bernoulli: LANES counters at
+   * a time, then the rest as below. */
+  if (!op->narrow && op->op != TYTO_PLUGIN_OP_RANDOM_NORMAL && tpc_dense(l))
+    for (; first + 4 * LANES <= end; first += 4 * LANES)
+      lanes_out(op, job->step, first, f32,
+                job->dst + l->offset * (f32 ? 4 : 8));
   /* Walk the output's multi-index alongside i. */
   int64_t idx[TYTO_PLUGIN_MAX_RANK] = {0}, rest = first;
   for (uint32_t a = l->rank; a-- > 0;) {

@@ -139,6 +139,46 @@ START_TEST(normal_and_bernoulli_follow_the_lanes) {
 }
 END_TEST
 
+/* Outputs long enough for the plugin's many-counter path (16 counters at a
+ * time, then one at a time; two pool tasks at 5000): every element is the
+ * documented conversion of its block, also where the counter's low word
+ * wraps into the high one. */
+START_TEST(long_draws_follow_the_blocks) {
+  harness hx;
+  harness_open(&hx);
+  const int64_t seed = (int64_t)UINT64_C(0x0123456789abcdef),
+                offs[2] = {3, (INT64_C(1) << 32) - 40};
+  const int64_t ns[3] = {64, 203, 5000};
+  for (int f = 0; f < 2; f++)
+    for (int k = 0; k < 2; k++)
+      for (int m = 0; m < 3; m++)
+        for (int o = 0; o < 2; o++) {
+          uint32_t op = k ? TYTO_PLUGIN_OP_RANDOM_BERNOULLI
+                          : TYTO_PLUGIN_OP_RANDOM_UNIFORM;
+          h_tensor y = draw(&hx, op, f ? F64 : F32, ns[m], seed, offs[o],
+                            k ? 0.3 : -1.5, 2.5);
+          for (int64_t i = 0; i < ns[m]; i++) {
+            uint32_t w[4];
+            tyto_philox_block((uint64_t)seed,
+                              (uint64_t)offs[o] + (uint64_t)(i / 4), w);
+            uint32_t r = w[i % 4];
+            double want =
+                k   ? (tyto_philox_u01_f64(r) < 0.3 ? 1.0 : 0.0)
+                : f ? fma(4.0, tyto_philox_u01_f64(r), -1.5)
+                    : (double)fmaf(4.0f, tyto_philox_u01_f32(r), -1.5f);
+            ck_assert_msg(y.values[i] == want,
+                          "%s %s n %lld offset %lld: element %lld is %.17g, "
+                          "expected %.17g",
+                          f ? "f64" : "f32", k ? "bernoulli" : "uniform",
+                          (long long)ns[m], (long long)offs[o], (long long)i,
+                          y.values[i], want);
+          }
+          h_tensor_free(&y);
+        }
+  harness_close(&hx);
+}
+END_TEST
+
 START_TEST(seeds_and_offsets) {
   harness hx;
   harness_open(&hx);
@@ -329,6 +369,7 @@ int main(void) {
   tcase_add_test(tc, philox_known_answers);
   tcase_add_test(tc, uniform_is_the_documented_stream);
   tcase_add_test(tc, normal_and_bernoulli_follow_the_lanes);
+  tcase_add_test(tc, long_draws_follow_the_blocks);
   tcase_add_test(tc, seeds_and_offsets);
   tcase_add_test(tc, strided_output);
   tcase_add_test(tc, sample_moments);
