@@ -44,16 +44,27 @@ static int64_t offset_of(const tyto_plugin_layout *l, int64_t i) {
   return off;
 }
 
+/* Word r of a uniform or bernoulli stream as its value (random.md). */
+static float word_f32(const random_op *op, uint32_t r) {
+  if (op->op == TYTO_PLUGIN_OP_RANDOM_UNIFORM) {
+    float lo = (float)op->a;
+    return fmaf((float)op->b - lo, tyto_philox_u01_f32(r), lo);
+  }
+  return tyto_philox_u01_f64(r) < op->a ? 1.0f : 0.0f;
+}
+
+static double word_f64(const random_op *op, uint32_t r) {
+  if (op->op == TYTO_PLUGIN_OP_RANDOM_UNIFORM)
+    return fma(op->b - op->a, tyto_philox_u01_f64(r), op->a);
+  return tyto_philox_u01_f64(r) < op->a ? 1.0 : 0.0;
+}
+
 /* Values of the 4 lanes of counter block `n` (philox.h, random.md). */
 static void block_f32(const random_op *op, uint64_t n, uint64_t step,
                       float v[4]) {
   uint32_t r[4];
   tyto_philox_block_step(op->seed, op->offset + n, step, r);
-  if (op->op == TYTO_PLUGIN_OP_RANDOM_UNIFORM) {
-    float lo = (float)op->a, span = (float)op->b - lo;
-    for (int j = 0; j < 4; j++)
-      v[j] = fmaf(span, tyto_philox_u01_f32(r[j]), lo);
-  } else if (op->op == TYTO_PLUGIN_OP_RANDOM_NORMAL) {
+  if (op->op == TYTO_PLUGIN_OP_RANDOM_NORMAL) {
     float mean = (float)op->a, sd = (float)op->b;
     for (int j = 0; j < 4; j += 2) {
       /* Box-Muller (Box and Muller, 1958). */
@@ -64,7 +75,7 @@ static void block_f32(const random_op *op, uint64_t n, uint64_t step,
     }
   } else {
     for (int j = 0; j < 4; j++)
-      v[j] = tyto_philox_u01_f64(r[j]) < op->a ? 1.0f : 0.0f;
+      v[j] = word_f32(op, r[j]);
   }
 }
 
@@ -72,11 +83,7 @@ static void block_f64(const random_op *op, uint64_t n, uint64_t step,
                       double v[4]) {
   uint32_t r[4];
   tyto_philox_block_step(op->seed, op->offset + n, step, r);
-  if (op->op == TYTO_PLUGIN_OP_RANDOM_UNIFORM) {
-    double span = op->b - op->a;
-    for (int j = 0; j < 4; j++)
-      v[j] = fma(span, tyto_philox_u01_f64(r[j]), op->a);
-  } else if (op->op == TYTO_PLUGIN_OP_RANDOM_NORMAL) {
+  if (op->op == TYTO_PLUGIN_OP_RANDOM_NORMAL) {
     for (int j = 0; j < 4; j += 2) {
       double u1 = tyto_philox_u01_f64(r[j]), u2 = tyto_philox_u01_f64(r[j + 1]);
       double rad = sqrt(-2.0 * log(u1)), t = 6.28318530717958647692 * u2;
@@ -85,7 +92,7 @@ static void block_f64(const random_op *op, uint64_t n, uint64_t step,
     }
   } else {
     for (int j = 0; j < 4; j++)
-      v[j] = tyto_philox_u01_f64(r[j]) < op->a ? 1.0 : 0.0;
+      v[j] = word_f64(op, r[j]);
   }
 }
 
@@ -131,34 +138,19 @@ static void blocks_lanes(uint64_t seed, uint64_t n0, uint64_t s,
   }
 }
 
-/* Elements [i, i + 4 LANES) of a dense f32 or f64 output (uniform and
- * bernoulli: the normal's transcendentals stay in block_f32/f64), with
- * the operations of block_f32 and block_f64. */
+/* Elements [i, i + 4 LANES) of a dense f32 or f64 output of uniform or
+ * bernoulli (the normal's transcendentals stay in block_f32/f64). */
 static void lanes_out(const random_op *op, uint64_t step, int64_t i, int f32,
                       unsigned char *dst) {
   uint32_t r[4][LANES];
   blocks_lanes(op->seed, op->offset + (uint64_t)(i / 4), step, r);
-  float *of = (float *)(void *)dst + i;
-  double *od = (double *)(void *)dst + i;
-  if (op->op == TYTO_PLUGIN_OP_RANDOM_UNIFORM && f32) {
-    float lo = (float)op->a, span = (float)op->b - lo;
-    for (int l = 0; l < LANES; l++)
-      for (int j = 0; j < 4; j++)
-        of[4 * l + j] = fmaf(span, tyto_philox_u01_f32(r[j][l]), lo);
-  } else if (op->op == TYTO_PLUGIN_OP_RANDOM_UNIFORM) {
-    double span = op->b - op->a;
-    for (int l = 0; l < LANES; l++)
-      for (int j = 0; j < 4; j++)
-        od[4 * l + j] = fma(span, tyto_philox_u01_f64(r[j][l]), op->a);
-  } else if (f32) {
-    for (int l = 0; l < LANES; l++)
-      for (int j = 0; j < 4; j++)
-        of[4 * l + j] = tyto_philox_u01_f64(r[j][l]) < op->a ? 1.0f : 0.0f;
-  } else {
-    for (int l = 0; l < LANES; l++)
-      for (int j = 0; j < 4; j++)
-        od[4 * l + j] = tyto_philox_u01_f64(r[j][l]) < op->a ? 1.0 : 0.0;
-  }
+  for (int l = 0; l < LANES; l++)
+    for (int j = 0; j < 4; j++) {
+      if (f32)
+        ((float *)(void *)dst)[i + 4 * l + j] = word_f32(op, r[j][l]);
+      else
+        ((double *)(void *)dst)[i + 4 * l + j] = word_f64(op, r[j][l]);
+    }
 }
 
 static void random_chunk(void *ctx, size_t c) {
