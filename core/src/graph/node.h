@@ -67,6 +67,13 @@ tyto_tensor *graph_fail(tyto_graph *g, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 tyto_tensor *graph_oom(tyto_graph *g, const char *op);
 
+/* What is wrong with the parameters a, b of random op `op` (uniform: low,
+ * high; normal: mean, stddev; bernoulli: p), written into buf ("expected
+ * a finite mean, got inf"), or NULL when nothing is: the check of the
+ * random ops and of the layers' initialisers. */
+const char *random_params_why(tyto_op op, double a, double b, char *buf,
+                              size_t size);
+
 /* Checks the n inputs of op `name`: returns their graph with *err NULL when
  * they are fine; otherwise sets *err to the tensor to return (the error
  * tensor, or NULL when no graph can be found) and returns NULL. Checks NULL

@@ -174,22 +174,29 @@ static tyto_tensor *random_new(tyto_graph *g, tyto_op op, tyto_dtype dtype,
   return t;
 }
 
-/* The parameters of a random op, as every way of making one checks them:
- * 1 (g in error) when they are out of range. */
-static int random_params_bad(tyto_graph *g, tyto_op op, double a, double b) {
+const char *random_params_why(tyto_op op, double a, double b, char *buf,
+                              size_t size) {
   if (op == TYTO_OP_RANDOM_UNIFORM && !(isfinite(a) && isfinite(b)))
-    graph_fail(g, "uniform: expected finite bounds, got low %g and high %g", a,
-               b);
+    snprintf(buf, size, "expected finite bounds, got low %g and high %g", a, b);
   else if (op == TYTO_OP_RANDOM_UNIFORM && !(a < b))
-    graph_fail(g, "uniform: low %g is not below high %g", a, b);
+    snprintf(buf, size, "low %g is not below high %g", a, b);
   else if (op == TYTO_OP_RANDOM_NORMAL && !isfinite(a))
-    graph_fail(g, "normal: expected a finite mean, got %g", a);
+    snprintf(buf, size, "expected a finite mean, got %g", a);
   else if (op == TYTO_OP_RANDOM_NORMAL && !(isfinite(b) && b >= 0))
-    graph_fail(g, "normal: expected a finite stddev >= 0, got %g", b);
+    snprintf(buf, size, "expected a finite stddev >= 0, got %g", b);
   else if (op == TYTO_OP_RANDOM_BERNOULLI && !(a >= 0 && a <= 1))
-    graph_fail(g, "bernoulli: p %g outside [0, 1]", a);
+    snprintf(buf, size, "p %g outside [0, 1]", a);
   else
+    return NULL;
+  return buf;
+}
+
+/* 1 (g in error) when a random op's parameters are out of range. */
+static int random_params_bad(tyto_graph *g, tyto_op op, double a, double b) {
+  char why[128];
+  if (!random_params_why(op, a, b, why, sizeof why))
     return 0;
+  graph_fail(g, "%s: %s", tyto_op_name(op), why);
   return 1;
 }
 

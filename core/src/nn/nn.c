@@ -11,6 +11,7 @@
 #include <tyto/program.h>
 
 #include "../graph/dtype.h"
+#include "../graph/node.h"
 #include "../runtime/error.h"
 #include "nn_internal.h"
 
@@ -254,29 +255,17 @@ int nn_init_check(tyto_nn *nn, const char *kind, const char *name,
     nn_fail(nn, kind, name, "unknown initialiser %d", (int)init->kind);
     return -1;
   }
-  if (init->kind == TYTO_INIT_UNIFORM &&
-      !(isfinite(init->a) && isfinite(init->b))) {
-    nn_fail(nn, kind, name,
-            "uniform initialiser: expected finite bounds, got low %g and "
-            "high %g",
-            init->a, init->b);
-    return -1;
-  }
-  if (init->kind == TYTO_INIT_UNIFORM && !(init->a < init->b)) {
-    nn_fail(nn, kind, name, "uniform initialiser: low %g is not below high %g",
-            init->a, init->b);
-    return -1;
-  }
-  if (init->kind == TYTO_INIT_NORMAL && !isfinite(init->a)) {
-    nn_fail(nn, kind, name,
-            "normal initialiser: expected a finite mean, got %g", init->a);
-    return -1;
-  }
-  if (init->kind == TYTO_INIT_NORMAL && !(isfinite(init->b) && init->b >= 0)) {
-    nn_fail(nn, kind, name,
-            "normal initialiser: expected a finite stddev >= 0, got %g",
-            init->b);
-    return -1;
+  /* The random op's own check, named after the initialiser. */
+  if (init->kind == TYTO_INIT_UNIFORM || init->kind == TYTO_INIT_NORMAL) {
+    int uniform = init->kind == TYTO_INIT_UNIFORM;
+    char why[128];
+    if (random_params_why(uniform ? TYTO_OP_RANDOM_UNIFORM
+                                  : TYTO_OP_RANDOM_NORMAL,
+                          init->a, init->b, why, sizeof why)) {
+      nn_fail(nn, kind, name, "%s initialiser: %s",
+              uniform ? "uniform" : "normal", why);
+      return -1;
+    }
   }
   if (!(isfinite(init->gain) && init->gain >= 0)) {
     nn_fail(nn, kind, name,
