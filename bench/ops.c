@@ -1,7 +1,9 @@
 /*
  * bench/ops: kernel throughput of the CPU plugin, side by side with the
  * reference in the same run: matmul against OpenBLAS's cblas_?gemm called
- * directly, elementwise ops and reductions against a STREAM-style triad.
+ * directly (square products, and a dense layer's three at a small batch,
+ * which the plugin gives to oneDNN where it has brgemm kernels),
+ * elementwise ops and reductions against a STREAM-style triad.
  * Kernels are prepared once and launched repeatedly through the plugin ABI,
  * as a compiled program will. Prints a table, then one machine-readable
  * line starting with "BENCH ".
@@ -170,24 +172,38 @@ static double triad(size_t n, int threads, int iters) {
   return best;
 }
 
-static double blas_gemm(int n, int f64, int iters) {
-  size_t e = f64 ? 8 : 4, sz = (size_t)n * n * e;
-  void *a = calloc(1, sz), *bm = calloc(1, sz), *c = calloc(1, sz);
+/* Row-major C[m,n] = op(A) op(B) through cblas_?gemm on `threads`
+ * threads, A stored [m,k] ([k,m] when ta), B [k,n] ([n,k] when tb): the
+ * best of 3 timed rounds. */
+static double blas_gemm(int m, int n, int k, int ta, int tb, int f64,
+                        int threads, int iters) {
+  size_t e = f64 ? 8 : 4;
+  void *a = calloc((size_t)m * k, e), *bm = calloc((size_t)k * n, e),
+       *c = calloc((size_t)m * n, e);
+  enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans,
+                       TB = tb ? CblasTrans : CblasNoTrans;
+  int lda = ta ? m : k, ldb = tb ? k : n;
+  /* OpenBLAS on every core: the CPU plugin sets it to one thread once
+   * its pool runs a GEMM (matmul.c), which would leave the reference
+   * one core. */
+  int before = openblas_get_num_threads();
+  openblas_set_num_threads(threads);
   double best = 1e30;
   for (int rep = 0; rep < 4; rep++) {
     double t0 = now();
     for (int it = 0; it < iters; it++) {
       if (f64)
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a,
-                    n, bm, n, 0.0, c, n);
+        cblas_dgemm(CblasRowMajor, TA, TB, m, n, k, 1.0, a, lda, bm, ldb, 0.0,
+                    c, n);
       else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a,
-                    n, bm, n, 0.0f, c, n);
+        cblas_sgemm(CblasRowMajor, TA, TB, m, n, k, 1.0f, a, lda, bm, ldb, 0.0f,
+                    c, n);
     }
     double t = (now() - t0) / iters;
     if (rep > 0 && t < best)
       best = t;
   }
+  openblas_set_num_threads(before);
   free(a);
   free(bm);
   free(c);
@@ -232,7 +248,7 @@ int main(int argc, char **argv) {
       int64_t tr[2] = {0, 0};
       double t = time_op(&b, TYTO_PLUGIN_OP_MATMUL, in, 2, &out, tr, 2, NULL, 0,
                          iters, why, sizeof why);
-      double r = blas_gemm(n, f64, iters);
+      double r = blas_gemm(n, n, n, 0, 0, f64, (int)topo->cores, iters);
       double flop = 2.0 * n * n * (double)n;
       char label[64];
       snprintf(label, sizeof label, "matmul %s %dx%dx%d", f64 ? "f64" : "f32",
@@ -248,6 +264,43 @@ int main(int argc, char **argv) {
                              f64 ? "f64" : "f32", n, t < 0 ? 0 : flop / t / 1e9,
                              flop / r / 1e9);
     }
+
+  /* A dense layer at a small batch (the seed CNN's 6272 -> 1024 at 64
+   * images): the forward product and its two gradients. */
+  static const struct {
+    const char *name, *key;
+    int m, n, k, ta, tb;
+  } dense[] = {{"dense fwd", "dense_fwd", 64, 1024, 6272, 0, 0},
+               {"dense dx", "dense_dx", 64, 6272, 1024, 0, 1},
+               {"dense dw", "dense_dw", 6272, 1024, 64, 1, 0}};
+  for (size_t di = 0; di < sizeof dense / sizeof dense[0] && !quick; di++) {
+    int m = dense[di].m, nn = dense[di].n, k = dense[di].k;
+    int ta = dense[di].ta, tb = dense[di].tb, iters = 5;
+    int64_t sa[2] = {ta ? k : m, ta ? m : k},
+            sb[2] = {tb ? nn : k, tb ? k : nn}, sc[2] = {m, nn};
+    tyto_plugin_layout in[2] = {packed(TYTO_PLUGIN_DTYPE_F32, 2, sa),
+                                packed(TYTO_PLUGIN_DTYPE_F32, 2, sb)};
+    tyto_plugin_layout out = packed(TYTO_PLUGIN_DTYPE_F32, 2, sc);
+    int64_t tr[2] = {ta, tb};
+    double t = time_op(&b, TYTO_PLUGIN_OP_MATMUL, in, 2, &out, tr, 2, NULL, 0,
+                       iters, why, sizeof why);
+    double r = blas_gemm(m, nn, k, ta, tb, 0, (int)topo->cores, iters);
+    double flop = 2.0 * m * nn * (double)k;
+    char label[64];
+    snprintf(label, sizeof label, "matmul f32 %s %dx%dx%d", dense[di].name, m,
+             nn, k);
+    if (t < 0)
+      printf("%-28s %12s %12.1f %12s %8s  (%s)\n", label, "-", flop / r / 1e9,
+             "GFLOP/s", "-", why);
+    else
+      printf("%-28s %12.1f %12.1f %12s %7.0f%%\n", label, flop / t / 1e9,
+             flop / r / 1e9, "GFLOP/s", 100 * r / t);
+    jn += (size_t)snprintf(json + jn, sizeof json - jn,
+                           ",\"matmul_f32_%s\":{\"tyto\":%.3f,"
+                           "\"blas\":%.3f}",
+                           dense[di].key, t < 0 ? 0 : flop / t / 1e9,
+                           flop / r / 1e9);
+  }
 
   size_t n = quick ? (size_t)1 << 22 : (size_t)1 << 24;
   int iters = quick ? 5 : 10;

@@ -21,8 +21,9 @@
  *    (it added them for AVX512-FP16 later).
  *  - otherwise (f16 with oneDNN 2.6, no oneDNN in the build, or
  *    TYTO_CPU_NO_DNNL): the inputs are converted exactly to f32 blocks of
- *    the workspace, matmul.c's f32 MATMUL (OpenBLAS sgemm) multiplies them
- *    into an f32 block, and that is rounded once into the output.
+ *    the workspace, matmul.c's f32 MATMUL (OpenBLAS, or oneDNN for big
+ *    products) multiplies them into an f32 block, and that is rounded
+ *    once into the output.
  *
  * k = 0 writes zeros; an empty output is nothing to do. Which path an op
  * took is logged at prepare (debug level), and the device description
@@ -53,10 +54,7 @@ typedef struct mm16_op {
   cpu_desc inner_desc;
   uint64_t inner_at;
 #ifdef TYTO_HAVE_DNNL
-  dnnl_primitive_t prim;
-  int swap;                 /* computes C^T = B^T A^T */
-  dnnl_memory_desc_t md[3]; /* A, B, C as oneDNN reads them */
-  dnnl_memory_desc_t scratch_md;
+  cpu_dnnl_mm dn;
   uint64_t scratch_at;
 #endif
 } mm16_op;
@@ -90,16 +88,8 @@ static tyto_plugin_error *mm16_exec(const cpu_op *base, const cpu_desc *d,
   }
 #ifdef TYTO_HAVE_DNNL
   if (op->path == MM16_DNNL) {
-    int s = op->swap;
-    cpu_dnnl_arg a[4] = {
-        {DNNL_ARG_SRC, &op->md[s], p[s]},
-        {DNNL_ARG_WEIGHTS, &op->md[!s], p[!s]},
-        {DNNL_ARG_DST, &op->md[2], p[2]},
-        {DNNL_ARG_SCRATCHPAD, &op->scratch_md,
-         dnnl_memory_desc_get_size(&op->scratch_md) ? ws + op->scratch_at
-                                                    : NULL},
-    };
-    dnnl_status_t st = cpu_dnnl_exec(op->prim, 4, a);
+    dnnl_status_t st = cpu_dnnl_mm_run(&op->dn, p[0], p[1], p[2],
+                                       ws ? ws + op->scratch_at : NULL);
     if (st != dnnl_success)
       return op->host->error_new(
           st == dnnl_out_of_memory ? TYTO_PLUGIN_ERR_OUT_OF_MEMORY
@@ -119,8 +109,7 @@ static void mm16_destroy(cpu_op *base) {
   if (op->inner)
     op->inner->destroy(op->inner);
 #ifdef TYTO_HAVE_DNNL
-  if (op->prim)
-    dnnl_primitive_destroy(op->prim);
+  cpu_dnnl_mm_free(&op->dn);
 #endif
   free(op);
 }
@@ -130,97 +119,22 @@ static void mm16_destroy(cpu_op *base) {
 /* ------------------------------------------------------------------------ */
 
 #ifdef TYTO_HAVE_DNNL
-/* Operand l (A, B or C: a matrix [r, c] after the transpose t, over the
- * output's nb batch axes) as a oneDNN memory descriptor: the output's
- * batch axes (extent 1 where l broadcasts, as oneDNN's matmul broadcasts),
- * then the matrix axes, swapped again when `swap`. Returns 0 when strides
- * cannot say it (a negative one). */
-static int mm16_md(const tyto_plugin_layout *l, uint32_t nb, int t, int swap,
-                   dnnl_memory_desc_t *md) {
-  dnnl_data_type_t dt = cpu_dnnl_type16(l->dtype);
-  dnnl_dims_t dims, str;
-  uint32_t lb = l->rank - 2;
-  int n = (int)nb + 2;
-  for (uint32_t ax = 0; ax < nb; ax++) {
-    int64_t src = (int64_t)ax - (int64_t)(nb - lb);
-    int used = src >= 0 && l->shape[src] > 1 && l->strides[src] != 0;
-    dims[ax] = used ? l->shape[src] : 1;
-    str[ax] = used ? l->strides[src] : 0;
-  }
-  int r = (int)nb, c = (int)nb + 1;
-  if (t ^ swap)
-    r = (int)nb + 1, c = (int)nb;
-  dims[r] = l->shape[l->rank - 2];
-  str[r] = l->strides[l->rank - 2];
-  dims[c] = l->shape[l->rank - 1];
-  str[c] = l->strides[l->rank - 1];
-  /* Axes of extent 1 never step: give them the span of the rest, the
-   * stride of an outermost axis, which oneDNN accepts in any order. */
-  int64_t span = 1;
-  for (int i = 0; i < n; i++) {
-    if (dims[i] > 1 && str[i] < 0)
-      return 0;
-    if (dims[i] > 1)
-      span += (dims[i] - 1) * str[i];
-  }
-  for (int i = 0; i < n; i++)
-    if (dims[i] == 1)
-      str[i] = span;
-  return dnnl_memory_desc_init_by_strides(md, n, dims, dt, str) == dnnl_success;
-}
-
 /* Builds the primitive over the operands as they are now staged (the
  * bound layouts, or the copies' dense ones); 1 when oneDNN gave a kernel
  * that is not its reference code. */
 static int mm16_try_dnnl(mm16_op *op, const cpu_desc *desc) {
-  dnnl_engine_t eng = cpu_dnnl_engine();
-  if (!eng)
-    return 0;
   const int64_t *ia = desc->d->iattrs;
-  int t[3] = {desc->d->n_iattrs ? (int)ia[0] : 0,
-              desc->d->n_iattrs ? (int)ia[1] : 0, 0};
+  int t[2] = {desc->d->n_iattrs ? (int)ia[0] : 0,
+              desc->d->n_iattrs ? (int)ia[1] : 0};
   const tyto_plugin_layout *l[3];
   for (int i = 0; i < 3; i++)
     l[i] = op->staged[i] ? &op->st[i].dense : &op->st[i].src;
-  uint32_t nb = l[2]->rank - 2;
-  /* A column-major output: C^T = B^T A^T is row-major. */
-  const tyto_plugin_layout *c = l[2];
-  op->swap = c->shape[nb] > 1 && c->shape[nb + 1] > 1 && c->strides[nb] == 1 &&
-             c->strides[nb + 1] != 1;
-  for (int i = 0; i < 3; i++)
-    if (!mm16_md(l[i], nb, t[i], op->swap, &op->md[i]))
-      return 0;
-  int s = op->swap;
-  dnnl_matmul_desc_t mm;
-  if (dnnl_matmul_desc_init(&mm, &op->md[s], &op->md[!s], NULL, &op->md[2]) !=
-      dnnl_success)
+  if (!cpu_dnnl_mm_make(&op->dn, l, t, NULL))
     return 0;
-  dnnl_primitive_attr_t attr = cpu_dnnl_attr();
-  if (!attr)
-    return 0;
-  dnnl_primitive_desc_t pd = NULL;
-  int ok =
-      dnnl_primitive_desc_create(&pd, &mm, attr, eng, NULL) == dnnl_success;
-  dnnl_primitive_attr_destroy(attr);
-  ok = ok && !cpu_dnnl_is_ref(pd);
-  if (ok) {
-    const dnnl_memory_desc_t *sp =
-        dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    if (sp)
-      op->scratch_md = *sp;
-    else /* a zero descriptor: no bytes */
-      memset(&op->scratch_md, 0, sizeof op->scratch_md);
-    ok = dnnl_primitive_create(&op->prim, pd) == dnnl_success;
-    if (!ok)
-      op->prim = NULL;
-  }
-  if (ok)
-    op->host->log(op->host->ctx, TYTO_PLUGIN_LOG_DEBUG,
-                  "matmul %s: oneDNN %s%s", cpu_dtype_name(l[2]->dtype),
-                  cpu_dnnl_impl(pd), op->swap ? ", as C^T = B^T A^T" : "");
-  if (pd)
-    dnnl_primitive_desc_destroy(pd);
-  return ok;
+  op->host->log(op->host->ctx, TYTO_PLUGIN_LOG_DEBUG, "matmul %s: oneDNN %s%s",
+                cpu_dtype_name(l[2]->dtype), op->dn.impl,
+                op->dn.swap ? ", as C^T = B^T A^T" : "");
+  return 1;
 }
 
 /* The oneDNN path: the operands as bound, else the ones that are not
@@ -308,7 +222,7 @@ tyto_plugin_error *cpu_matmul16_prepare(const tyto_plugin_host *h,
       return e;
     }
     h->log(h->ctx, TYTO_PLUGIN_LOG_DEBUG,
-           "matmul %s: converted to f32 (OpenBLAS sgemm), rounded once",
+           "matmul %s: converted to f32 (f32 MATMUL), rounded once",
            cpu_dtype_name(dtype));
   }
   uint64_t used = 0;
@@ -318,9 +232,8 @@ tyto_plugin_error *cpu_matmul16_prepare(const tyto_plugin_host *h,
   if (op->inner)
     op->inner_at = cpu_ws_take(&used, op->inner->workspace_bytes);
 #ifdef TYTO_HAVE_DNNL
-  if (op->prim)
-    op->scratch_at =
-        cpu_ws_take(&used, dnnl_memory_desc_get_size(&op->scratch_md));
+  if (op->dn.prim)
+    op->scratch_at = cpu_ws_take(&used, cpu_dnnl_mm_scratch_bytes(&op->dn));
 #endif
   op->base.workspace_bytes = used;
   *out = &op->base;

@@ -118,6 +118,124 @@ dnnl_status_t cpu_dnnl_exec(dnnl_primitive_t p, int n, const cpu_dnnl_arg *a) {
   return st;
 }
 
+dnnl_data_type_t cpu_dnnl_type(uint32_t dtype) {
+  return dtype == TYTO_PLUGIN_DTYPE_F32 ? dnnl_f32 : cpu_dnnl_type16(dtype);
+}
+
+/* Operand l (A, B or C: a matrix [r, c] after the transpose t, over the
+ * output's nb batch axes) as a oneDNN memory descriptor: the output's
+ * batch axes (extent 1 where l broadcasts, as oneDNN's matmul broadcasts),
+ * then the matrix axes, swapped again when `swap`. Returns 0 when strides
+ * cannot say it (a negative one). */
+static int mm_md(const tyto_plugin_layout *l, uint32_t nb, int t, int swap,
+                 dnnl_memory_desc_t *md) {
+  dnnl_dims_t dims, str;
+  uint32_t lb = l->rank - 2;
+  int n = (int)nb + 2;
+  for (uint32_t ax = 0; ax < nb; ax++) {
+    int64_t src = (int64_t)ax - (int64_t)(nb - lb);
+    int used = src >= 0 && l->shape[src] > 1 && l->strides[src] != 0;
+    dims[ax] = used ? l->shape[src] : 1;
+    str[ax] = used ? l->strides[src] : 0;
+  }
+  int r = (int)nb, c = (int)nb + 1;
+  if (t ^ swap)
+    r = (int)nb + 1, c = (int)nb;
+  dims[r] = l->shape[l->rank - 2];
+  str[r] = l->strides[l->rank - 2];
+  dims[c] = l->shape[l->rank - 1];
+  str[c] = l->strides[l->rank - 1];
+  /* Axes of extent 1 never step: give them the span of the rest, the
+   * stride of an outermost axis, which oneDNN accepts in any order. */
+  int64_t span = 1;
+  for (int i = 0; i < n; i++) {
+    if (dims[i] > 1 && str[i] < 0)
+      return 0;
+    if (dims[i] > 1)
+      span += (dims[i] - 1) * str[i];
+  }
+  for (int i = 0; i < n; i++)
+    if (dims[i] == 1)
+      str[i] = span;
+  return dnnl_memory_desc_init_by_strides(md, n, dims, cpu_dnnl_type(l->dtype),
+                                          str) == dnnl_success;
+}
+
+int cpu_dnnl_mm_make(cpu_dnnl_mm *mm, const tyto_plugin_layout *const l[3],
+                     const int t[2], const char *want) {
+  memset(mm, 0, sizeof *mm);
+  dnnl_engine_t eng = cpu_dnnl_engine();
+  if (!eng)
+    return 0;
+  uint32_t nb = l[2]->rank - 2;
+  /* A column-major output: C^T = B^T A^T is row-major. */
+  const tyto_plugin_layout *c = l[2];
+  mm->swap = c->shape[nb] > 1 && c->shape[nb + 1] > 1 && c->strides[nb] == 1 &&
+             c->strides[nb + 1] != 1;
+  int tt[3] = {t[0], t[1], 0};
+  for (int i = 0; i < 3; i++)
+    if (!mm_md(l[i], nb, tt[i], mm->swap, &mm->md[i]))
+      return 0;
+  int s = mm->swap;
+  dnnl_matmul_desc_t md;
+  if (dnnl_matmul_desc_init(&md, &mm->md[s], &mm->md[!s], NULL, &mm->md[2]) !=
+      dnnl_success)
+    return 0;
+  dnnl_primitive_attr_t attr = cpu_dnnl_attr();
+  if (!attr)
+    return 0;
+  dnnl_primitive_desc_t pd = NULL;
+  int ok =
+      dnnl_primitive_desc_create(&pd, &md, attr, eng, NULL) == dnnl_success;
+  dnnl_primitive_attr_destroy(attr);
+  if (ok) {
+    snprintf(mm->impl, sizeof mm->impl, "%s", cpu_dnnl_impl(pd));
+    ok = want ? strncmp(mm->impl, want, strlen(want)) == 0
+              : !cpu_dnnl_is_ref(pd);
+  }
+  if (ok) {
+    const dnnl_memory_desc_t *sp =
+        dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    if (sp)
+      mm->scratch_md = *sp;
+    ok = dnnl_primitive_create(&mm->prim, pd) == dnnl_success;
+  }
+  if (pd)
+    dnnl_primitive_desc_destroy(pd);
+  if (!ok) { /* empty, but for the implementation oneDNN offered */
+    char impl[sizeof mm->impl];
+    memcpy(impl, mm->impl, sizeof impl);
+    memset(mm, 0, sizeof *mm);
+    memcpy(mm->impl, impl, sizeof impl);
+    return 0;
+  }
+  return 1;
+}
+
+uint64_t cpu_dnnl_mm_scratch_bytes(const cpu_dnnl_mm *mm) {
+  return mm->prim ? (uint64_t)dnnl_memory_desc_get_size(&mm->scratch_md) : 0;
+}
+
+dnnl_status_t cpu_dnnl_mm_run(const cpu_dnnl_mm *mm, void *a, void *b, void *c,
+                              void *scratch) {
+  void *p[2] = {a, b};
+  int s = mm->swap;
+  cpu_dnnl_arg arg[4] = {
+      {DNNL_ARG_SRC, &mm->md[s], p[s]},
+      {DNNL_ARG_WEIGHTS, &mm->md[!s], p[!s]},
+      {DNNL_ARG_DST, &mm->md[2], c},
+      {DNNL_ARG_SCRATCHPAD, &mm->scratch_md,
+       cpu_dnnl_mm_scratch_bytes(mm) ? scratch : NULL},
+  };
+  return cpu_dnnl_exec(mm->prim, 4, arg);
+}
+
+void cpu_dnnl_mm_free(cpu_dnnl_mm *mm) {
+  if (mm->prim)
+    dnnl_primitive_destroy(mm->prim);
+  mm->prim = NULL;
+}
+
 /* The implementation oneDNN gives a matmul of 256^3 in dt (16-bit in
  * and out, plain row-major), or NULL when it gives none or only its
  * reference code. */
@@ -137,6 +255,25 @@ static const char *gemm16_impl(dnnl_data_type_t dt, char *buf, size_t size) {
   snprintf(buf, size, "%s", cpu_dnnl_impl(pd));
   dnnl_primitive_desc_destroy(pd);
   return ref ? NULL : buf;
+}
+
+/* The brgemm implementation oneDNN gives a plain f32 matmul of 256^3
+ * (the one matmul.c takes for big GEMMs), or NULL. */
+static const char *gemm_brg_f32(char *buf, size_t size) {
+  dnnl_engine_t eng = cpu_dnnl_engine();
+  if (!eng)
+    return NULL;
+  dnnl_dims_t d = {256, 256};
+  dnnl_memory_desc_t md;
+  dnnl_matmul_desc_t mm;
+  dnnl_primitive_desc_t pd = NULL;
+  if (dnnl_memory_desc_init_by_tag(&md, 2, d, dnnl_f32, dnnl_ab) ||
+      dnnl_matmul_desc_init(&mm, &md, &md, NULL, &md) ||
+      dnnl_primitive_desc_create(&pd, &mm, NULL, eng, NULL))
+    return NULL;
+  snprintf(buf, size, "%s", cpu_dnnl_impl(pd));
+  dnnl_primitive_desc_destroy(pd);
+  return strncmp(buf, "brg", 3) == 0 ? buf : NULL;
 }
 #endif
 
@@ -172,12 +309,22 @@ void cpu_gemm16_describe(char *buf, size_t size) {
     snprintf(what, sizeof what,
              "bf16 and f16 matmul and convolutions converted to f32%s",
              cpu_dnnl_off() ? " (TYTO_CPU_NO_DNNL)" : " (no fast kernel)");
-  snprintf(buf, size, "oneDNN %d.%d.%d: %s; %s", v->major, v->minor, v->patch,
-           what, hw);
+  char i32[64];
+  const char *k32 = cpu_dnnl_off() ? NULL : gemm_brg_f32(i32, sizeof i32);
+  char f32[200];
+  if (k32)
+    snprintf(f32, sizeof f32,
+             "f32 matmul on its %s kernels from 2^21 multiply-adds and "
+             "32 rows and columns, smaller ones on OpenBLAS",
+             k32);
+  else
+    snprintf(f32, sizeof f32, "f32 matmul on OpenBLAS");
+  snprintf(buf, size, "oneDNN %d.%d.%d: %s; %s; %s", v->major, v->minor,
+           v->patch, f32, what, hw);
 #else
   snprintf(buf, size,
-           "built without oneDNN: bf16 and f16 matmul and convolutions "
-           "converted to f32; %s",
+           "built without oneDNN: f32 matmul on OpenBLAS; bf16 and f16 "
+           "matmul and convolutions converted to f32; %s",
            hw);
 #endif
 }

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <tyto/plugin.h>
+
 #ifdef TYTO_HAVE_DNNL
 #include <dnnl.h>
 #endif
@@ -53,6 +55,41 @@ typedef struct cpu_dnnl_arg {
 /* Runs p on the calling thread with n arguments and waits for it; an
  * argument with a NULL pointer (an empty scratchpad) is left out. */
 dnnl_status_t cpu_dnnl_exec(dnnl_primitive_t p, int n, const cpu_dnnl_arg *a);
+
+/* oneDNN's data type for a plugin dtype it has (F32, BF16, F16). */
+dnnl_data_type_t cpu_dnnl_type(uint32_t dtype);
+
+/* A MATMUL C = op(A) op(B) on oneDNN's matmul primitive (matmul.c for
+ * big f32 GEMMs, matmul16.c for bf16 and f16). */
+typedef struct cpu_dnnl_mm {
+  dnnl_primitive_t prim;         /* NULL until cpu_dnnl_mm_make succeeds */
+  int swap;                      /* computes C^T = B^T A^T */
+  dnnl_memory_desc_t md[3];      /* A, B, C as oneDNN reads them */
+  dnnl_memory_desc_t scratch_md; /* its user scratchpad */
+  char impl[64];                 /* the implementation, "brg:avx512_core" */
+} cpu_dnnl_mm;
+
+/* Makes the primitive for the bound layouts l (A, B, C: MATMUL's, batch
+ * axes broadcast by NumPy rules, right-aligned to C's) with the transpose
+ * flags t of A and B. Each operand is described by its strides over C's
+ * batch axes (extent 1 where it broadcasts) and its matrix axes, swapped
+ * where transposed; a column-major C turns the product around. Returns 1
+ * when oneDNN gave a kernel whose implementation name starts with `want`
+ * (NULL: any that is not its reference code), else 0 with *mm empty but
+ * for impl, the implementation oneDNN offered ("" when it offered none:
+ * a negative stride, or strides it does not take). */
+int cpu_dnnl_mm_make(cpu_dnnl_mm *mm, const tyto_plugin_layout *const l[3],
+                     const int t[2], const char *want);
+
+/* Bytes of workspace the primitive needs for its scratchpad. */
+uint64_t cpu_dnnl_mm_scratch_bytes(const cpu_dnnl_mm *mm);
+
+/* Runs it on A, B, C at their first elements (the layouts' offsets
+ * applied) and the scratchpad (NULL when it needs no bytes). */
+dnnl_status_t cpu_dnnl_mm_run(const cpu_dnnl_mm *mm, void *a, void *b, void *c,
+                              void *scratch);
+
+void cpu_dnnl_mm_free(cpu_dnnl_mm *mm);
 #endif
 
 #endif

@@ -4,6 +4,10 @@
  * 1, stride 0), layouts that need packing (steps in both axes, negative
  * strides) or go to cblas as transposes (column-major by strides), strided
  * and column-major outputs, k = 0, m = 0, vectors, and the error messages.
+ * The "big" case runs f32 products of 2^21 multiply-adds and more, which
+ * the plugin gives to oneDNN's brgemm kernels where it has them, in the
+ * layouts oneDNN takes and those it does not, and checks from the debug
+ * log which library each went to; then the same with TYTO_CPU_NO_DNNL=1.
  *
  * Inputs are multiples of 1/64 in [-2, 2], exact in f32, so the reference
  * sees the very values the device multiplies. Tolerance: |got - ref| <=
@@ -13,6 +17,9 @@
 #include "cpu/harness.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 static harness hx;
 
@@ -306,6 +313,204 @@ START_TEST(strided_outputs) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* Big f32 products: oneDNN's brgemm kernels where cpu:0 says it has them  */
+/* ------------------------------------------------------------------------ */
+
+/* The debug log of the context these tests open: each op the plugin
+ * hands to oneDNN logs "matmul f32 ...: oneDNN <impl>". */
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static char logged[1 << 14];
+static size_t n_logged;
+
+static void keep_log(void *user, tyto_log_level level, const char *origin,
+                     const char *message) {
+  (void)user;
+  (void)level;
+  (void)origin;
+  pthread_mutex_lock(&log_mu);
+  int w =
+      snprintf(logged + n_logged, sizeof logged - n_logged, "%s\n", message);
+  if (w > 0 && (size_t)w < sizeof logged - n_logged)
+    n_logged += (size_t)w;
+  pthread_mutex_unlock(&log_mu);
+}
+
+static void forget_log(void) {
+  pthread_mutex_lock(&log_mu);
+  n_logged = 0;
+  logged[0] = '\0';
+  pthread_mutex_unlock(&log_mu);
+}
+
+/* _i 0: as the plugin chooses; 1: with TYTO_CPU_NO_DNNL=1 (OpenBLAS). */
+static void open_logging(int no_dnnl) {
+  if (no_dnnl)
+    setenv("TYTO_CPU_NO_DNNL", "1", 1);
+  else
+    unsetenv("TYTO_CPU_NO_DNNL");
+  tyto_context_options o;
+  test_options(&o, 0);
+  o.devices = "cpu";
+  o.log_level = TYTO_LOG_DEBUG;
+  o.log_fn = keep_log;
+  ck_assert_msg(tyto_context_new(&o, &hx.ctx) == TYTO_OK, "%s", tyto_errmsg());
+  hx.dev = tyto_context_device(hx.ctx, 0);
+  forget_log();
+}
+
+/* Runs and checks c = op(a) op(b), then that it went to oneDNN exactly
+ * when `dnnl` (the log of its prepare says so). */
+static void run_path(h_tensor *a, int ta, h_tensor *b, int tb, h_tensor *c,
+                     int dnnl, const char *what) {
+  forget_log();
+  run_ok(a, ta, b, tb, c);
+  pthread_mutex_lock(&log_mu);
+  int took = strstr(logged, "matmul f32") && strstr(logged, ": oneDNN brg");
+  pthread_mutex_unlock(&log_mu);
+  ck_assert_msg(took == dnnl, "%s: %s oneDNN; the log:\n%s", what,
+                took ? "went to" : "did not go to", logged);
+}
+
+START_TEST(big_products_on_onednn) {
+  open_logging(_i);
+  const char *v = hx.dev->info.driver_version;
+  /* Where the plugin takes the path at all (what tyto-info shows). */
+  int brg = strstr(v, "f32 matmul on its brg") != NULL;
+  ck_assert_msg(brg || strstr(v, "f32 matmul on OpenBLAS"),
+                "driver_version \"%s\"", v);
+  if (_i)
+    ck_assert_msg(!brg, "TYTO_CPU_NO_DNNL=1, yet \"%s\"", v);
+  /* Under valgrind, which hides AVX-512 from oneDNN (no brgemm, so no
+   * oneDNN path to check) and runs these sizes fifty times slower, one
+   * product of each size class. */
+  int quick = getenv("TYTO_TEST_UNDER_VALGRIND") != NULL && !brg;
+  /* 130 x 128 x 129 multiply-adds: over 2^21, in all four flags. */
+  for (int f = 0; f < (quick ? 1 : 4); f++) {
+    int ta = f & 1, tb = f >> 1;
+    int64_t m = 130, k = 128, n = 129;
+    int64_t sa[2] = {ta ? k : m, ta ? m : k}, sb[2] = {tb ? n : k, tb ? k : n};
+    h_tensor a = mk(F32, 2, sa, 1), b = mk(F32, 2, sb, 2),
+             c = h_tensor_new(F32, 2, (int64_t[]){m, n}, NULL);
+    run_path(&a, ta, &b, tb, &c, brg, "plain");
+    h_tensor_free(&a);
+    h_tensor_free(&b);
+    h_tensor_free(&c);
+  }
+  /* Just under 2^21 multiply-adds, and 31 rows: OpenBLAS. */
+  h_tensor a = mk(F32, 2, (int64_t[]){127, 128}, 3),
+           b = mk(F32, 2, (int64_t[]){128, 128}, 4),
+           c = h_tensor_new(F32, 2, (int64_t[]){127, 128}, NULL);
+  run_path(&a, 0, &b, 0, &c, 0, "127 x 128 x 128");
+  h_tensor_free(&a);
+  h_tensor_free(&c);
+  a = mk(F32, 2, (int64_t[]){31, 4096}, 3);
+  h_tensor_free(&b);
+  b = mk(F32, 2, (int64_t[]){4096, 64}, 4);
+  c = h_tensor_new(F32, 2, (int64_t[]){31, 64}, NULL);
+  run_path(&a, 0, &b, 0, &c, 0, "31 rows");
+  h_tensor_free(&a);
+  h_tensor_free(&b);
+  h_tensor_free(&c);
+  if (quick) {
+    harness_close(&hx);
+    unsetenv("TYTO_CPU_NO_DNNL");
+    return;
+  }
+  /* A batch of three: [3,64,176] x [3,176,200]. */
+  a = mk(F32, 3, (int64_t[]){3, 64, 176}, 5);
+  b = mk(F32, 3, (int64_t[]){3, 176, 200}, 6);
+  c = h_tensor_new(F32, 3, (int64_t[]){3, 64, 200}, NULL);
+  run_path(&a, 0, &b, 0, &c, brg, "batch");
+  h_tensor_free(&a);
+  /* Batch axes broadcast both ways, [2,1,64,176] x [3,176,200], and a
+   * given as a stride-0 batch axis: oneDNN 2.6 offers only its JIT sgemm
+   * for these (OpenBLAS then), a later one may offer brgemm; right on
+   * either path. */
+  a = mk(F32, 4, (int64_t[]){2, 1, 64, 176}, 5);
+  h_tensor_free(&c);
+  c = h_tensor_new(F32, 4, (int64_t[]){2, 3, 64, 200}, NULL);
+  run_ok(&a, 0, &b, 0, &c);
+  h_tensor_free(&a);
+  h_tensor_free(&c);
+  a = mk(F32, 2, (int64_t[]){64, 176}, 5);
+  view(&a, 3, (int64_t[]){3, 64, 176}, (int64_t[]){0, 176, 1}, 0);
+  c = h_tensor_new(F32, 3, (int64_t[]){3, 64, 200}, NULL);
+  run_ok(&a, 0, &b, 0, &c);
+  h_tensor_free(&a);
+  h_tensor_free(&b);
+  h_tensor_free(&c);
+  /* Rows with padding and an offset in a, b row-major (oneDNN 2.6's
+   * brgemm takes dense rows only; right on either path). */
+  a = mk(F32, 2, (int64_t[]){140, 133}, 7);
+  view(&a, 2, (int64_t[]){140, 128}, (int64_t[]){133, 1}, 3);
+  b = mk(F32, 2, (int64_t[]){128, 150}, 8);
+  c = h_tensor_new(F32, 2, (int64_t[]){140, 150}, NULL);
+  run_ok(&a, 0, &b, 0, &c);
+  /* An offset alone (a dense matrix inside a longer buffer). */
+  h_tensor_free(&a);
+  a = mk(F32, 2, (int64_t[]){141, 128}, 7);
+  view(&a, 2, (int64_t[]){140, 128}, (int64_t[]){128, 1}, 128);
+  run_path(&a, 0, &b, 0, &c, brg, "offset");
+  h_tensor_free(&a);
+  h_tensor_free(&b);
+  h_tensor_free(&c);
+  /* A column-major output, computed as C^T = B^T A^T, from a and b
+   * column-major by their strides: the turned-around product is plain. */
+  a = mk(F32, 2, (int64_t[]){128, 140}, 7);
+  view(&a, 2, (int64_t[]){140, 128}, (int64_t[]){1, 140}, 0);
+  b = mk(F32, 2, (int64_t[]){150, 128}, 8);
+  view(&b, 2, (int64_t[]){128, 150}, (int64_t[]){1, 128}, 0);
+  c = h_tensor_new(F32, 2, (int64_t[]){150, 140}, NULL);
+  view(&c, 2, (int64_t[]){140, 150}, (int64_t[]){1, 140}, 0);
+  run_path(&a, 0, &b, 0, &c, brg, "column-major output");
+  h_tensor_free(&a);
+  h_tensor_free(&c);
+  /* The same output from a with padded rows: right on either path. */
+  a = mk(F32, 2, (int64_t[]){140, 133}, 7);
+  view(&a, 2, (int64_t[]){140, 128}, (int64_t[]){133, 1}, 3);
+  c = h_tensor_new(F32, 2, (int64_t[]){150, 140}, NULL);
+  view(&c, 2, (int64_t[]){140, 150}, (int64_t[]){1, 140}, 0);
+  run_ok(&a, 0, &b, 0, &c);
+  h_tensor_free(&c);
+  /* A strided output between other values, which must stay. */
+  c = mk(F32, 2, (int64_t[]){141, 300}, 9);
+  h_tensor orig = mk(F32, 2, (int64_t[]){141, 300}, 9);
+  view(&c, 2, (int64_t[]){140, 150}, (int64_t[]){300, 2}, 1);
+  forget_log();
+  run_ok(&a, 0, &b, 0, &c);
+  for (int64_t i = 0; i < c.storage; i++) {
+    int64_t r = i / 300, col = i % 300;
+    if (!(r < 140 && col % 2 == 1 && col <= 299))
+      ck_assert(c.values[i] == orig.values[i]);
+  }
+  h_tensor_free(&a);
+  h_tensor_free(&c);
+  h_tensor_free(&orig);
+  /* Negative strides (a flipped): oneDNN cannot say them; OpenBLAS. */
+  a = mk(F32, 2, (int64_t[]){140, 128}, 10);
+  view(&a, 2, (int64_t[]){140, 128}, (int64_t[]){-128, -1}, 140 * 128 - 1);
+  c = h_tensor_new(F32, 2, (int64_t[]){140, 150}, NULL);
+  run_path(&a, 0, &b, 0, &c, 0, "negative strides");
+  h_tensor_free(&a);
+  /* Steps in both axes of a, and a row of b repeated (stride 0): right
+   * on whichever path takes them. */
+  a = mk(F32, 2, (int64_t[]){280, 256}, 11);
+  view(&a, 2, (int64_t[]){140, 128}, (int64_t[]){512, 2}, 1);
+  forget_log();
+  run_ok(&a, 0, &b, 0, &c);
+  h_tensor_free(&b);
+  b = mk(F32, 2, (int64_t[]){1, 150}, 12);
+  view(&b, 2, (int64_t[]){128, 150}, (int64_t[]){0, 1}, 0);
+  run_ok(&a, 0, &b, 0, &c);
+  h_tensor_free(&a);
+  h_tensor_free(&b);
+  h_tensor_free(&c);
+  harness_close(&hx);
+  unsetenv("TYTO_CPU_NO_DNNL");
+}
+END_TEST
+
 static void expect_error(uint32_t dt_a, uint32_t ra, const int64_t *sa,
                          uint32_t rb, const int64_t *sb, uint32_t rc,
                          const int64_t *sc, const int64_t *flags,
@@ -368,5 +573,9 @@ int main(void) {
   tcase_add_loop_test(tc, strided_outputs, 0, 2);
   tcase_add_test(tc, errors);
   suite_add_tcase(s, tc);
+  TCase *big = tcase_create("big");
+  tcase_set_timeout(big, 120);
+  tcase_add_loop_test(big, big_products_on_onednn, 0, 2);
+  suite_add_tcase(s, big);
   return test_run(s);
 }
