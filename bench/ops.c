@@ -212,6 +212,18 @@ static double blas_gemm(int m, int n, int k, int ta, int tb, int f64,
   return best;
 }
 
+/* A product's row: the plugin's seconds t (negative: not run, why) and
+ * the reference's r, as GFLOP/s. */
+static void gemm_row(const char *label, double t, double r, double flop,
+                     const char *why) {
+  if (t < 0)
+    printf("%-28s %12s %12.1f %12s %8s  (%s)\n", label, "-", flop / r / 1e9,
+           "GFLOP/s", "-", why);
+  else
+    printf("%-28s %12.1f %12.1f %12s %7.0f%%\n", label, flop / t / 1e9,
+           flop / r / 1e9, "GFLOP/s", 100 * r / t);
+}
+
 int main(int argc, char **argv) {
   int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
   tyto_context_options o;
@@ -255,12 +267,7 @@ int main(int argc, char **argv) {
       char label[64];
       snprintf(label, sizeof label, "matmul %s %dx%dx%d", f64 ? "f64" : "f32",
                n, n, n);
-      if (t < 0)
-        printf("%-28s %12s %12.1f %12s %8s  (%s)\n", label, "-", flop / r / 1e9,
-               "GFLOP/s", "-", why);
-      else
-        printf("%-28s %12.1f %12.1f %12s %7.0f%%\n", label, flop / t / 1e9,
-               flop / r / 1e9, "GFLOP/s", 100 * r / t);
+      gemm_row(label, t, r, flop, why);
       jn += (size_t)snprintf(json + jn, sizeof json - jn,
                              ",\"matmul_%s_%d\":{\"tyto\":%.3f,\"blas\":%.3f}",
                              f64 ? "f64" : "f32", n, t < 0 ? 0 : flop / t / 1e9,
@@ -291,12 +298,7 @@ int main(int argc, char **argv) {
     char label[64];
     snprintf(label, sizeof label, "matmul f32 %s %dx%dx%d", dense[di].name, m,
              nn, k);
-    if (t < 0)
-      printf("%-28s %12s %12.1f %12s %8s  (%s)\n", label, "-", flop / r / 1e9,
-             "GFLOP/s", "-", why);
-    else
-      printf("%-28s %12.1f %12.1f %12s %7.0f%%\n", label, flop / t / 1e9,
-             flop / r / 1e9, "GFLOP/s", 100 * r / t);
+    gemm_row(label, t, r, flop, why);
     jn += (size_t)snprintf(json + jn, sizeof json - jn,
                            ",\"matmul_f32_%s\":{\"tyto\":%.3f,"
                            "\"blas\":%.3f}",

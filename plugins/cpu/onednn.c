@@ -236,10 +236,11 @@ void cpu_dnnl_mm_free(cpu_dnnl_mm *mm) {
   mm->prim = NULL;
 }
 
-/* The implementation oneDNN gives a matmul of 256^3 in dt (16-bit in
- * and out, plain row-major), or NULL when it gives none or only its
- * reference code. */
-static const char *gemm16_impl(dnnl_data_type_t dt, char *buf, size_t size) {
+/* The implementation oneDNN gives a plain row-major matmul of 256^3 in
+ * dt (in and out), or NULL when it gives none; `want` its name's start
+ * ("brg"), or NULL for any but its reference code. */
+static const char *gemm_impl(dnnl_data_type_t dt, const char *want, char *buf,
+                             size_t size) {
   dnnl_engine_t eng = cpu_dnnl_engine();
   if (!eng)
     return NULL;
@@ -251,29 +252,11 @@ static const char *gemm16_impl(dnnl_data_type_t dt, char *buf, size_t size) {
       dnnl_matmul_desc_init(&mm, &md, &md, NULL, &md) ||
       dnnl_primitive_desc_create(&pd, &mm, NULL, eng, NULL))
     return NULL;
-  int ref = cpu_dnnl_is_ref(pd);
+  int ok = want ? strncmp(cpu_dnnl_impl(pd), want, strlen(want)) == 0
+                : !cpu_dnnl_is_ref(pd);
   snprintf(buf, size, "%s", cpu_dnnl_impl(pd));
   dnnl_primitive_desc_destroy(pd);
-  return ref ? NULL : buf;
-}
-
-/* The brgemm implementation oneDNN gives a plain f32 matmul of 256^3
- * (the one matmul.c takes for big GEMMs), or NULL. */
-static const char *gemm_brg_f32(char *buf, size_t size) {
-  dnnl_engine_t eng = cpu_dnnl_engine();
-  if (!eng)
-    return NULL;
-  dnnl_dims_t d = {256, 256};
-  dnnl_memory_desc_t md;
-  dnnl_matmul_desc_t mm;
-  dnnl_primitive_desc_t pd = NULL;
-  if (dnnl_memory_desc_init_by_tag(&md, 2, d, dnnl_f32, dnnl_ab) ||
-      dnnl_matmul_desc_init(&mm, &md, &md, NULL, &md) ||
-      dnnl_primitive_desc_create(&pd, &mm, NULL, eng, NULL))
-    return NULL;
-  snprintf(buf, size, "%s", cpu_dnnl_impl(pd));
-  dnnl_primitive_desc_destroy(pd);
-  return strncmp(buf, "brg", 3) == 0 ? buf : NULL;
+  return ok ? buf : NULL;
 }
 #endif
 
@@ -287,9 +270,10 @@ void cpu_gemm16_describe(char *buf, size_t size) {
 #ifdef TYTO_HAVE_DNNL
   const dnnl_version_t *v = dnnl_version();
   char ib[64], ih[64], what[200];
-  const char *kb =
-                 cpu_dnnl_off() ? NULL : gemm16_impl(dnnl_bf16, ib, sizeof ib),
-             *kh = cpu_dnnl_off() ? NULL : gemm16_impl(dnnl_f16, ih, sizeof ih);
+  const char *kb = cpu_dnnl_off() ? NULL
+                                  : gemm_impl(dnnl_bf16, NULL, ib, sizeof ib),
+             *kh = cpu_dnnl_off() ? NULL
+                                  : gemm_impl(dnnl_f16, NULL, ih, sizeof ih);
   if (kb && kh)
     snprintf(what, sizeof what,
              "bf16 and f16 matmul and convolutions on its 16-bit kernels "
@@ -310,7 +294,8 @@ void cpu_gemm16_describe(char *buf, size_t size) {
              "bf16 and f16 matmul and convolutions converted to f32%s",
              cpu_dnnl_off() ? " (TYTO_CPU_NO_DNNL)" : " (no fast kernel)");
   char i32[64];
-  const char *k32 = cpu_dnnl_off() ? NULL : gemm_brg_f32(i32, sizeof i32);
+  const char *k32 =
+      cpu_dnnl_off() ? NULL : gemm_impl(dnnl_f32, "brg", i32, sizeof i32);
   char f32[200];
   if (k32)
     snprintf(f32, sizeof f32,
