@@ -130,8 +130,8 @@ static void adam_hand(size_t lo, size_t hi, float *const *out,
   adam_body(lo, hi, out[0], out[1], out[2], in[0], in[1], in[2], in[3]);
 }
 
-/* sigmoid with the plugin's own e^x (eltwise_kern.h), tanh from libm as
- * the plugin's: the same bits as FUSED. */
+/* sigmoid and tanh with the plugin's own e^x and tanh (eltwise_kern.h):
+ * the same bits as FUSED. */
 HAND_ISA static void chain_body(size_t lo, size_t hi, float *restrict o,
                                 const float *restrict x,
                                 const float *restrict w,
@@ -140,7 +140,7 @@ HAND_ISA static void chain_body(size_t lo, size_t hi, float *restrict o,
   for (size_t i = lo; i < hi; i++) {
     float t = x[i] * w[i] + b[i];
     float s = 1.0f / (1.0f + k_bench_expf_v(-t));
-    o[i] = s * tanhf(y[i]) + x[i];
+    o[i] = s * k_bench_tanhf_v(y[i]) + x[i];
   }
 }
 
@@ -492,9 +492,9 @@ static double time_hand(team *tm, hand_fn fn, size_t n, int iters,
 /* Generated C and its compile time                                          */
 /* ------------------------------------------------------------------------ */
 
-/* The plugin's f32 e^x (eltwise_kern.h), which generated code would have
- * to carry to give the interpreter's bits. */
-static const char expf_src[] =
+/* The plugin's f32 e^x and tanh (eltwise_kern.h), which generated code
+ * would have to carry to give the interpreter's bits. */
+static const char math_src[] =
     "static inline float tyto_expf(float x) {\n"
     "  const float hi = 88.72283935546875f, lo = -103.972084045410f;\n"
     "  float xc = x > hi ? hi : (x < lo ? lo : (x == x ? x : 0.0f));\n"
@@ -518,6 +518,18 @@ static const char expf_src[] =
     "  y = y * s1 * s2;\n"
     "  y = x > hi ? INFINITY : (x < lo ? 0.0f : y);\n"
     "  return x != x ? x : y;\n"
+    "}\n"
+    "static inline float tyto_tanhf(float x) {\n"
+    "  float a = fabsf(x), z = a * a;\n"
+    "  float p = -5.70498872745e-3f;\n"
+    "  p = p * z + 2.06390887954e-2f;\n"
+    "  p = p * z - 5.37397155531e-2f;\n"
+    "  p = p * z + 1.33314422036e-1f;\n"
+    "  p = p * z - 3.33332819422e-1f;\n"
+    "  float small = a + a * z * p;\n"
+    "  float big = 1.0f - 2.0f / (tyto_expf(2.0f * a) + 1.0f);\n"
+    "  float r = copysignf(a < 0.625f ? small : big, x);\n"
+    "  return x != x ? x : r;\n"
     "}\n";
 
 /* Writes the C a code generator would emit for x: one loop over a range,
@@ -527,7 +539,7 @@ static int generate_c(const expr *x, FILE *f) {
   fprintf(f,
           "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n"
           "#include <string.h>\n%s\n",
-          expf_src);
+          math_src);
   /* restrict parameters: GCC ignores restrict on local pointers, and
    * versions a loop over 7 pointers for aliasing no more. */
   fprintf(f, "static void body(size_t lo, size_t hi");
@@ -565,7 +577,7 @@ static int generate_c(const expr *x, FILE *f) {
       fprintf(f, "    const float v%u = sqrtf(v%u);\n", i, a);
       break;
     case TYTO_PLUGIN_OP_TANH:
-      fprintf(f, "    const float v%u = tanhf(v%u);\n", i, a);
+      fprintf(f, "    const float v%u = tyto_tanhf(v%u);\n", i, a);
       break;
     case TYTO_PLUGIN_OP_SIGMOID:
       fprintf(f, "    const float v%u = 1.0f / (1.0f + tyto_expf(-v%u));\n", i,

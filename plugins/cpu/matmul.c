@@ -19,8 +19,9 @@
  * it has a brgemm kernel for the operands as bound (onednn.h; made at
  * prepare, logged at debug level with the path taken, and never with
  * TYTO_CPU_NO_DNNL): the choice depends on the shapes, the strides and the
- * machine only, never on timing, so one program gives the same bits on
- * every run.
+ * machine only, never on timing or memory pressure (a kernel oneDNN offers
+ * but cannot make fails the prepare), so one program gives the same bits
+ * on every run with the same OpenMP threads (oneDNN's, not our pool).
  */
 #include "config.h"
 
@@ -43,9 +44,9 @@
 
 /* f32 GEMMs from this many multiply-adds, with at least MM_DNNL_SIDE rows
  * and columns, run on oneDNN's brgemm kernels where it has them. On a
- * Zen 4 (AVX-512) they took 0.70 to 0.92 of OpenBLAS's time from 128^3
- * up, on 1 and on 2 threads, and least for the products of a dense layer
- * at a small batch ([64,6272] x [6272,1024] and its two gradients), whose
+ * Zen 4 (AVX-512) they took 0.55 to 0.92 of OpenBLAS's time from 128^3
+ * up, on 1 and on 2 threads, the products of a dense layer at a small
+ * batch among them ([64,6272] x [6272,1024] and its two gradients), whose
  * weight OpenBLAS packs afresh at every call; below that size a oneDNN
  * call costs more than it saves. Other implementations oneDNN may offer
  * (its own JIT sgemm on a CPU without AVX-512) are not taken: they were
@@ -587,16 +588,18 @@ tyto_plugin_error *cpu_matmul_check(const tyto_plugin_host *h,
 
 #ifdef TYTO_HAVE_DNNL
 /* Whether the planned op is a big f32 GEMM (MM_DNNL_MIN) that oneDNN
- * runs on its brgemm kernels over the layouts as bound; when it is, op->dn
- * holds the primitive. */
+ * runs on its brgemm kernels over the layouts as bound: 1 with op->dn
+ * holding the primitive, 0 for OpenBLAS, -1 when oneDNN offered brgemm but
+ * could not make it (out of memory: a failure, not another path, so that
+ * the library a product runs on never depends on memory pressure). */
 static int mm_try_dnnl(const tyto_plugin_host *h, const cpu_desc *desc,
                        mm_op *op) {
   const tyto_plugin_layout *l[3] = {&desc->in[0].l, &desc->in[1].l,
                                     &desc->out[0].l};
   uint32_t nb = l[2]->rank - 2;
   int64_t m = l[2]->shape[nb], n = l[2]->shape[nb + 1], mn, mnk;
-  if (op->elem != 4 || op->k <= 0 || m < MM_DNNL_SIDE || n < MM_DNNL_SIDE ||
-      cpu_dnnl_off())
+  if (op->elem != 4 || op->k <= 0 || op->batches == 0 || m < MM_DNNL_SIDE ||
+      n < MM_DNNL_SIDE || cpu_dnnl_off())
     return 0;
   if (!__builtin_mul_overflow(m, n, &mn) &&
       !__builtin_mul_overflow(mn, op->k, &mnk) && mnk < MM_DNNL_MIN)
@@ -608,10 +611,10 @@ static int mm_try_dnnl(const tyto_plugin_host *h, const cpu_desc *desc,
   char sa[160], sb[160];
   shape_str(sa, sizeof sa, l[0], t[0]);
   shape_str(sb, sizeof sb, l[1], t[1]);
-  if (ok)
+  if (ok == 1)
     h->log(h->ctx, TYTO_PLUGIN_LOG_DEBUG, "matmul f32 %s x %s: oneDNN %s%s", sa,
            sb, op->dn.impl, op->dn.swap ? ", as C^T = B^T A^T" : "");
-  else
+  else if (ok == 0)
     h->log(h->ctx, TYTO_PLUGIN_LOG_DEBUG,
            "matmul f32 %s x %s: OpenBLAS (oneDNN offers %s for these "
            "strides, not brgemm)",
@@ -634,7 +637,22 @@ tyto_plugin_error *cpu_matmul_prepare(const tyto_plugin_host *h,
   op->base.destroy = mm_destroy;
   op->h = h;
 #ifdef TYTO_HAVE_DNNL
-  if (mm_try_dnnl(h, desc, op)) {
+  int dn = mm_try_dnnl(h, desc, op);
+  if (dn < 0) {
+    char sa[160], sb[160];
+    int ta = desc->d->n_iattrs ? (int)desc->d->iattrs[0] : 0,
+        tb = desc->d->n_iattrs ? (int)desc->d->iattrs[1] : 0;
+    e = h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                     "matmul: oneDNN offered %s for the f32 product %s x %s "
+                     "but could not make it (out of memory); set "
+                     "TYTO_CPU_NO_DNNL=1 to run it on OpenBLAS",
+                     op->dn.impl[0] ? op->dn.impl : "a kernel",
+                     shape_str(sa, sizeof sa, &desc->in[0].l, ta),
+                     shape_str(sb, sizeof sb, &desc->in[1].l, tb));
+    free(op);
+    return e;
+  }
+  if (dn) {
     op->base.workspace_bytes = cpu_dnnl_mm_scratch_bytes(&op->dn);
     *out = &op->base;
     return NULL;

@@ -129,7 +129,7 @@ static int mm16_try_dnnl(mm16_op *op, const cpu_desc *desc) {
   const tyto_plugin_layout *l[3];
   for (int i = 0; i < 3; i++)
     l[i] = op->staged[i] ? &op->st[i].dense : &op->st[i].src;
-  if (!cpu_dnnl_mm_make(&op->dn, l, t, NULL))
+  if (cpu_dnnl_mm_make(&op->dn, l, t, NULL) != 1)
     return 0;
   op->host->log(op->host->ctx, TYTO_PLUGIN_LOG_DEBUG, "matmul %s: oneDNN %s%s",
                 cpu_dtype_name(l[2]->dtype), op->dn.impl,

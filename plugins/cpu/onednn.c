@@ -183,7 +183,7 @@ int cpu_dnnl_mm_make(cpu_dnnl_mm *mm, const tyto_plugin_layout *const l[3],
     return 0;
   dnnl_primitive_attr_t attr = cpu_dnnl_attr();
   if (!attr)
-    return 0;
+    return -1;
   dnnl_primitive_desc_t pd = NULL;
   int ok =
       dnnl_primitive_desc_create(&pd, &md, attr, eng, NULL) == dnnl_success;
@@ -198,18 +198,20 @@ int cpu_dnnl_mm_make(cpu_dnnl_mm *mm, const tyto_plugin_layout *const l[3],
         dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     if (sp)
       mm->scratch_md = *sp;
-    ok = dnnl_primitive_create(&mm->prim, pd) == dnnl_success;
+    /* Offered, but not made (out of memory for its code): a failure, not
+     * a reason to take another path. */
+    if (dnnl_primitive_create(&mm->prim, pd) != dnnl_success)
+      ok = -1;
   }
   if (pd)
     dnnl_primitive_desc_destroy(pd);
-  if (!ok) { /* empty, but for the implementation oneDNN offered */
+  if (ok != 1) { /* empty, but for the implementation oneDNN offered */
     char impl[sizeof mm->impl];
     memcpy(impl, mm->impl, sizeof impl);
     memset(mm, 0, sizeof *mm);
     memcpy(mm->impl, impl, sizeof impl);
-    return 0;
   }
-  return 1;
+  return ok;
 }
 
 uint64_t cpu_dnnl_mm_scratch_bytes(const cpu_dnnl_mm *mm) {

@@ -75,9 +75,11 @@ typedef struct cpu_dnnl_mm {
  * batch axes (extent 1 where it broadcasts) and its matrix axes, swapped
  * where transposed; a column-major C turns the product around. Returns 1
  * when oneDNN gave a kernel whose implementation name starts with `want`
- * (NULL: any that is not its reference code), else 0 with *mm empty but
- * for impl, the implementation oneDNN offered ("" when it offered none:
- * a negative stride, or strides it does not take). */
+ * (NULL: any that is not its reference code); 0 when it offered none
+ * (impl then names what it offered instead, "" for nothing: a negative
+ * stride, or strides it does not take); -1 when it could not make the one
+ * it offered, or allocate the request (out of memory). *mm is empty but
+ * for impl unless 1 is returned. */
 int cpu_dnnl_mm_make(cpu_dnnl_mm *mm, const tyto_plugin_layout *const l[3],
                      const int t[2], const char *want);
 
