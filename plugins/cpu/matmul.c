@@ -587,23 +587,26 @@ tyto_plugin_error *cpu_matmul_check(const tyto_plugin_host *h,
 }
 
 #ifdef TYTO_HAVE_DNNL
-/* Whether the planned op is a big f32 GEMM (MM_DNNL_MIN) that oneDNN
- * runs on its brgemm kernels over the layouts as bound: 1 with op->dn
- * holding the primitive, 0 for OpenBLAS, -1 when oneDNN offered brgemm but
- * could not make it (out of memory: a failure, not another path, so that
- * the library a product runs on never depends on memory pressure). */
-static int mm_try_dnnl(const tyto_plugin_host *h, const cpu_desc *desc,
-                       mm_op *op) {
+/* Puts the planned op on oneDNN's brgemm kernels (*taken = 1, op->dn
+ * holding the primitive) when it is a big f32 GEMM (MM_DNNL_MIN) that
+ * oneDNN has one for over the layouts as bound; else leaves it to OpenBLAS.
+ * A kernel oneDNN offered but could not make (out of memory) is an error,
+ * not another path, so that the library a product runs on never depends on
+ * memory pressure. */
+static tyto_plugin_error *mm_try_dnnl(const tyto_plugin_host *h,
+                                      const cpu_desc *desc, mm_op *op,
+                                      int *taken) {
   const tyto_plugin_layout *l[3] = {&desc->in[0].l, &desc->in[1].l,
                                     &desc->out[0].l};
   uint32_t nb = l[2]->rank - 2;
   int64_t m = l[2]->shape[nb], n = l[2]->shape[nb + 1], mn, mnk;
+  *taken = 0;
   if (op->elem != 4 || op->k <= 0 || op->batches == 0 || m < MM_DNNL_SIDE ||
       n < MM_DNNL_SIDE || cpu_dnnl_off())
-    return 0;
+    return NULL;
   if (!__builtin_mul_overflow(m, n, &mn) &&
       !__builtin_mul_overflow(mn, op->k, &mnk) && mnk < MM_DNNL_MIN)
-    return 0;
+    return NULL;
   const int64_t *ia = desc->d->iattrs;
   int t[2] = {desc->d->n_iattrs ? (int)ia[0] : 0,
               desc->d->n_iattrs ? (int)ia[1] : 0};
@@ -611,15 +614,22 @@ static int mm_try_dnnl(const tyto_plugin_host *h, const cpu_desc *desc,
   char sa[160], sb[160];
   shape_str(sa, sizeof sa, l[0], t[0]);
   shape_str(sb, sizeof sb, l[1], t[1]);
-  if (ok == 1)
+  if (ok < 0)
+    return h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
+                        "matmul: oneDNN offered %s for the f32 product %s x "
+                        "%s but could not make it (out of memory); set "
+                        "TYTO_CPU_NO_DNNL=1 to run it on OpenBLAS",
+                        op->dn.impl[0] ? op->dn.impl : "a kernel", sa, sb);
+  if (ok)
     h->log(h->ctx, TYTO_PLUGIN_LOG_DEBUG, "matmul f32 %s x %s: oneDNN %s%s", sa,
            sb, op->dn.impl, op->dn.swap ? ", as C^T = B^T A^T" : "");
-  else if (ok == 0)
+  else
     h->log(h->ctx, TYTO_PLUGIN_LOG_DEBUG,
            "matmul f32 %s x %s: OpenBLAS (oneDNN offers %s for these "
            "strides, not brgemm)",
            sa, sb, op->dn.impl[0] ? op->dn.impl : "nothing");
-  return ok;
+  *taken = ok;
+  return NULL;
 }
 #endif
 
@@ -637,18 +647,8 @@ tyto_plugin_error *cpu_matmul_prepare(const tyto_plugin_host *h,
   op->base.destroy = mm_destroy;
   op->h = h;
 #ifdef TYTO_HAVE_DNNL
-  int dn = mm_try_dnnl(h, desc, op);
-  if (dn < 0) {
-    char sa[160], sb[160];
-    int ta = desc->d->n_iattrs ? (int)desc->d->iattrs[0] : 0,
-        tb = desc->d->n_iattrs ? (int)desc->d->iattrs[1] : 0;
-    e = h->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,
-                     "matmul: oneDNN offered %s for the f32 product %s x %s "
-                     "but could not make it (out of memory); set "
-                     "TYTO_CPU_NO_DNNL=1 to run it on OpenBLAS",
-                     op->dn.impl[0] ? op->dn.impl : "a kernel",
-                     shape_str(sa, sizeof sa, &desc->in[0].l, ta),
-                     shape_str(sb, sizeof sb, &desc->in[1].l, tb));
+  int dn = 0;
+  if ((e = mm_try_dnnl(h, desc, op, &dn)) != NULL) {
     free(op);
     return e;
   }

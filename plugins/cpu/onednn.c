@@ -161,6 +161,13 @@ static int mm_md(const tyto_plugin_layout *l, uint32_t nb, int t, int swap,
                                           str) == dnnl_success;
 }
 
+/* Whether oneDNN's implementation for pd is one the caller takes: its
+ * name starts with `want`, or (want NULL) it is not the reference code. */
+static int impl_is(const_dnnl_primitive_desc_t pd, const char *want) {
+  return want ? strncmp(cpu_dnnl_impl(pd), want, strlen(want)) == 0
+              : !cpu_dnnl_is_ref(pd);
+}
+
 int cpu_dnnl_mm_make(cpu_dnnl_mm *mm, const tyto_plugin_layout *const l[3],
                      const int t[2], const char *want) {
   memset(mm, 0, sizeof *mm);
@@ -190,8 +197,7 @@ int cpu_dnnl_mm_make(cpu_dnnl_mm *mm, const tyto_plugin_layout *const l[3],
   dnnl_primitive_attr_destroy(attr);
   if (ok) {
     snprintf(mm->impl, sizeof mm->impl, "%s", cpu_dnnl_impl(pd));
-    ok = want ? strncmp(mm->impl, want, strlen(want)) == 0
-              : !cpu_dnnl_is_ref(pd);
+    ok = impl_is(pd, want);
   }
   if (ok) {
     const dnnl_memory_desc_t *sp =
@@ -254,8 +260,7 @@ static const char *gemm_impl(dnnl_data_type_t dt, const char *want, char *buf,
       dnnl_matmul_desc_init(&mm, &md, &md, NULL, &md) ||
       dnnl_primitive_desc_create(&pd, &mm, NULL, eng, NULL))
     return NULL;
-  int ok = want ? strncmp(cpu_dnnl_impl(pd), want, strlen(want)) == 0
-                : !cpu_dnnl_is_ref(pd);
+  int ok = impl_is(pd, want);
   snprintf(buf, size, "%s", cpu_dnnl_impl(pd));
   dnnl_primitive_desc_destroy(pd);
   return ok ? buf : NULL;
