@@ -5,8 +5,8 @@ Run with Debian's Python (torch 1.13, numpy):
 
     /usr/bin/python3 bench/nn_reference.py > /tmp/nn_reference.txt
 
-It prints one C block per test file ("/* --- test_layers.c --- */" and so
-on), each a list of `static const double REF_<case>[] = {...};` arrays that
+It prints one C block per test file ("/* --- test_layers.c --- */",
+test_conv_layers.c, test_pool_layers.c and so on), each a list of `static const double REF_<case>[] = {...};` arrays that
 the tests hold verbatim. Every input is made by fill() below, which the
 tests compute with the same IEEE operations (nn_fill in tests/nn/nn_test.h),
 so the two sides see bit-identical inputs.
@@ -59,6 +59,39 @@ b = fill([5], 3, 0.5)
 emit("linear", x @ w + b)
 x3 = fill([2, 3, 4], 4)
 emit("linear3", x3 @ w + b)
+
+# Batch normalisation: [4, 3, 2, 2] with momentum 0.2, eps 1e-3, and
+# [5, 3] with the defaults (0.1, 1e-5).
+for name, shape, mom, eps, k in (("bn4", [4, 3, 2, 2], 0.2, 1e-3, 16),
+                                 ("bn2", [5, 3], 0.1, 1e-5, 21)):
+    x = fill(shape, k, 2.0)
+    gamma = fill([3], k + 1, 0.5) + 1.0
+    beta = fill([3], k + 2, 0.5)
+    rm = fill([3], k + 3, 0.5)
+    rv = fill([3], k + 4, 0.5) + 1.0
+    emit(name + "_eval", F.batch_norm(x, rm, rv, gamma, beta, False, mom, eps))
+    y = F.batch_norm(x, rm, rv, gamma, beta, True, mom, eps)  # updates rm, rv
+    emit(name + "_train", y)
+    emit(name + "_running_mean", rm)
+    emit(name + "_running_var", rv)
+
+table = fill([5, 4], 22)
+ids = torch.tensor([[0, 4, 2], [3, 3, 1]])
+emit("embedding", F.embedding(ids, table))
+
+x = fill([3, 5], 23, 3.0)
+emit("act_relu", F.relu(x))
+emit("act_leaky_relu", F.leaky_relu(x, 0.01))
+emit("act_leaky_relu_02", F.leaky_relu(x, 0.2))
+emit("act_elu", F.elu(x, 1.0))
+emit("act_elu_05", F.elu(x, 0.5))
+emit("act_tanh", torch.tanh(x))
+emit("act_sigmoid", torch.sigmoid(x))
+emit("act_softmax", F.softmax(x, dim=-1))
+emit("act_gelu", F.gelu(x))
+
+# ----------------------------------------------------------------------
+print("/* --- test_conv_layers.c --- */")
 
 # conv2d: (name, filters, kernel, stride, dilation, groups, padding, pad)
 CONV = [
@@ -126,6 +159,10 @@ for i, (name, o, k, s, d, g, padding, pad, op) in enumerate(TCONV):
     emit(name, y)
 
 
+# ----------------------------------------------------------------------
+print("/* --- test_pool_layers.c --- */")
+
+
 def pool(x, k, s, padding, pad, is_max):
     """2-d pooling over [N, C, H, W]; the mean excludes padding."""
     h, w = x.shape[2], x.shape[3]
@@ -180,36 +217,6 @@ for name, k, s, padding, pad in POOL1:
 x = fill([2, 3, 4, 5], 15)
 emit("global_max", x.amax(dim=(2, 3)))
 emit("global_avg", x.mean(dim=(2, 3)))
-
-# Batch normalisation: [4, 3, 2, 2] with momentum 0.2, eps 1e-3, and
-# [5, 3] with the defaults (0.1, 1e-5).
-for name, shape, mom, eps, k in (("bn4", [4, 3, 2, 2], 0.2, 1e-3, 16),
-                                 ("bn2", [5, 3], 0.1, 1e-5, 21)):
-    x = fill(shape, k, 2.0)
-    gamma = fill([3], k + 1, 0.5) + 1.0
-    beta = fill([3], k + 2, 0.5)
-    rm = fill([3], k + 3, 0.5)
-    rv = fill([3], k + 4, 0.5) + 1.0
-    emit(name + "_eval", F.batch_norm(x, rm, rv, gamma, beta, False, mom, eps))
-    y = F.batch_norm(x, rm, rv, gamma, beta, True, mom, eps)  # updates rm, rv
-    emit(name + "_train", y)
-    emit(name + "_running_mean", rm)
-    emit(name + "_running_var", rv)
-
-table = fill([5, 4], 22)
-ids = torch.tensor([[0, 4, 2], [3, 3, 1]])
-emit("embedding", F.embedding(ids, table))
-
-x = fill([3, 5], 23, 3.0)
-emit("act_relu", F.relu(x))
-emit("act_leaky_relu", F.leaky_relu(x, 0.01))
-emit("act_leaky_relu_02", F.leaky_relu(x, 0.2))
-emit("act_elu", F.elu(x, 1.0))
-emit("act_elu_05", F.elu(x, 0.5))
-emit("act_tanh", torch.tanh(x))
-emit("act_sigmoid", torch.sigmoid(x))
-emit("act_softmax", F.softmax(x, dim=-1))
-emit("act_gelu", F.gelu(x))
 
 # ----------------------------------------------------------------------
 print("/* --- test_recurrent.c --- */")
