@@ -56,23 +56,20 @@
  * The goal: together (by rate) at least 0.85 x the sum of the rates of
  * the devices alone, each at its shard, on the CNN, when each device has
  * a core of its own. On a 2-core machine
- * with cpu:0 and PoCL's opencl:0 that means one thread each. The CPU
- * plugin has no thread option: its pool has one worker per core that hwloc
- * reports, so a one-core topology gives it one thread, and OpenBLAS
- * (which then threads big GEMMs itself) and oneDNN's OpenMP must be told
- * too; PoCL takes POCL_MAX_PTHREAD_COUNT (POCL_CPU_MAX_CU_COUNT in later
- * releases). HWLOC_SYNTHETIC is read by PoCL's hwloc as well: it then
- * reports less memory (768 MiB here), ample for these models.
+ * with cpu:0 and PoCL's opencl:0 that means one thread each: the CPU
+ * plugin's `threads = 1` in a config file's [cpu] section (its pool,
+ * OpenBLAS and oneDNN's OpenMP team all follow it), and PoCL's
+ * POCL_MAX_PTHREAD_COUNT (POCL_CPU_MAX_CU_COUNT in later releases):
  *
+ *   printf '[cpu]\nthreads = 1\n' > one-thread.conf
  *   TYTO_PLUGIN_PATH=build/plugins/cpu/.libs:build/plugins/opencl/.libs \
- *   HWLOC_SYNTHETIC="pack:1 core:1 pu:1" OPENBLAS_NUM_THREADS=1 \
- *   OMP_NUM_THREADS=1 POCL_MAX_PTHREAD_COUNT=1 \
+ *   TYTO_CONFIG=one-thread.conf POCL_MAX_PTHREAD_COUNT=1 \
  *     build/bench/data_parallel [--steps N] [--warmup N] [--batch N]
  *                               [--models mlp,cnn] [--quick]
  *
- * Without those variables each device uses every core and the two compete.
- * The program prints what it detected: each device's compute units (the
- * CPU plugin's pool size, PoCL's threads) and the variables above. N 20,
+ * Without them each device uses every core and the two compete. The
+ * program prints what it detected: each device's compute units (cpu:0's
+ * threads, PoCL's) and PoCL's variables. N 20,
  * 3 warm-up steps, batch 64 by default; --quick: N 3, 1 warm-up step, for
  * a check that it runs. Not a test: nothing here fails on timing.
  */
@@ -472,11 +469,6 @@ static const char *env_or(const char *name, const char *dflt) {
   return v && *v ? v : dflt;
 }
 
-static int env_is_one(const char *name) {
-  const char *v = getenv(name);
-  return v && strcmp(v, "1") == 0;
-}
-
 static void detect_threads(tyto_context *ctx, threads *t) {
   size_t n = tyto_context_device_count(ctx), len = 0;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -486,26 +478,14 @@ static void detect_threads(tyto_context *ctx, threads *t) {
         tyto_device_get_info(tyto_context_device(ctx, i));
     int one = info->compute_units == 1;
     char extra[512] = "";
-    if (strcmp(info->plugin, "cpu") == 0) {
-      /* With a pool of one, the plugin leaves OpenBLAS its own threads;
-       * oneDNN runs on OpenMP's. */
-      one = one &&
-            (env_is_one("OPENBLAS_NUM_THREADS") ||
-             (!getenv("OPENBLAS_NUM_THREADS") &&
-              env_is_one("OMP_NUM_THREADS"))) &&
-            env_is_one("OMP_NUM_THREADS");
+    if (strcmp(info->plugin, "cpu") == 0)
       snprintf(extra, sizeof extra,
-               " (the pool; HWLOC_SYNTHETIC=%s HWLOC_XMLFILE=%s "
-               "OPENBLAS_NUM_THREADS=%s OMP_NUM_THREADS=%s)",
-               env_or("HWLOC_SYNTHETIC", "-"), env_or("HWLOC_XMLFILE", "-"),
-               env_or("OPENBLAS_NUM_THREADS", "-"),
-               env_or("OMP_NUM_THREADS", "-"));
-    } else if (strcmp(info->plugin, "opencl") == 0) {
+               " (its pool, OpenBLAS and oneDNN: [cpu] threads)");
+    else if (strcmp(info->plugin, "opencl") == 0)
       snprintf(extra, sizeof extra,
                " (POCL_MAX_PTHREAD_COUNT=%s POCL_CPU_MAX_CU_COUNT=%s)",
                env_or("POCL_MAX_PTHREAD_COUNT", "-"),
                env_or("POCL_CPU_MAX_CU_COUNT", "-"));
-    }
     t->one_each = t->one_each && one;
     len += (size_t)snprintf(t->line + len, sizeof t->line - len,
                             "  %s: %u compute unit%s%s\n", info->id,

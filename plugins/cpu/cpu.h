@@ -36,6 +36,9 @@ struct tyto_plugin_state {
   char gemm16[512]; /* the path of bf16 and f16 GEMMs (onednn.h) and of
                        the 16-bit conversions (convert.h) */
   uint32_t cores, pus, numa_nodes;
+  /* The kernels' threads: the pool's, the stream's thread included, and
+   * oneDNN's OpenMP team ([cpu] threads; default one per core). */
+  uint32_t threads;
   uint64_t memory_bytes;
   int32_t numa_node;
   pthread_mutex_t marker_mu;

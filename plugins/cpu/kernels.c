@@ -15,7 +15,9 @@
 
 #include "../common/common.h"
 #include "cpu.h"
+#include "onednn.h"
 #include "ops.h"
+#include "pool.h"
 
 struct tyto_plugin_kernel {
   atomic_int refs; /* the owner's, plus one per queued launch */
@@ -331,8 +333,12 @@ tyto_plugin_error *cpu_prepare(tyto_plugin_device *dev,
                         "out of memory preparing a kernel");
   const cpu_family *family;
   tyto_plugin_error *e = describe(h, d, &k->desc, &family);
-  if (!e)
+  if (!e) {
+    /* oneDNN primitives made here take cpu:0's team, not the caller's. */
+    int team = cpu_dnnl_threads_enter(cpu_pool_size(dev->pool));
     e = family->prepare(h, &k->desc, &k->op);
+    cpu_dnnl_threads_leave(team);
+  }
   if (e) {
     free(k);
     return e;
@@ -369,6 +375,7 @@ void cpu_kernel_release(tyto_plugin_device *dev, tyto_plugin_kernel *k) {
 tyto_plugin_error *cpu_kernel_run(const tyto_plugin_host *h,
                                   tyto_plugin_kernel *k, unsigned char **args) {
   (void)h;
+  cpu_dnnl_threads_use(cpu_pool_size(k->pool));
   tyto_plugin_error *e = k->op->run(k->op, &k->desc, args, k->pool);
   kernel_unref(k); /* the launch's reference */
   return e;

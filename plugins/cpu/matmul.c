@@ -21,7 +21,8 @@
  * TYTO_CPU_NO_DNNL): the choice depends on the shapes, the strides and the
  * machine only, never on timing or memory pressure (a kernel oneDNN offers
  * but cannot make fails the prepare), so one program gives the same bits
- * on every run with the same OpenMP threads (oneDNN's, not our pool).
+ * on every run with the same threads (cpu:0's, which oneDNN's OpenMP team
+ * takes too: onednn.h).
  */
 #include "config.h"
 
@@ -272,10 +273,11 @@ static tyto_plugin_error *mm_exec(const cpu_op *base, const cpu_desc *d,
   /* Our pool threads every GEMM (batches of small ones, blocks of a big
    * one), so OpenBLAS runs single-threaded inside each task: its own
    * threads would spin beside our workers on the same cores (a 2-core MLP
-   * step spent a third of its time in their sched_yield loops). */
+   * step spent a third of its time in their sched_yield loops), and a pool
+   * of one ([cpu] threads = 1) means one thread, not OpenBLAS's own
+   * count. */
   unsigned threads = cpu_pool_size(pool);
-  if (threads > 1 && !atomic_load(&blas_threads_set) &&
-      !atomic_exchange(&blas_threads_set, 1))
+  if (!atomic_load(&blas_threads_set) && !atomic_exchange(&blas_threads_set, 1))
     openblas_set_num_threads(1);
   if (op->batches == 0 || op->m == 0 || op->n == 0)
     return NULL;

@@ -14,6 +14,10 @@
 
 #include <tyto/plugin.h>
 
+#if defined(TYTO_HAVE_DNNL) && defined(TYTO_HAVE_OMP_API)
+#include <omp.h>
+#endif
+
 #include "../common/common.h"
 #include "onednn.h"
 
@@ -37,6 +41,78 @@ static void cpu_features(int *avx512_bf16, int *amx_bf16, int *avx512_fp16) {
   }
 #endif
 }
+
+#if defined(TYTO_HAVE_DNNL) && defined(TYTO_HAVE_OMP_API)
+/* Whether oneDNN runs on OpenMP, the runtime this plugin links (the one
+ * whose team size it can set). */
+static int omp_runtime(void) {
+  static int known = -1;
+  int k = __atomic_load_n(&known, __ATOMIC_ACQUIRE);
+  if (k < 0) {
+    const dnnl_version_t *v = dnnl_version();
+    k = v && v->cpu_runtime == DNNL_RUNTIME_OMP;
+    __atomic_store_n(&known, k, __ATOMIC_RELEASE);
+  }
+  return k;
+}
+
+/* The team size this thread last set (0: never): a stream's thread sets
+ * it once, not before every kernel. */
+static _Thread_local unsigned team;
+
+int cpu_dnnl_threads_enter(unsigned n) {
+  if (!omp_runtime() || n == 0)
+    return 0;
+  int prev = omp_get_max_threads();
+  if ((unsigned)prev != n)
+    omp_set_num_threads((int)n);
+  team = n;
+  return prev;
+}
+
+void cpu_dnnl_threads_leave(int prev) {
+  if (prev > 0 && omp_runtime()) {
+    if (team != (unsigned)prev)
+      omp_set_num_threads(prev);
+    team = (unsigned)prev;
+  }
+}
+
+void cpu_dnnl_threads_use(unsigned n) {
+  if (n && team != n && omp_runtime()) {
+    omp_set_num_threads((int)n);
+    team = n;
+  }
+}
+
+const char *cpu_dnnl_threads_describe(void) {
+  return omp_runtime() ? "its OpenMP team sized to the device's threads"
+                       : "its own threads (not OpenMP: OMP_NUM_THREADS and "
+                         "its runtime's settings decide them)";
+}
+#else
+int cpu_dnnl_threads_enter(unsigned n) {
+  (void)n;
+  return 0;
+}
+
+void cpu_dnnl_threads_leave(int prev) {
+  (void)prev;
+}
+
+void cpu_dnnl_threads_use(unsigned n) {
+  (void)n;
+}
+
+const char *cpu_dnnl_threads_describe(void) {
+#ifdef TYTO_HAVE_DNNL
+  return "its own threads (OMP_NUM_THREADS decides them: this build could "
+         "not link OpenMP's API)";
+#else
+  return "";
+#endif
+}
+#endif
 
 #ifdef TYTO_HAVE_DNNL
 static dnnl_engine_t engine;

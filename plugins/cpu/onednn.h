@@ -25,6 +25,20 @@ int cpu_dnnl_off(void);
  * device description. */
 void cpu_gemm16_describe(char *buf, size_t size);
 
+/* oneDNN's threads are OpenMP's (Debian's build), whose team size is the
+ * calling thread's: a primitive takes it when it is made (its blocking,
+ * its split of long sums) and again when it runs. So that cpu:0's work
+ * runs on cpu:0's threads ([cpu] threads), and its bits do not follow
+ * OMP_NUM_THREADS, prepare makes primitives between enter (the team for n
+ * threads; returns what it replaced) and leave (the caller's team back),
+ * and a stream's thread sets n with cpu_dnnl_threads_use before it runs a
+ * kernel. No-ops without oneDNN or when its runtime is not OpenMP. */
+int cpu_dnnl_threads_enter(unsigned n);
+void cpu_dnnl_threads_leave(int prev);
+void cpu_dnnl_threads_use(unsigned n);
+/* "OpenMP, n threads" or why not: for the device description. */
+const char *cpu_dnnl_threads_describe(void);
+
 #ifdef TYTO_HAVE_DNNL
 /* The process's CPU engine, made on first use (oneDNN engines are
  * thread-safe); NULL when oneDNN cannot make one. */

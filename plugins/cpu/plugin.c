@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,33 @@
 #include "cpu.h"
 #include "onednn.h"
 #include "pool.h"
+
+/* [cpu] threads: a whole number from 1 to the hardware threads cpu:0 is
+ * given (more would only take turns on them); unset: one per core. */
+static tyto_plugin_error *parse_threads(const tyto_plugin_host *h,
+                                        const char *v, uint32_t cores,
+                                        uint32_t pus, uint32_t *out) {
+  *out = cores;
+  if (!v)
+    return NULL;
+  const char *s = v;
+  while (*s == ' ' || *s == '\t')
+    s++;
+  char *end = NULL;
+  errno = 0;
+  long long n = *s >= '0' && *s <= '9' ? strtoll(s, &end, 10) : -1;
+  while (end && (*end == ' ' || *end == '\t'))
+    end++;
+  if (!end || *end || errno == ERANGE || n < 1 || n > (long long)pus)
+    return h->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                        "option threads=\"%.100s\" is not valid: expected a "
+                        "whole number from 1 to %u (cpu:0 has %u core%s and "
+                        "%u hardware thread%s; default: one thread per core)",
+                        v, pus, cores, cores == 1 ? "" : "s", pus,
+                        pus == 1 ? "" : "s");
+  *out = (uint32_t)n;
+  return NULL;
+}
 
 static tyto_plugin_error *cpu_probe(tyto_plugin_state *st,
                                     const tyto_plugin_hw_device *offer,
@@ -45,6 +73,12 @@ static tyto_plugin_error *cpu_probe(tyto_plugin_state *st,
   st->pus = cpu->pus ? cpu->pus : st->cores;
   st->numa_nodes = cpu->numa_nodes ? cpu->numa_nodes : 1;
   st->numa_node = cpu->numa_node;
+  if (st->pus < st->cores)
+    st->pus = st->cores;
+  tyto_plugin_error *e = parse_threads(h, h->option(h->ctx, "threads"),
+                                       st->cores, st->pus, &st->threads);
+  if (e)
+    return e;
 
   /* A topology of our own, without I/O, to bind memory with. hwloc's GPU
    * components are kept out: they would initialise every GPU runtime on
@@ -110,7 +144,7 @@ static tyto_plugin_error *cpu_device_query(tyto_plugin_state *st,
   SET(memory_bytes, st->memory_bytes)
   SET(alignment, CPU_ALIGN)
   SET(max_alloc_bytes, st->memory_bytes)
-  SET(compute_units, st->cores)
+  SET(compute_units, st->threads)
   SET(numa_node, st->numa_node)
   SET(pci_bus_id, "")
 #undef SET
@@ -138,7 +172,7 @@ static tyto_plugin_error *cpu_device_open(tyto_plugin_state *st,
                                "cannot read the NUMA node set '%s'",
                                st->nodeset);
   }
-  dev->pool = cpu_pool_new(st->cores, st->cpuset);
+  dev->pool = cpu_pool_new(st->threads, st->cpuset);
   if (!dev->pool) {
     hwloc_bitmap_free(dev->nodeset);
     free(dev);
@@ -200,6 +234,14 @@ static const tyto_plugin_device_fns cpu_device_fns = {
     .launch = cpu_launch,
 };
 
+static const tyto_plugin_option_doc cpu_options[] = {
+    {sizeof(tyto_plugin_option_doc), "threads",
+     "How many threads run cpu:0's kernels: its worker pool (the stream's "
+     "thread included, each worker bound to a core of its own) and "
+     "oneDNN's OpenMP team, from 1 to the hardware threads the process "
+     "may use. Default: one per core."},
+};
+
 static const tyto_plugin_info cpu_info = {
     .struct_size = sizeof(tyto_plugin_info),
     .abi_major = TYTO_PLUGIN_ABI_MAJOR,
@@ -211,6 +253,8 @@ static const tyto_plugin_info cpu_info = {
     .description = "host processors: NUMA-local memory, worker-thread streams",
     .fns = &cpu_fns,
     .device_fns = &cpu_device_fns,
+    .options = cpu_options,
+    .n_options = sizeof cpu_options / sizeof cpu_options[0],
 };
 
 TYTO_PLUGIN_EXPORT tyto_plugin_error *

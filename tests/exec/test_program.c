@@ -908,6 +908,49 @@ START_TEST(test_eager) {
 }
 END_TEST
 
+/* tyto_context_free with a program and an evaluation cache still alive:
+ * both hold the context, go on working (runs, parameters, new compiles
+ * in the cache), and the last one freed closes the devices (valgrind and
+ * ASan see no access to freed memory and no leak). */
+START_TEST(test_context_freed_first) {
+  tyto_context_options o;
+  test_options(&o, 0);
+  o.devices = "cpu";
+  tyto_context *own = NULL;
+  ck_assert_msg(tyto_context_new(&o, &own) == TYTO_OK, "%s", tyto_errmsg());
+  tyto_graph *g = tyto_graph_new();
+  tyto_tensor *x = tyto_input(g, TYTO_F32, 1, (int64_t[]){4}, "x");
+  tyto_tensor *w = tyto_parameter(g, TYTO_F32, 1, (int64_t[]){4}, "w");
+  tyto_tensor *y = tyto_add_scalar(tyto_mul(x, w), 1);
+  tyto_program *p;
+  ck_assert_msg(tyto_program_compile(own, g, 1, &y, NULL, &p) == TYTO_OK, "%s",
+                tyto_errmsg());
+  tyto_eval_cache *c;
+  ck_assert_int_eq(tyto_eval_cache_new(own, &c), TYTO_OK);
+  tyto_context_free(own); /* before the program and the cache */
+  float vx[4] = {1, 2, 3, 4}, vw[4] = {2, -1, 0.5f, 3}, got[4];
+  ck_assert_int_eq(tyto_program_write_parameter(p, w, vw, sizeof vw), TYTO_OK);
+  ck_assert_int_eq(tyto_program_set_input(p, x, vx, sizeof vx), TYTO_OK);
+  for (int run = 0; run < 2; run++) {
+    ck_assert_msg(tyto_program_run(p) == TYTO_OK, "%s", tyto_errmsg());
+    ck_assert_int_eq(tyto_program_read_output(p, 0, got, sizeof got), TYTO_OK);
+    for (int i = 0; i < 4; i++)
+      ck_assert_float_eq(got[i], vx[i] * vw[i] + 1);
+  }
+  /* The cache compiles a new program on the held context. */
+  double r = 0;
+  ck_assert_msg(
+      tyto_tensor_eval(c, tyto_mul_scalar(tyto_scalar(g, TYTO_F64, 7), 3), &r,
+                       sizeof r) == TYTO_OK,
+      "%s", tyto_errmsg());
+  ck_assert_double_eq(r, 21);
+  tyto_eval_cache_free(c);
+  ck_assert_msg(tyto_program_run(p) == TYTO_OK, "%s", tyto_errmsg());
+  tyto_program_free(p); /* the last hold: the devices close here */
+  tyto_graph_free(g);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("program");
   TCase *tc = tcase_create("program");
@@ -932,5 +975,9 @@ int main(void) {
   tcase_add_test(tc, test_out_of_memory_message);
   tcase_add_test(tc, test_eager);
   suite_add_tcase(s, tc);
+  TCase *life = tcase_create("lifetime");
+  tcase_set_timeout(life, 60);
+  tcase_add_test(life, test_context_freed_first);
+  suite_add_tcase(s, life);
   return test_run(s);
 }

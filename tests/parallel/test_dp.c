@@ -20,6 +20,7 @@
 #include "common.h"
 
 #include <math.h>
+#include <string.h>
 
 #include <tyto/nn.h>
 #include <tyto/parallel.h>
@@ -688,6 +689,56 @@ START_TEST(opencl_split_follows_one_device) {
 }
 END_TEST
 
+/* A run whose context the caller frees right after tyto_dp_new: the run
+ * holds it, steps on, re-splits (compiling replicas anew after freeing the
+ * old ones, whose holds go with them) and gives every loss the run with
+ * the context kept gave, to the bit; freeing the run closes the devices. */
+static void held_run(int free_early, double *loss) {
+  tyto_context *ctx = context("cpu,part:0", 1);
+  tyto_dp_options o;
+  tyto_dp_options_init(&o);
+  o.batch = BATCH;
+  o.optim.lr = LR;
+  tyto_dp *dp = NULL;
+  ck_assert_msg(tyto_dp_new(ctx, &o, mlp, NULL, &dp) == TYTO_OK, "%s",
+                tyto_errmsg());
+  if (free_early)
+    tyto_context_free(ctx);
+  for (int k = 0; k < 4; k++) {
+    float init[IN * HID];
+    fill(init, (size_t)sizes[k], 11u + (unsigned)k, 0.5f);
+    ck_assert_int_eq(
+        tyto_dp_write(dp, names[k], init, (size_t)sizes[k] * sizeof(float)),
+        TYTO_OK);
+  }
+  for (int s = 0; s < 6; s++) {
+    float x[BATCH * IN], t[BATCH * OUT];
+    fill(x, BATCH * IN, 100u + (unsigned)s, 1.0f);
+    for (int i = 0; i < BATCH * OUT; i++)
+      t[i] = 0.5f * x[i];
+    const void *in[2] = {x, t};
+    if (s == 3)
+      ck_assert_msg(tyto_dp_resplit(dp, (const double[]){1, 2}) == TYTO_OK,
+                    "%s", tyto_errmsg());
+    ck_assert_msg(tyto_dp_step(dp, in, &loss[s]) == TYTO_OK, "%s",
+                  tyto_errmsg());
+  }
+  tyto_dp_free(dp);
+  if (!free_early)
+    tyto_context_free(ctx);
+}
+
+START_TEST(context_freed_first) {
+  double kept[6], freed[6];
+  held_run(0, kept);
+  held_run(1, freed);
+  for (int s = 0; s < 6; s++)
+    ck_assert_msg(memcmp(&kept[s], &freed[s], sizeof kept[s]) == 0,
+                  "step %d: loss %.17g with the context kept, %.17g freed", s,
+                  kept[s], freed[s]);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("dp");
   TCase *tc = tcase_create("dp");
@@ -697,6 +748,7 @@ int main(void) {
   tcase_add_test(tc, padded_cross_entropy_with_dropout);
   tcase_add_test(tc, resplit_rebalance_and_failure);
   tcase_add_test(tc, opencl_split_follows_one_device);
+  tcase_add_test(tc, context_freed_first);
   suite_add_tcase(s, tc);
   return test_run(s);
 }

@@ -125,8 +125,8 @@ START_TEST(plugin_section_keys_are_checked) {
   char expected[512];
   snprintf(expected, sizeof expected,
            "%s:3: unknown key 'memory_gib' in [template] (template accepts: "
-           "memory_mib)\n%s:5: unknown key 'treads' in [cpu] (cpu takes no "
-           "options)",
+           "memory_mib)\n%s:5: unknown key 'treads' in [cpu] (cpu accepts: "
+           "threads)",
            path, path);
   ck_assert_str_eq(tyto_errmsg(), expected);
   unlink(path);

@@ -92,7 +92,12 @@ TYTO_API tyto_status tyto_context_new(const tyto_context_options *opts,
 TYTO_API tyto_status tyto_context_inspect(const tyto_context_options *opts,
                                           tyto_context **out);
 
-/* Closes every device, shuts every plugin down and unloads it. NULL ok. */
+/* Drops the caller's hold on ctx. Programs, evaluation caches and
+ * data-parallel runs made on it hold it too, and go on working: the last
+ * of them to be freed (or this call, when none is left) closes every
+ * device, shuts every plugin down and unloads it. Device buffers do not
+ * hold it (tyto_buffer_new). After this call, ctx itself must not be
+ * used. NULL ok. */
 TYTO_API void tyto_context_free(tyto_context *ctx);
 
 /* The config file that was read, or NULL when none was. Owned by ctx. */

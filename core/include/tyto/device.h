@@ -51,8 +51,9 @@ TYTO_API tyto_status tyto_device_memory_get(const tyto_device *dev,
 TYTO_API tyto_status tyto_device_memory_reset_peak(tyto_device *dev);
 
 /* Allocates `size` bytes on dev. Free with tyto_buffer_free(); buffers
- * still alive when their context is freed are released then (with a
- * warning), and only tyto_buffer_free() may be called on them afterwards. Fails
+ * still alive when their context closes (tyto_context_free) are released
+ * then (with a warning), and only tyto_buffer_free() may be called on them
+ * afterwards. Fails
  * with TYTO_ERR_OUT_OF_MEMORY when the device is full. */
 TYTO_API tyto_status tyto_buffer_new(tyto_device *dev, size_t size,
                                      tyto_buffer **out);

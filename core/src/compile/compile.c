@@ -666,8 +666,11 @@ tyto_status tyto_program_compile(tyto_context *ctx, tyto_graph *g,
   tyto_program *p = NULL;
   for (int round = 0;; round++) {
     int retry = 0;
-    if (!(p = calloc(1, sizeof *p)) ||
-        !(p->devs = calloc(co.n_devs, sizeof *p->devs))) {
+    if ((p = calloc(1, sizeof *p))) {
+      p->ctx = ctx;
+      rt_context_hold(ctx);
+    }
+    if (!p || !(p->devs = calloc(co.n_devs, sizeof *p->devs))) {
       tyto_program_free(p);
       st = oom();
       break;

@@ -12,6 +12,7 @@
 
 #include "program.h"
 #include "../runtime/error.h"
+#include "../runtime/runtime.h"
 
 #define CACHE_MAX 32
 
@@ -42,6 +43,7 @@ tyto_status tyto_eval_cache_new(tyto_context *ctx, tyto_eval_cache **out) {
     return rt_fail(TYTO_ERR_OUT_OF_MEMORY,
                    "tyto_eval_cache_new: out of memory");
   c->ctx = ctx;
+  rt_context_hold(ctx); /* it compiles on ctx until freed */
   *out = c;
   return TYTO_OK;
 }
@@ -51,7 +53,9 @@ void tyto_eval_cache_free(tyto_eval_cache *c) {
     return;
   for (size_t i = 0; i < c->n; i++)
     tyto_program_free(c->entries[i].prog);
+  tyto_context *ctx = c->ctx;
   free(c);
+  rt_context_release(ctx);
 }
 
 size_t tyto_eval_cache_compiles(const tyto_eval_cache *c) {

@@ -151,7 +151,9 @@ void tyto_program_free(tyto_program *p) {
   free(p->out_slot);
   free(p->pass_stats);
   tyto_graph_free(p->graph);
+  struct tyto_context *ctx = p->ctx;
   free(p);
+  rt_context_release(ctx); /* the last: its devices close with it */
 }
 
 size_t tyto_program_output_count(const tyto_program *p) {

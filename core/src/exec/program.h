@@ -116,6 +116,7 @@ typedef struct exec_dev {
 } exec_dev;
 
 struct tyto_program {
+  struct tyto_context *ctx; /* held (rt_context_hold) until freed */
   exec_dev *devs; /* the devices it runs on; devs[0] is the caller's first */
   size_t n_devs;
   exec_xfer *xfers; /* copies between devices */

@@ -124,7 +124,9 @@ void tyto_dp_free(tyto_dp *dp) {
   free(dp->slot);
   pthread_mutex_destroy(&dp->mu);
   pthread_cond_destroy(&dp->cv);
+  tyto_context *ctx = dp->ctx;
   free(dp);
+  rt_context_release(ctx);
 }
 
 /* The shards: weights (or equal) rounded to multiples of the granularity
@@ -767,6 +769,7 @@ tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
   pthread_mutex_init(&dp->mu, NULL);
   pthread_cond_init(&dp->cv, NULL);
   dp->ctx = ctx;
+  rt_context_hold(ctx); /* it compiles replicas on ctx until freed */
   dp->o = *opts;
   dp->n = n;
   /* This rank's part of the global batch: equal shares in units of the

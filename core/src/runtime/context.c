@@ -490,6 +490,7 @@ static tyto_status context_create(const tyto_context_options *opts,
   tyto_context *ctx = calloc(1, sizeof *ctx);
   if (!ctx)
     return rt_fail(TYTO_ERR_OUT_OF_MEMORY, "out of memory");
+  atomic_init(&ctx->refs, 1);
   conf_init(&ctx->cfg);
   ctx->ignore_env = (o->flags & TYTO_CONTEXT_IGNORE_ENV) != 0;
   ctx->log.level = TYTO_LOG_WARN;
@@ -533,9 +534,27 @@ tyto_status tyto_context_inspect(const tyto_context_options *opts,
   return context_create(opts, out, 0);
 }
 
+void rt_context_hold(tyto_context *ctx) {
+  if (ctx)
+    atomic_fetch_add_explicit(&ctx->refs, 1, memory_order_relaxed);
+}
+
+static void context_destroy(tyto_context *ctx);
+
+void rt_context_release(tyto_context *ctx) {
+  if (ctx &&
+      atomic_fetch_sub_explicit(&ctx->refs, 1, memory_order_acq_rel) == 1)
+    context_destroy(ctx);
+}
+
+/* The caller's reference goes; the context with it unless a program, an
+ * evaluation cache or a data-parallel run still holds it (they keep
+ * working, and the last of them to be freed closes the devices). */
 void tyto_context_free(tyto_context *ctx) {
-  if (!ctx)
-    return;
+  rt_context_release(ctx);
+}
+
+static void context_destroy(tyto_context *ctx) {
   if (ctx->profiles_free)
     ctx->profiles_free(ctx->profiles);
   for (size_t i = 0; i < ctx->n_devices; i++)

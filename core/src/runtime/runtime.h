@@ -7,6 +7,7 @@
 
 #include <ltdl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include <tyto/context.h>
@@ -64,6 +65,10 @@ struct tyto_buffer {
 };
 
 struct tyto_context {
+  /* The caller's reference (tyto_context_free drops it) and one per
+   * program, evaluation cache and data-parallel run made on it: the
+   * devices and plugins stay until the last goes (rt_context_hold). */
+  atomic_size_t refs;
   rt_logger log;
   conf cfg;
   topology topo;
@@ -82,6 +87,12 @@ struct tyto_context {
   void *profiles;
   void (*profiles_free)(void *);
 };
+
+/* context.c: a reference that keeps ctx (its devices, plugins and
+ * everything their kernels and buffers need) until released; the last
+ * release, the caller's tyto_context_free or an object's, frees it. */
+void rt_context_hold(struct tyto_context *ctx);
+void rt_context_release(struct tyto_context *ctx);
 
 /* loader.c: scans ctx->dirs, loads every plugin, probes each with the
  * topology's offer and records their devices. Fails only when out of
