@@ -531,6 +531,12 @@ static int train_epochs(run *r, prefetch *pf) {
               "(--on-device-failure continue)\n",
               lost, (long long)r->steps + 1, r->devices_text);
         }
+        char shares[256];
+        if (train_dp_shares_changed(r->dp, shares, sizeof shares))
+          say(r,
+              "shares from the devices' measured speed after step %lld: %s "
+              "images a step\n",
+              (long long)r->steps + 1, shares);
         if (train_dp_left_out_count(r->dp) > r->n_left_out) {
           train_dp_left l;
           train_dp_left_out_get(r->dp, r->n_left_out++, &l);
@@ -729,6 +735,23 @@ int main(int argc, char **argv) {
               "--data-parallel on, to train on them at once\n",
         n_devs, r.device_id);
 
+  /* Options for a split over several devices, on a run that has none,
+   * are mistakes, not silently dropped. */
+  const char *split_opt = r.o.calibrate_steps >= 0   ? "--calibrate-steps"
+                          : r.o.rebalance_every >= 0 ? "--rebalance-every"
+                          : r.o.shard_granularity > 0 && !use_dp
+                              ? "--shard-granularity"
+                              : NULL;
+  if (split_opt && (!all_devs || (r.o.shard_granularity > 0 && !use_dp))) {
+    fprintf(stderr,
+            PROG ": %s applies to data-parallel training over several "
+                 "devices; this %s trains on %s alone%s\n",
+            split_opt, ranks > 1 ? "rank" : "run", r.device_id,
+            n_devs > 1 ? " (--data-parallel on trains on every selected "
+                         "device)"
+                       : "");
+    goto done;
+  }
   if (build(&r, &code) < 0)
     goto done;
   code = EXIT_RUNTIME;
@@ -781,7 +804,10 @@ int main(int argc, char **argv) {
                         .precision = r.o.precision,
                         .loss_scale = r.o.loss_scale,
                         .quiet = r.o.quiet,
-                        .first_only = !all_devs};
+                        .first_only = !all_devs,
+                        .calibrate_steps = r.o.calibrate_steps,
+                        .rebalance_every = r.o.rebalance_every,
+                        .granularity = r.o.shard_granularity};
     if (train_dp_new(&sp, &r.dp, err, sizeof err) < 0) {
       fprintf(stderr, PROG ": data-parallel training: %s\n", err);
       goto done;

@@ -157,6 +157,27 @@ const char *cpu_dnnl_impl(const_dnnl_primitive_desc_t pd) {
   return impl;
 }
 
+dnnl_primitive_desc_t cpu_dnnl_pd_avoiding(const_dnnl_op_desc_t op_desc,
+                                           const_dnnl_primitive_attr_t attr,
+                                           const_dnnl_primitive_desc_t hint,
+                                           const char *avoid) {
+  dnnl_engine_t eng = cpu_dnnl_engine();
+  dnnl_primitive_desc_iterator_t it = NULL;
+  if (!eng || dnnl_primitive_desc_iterator_create(&it, op_desc, attr, eng,
+                                                  hint) != dnnl_success)
+    return NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  do {
+    pd = dnnl_primitive_desc_iterator_fetch(it);
+    if (pd && avoid && strstr(cpu_dnnl_impl(pd), avoid)) {
+      dnnl_primitive_desc_destroy(pd);
+      pd = NULL;
+    }
+  } while (!pd && dnnl_primitive_desc_iterator_next(it) == dnnl_success);
+  dnnl_primitive_desc_iterator_destroy(it);
+  return pd;
+}
+
 dnnl_data_type_t cpu_dnnl_type16(uint32_t dtype) {
   return dtype == TYTO_PLUGIN_DTYPE_F16 ? dnnl_f16 : dnnl_bf16;
 }

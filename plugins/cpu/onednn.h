@@ -55,6 +55,14 @@ dnnl_primitive_attr_t cpu_dnnl_attr(void);
 const char *cpu_dnnl_impl(const_dnnl_primitive_desc_t pd);
 int cpu_dnnl_is_ref(const_dnnl_primitive_desc_t pd);
 
+/* The primitive descriptor oneDNN prefers for op_desc among those whose
+ * implementation's name does not hold `avoid` (NULL: the first it offers),
+ * as dnnl_primitive_desc_create would make it; NULL when none. */
+dnnl_primitive_desc_t cpu_dnnl_pd_avoiding(const_dnnl_op_desc_t op_desc,
+                                           const_dnnl_primitive_attr_t attr,
+                                           const_dnnl_primitive_desc_t hint,
+                                           const char *avoid);
+
 /* oneDNN's data type for a 16-bit plugin dtype (dnnl_bf16 or dnnl_f16). */
 dnnl_data_type_t cpu_dnnl_type16(uint32_t dtype);
 

@@ -278,6 +278,13 @@ START_TEST(bad_options) {
   ck_assert_msg(strstr(tyto_errmsg(), "rebalance_every -1: expected a number"),
                 "%s", tyto_errmsg());
   o.rebalance_every = 0;
+  o.calibrate_steps = -2;
+  ck_assert_int_eq(tyto_dp_new(ctx, &o, mlp, NULL, &dp),
+                   TYTO_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(tyto_errmsg(), "calibrate_steps -2: expected a number "
+                                      "of steps, 0 for none or -1"),
+                "%s", tyto_errmsg());
+  o.calibrate_steps = -1;
   o.single_optimiser = 5;
   ck_assert_int_eq(tyto_dp_new(ctx, &o, mlp, NULL, &dp),
                    TYTO_ERR_INVALID_ARGUMENT);
@@ -573,9 +580,9 @@ static void train_resplit(tyto_context *ctx, resplit_kind kind, double *loss,
     ck_assert_int_gt(tyto_dp_replica_shard(dp, 0), *first_shard);
     /* 3 ms a command: even one example on the test device takes longer
      * than the CPU's whole batch, so a rebalance left it out: the first
-     * one, unless other work on the machine slowed the CPU's steps as much
-     * while it measured them (seen under make check -j2), then a later
-     * one. */
+     * one after the calibration, unless other work on the machine slowed the
+     * CPU's steps as much while it measured them (seen under make check -j2),
+     * then a later one. */
     ck_assert_uint_eq(tyto_dp_left_out_count(dp), 1);
     size_t dev = 9;
     int64_t at = -1;
@@ -583,7 +590,9 @@ static void train_resplit(tyto_context *ctx, resplit_kind kind, double *loss,
     ck_assert_int_eq(tyto_dp_left_out(dp, 0, &dev, &at, &unit, &others),
                      TYTO_OK);
     ck_assert_uint_eq(dev, 1);
-    ck_assert_msg(at >= 5 && at % 5 == 0 && at < STEPS,
+    /* Not at the calibration (step 3), which sets shares only: at a
+     * rebalance, every 5 steps after it. */
+    ck_assert_msg(at >= 8 && (at - 3) % 5 == 0 && at < STEPS,
                   "left out at step %lld, not at a rebalance", (long long)at);
     ck_assert_msg(unit >= others && others > 0, "%g s against %g s", unit,
                   others);
@@ -637,6 +646,95 @@ START_TEST(resplit_rebalance_and_failure) {
     single_opt = 0;
     tyto_context_free(ctx);
   }
+}
+END_TEST
+
+/* The calibration: with rebalancing on and no weights given, the shares
+ * are set from the measured rates after 3 steps (the first not measured),
+ * every device keeping one unit, however slow: the slowed test device
+ * gives examples to the CPU, and the run follows the CPU alone. Off
+ * (calibrate_steps 0) or with weights given, the shares stay; an explicit
+ * count calibrates whatever the weights. */
+static void calibrated_run(int64_t calibrate, const double *w, double *loss,
+                           float params[4][IN * HID], int64_t *shard_at) {
+  tyto_context *ctx = context("cpu:0,part:0", 1);
+  tyto_dp_options o;
+  tyto_dp_options_init(&o);
+  o.batch = BATCH;
+  o.optim.lr = LR;
+  o.weights = w;
+  o.granularity = 2;
+  o.rebalance_every = 100; /* no rebalance within the run */
+  o.calibrate_steps = calibrate;
+  tyto_dp *dp = NULL;
+  ck_assert_msg(tyto_dp_new(ctx, &o, mlp, NULL, &dp) == TYTO_OK, "%s",
+                tyto_errmsg());
+  for (int k = 0; k < 4; k++) {
+    float init[IN * HID];
+    fill(init, (size_t)sizes[k], 11u + (unsigned)k, 0.5f);
+    ck_assert_int_eq(
+        tyto_dp_write(dp, names[k], init, (size_t)sizes[k] * sizeof(float)),
+        TYTO_OK);
+  }
+  for (int s = 0; s < STEPS; s++) {
+    float x[BATCH * IN], t[BATCH * OUT];
+    fill(x, BATCH * IN, 100u + (unsigned)s, 1.0f);
+    for (int b = 0; b < BATCH; b++)
+      for (int j = 0; j < OUT; j++)
+        t[b * OUT + j] = 0.5f * x[b * IN + j] - 0.25f * x[b * IN + 3 + j];
+    const void *in[2] = {x, t};
+    ck_assert_msg(tyto_dp_step(dp, in, &loss[s]) == TYTO_OK, "step %d: %s", s,
+                  tyto_errmsg());
+    shard_at[s] = tyto_dp_replica_shard(dp, 0);
+  }
+  ck_assert_uint_eq(tyto_dp_replica_count(dp), 2);
+  ck_assert_uint_eq(tyto_dp_left_out_count(dp), 0);
+  ck_assert_int_ge(tyto_dp_replica_shard(dp, 1), 2);
+  for (int k = 0; k < 4; k++)
+    ck_assert_int_eq(
+        tyto_dp_read(dp, names[k], params[k], (size_t)sizes[k] * sizeof(float)),
+        TYTO_OK);
+  tyto_dp_free(dp);
+  tyto_context_free(ctx);
+}
+
+START_TEST(calibration) {
+  static double l1[STEPS], l2[STEPS];
+  static float p1[4][IN * HID], p2[4][IN * HID];
+  int64_t at[STEPS];
+  const size_t cpu[1] = {0};
+  tyto_context *ctx = context("cpu:0,part:0", 1);
+  train(ctx, 1, cpu, NULL, 1, l1, p1);
+  tyto_context_free(ctx);
+  /* Under valgrind the CPU slows down more than the test device's sleep:
+   * no telling which is faster, only that the run follows. */
+  int timed = !getenv("TYTO_TEST_UNDER_VALGRIND");
+  setenv("TYTO_PART_DELAY_US", "400", 1);
+  calibrated_run(-1, NULL, l2, p2, at);
+  compare(l1, p1, l2, p2, "calibrated after 3 steps");
+  ck_assert_int_eq(at[0], BATCH / 2);
+  ck_assert_int_eq(at[1], BATCH / 2);
+  if (timed)
+    ck_assert_msg(at[2] > BATCH / 2, "after the calibration, cpu:0 %lld of %d",
+                  (long long)at[2], BATCH);
+  for (int s = 3; s < STEPS; s++)
+    ck_assert_int_eq(at[s], at[2]); /* no rebalance after it */
+  /* Off, and weights given: the shares stay. */
+  calibrated_run(0, NULL, l2, p2, at);
+  compare(l1, p1, l2, p2, "not calibrated");
+  for (int s = 0; s < STEPS; s++)
+    ck_assert_int_eq(at[s], BATCH / 2);
+  const double w[2] = {1, 1};
+  calibrated_run(-1, w, l2, p2, at);
+  for (int s = 0; s < STEPS; s++)
+    ck_assert_int_eq(at[s], BATCH / 2);
+  /* Asked for, it calibrates whatever the weights: after step 1 alone. */
+  calibrated_run(1, w, l2, p2, at);
+  compare(l1, p1, l2, p2, "calibrated after 1 step");
+  if (timed)
+    ck_assert_msg(at[0] > BATCH / 2, "after the calibration, cpu:0 %lld of %d",
+                  (long long)at[0], BATCH);
+  unsetenv("TYTO_PART_DELAY_US");
 }
 END_TEST
 
@@ -747,6 +845,7 @@ int main(void) {
   tcase_add_test(tc, bad_options);
   tcase_add_test(tc, padded_cross_entropy_with_dropout);
   tcase_add_test(tc, resplit_rebalance_and_failure);
+  tcase_add_test(tc, calibration);
   tcase_add_test(tc, opencl_split_follows_one_device);
   tcase_add_test(tc, context_freed_first);
   suite_add_tcase(s, tc);

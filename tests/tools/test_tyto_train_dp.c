@@ -185,6 +185,56 @@ START_TEST(a_failed_device_stops_the_run_or_is_dropped) {
 }
 END_TEST
 
+/* The shares follow the devices' speed: with the test device slowed,
+ * calibrated after 2 steps (granularity 2, no rebalance after), cpu:0
+ * takes more of each batch, the line says so, and the run follows one
+ * device; the options' bad values and their use on one device are
+ * refused with what was expected. */
+START_TEST(shares_follow_the_measured_speed) {
+  json_t *one = small_run("");
+  data_parallel();
+  extra_env = "TYTO_PART_DELAY_US=400";
+  json_t *two = small_run("--calibrate-steps 2 --rebalance-every 0 "
+                          "--shard-granularity 2");
+  extra_env = "";
+  same_training(two, one);
+  size_t n;
+  char *err = slurp(errlog, &n);
+  ck_assert_msg_contains(
+      err, "shares from the devices' measured speed after step 2: cpu:0 ");
+  free(err);
+  json_t *par = json_object_get(two, "data_parallel");
+  ck_assert_uint_eq(json_array_size(par), 2);
+  int64_t cpu = (int64_t)real(json_array_get(par, 0), "shard"),
+          part = (int64_t)real(json_array_get(par, 1), "shard");
+  ck_assert_msg(cpu > 16 && part >= 2 && part % 2 == 0 && cpu + part == 32,
+                "cpu:0 %lld, part:0 %lld of 32", (long long)cpu,
+                (long long)part);
+  json_decref(two);
+  json_decref(one);
+  char args[512];
+  snprintf(args, sizeof args,
+           "--model mlp --data %s/good --batch 32 --shard-granularity 64", tmp);
+  expect_bad(args, "--shard-granularity 64 is larger than the batch (--batch "
+                   "32)");
+  snprintf(args, sizeof args,
+           "--model mlp --data %s/good --batch 32 --shard-granularity 3", tmp);
+  expect_bad(args, "--batch 32 is not a multiple of --shard-granularity 3");
+  expect_bad("--calibrate-steps -1",
+             "--calibrate-steps: expected an integer in [0, ");
+  expect_bad("--rebalance-every x",
+             "--rebalance-every: expected an integer in [0, ");
+  one_device();
+  snprintf(args, sizeof args, "--model mlp --data %s/good --rebalance-every 5",
+           tmp);
+  expect_bad(args, "--rebalance-every applies to data-parallel training over "
+                   "several devices; this run trains on cpu:0 alone");
+  snprintf(args, sizeof args,
+           "--model mlp --data %s/good --shard-granularity 4", tmp);
+  expect_bad(args, "--shard-granularity applies to data-parallel training");
+}
+END_TEST
+
 /* Batch norm with --sync-batch-norm: over cpu:0 and part:0 the run
  * follows cpu:0 alone (the statistics of the whole batch of 32, within
  * same_training's bounds); each device's own statistics (over 16) make
@@ -236,6 +286,7 @@ int main(void) {
   tcase_add_test(tc, data_parallel_training_follows_one_device);
   tcase_add_test(tc, data_parallel_checkpoints_resume_on_other_devices);
   tcase_add_test(tc, a_failed_device_stops_the_run_or_is_dropped);
+  tcase_add_test(tc, shares_follow_the_measured_speed);
   tcase_add_test(tc, synchronised_batch_norm_follows_one_device);
   suite_add_tcase(s, tc);
   return test_run(s);

@@ -44,6 +44,16 @@ static void usage(FILE *f) {
       "them)\n"
       "  --on-device-failure stop|continue  when a device fails mid-run "
       "(default stop)\n"
+      "  --calibrate-steps N   set the devices' shares of the batch from "
+      "their speed\n"
+      "                        after N steps (default 3; 0: keep equal "
+      "shares)\n"
+      "  --rebalance-every N   ... and again every N steps after that "
+      "(default 50; 0:\n"
+      "                        never)\n"
+      "  --shard-granularity N  shares in multiples of N images (default 4 "
+      "where the\n"
+      "                        batch allows, else 1)\n"
       "  --dist-timeout S      under mpirun or srun: give up on a rank that "
       "does not\n"
       "                        reach a step's exchange within S seconds "
@@ -180,6 +190,9 @@ enum {
   O_SYNC_BATCH_NORM,
   O_PRECISION,
   O_LOSS_SCALE,
+  O_REBALANCE_EVERY,
+  O_CALIBRATE_STEPS,
+  O_SHARD_GRANULARITY,
   O_HELP,
   O_VERSION
 };
@@ -230,6 +243,9 @@ static const struct option long_options[] = {
     {"sync-batch-norm", no_argument, NULL, O_SYNC_BATCH_NORM},
     {"precision", required_argument, NULL, O_PRECISION},
     {"loss-scale", required_argument, NULL, O_LOSS_SCALE},
+    {"rebalance-every", required_argument, NULL, O_REBALANCE_EVERY},
+    {"calibrate-steps", required_argument, NULL, O_CALIBRATE_STEPS},
+    {"shard-granularity", required_argument, NULL, O_SHARD_GRANULARITY},
     {"help", no_argument, NULL, O_HELP},
     {"version", no_argument, NULL, O_VERSION},
     {NULL, 0, NULL, 0}};
@@ -300,6 +316,7 @@ int options_parse(int argc, char **argv, options *o) {
   o->step_size = o->total_steps = o->warmup = o->accumulate = -1;
   o->data_parallel = -1;
   o->dist_timeout = NAN;
+  o->rebalance_every = o->calibrate_steps = -1;
   opterr = 0;
   int c, idx;
   int64_t v;
@@ -443,6 +460,15 @@ int options_parse(int argc, char **argv, options *o) {
     case O_DIST_TIMEOUT:
       rc = parse_positive(name, optarg, &o->dist_timeout);
       break;
+    case O_REBALANCE_EVERY:
+      rc = parse_count(name, optarg, 0, big, &o->rebalance_every);
+      break;
+    case O_CALIBRATE_STEPS:
+      rc = parse_count(name, optarg, 0, big, &o->calibrate_steps);
+      break;
+    case O_SHARD_GRANULARITY:
+      rc = parse_count(name, optarg, 1, MAX_BATCH, &o->shard_granularity);
+      break;
     case O_HELP: usage(stdout); return 1;
     case O_VERSION: printf(PROG " %s\n", tyto_version()); return 1;
     case ':':
@@ -494,6 +520,20 @@ int options_parse(int argc, char **argv, options *o) {
   if (o->loss_scale != 0 && o->precision == TYTO_F32) {
     fprintf(stderr, PROG ": --loss-scale needs --precision bf16 or f16 (f32 "
                          "training scales nothing)\n");
+    return -1;
+  }
+  if (o->shard_granularity > o->batch) {
+    fprintf(stderr,
+            PROG ": --shard-granularity %lld is larger than the batch "
+                 "(--batch %lld): every device's share is a multiple of it\n",
+            (long long)o->shard_granularity, (long long)o->batch);
+    return -1;
+  }
+  if (o->shard_granularity > 0 && o->batch % o->shard_granularity) {
+    fprintf(stderr,
+            PROG ": --batch %lld is not a multiple of --shard-granularity "
+                 "%lld (every device's share is a multiple of it)\n",
+            (long long)o->batch, (long long)o->shard_granularity);
     return -1;
   }
   if ((o->resume || o->checkpoint_every) && !o->checkpoint) {

@@ -25,6 +25,11 @@ typedef struct options {
    * default), and go on without a device that fails
    * (--on-device-failure continue). */
   int data_parallel, continue_on_failure;
+  /* Over several devices: the shares from the measured rates after
+   * --calibrate-steps steps and every --rebalance-every steps (-1: the
+   * defaults, 3 and 50), in multiples of --shard-granularity images (0:
+   * 4 where the batch allows, else 1). */
+  int64_t calibrate_steps, rebalance_every, shard_granularity;
   /* Under an MPI launcher: seconds a wait for the other ranks may take
    * (--dist-timeout; NaN: the library's default, TYTO_DIST_TIMEOUT). */
   double dist_timeout;

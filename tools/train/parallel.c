@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Shares are set again from each device's measured rate this often. */
+/* Shares are set from each device's measured rate after this many steps,
+ * then again this often. */
+#define CALIBRATE_STEPS 3
 #define REBALANCE_EVERY 50
 
 struct train_dp {
@@ -21,6 +23,7 @@ struct train_dp {
   double net_bytes, net_seconds; /* between processes */
   int64_t steps;
   char dropped[64];
+  int shares_changed;  /* by the last step's calibration or rebalance */
   char build_err[512]; /* why the builder failed, or "" */
   double scale_before; /* the loss scale the last step used */
 };
@@ -151,9 +154,15 @@ int train_dp_new(const train_dp_spec *spec, train_dp **out, char *err,
       return -1;
     }
   }
-  o.granularity = spec->batch >= 4 * (int64_t)most * ranks ? 4 : 1;
+  o.granularity =
+      spec->granularity > 0 ? spec->granularity
+      : spec->batch % 4 == 0 && spec->batch >= 4 * (int64_t)most * ranks ? 4
+                                                                         : 1;
   o.optim = spec->optim;
-  o.rebalance_every = REBALANCE_EVERY;
+  o.rebalance_every =
+      spec->rebalance_every >= 0 ? spec->rebalance_every : REBALANCE_EVERY;
+  o.calibrate_steps =
+      spec->calibrate_steps >= 0 ? spec->calibrate_steps : CALIBRATE_STEPS;
   if (tyto_dp_new(spec->ctx, &o, build, t, &t->dp) != TYTO_OK) {
     snprintf(err, n, "%s", t->build_err[0] ? t->build_err : tyto_errmsg());
     train_dp_free(t);
@@ -178,6 +187,13 @@ int train_dp_step(train_dp *t, const void *x, const void *y, int go_on,
   const void *in[2] = {x, y};
   *dropped = NULL;
   t->scale_before = tyto_dp_loss_scale(t->dp);
+  /* The shares before the step, to tell a calibration or a rebalance. */
+  size_t n_before = tyto_dp_replica_count(t->dp),
+         left_before = tyto_dp_left_out_count(t->dp);
+  int64_t before[16];
+  for (size_t i = 0; i < n_before && i < 16; i++)
+    before[i] = tyto_dp_replica_shard(t->dp, i);
+  t->shares_changed = 0;
   for (;;) {
     if (tyto_dp_step(t->dp, in, loss) == TYTO_OK)
       break;
@@ -199,6 +215,10 @@ int train_dp_step(train_dp *t, const void *x, const void *y, int go_on,
   }
   if (tyto_dp_sums(t->dp, correct, 1) != TYTO_OK)
     return -1;
+  if (!*dropped && n_before <= 16 && tyto_dp_replica_count(t->dp) == n_before &&
+      tyto_dp_left_out_count(t->dp) == left_before)
+    for (size_t i = 0; i < n_before; i++)
+      t->shares_changed |= tyto_dp_replica_shard(t->dp, i) != before[i];
   for (size_t i = 0; i < tyto_dp_replica_count(t->dp); i++) {
     size_t d = tyto_dp_replica_device(t->dp, i);
     if (d >= t->n_devs)
@@ -271,6 +291,22 @@ int train_dp_pull(train_dp *t, tyto_program *p, size_t n,
 int train_dp_push(train_dp *t, tyto_program *p, size_t n,
                   tyto_tensor *const *state) {
   return move_all(t, p, n, state, 0);
+}
+
+int train_dp_shares_changed(const train_dp *t, char *buf, size_t n) {
+  if (!t->shares_changed)
+    return 0;
+  size_t len = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < tyto_dp_replica_count(t->dp) && len < n; i++) {
+    size_t dev = tyto_dp_replica_device(t->dp, i);
+    int w = snprintf(
+        buf + len, n - len, "%s%s %lld", i ? ", " : "",
+        tyto_device_get_info(tyto_context_device(t->spec.ctx, dev))->id,
+        (long long)tyto_dp_replica_shard(t->dp, i));
+    len += w > 0 ? (size_t)w : 0;
+  }
+  return 1;
 }
 
 size_t train_dp_count(const train_dp *t) {

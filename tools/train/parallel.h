@@ -39,21 +39,26 @@ typedef struct train_dp_spec {
   uint64_t seed;
   int64_t batch, classes;
   tyto_optim_options optim;
-  int exact_exchange; /* tyto_dp_options' (over several ranks) */
+  int exact_exchange;  /* tyto_dp_options' (over several ranks) */
   int sync_batch_norm; /* tyto_nn_options' */
-  int first_only;     /* the context's first device alone (over ranks) */
+  int first_only;      /* the context's first device alone (over ranks) */
   /* Automatic mixed precision: TYTO_F32 (off), TYTO_BF16 or TYTO_F16, and
    * the first loss scale (0: the library's default). */
   tyto_dtype precision;
   double loss_scale;
   int quiet; /* no line for each update skipped by loss scaling */
+  /* tyto_dp_options': the shares set from the measured rates after
+   * calibrate_steps steps and every rebalance_every steps (-1: 3 and 50;
+   * 0: never), in multiples of granularity examples (0: 4 where the batch
+   * allows, else 1). */
+  int64_t calibrate_steps, rebalance_every, granularity;
 } train_dp_spec;
 
 /* One replica per selected device, equal shares rounded to whole
- * multiples of 4 examples where the batch allows (Philox counters: a
- * model with dropout needs shards that start on a whole counter), then
- * rebalanced from measured speed every 50 steps. Returns 0, or -1 with
- * the message in err. */
+ * multiples of the granularity (Philox counters: a model with dropout
+ * needs shards that start on a whole counter), set from the measured
+ * speeds after the calibration's steps, then again every rebalance_every
+ * steps. Returns 0, or -1 with the message in err. */
 int train_dp_new(const train_dp_spec *spec, train_dp **out, char *err,
                  size_t n);
 void train_dp_free(train_dp *t);
@@ -84,6 +89,11 @@ typedef struct train_dp_device {
   double images_per_second, wait_seconds;
 } train_dp_device;
 void train_dp_device_get(const train_dp *t, size_t i, train_dp_device *out);
+
+/* Whether the last step changed the devices' shares from their measured
+ * rates (calibration or rebalancing; not a device dropped or left out):
+ * then 1, with "cpu:0 40, opencl:0 24" in buf. */
+int train_dp_shares_changed(const train_dp *t, char *buf, size_t n);
 
 /* The first replica's program (its graph replays, for the report). */
 const tyto_program *train_dp_program(const train_dp *t);

@@ -176,6 +176,18 @@ typedef struct tyto_dp_options {
   int dynamic_scale;
   double scale_growth, scale_backoff;
   int64_t scale_interval;
+  /* Calibration: the shares are first set from each device's measured
+   * rate over the run's first steps, rather than after rebalance_every
+   * steps. -1 (default): after 3 steps when rebalance_every is on and no
+   * weights were given, else none; 0: none; N >= 1: after N steps. The
+   * first step pays one-off costs (first launches, cold caches) and is
+   * left out of the measure unless N is 1. Calibration sets the shares
+   * only, every device keeping at least `granularity` examples: a device
+   * is left out as too slow to help only at a rebalance, on the evidence
+   * of a whole window of rebalance_every steps. The rebalancing window
+   * starts again after it. tyto_dp_resplit ends a calibration not yet
+   * made (the shares given win). */
+  int64_t calibrate_steps;
 } tyto_dp_options;
 
 typedef struct tyto_dp tyto_dp;
@@ -187,7 +199,8 @@ TYTO_API void tyto_dp_options_init(tyto_dp_options *o);
  * replicas again, so user must outlive dp. Errors: an empty device
  * list or a device the context lacks, a batch below 1 or smaller than the
  * number of devices, a granularity below 1 or above the batch, a weight
- * that is not positive and finite, a negative rebalance_every, a switch
+ * that is not positive and finite, a negative rebalance_every, a
+ * calibrate_steps below -1, a switch
  * (single_optimiser, no_overlap, local_only, exact_exchange, amp) other
  * than 0 or 1, a model whose loss is not one element or
  * whose replicas differ (parameters, inputs, random ops), and whatever

@@ -71,6 +71,7 @@ void tyto_dp_options_init(tyto_dp_options *o) {
   tyto_optim_options_init(&o->optim, TYTO_OPTIM_ADAM);
   o->amp_dtype = TYTO_BF16;
   o->dynamic_scale = -1;
+  o->calibrate_steps = -1;
 }
 
 tyto_status dp_oom(void) {
@@ -729,6 +730,12 @@ tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
                    "tyto_dp_new: rebalance_every %lld: expected a number of "
                    "steps, or 0 for never",
                    (long long)opts->rebalance_every);
+  if (opts->calibrate_steps < -1)
+    return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
+                   "tyto_dp_new: calibrate_steps %lld: expected a number of "
+                   "steps, 0 for none or -1 for the default (3 when "
+                   "rebalancing without weights)",
+                   (long long)opts->calibrate_steps);
   /* The switches are 0 or 1: another value is a mistake, not "on". */
   const struct {
     const char *name;
@@ -802,6 +809,9 @@ tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
   dp->build = build;
   dp->user = user;
   dp->failed = -1;
+  dp->calibrate = opts->calibrate_steps >= 0 ? opts->calibrate_steps
+                  : opts->rebalance_every > 0 && !opts->weights ? 3
+                                                                : 0;
   dp->loss = NAN;
   if (st == TYTO_OK && opts->weights) {
     if (!(dp->weights = malloc(n * sizeof *dp->weights)))
@@ -831,71 +841,4 @@ tyto_status tyto_dp_new(tyto_context *ctx, const tyto_dp_options *opts,
   }
   *out = dp;
   return TYTO_OK;
-}
-
-/* ---------------------------------------------------------------------- */
-/* Queries                                                                 */
-
-/* Replica r's parameter or optimiser state named `name`, or NULL. */
-static tyto_tensor *find(const replica *r, const char *name, size_t np) {
-  for (size_t k = 0; k < np; k++) {
-    const char *n = tyto_tensor_name(r->params[k]);
-    if (n && strcmp(n, name) == 0)
-      return r->params[k];
-  }
-  for (size_t k = 0; k < r->n_state; k++) {
-    const char *n = tyto_tensor_name(r->state[k]);
-    if (n && strcmp(n, name) == 0)
-      return r->state[k];
-  }
-  for (size_t k = 0; k < tyto_optim_state_count(r->opt); k++) {
-    tyto_tensor *t = tyto_optim_state(r->opt, k);
-    const char *n = tyto_tensor_name(t);
-    if (n && strcmp(n, name) == 0)
-      return t;
-  }
-  return NULL;
-}
-
-static tyto_status access(tyto_dp *dp, const char *fn, const char *name,
-                          int write, void *buf, size_t bytes) {
-  if (!dp || !name || (!buf && bytes))
-    return rt_fail(TYTO_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
-                   !dp     ? "dp"
-                   : !name ? "name"
-                           : "the buffer");
-  for (size_t i = 0; i < (write ? dp->n : 1); i++) {
-    replica *r = &dp->r[i];
-    tyto_tensor *t = find(r, name, r->n_params);
-    if (!t && i > 0)
-      continue; /* the optimiser's state lives on replica 0 alone */
-    if (!t)
-      return rt_fail(TYTO_ERR_NOT_FOUND,
-                     "%s: no parameter or optimiser state named '%.200s'", fn,
-                     name);
-    size_t want =
-        (size_t)tyto_tensor_numel(t) * tyto_dtype_size(tyto_tensor_dtype(t));
-    if (bytes != want) {
-      char sh[SHAPE_STR];
-      return rt_fail(TYTO_ERR_INVALID_ARGUMENT,
-                     "%s: '%.200s' is %s%s (%zu bytes), got %zu bytes", fn,
-                     name, tyto_dtype_name(tyto_tensor_dtype(t)),
-                     tensor_shape_str(sh, t), want, bytes);
-    }
-    tyto_status st = write ? tyto_program_write_parameter(r->p, t, buf, bytes)
-                           : tyto_program_read_parameter(r->p, t, buf, bytes);
-    if (st != TYTO_OK)
-      return st;
-  }
-  return TYTO_OK;
-}
-
-tyto_status tyto_dp_read(tyto_dp *dp, const char *name, void *dst,
-                         size_t bytes) {
-  return access(dp, "tyto_dp_read", name, 0, dst, bytes);
-}
-
-tyto_status tyto_dp_write(tyto_dp *dp, const char *name, const void *src,
-                          size_t bytes) {
-  return access(dp, "tyto_dp_write", name, 1, (void *)src, bytes);
 }

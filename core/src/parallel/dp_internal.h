@@ -104,6 +104,9 @@ struct tyto_dp {
   int failed, failed_phase; /* the last step's failed replica, or -1 */
   double *window; /* per replica: phase 0 seconds since the last rebalance */
   int64_t window_steps;
+  /* The calibration (tyto_dp_options.calibrate_steps, resolved): after
+   * this many steps; 0 once made, or none. */
+  int64_t calibrate;
   size_t n_stages; /* of replica sums, as each replica's n_rs_stages */
   int rs_shares;   /* some replica sum is of kind SHARES (a backward's) */
   size_t rs_done;  /* stages exchanged in this step */
@@ -196,7 +199,8 @@ tyto_status dp_rs_model(tyto_dp *dp, replica *r, tyto_dp_model *m,
 tyto_status dp_rs_check(const tyto_dp *dp);
 /* Seconds on a monotonic clock (dp.c). */
 double dp_now(void);
-/* After a step: rebalances every rebalance_every steps (resplit.c). */
+/* After a step: calibrates, then rebalances every rebalance_every steps
+ * (resplit.c). */
 tyto_status dp_rebalance(tyto_dp *dp);
 
 #endif

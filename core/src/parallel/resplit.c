@@ -109,12 +109,15 @@ tyto_status tyto_dp_resplit(tyto_dp *dp, const double *weights) {
     }
     st = resplit_from(dp, 0, shard);
   }
+  if (st == TYTO_OK)
+    dp->calibrate = 0; /* the shares given win over a calibration to come */
   free(shard);
   return st;
 }
 
-/* Every rebalance_every steps: shares from the measured rates; the
- * replicas are rebuilt only when the shards change. */
+/* After the calibration's steps, then every rebalance_every steps:
+ * shares from the measured rates; the replicas are rebuilt only when the
+ * shards change. */
 static tyto_status drop_from(tyto_dp *dp, size_t i, size_t src);
 
 /* The slowest device too slow to help, at the rates w (examples per
@@ -143,19 +146,36 @@ static int too_slow(const tyto_dp *dp, const double *w, double *unit_s,
 }
 
 tyto_status dp_rebalance(tyto_dp *dp) {
+  /* A calibration over several steps leaves the first out: it pays the
+   * one-off costs (first launches, cold caches). */
+  if (dp->calibrate > 1 && dp->steps == 1)
+    return TYTO_OK;
   for (size_t i = 0; i < dp->n; i++)
     dp->window[i] += dp->r[i].seconds[0];
   dp->window_steps++;
   int64_t k = dp->o.rebalance_every;
-  if (k <= 0 || dp->window_steps < k || dp->n < 2)
+  int calibrating = dp->calibrate > 0;
+  if (calibrating) {
+    if (dp->steps < dp->calibrate)
+      return TYTO_OK;
+    dp->calibrate = 0;
+  }
+  if (dp->n < 2 || (!calibrating && (k <= 0 || dp->window_steps < k))) {
+    if (calibrating) {
+      for (size_t i = 0; i < dp->n; i++)
+        dp->window[i] = 0;
+      dp->window_steps = 0;
+    }
     return TYTO_OK;
+  }
   double *w = malloc(dp->n * sizeof *w);
   int64_t *shard = malloc(dp->n * sizeof *shard);
   tyto_status st = !w || !shard ? dp_oom() : TYTO_OK;
   for (size_t i = 0; i < dp->n && st == TYTO_OK; i++)
     w[i] = dp->window[i] > 0 ? (double)dp->r[i].shard / dp->window[i] : 1.0;
   double unit_s = 0, others_s = 0;
-  int slow = st == TYTO_OK ? too_slow(dp, w, &unit_s, &others_s) : -1;
+  int slow =
+      st == TYTO_OK && !calibrating ? too_slow(dp, w, &unit_s, &others_s) : -1;
   if (slow >= 0) {
     /* Left out: the others split the batch by their rates. */
     if (!dp->weights && !(dp->weights = malloc(dp->n * sizeof *w)))
