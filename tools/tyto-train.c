@@ -736,13 +736,15 @@ int main(int argc, char **argv) {
         n_devs, r.device_id);
 
   /* Options for a split over several devices, on a run that has none,
-   * are mistakes, not silently dropped. */
-  const char *split_opt = r.o.calibrate_steps >= 0   ? "--calibrate-steps"
+   * are mistakes, not silently dropped (the granularity also splits the
+   * batch between ranks). */
+  const char *split_opt = all_devs                   ? NULL
+                          : r.o.calibrate_steps >= 0 ? "--calibrate-steps"
                           : r.o.rebalance_every >= 0 ? "--rebalance-every"
-                          : r.o.shard_granularity > 0 && !use_dp
+                          : r.o.shard_granularity > 0 && ranks == 1
                               ? "--shard-granularity"
                               : NULL;
-  if (split_opt && (!all_devs || (r.o.shard_granularity > 0 && !use_dp))) {
+  if (split_opt) {
     fprintf(stderr,
             PROG ": %s applies to data-parallel training over several "
                  "devices; this %s trains on %s alone%s\n",

@@ -280,11 +280,11 @@ static dnnl_primitive_desc_t cv16_pd(const cv16_op *op, int any,
   if (!ok)
     return NULL;
   if (fwd) {
-    /* oneDNN 2.6's AMX forward kernel (jit:avx512_core_amx_bf16) gives NaN
-     * where an infinity in x meets its zero padding (Sapphire Rapids,
-     * tyto-conform's specials), where ops.md keeps the infinity: the next
-     * kernel it offers, brgconv:avx512_core_bf16, keeps it. The backward
-     * kernels on AMX keep them and stay. */
+    /* None of oneDNN 2.6's AMX forward kernels: the first it offers on a
+     * Sapphire Rapids, jit:avx512_core_amx_bf16, gives NaN where an
+     * infinity in x meets its zero padding (tyto-conform's specials),
+     * where ops.md keeps the infinity; the next, brgconv:avx512_core_bf16,
+     * keeps it. The backward kernels on AMX keep them and stay. */
     return cpu_dnnl_pd_avoiding(&cd, attr, NULL, "amx");
   }
   /* oneDNN picks a backward implementation from the forward one it would

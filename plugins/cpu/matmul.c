@@ -28,7 +28,6 @@
 
 #include <cblas.h>
 #include <limits.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,8 +84,6 @@ typedef struct mm_op {
   cpu_dnnl_mm dn; /* a big f32 GEMM on oneDNN (dn.prim set) */
 #endif
 } mm_op;
-
-static atomic_int blas_threads_set;
 
 /* Formats a shape as "[64,784]" with a "^T" when `t`. */
 static const char *shape_str(char *buf, size_t size,
@@ -270,15 +267,9 @@ static tyto_plugin_error *mm_exec(const cpu_op *base, const cpu_desc *d,
                                   unsigned char *const *args, cpu_pool *pool) {
   (void)d;
   const mm_op *op = (const mm_op *)base;
-  /* Our pool threads every GEMM (batches of small ones, blocks of a big
-   * one), so OpenBLAS runs single-threaded inside each task: its own
-   * threads would spin beside our workers on the same cores (a 2-core MLP
-   * step spent a third of its time in their sched_yield loops), and a pool
-   * of one ([cpu] threads = 1) means one thread, not OpenBLAS's own
-   * count. */
+  /* OpenBLAS runs single-threaded inside our pool's tasks (set when the
+   * device opened). */
   unsigned threads = cpu_pool_size(pool);
-  if (!atomic_load(&blas_threads_set) && !atomic_exchange(&blas_threads_set, 1))
-    openblas_set_num_threads(1);
   if (op->batches == 0 || op->m == 0 || op->n == 0)
     return NULL;
   int64_t e = (int64_t)op->elem;

@@ -56,39 +56,25 @@ static int omp_runtime(void) {
   return k;
 }
 
-/* The team size this thread last set (0: never): a stream's thread sets
- * it once, not before every kernel. */
-static _Thread_local unsigned team;
-
 int cpu_dnnl_threads_enter(unsigned n) {
   if (!omp_runtime() || n == 0)
     return 0;
   int prev = omp_get_max_threads();
   if ((unsigned)prev != n)
     omp_set_num_threads((int)n);
-  team = n;
   return prev;
 }
 
 void cpu_dnnl_threads_leave(int prev) {
-  if (prev > 0 && omp_runtime()) {
-    if (team != (unsigned)prev)
-      omp_set_num_threads(prev);
-    team = (unsigned)prev;
-  }
+  if (prev > 0 && omp_runtime() && omp_get_max_threads() != prev)
+    omp_set_num_threads(prev);
 }
 
+/* Read, not remembered: OpenMP's OpenBLAS sets the same team size when
+ * told its thread count. */
 void cpu_dnnl_threads_use(unsigned n) {
-  if (n && team != n && omp_runtime()) {
+  if (n && omp_runtime() && (unsigned)omp_get_max_threads() != n)
     omp_set_num_threads((int)n);
-    team = n;
-  }
-}
-
-const char *cpu_dnnl_threads_describe(void) {
-  return omp_runtime() ? "its OpenMP team sized to the device's threads"
-                       : "its own threads (not OpenMP: OMP_NUM_THREADS and "
-                         "its runtime's settings decide them)";
 }
 #else
 int cpu_dnnl_threads_enter(unsigned n) {
@@ -102,15 +88,6 @@ void cpu_dnnl_threads_leave(int prev) {
 
 void cpu_dnnl_threads_use(unsigned n) {
   (void)n;
-}
-
-const char *cpu_dnnl_threads_describe(void) {
-#ifdef TYTO_HAVE_DNNL
-  return "its own threads (OMP_NUM_THREADS decides them: this build could "
-         "not link OpenMP's API)";
-#else
-  return "";
-#endif
 }
 #endif
 

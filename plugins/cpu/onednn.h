@@ -36,8 +36,6 @@ void cpu_gemm16_describe(char *buf, size_t size);
 int cpu_dnnl_threads_enter(unsigned n);
 void cpu_dnnl_threads_leave(int prev);
 void cpu_dnnl_threads_use(unsigned n);
-/* "OpenMP, n threads" or why not: for the device description. */
-const char *cpu_dnnl_threads_describe(void);
 
 #ifdef TYTO_HAVE_DNNL
 /* The process's CPU engine, made on first use (oneDNN engines are

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cblas.h>
+
 #include "../common/hostmem.h"
 #include "convert.h"
 #include "cpu.h"
@@ -172,6 +174,14 @@ static tyto_plugin_error *cpu_device_open(tyto_plugin_state *st,
                                "cannot read the NUMA node set '%s'",
                                st->nodeset);
   }
+  /* Our pool threads every OpenBLAS call (batches of small GEMMs, blocks
+   * of a big one), so OpenBLAS runs single-threaded inside each task: its
+   * own threads would spin beside our workers on the same cores (a 2-core
+   * MLP step spent a third of its time in their sched_yield loops), and
+   * [cpu] threads = 1 means one thread, not OpenBLAS's own count. Set
+   * here, before any kernel (a GEMM, an im2col convolution, a triangular
+   * solve) calls it. */
+  openblas_set_num_threads(1);
   dev->pool = cpu_pool_new(st->threads, st->cpuset);
   if (!dev->pool) {
     hwloc_bitmap_free(dev->nodeset);
@@ -237,9 +247,10 @@ static const tyto_plugin_device_fns cpu_device_fns = {
 static const tyto_plugin_option_doc cpu_options[] = {
     {sizeof(tyto_plugin_option_doc), "threads",
      "How many threads run cpu:0's kernels: its worker pool (the stream's "
-     "thread included, each worker bound to a core of its own) and "
-     "oneDNN's OpenMP team, from 1 to the hardware threads the process "
-     "may use. Default: one per core."},
+     "thread included; each worker bound to a core of its own, then to the "
+     "cores' other hardware threads), OpenBLAS and oneDNN's OpenMP team, "
+     "from 1 to the hardware threads the process may use. Default: one "
+     "per core."},
 };
 
 static const tyto_plugin_info cpu_info = {
@@ -266,6 +277,10 @@ TYTO_PLUGIN_EXPORT tyto_plugin_error *
 tyto_plugin_cpu_LTX_init(const tyto_plugin_host *host,
                          const tyto_plugin_info **info,
                          tyto_plugin_state **state) {
+  if (!host->option)
+    return host->error_new(TYTO_PLUGIN_ERR_INVALID_ARGUMENT,
+                           "the host gave the cpu plugin no option() service "
+                           "(required by the ABI)");
   tyto_plugin_state *st = calloc(1, sizeof *st);
   if (!st)
     return host->error_new(TYTO_PLUGIN_ERR_OUT_OF_MEMORY,

@@ -169,8 +169,10 @@ unsigned cpu_pool_size(const cpu_pool *pool) {
 
 /* Binds each worker to one core of `cpuset` (the first PU of the core),
  * leaving the set's first core to the caller, which is a stream thread we
- * do not own. With fewer cores than workers the PUs are used in turn.
- * Failure to bind is not an error: the workers then float. */
+ * do not own. With more threads than cores, thread t (the caller is 0)
+ * takes the (t / cores)-th PU of core t mod cores: every core's first PU,
+ * then every core's second, and so on. Failure to bind is not an error:
+ * the workers then float. */
 static void bind_workers(cpu_pool *p, const char *cpuset) {
   if (!cpuset || !cpuset[0] || p->nworkers == 0)
     return;
@@ -189,8 +191,18 @@ static void bind_workers(cpu_pool *p, const char *cpuset) {
                                           topo, set, HWLOC_OBJ_CORE, ci)
                                     : NULL;
       if (core && core->cpuset) {
+        /* The (t / ncores)-th PU of the core, in turn over its PUs. */
         hwloc_bitmap_and(one, core->cpuset, set);
-        hwloc_bitmap_singlify(one);
+        int in_core = hwloc_bitmap_weight(one);
+        int k = in_core > 0
+                    ? (int)(((w + 1) / (unsigned)ncores) % (unsigned)in_core)
+                    : 0,
+            id = hwloc_bitmap_first(one);
+        while (k-- > 0 && id >= 0)
+          id = hwloc_bitmap_next(one, id);
+        if (id < 0)
+          continue;
+        hwloc_bitmap_only(one, (unsigned)id);
       } else if (npus > 0) {
         /* The k-th PU of the set, k = (w + 1) mod npus. */
         int k = (int)((w + 1) % (unsigned)npus), id = hwloc_bitmap_first(set);

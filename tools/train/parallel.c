@@ -23,9 +23,10 @@ struct train_dp {
   double net_bytes, net_seconds; /* between processes */
   int64_t steps;
   char dropped[64];
-  int shares_changed;  /* by the last step's calibration or rebalance */
-  char build_err[512]; /* why the builder failed, or "" */
-  double scale_before; /* the loss scale the last step used */
+  int shares_changed;     /* by the last step's calibration or rebalance */
+  int64_t *shards_before; /* n_devs: the replicas' shards before a step */
+  char build_err[512];    /* why the builder failed, or "" */
+  double scale_before;    /* the loss scale the last step used */
 };
 
 tyto_tensor *model_loss(const mf_model *m, tyto_tensor *logits,
@@ -111,7 +112,8 @@ int train_dp_new(const train_dp_spec *spec, train_dp **out, char *err,
   size_t nd = tyto_context_device_count(spec->ctx);
   if (!t || !(t->examples = calloc(nd, sizeof(double))) ||
       !(t->seconds = calloc(nd, sizeof(double))) ||
-      !(t->wait = calloc(nd, sizeof(double)))) {
+      !(t->wait = calloc(nd, sizeof(double))) ||
+      !(t->shards_before = calloc(nd, sizeof(int64_t)))) {
     train_dp_free(t);
     snprintf(err, n, "out of memory");
     return -1;
@@ -179,6 +181,7 @@ void train_dp_free(train_dp *t) {
   free(t->examples);
   free(t->seconds);
   free(t->wait);
+  free(t->shards_before);
   free(t);
 }
 
@@ -190,8 +193,8 @@ int train_dp_step(train_dp *t, const void *x, const void *y, int go_on,
   /* The shares before the step, to tell a calibration or a rebalance. */
   size_t n_before = tyto_dp_replica_count(t->dp),
          left_before = tyto_dp_left_out_count(t->dp);
-  int64_t before[16];
-  for (size_t i = 0; i < n_before && i < 16; i++)
+  int64_t *before = t->shards_before; /* n_devs >= the replicas */
+  for (size_t i = 0; i < n_before && i < t->n_devs; i++)
     before[i] = tyto_dp_replica_shard(t->dp, i);
   t->shares_changed = 0;
   for (;;) {
@@ -215,7 +218,8 @@ int train_dp_step(train_dp *t, const void *x, const void *y, int go_on,
   }
   if (tyto_dp_sums(t->dp, correct, 1) != TYTO_OK)
     return -1;
-  if (!*dropped && n_before <= 16 && tyto_dp_replica_count(t->dp) == n_before &&
+  if (!*dropped && n_before <= t->n_devs &&
+      tyto_dp_replica_count(t->dp) == n_before &&
       tyto_dp_left_out_count(t->dp) == left_before)
     for (size_t i = 0; i < n_before; i++)
       t->shares_changed |= tyto_dp_replica_shard(t->dp, i) != before[i];

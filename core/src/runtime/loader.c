@@ -265,10 +265,14 @@ static void probe(plugin_rec *p) {
   tyto_plugin_error *err = p->fns.probe(p->state, ctx->topo.offer,
                                         (uint32_t)ctx->topo.n_offer, &claims);
   if (err) {
+    /* An option the plugin refused (a bad value in its config section) is
+     * the user's mistake: said at warning level, even when the selection
+     * does not ask for its devices. */
+    int bad_option = rt_error_code(err) == TYTO_PLUGIN_ERR_INVALID_ARGUMENT;
     p->pub.reason = ownf(p, "probe failed: %s", rt_error_message(err));
     rt_error_free(err);
-    rt_log(&ctx->log, TYTO_LOG_INFO, "tyto", "plugin %s: %s", p->pub.name,
-           p->pub.reason);
+    rt_log(&ctx->log, bad_option ? TYTO_LOG_WARN : TYTO_LOG_INFO, "tyto",
+           "plugin %s: %s", p->pub.name, p->pub.reason);
     /* A failed probe leaves the plugin with no devices, whatever it
      * claimed before failing. */
     for (size_t i = first; i < ctx->n_devices; i++)
