@@ -90,6 +90,25 @@ static void fill(float *v, size_t n, unsigned seed, float scale) {
   }
 }
 
+/* Every parameter's initial values (the same in every run). */
+static void write_init(tyto_dp *dp) {
+  for (int k = 0; k < 4; k++) {
+    float init[IN * HID];
+    fill(init, (size_t)sizes[k], 11u + (unsigned)k, 0.5f);
+    ck_assert_int_eq(
+        tyto_dp_write(dp, names[k], init, (size_t)sizes[k] * sizeof(float)),
+        TYTO_OK);
+  }
+}
+
+/* Step s's batch: inputs and their targets. */
+static void batch_of(int s, float x[BATCH * IN], float t[BATCH * OUT]) {
+  fill(x, BATCH * IN, 100u + (unsigned)s, 1.0f);
+  for (int b = 0; b < BATCH; b++)
+    for (int j = 0; j < OUT; j++)
+      t[b * OUT + j] = 0.5f * x[b * IN + j] - 0.25f * x[b * IN + 3 + j];
+}
+
 /* Trains STEPS steps over devs with weights w (NULL: equal): the loss of
  * each step and the final parameters. */
 static void train(tyto_context *ctx, size_t n, const size_t *devs,
@@ -113,19 +132,10 @@ static void train(tyto_context *ctx, size_t n, const size_t *devs,
   for (size_t i = 0; i < n; i++)
     total += tyto_dp_replica_shard(dp, i);
   ck_assert_int_eq(total, BATCH);
-  for (int k = 0; k < 4; k++) {
-    float init[IN * HID];
-    fill(init, (size_t)sizes[k], 11u + (unsigned)k, 0.5f);
-    ck_assert_int_eq(
-        tyto_dp_write(dp, names[k], init, (size_t)sizes[k] * sizeof(float)),
-        TYTO_OK);
-  }
+  write_init(dp);
   for (int s = 0; s < STEPS; s++) {
     float x[BATCH * IN], t[BATCH * OUT];
-    fill(x, BATCH * IN, 100u + (unsigned)s, 1.0f);
-    for (int b = 0; b < BATCH; b++)
-      for (int j = 0; j < OUT; j++)
-        t[b * OUT + j] = 0.5f * x[b * IN + j] - 0.25f * x[b * IN + 3 + j];
+    batch_of(s, x, t);
     const void *in[2] = {x, t};
     ck_assert_msg(tyto_dp_step(dp, in, &loss[s]) == TYTO_OK, "%s",
                   tyto_errmsg());
@@ -515,13 +525,7 @@ static void train_resplit(tyto_context *ctx, resplit_kind kind, double *loss,
   tyto_dp *dp = NULL;
   ck_assert_msg(tyto_dp_new(ctx, &o, mlp, NULL, &dp) == TYTO_OK, "%s",
                 tyto_errmsg());
-  for (int k = 0; k < 4; k++) {
-    float init[IN * HID];
-    fill(init, (size_t)sizes[k], 11u + (unsigned)k, 0.5f);
-    ck_assert_int_eq(
-        tyto_dp_write(dp, names[k], init, (size_t)sizes[k] * sizeof(float)),
-        TYTO_OK);
-  }
+  write_init(dp);
   int failures = 0;
   for (int s = 0; s < STEPS; s++) {
     if (kind == BY_HAND && s == 10) {
@@ -530,10 +534,7 @@ static void train_resplit(tyto_context *ctx, resplit_kind kind, double *loss,
       ck_assert_int_eq(tyto_dp_replica_shard(dp, 0), 20);
     }
     float x[BATCH * IN], t[BATCH * OUT];
-    fill(x, BATCH * IN, 100u + (unsigned)s, 1.0f);
-    for (int b = 0; b < BATCH; b++)
-      for (int j = 0; j < OUT; j++)
-        t[b * OUT + j] = 0.5f * x[b * IN + j] - 0.25f * x[b * IN + 3 + j];
+    batch_of(s, x, t);
     const void *in[2] = {x, t};
     tyto_status st = tyto_dp_step(dp, in, &loss[s]);
     if (st != TYTO_OK && kind == FAILURE && failures++ == 0) {
@@ -669,19 +670,10 @@ static void calibrated_run(int64_t calibrate, const double *w, double *loss,
   tyto_dp *dp = NULL;
   ck_assert_msg(tyto_dp_new(ctx, &o, mlp, NULL, &dp) == TYTO_OK, "%s",
                 tyto_errmsg());
-  for (int k = 0; k < 4; k++) {
-    float init[IN * HID];
-    fill(init, (size_t)sizes[k], 11u + (unsigned)k, 0.5f);
-    ck_assert_int_eq(
-        tyto_dp_write(dp, names[k], init, (size_t)sizes[k] * sizeof(float)),
-        TYTO_OK);
-  }
+  write_init(dp);
   for (int s = 0; s < STEPS; s++) {
     float x[BATCH * IN], t[BATCH * OUT];
-    fill(x, BATCH * IN, 100u + (unsigned)s, 1.0f);
-    for (int b = 0; b < BATCH; b++)
-      for (int j = 0; j < OUT; j++)
-        t[b * OUT + j] = 0.5f * x[b * IN + j] - 0.25f * x[b * IN + 3 + j];
+    batch_of(s, x, t);
     const void *in[2] = {x, t};
     ck_assert_msg(tyto_dp_step(dp, in, &loss[s]) == TYTO_OK, "step %d: %s", s,
                   tyto_errmsg());
@@ -802,18 +794,10 @@ static void held_run(int free_early, double *loss) {
                 tyto_errmsg());
   if (free_early)
     tyto_context_free(ctx);
-  for (int k = 0; k < 4; k++) {
-    float init[IN * HID];
-    fill(init, (size_t)sizes[k], 11u + (unsigned)k, 0.5f);
-    ck_assert_int_eq(
-        tyto_dp_write(dp, names[k], init, (size_t)sizes[k] * sizeof(float)),
-        TYTO_OK);
-  }
+  write_init(dp);
   for (int s = 0; s < 6; s++) {
     float x[BATCH * IN], t[BATCH * OUT];
-    fill(x, BATCH * IN, 100u + (unsigned)s, 1.0f);
-    for (int i = 0; i < BATCH * OUT; i++)
-      t[i] = 0.5f * x[i];
+    batch_of(s, x, t);
     const void *in[2] = {x, t};
     if (s == 3)
       ck_assert_msg(tyto_dp_resplit(dp, (const double[]){1, 2}) == TYTO_OK,
