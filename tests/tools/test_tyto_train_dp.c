@@ -212,7 +212,19 @@ START_TEST(shares_follow_the_measured_speed) {
                 (long long)part);
   json_decref(two);
   json_decref(one);
-  char args[512];
+  /* A batch that is not a multiple of 4 splits by single examples (the
+   * automatic granularity of 4 was refused by the library). */
+  char net[256], args[512];
+  write_text("net.txt", small_net, net, sizeof net);
+  snprintf(args, sizeof args,
+           "--model-file %s --data %s/good --batch 30 --max-steps 3 --json",
+           net, tmp);
+  json_t *odd = train_json(args);
+  par = json_object_get(odd, "data_parallel");
+  ck_assert_int_eq((int64_t)real(json_array_get(par, 0), "shard") +
+                       (int64_t)real(json_array_get(par, 1), "shard"),
+                   30);
+  json_decref(odd);
   snprintf(args, sizeof args,
            "--model mlp --data %s/good --batch 32 --shard-granularity 64", tmp);
   expect_bad(args, "--shard-granularity 64 is larger than the batch (--batch "
